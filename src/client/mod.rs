@@ -1,0 +1,1 @@
+//! Per-server MCP client.

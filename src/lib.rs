@@ -1,0 +1,25 @@
+//! mcphost: the host side of the Model Context Protocol.
+//!
+//! # Layout
+//!
+//! Layers depend only downwards:
+//!
+//! ```text
+//! protocol   wire types, method names, revisions and eras, capabilities
+//!    ▲
+//! jsonrpc    decoder, Peer: ids, pending map, timeouts, cancel, progress, ping
+//!    ▲
+//! transport  framing, stdio child processes (process groups, watchdog, stderr ring)
+//!    ▲
+//! client     ServerClient: handshake, negotiated state, typed calls, pagination,
+//!            list_changed re-listing; hides the protocol era from callers
+//! ```
+//!
+//! Relayed payloads (tool schemas and results, prompt messages, `_meta`,
+//! unknown fields) stay [`serde_json::value::RawValue`] text end to end, so
+//! the proxy is lossless: big integers, decimals and key order survive.
+
+pub mod client;
+pub mod jsonrpc;
+pub mod protocol;
+pub mod transport;

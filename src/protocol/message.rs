@@ -1,0 +1,214 @@
+//! JSON-RPC 2.0 message shapes. Params, results and error data stay raw text.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+/// Standard JSON-RPC and MCP error codes.
+pub mod error_codes {
+    pub const PARSE_ERROR: i64 = -32700;
+    pub const INVALID_REQUEST: i64 = -32600;
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub const INVALID_PARAMS: i64 = -32602;
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// Sampling request rejected by the user.
+    pub const USER_REJECTED: i64 = -1;
+    /// Resource not found (up to 2025-11-25).
+    pub const RESOURCE_NOT_FOUND: i64 = -32002;
+    /// Request cancelled by the caller (mcphost-local, mirrors LSP's -32800).
+    pub const REQUEST_CANCELLED: i64 = -32800;
+}
+
+/// A request id. Integers and strings are distinct ids on the wire, but
+/// [`Id::as_number`] lets us match servers that echo `"7"` for `7`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Id {
+    Number(i64),
+    String(String),
+}
+
+impl Id {
+    /// The integer this id denotes, also when a server stringified it.
+    pub fn as_number(&self) -> Option<i64> {
+        match self {
+            Id::Number(n) => Some(*n),
+            Id::String(s) => s.parse().ok(),
+        }
+    }
+}
+
+impl fmt::Display for Id {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Id::Number(n) => write!(f, "{n}"),
+            Id::String(s) => write!(f, "{s:?}"),
+        }
+    }
+}
+
+/// A JSON-RPC error object. `data` is relayed untouched.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ErrorObject {
+    pub code: i64,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Box<RawValue>>,
+}
+
+impl ErrorObject {
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        ErrorObject {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+    pub fn method_not_found(method: &str) -> Self {
+        Self::new(
+            error_codes::METHOD_NOT_FOUND,
+            format!("method not found: {method}"),
+        )
+    }
+}
+
+impl fmt::Display for ErrorObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (code {})", self.message, self.code)?;
+        if let Some(d) = &self.data {
+            write!(f, ", data: {}", d.get())?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Request {
+    pub id: Id,
+    pub method: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub params: Option<Box<RawValue>>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Notification {
+    pub method: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub params: Option<Box<RawValue>>,
+}
+
+/// A response. `id` is `None` only for errors about unparseable requests.
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub id: Option<Id>,
+    pub outcome: Result<Box<RawValue>, ErrorObject>,
+}
+
+/// One JSON-RPC message.
+#[derive(Debug, Clone)]
+pub enum Message {
+    Request(Request),
+    Notification(Notification),
+    Response(Response),
+}
+
+const VERSION: &str = "2.0";
+
+#[derive(Serialize)]
+struct WireRequest<'a> {
+    jsonrpc: &'static str,
+    id: &'a Id,
+    method: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    params: Option<&'a RawValue>,
+}
+
+#[derive(Serialize)]
+struct WireNotification<'a> {
+    jsonrpc: &'static str,
+    method: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    params: Option<&'a RawValue>,
+}
+
+#[derive(Serialize)]
+struct WireResponse<'a> {
+    jsonrpc: &'static str,
+    id: Option<&'a Id>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a ErrorObject>,
+}
+
+impl Serialize for Message {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Message::Request(r) => WireRequest {
+                jsonrpc: VERSION,
+                id: &r.id,
+                method: &r.method,
+                params: r.params.as_deref(),
+            }
+            .serialize(s),
+            Message::Notification(n) => WireNotification {
+                jsonrpc: VERSION,
+                method: &n.method,
+                params: n.params.as_deref(),
+            }
+            .serialize(s),
+            Message::Response(r) => WireResponse {
+                jsonrpc: VERSION,
+                id: r.id.as_ref(),
+                result: r.outcome.as_ref().ok().map(|v| &**v),
+                error: r.outcome.as_ref().err(),
+            }
+            .serialize(s),
+        }
+    }
+}
+
+impl Message {
+    /// Compact JSON text with no newline, ready for line framing.
+    pub fn to_line(&self) -> String {
+        // Serialising these types cannot fail: keys are strings and raw
+        // values were valid JSON when parsed.
+        serde_json::to_string(self).unwrap_or_else(|e| {
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"level":"error","data":{:?}}}}}"#,
+                e.to_string()
+            )
+        })
+    }
+
+    pub fn method(&self) -> Option<&str> {
+        match self {
+            Message::Request(r) => Some(&r.method),
+            Message::Notification(n) => Some(&n.method),
+            Message::Response(_) => None,
+        }
+    }
+}
+
+/// Decoding: the shape every incoming message is read into first.
+#[derive(Deserialize)]
+pub(crate) struct WireIn {
+    #[serde(default)]
+    pub jsonrpc: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    pub id: Option<Box<RawValue>>,
+    #[serde(default)]
+    pub method: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    pub params: Option<Box<RawValue>>,
+    #[serde(default, deserialize_with = "present")]
+    pub result: Option<Box<RawValue>>,
+    #[serde(default, deserialize_with = "present")]
+    pub error: Option<Box<RawValue>>,
+}
+
+/// A present field is `Some`, even when its value is `null`.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Box<RawValue>>, D::Error> {
+    Box::<RawValue>::deserialize(d).map(Some)
+}

@@ -1,0 +1,17 @@
+//! Wire types: JSON-RPC 2.0 messages, MCP method names, protocol revisions and
+//! capabilities.
+//!
+//! Everything the engine only relays stays [`RawValue`] text; only fields the
+//! engine acts on (ids, methods, capabilities, cursors, names, versions) are typed.
+
+pub mod capabilities;
+mod message;
+pub mod methods;
+mod raw;
+mod version;
+
+pub use capabilities::{ClientCapabilities, ServerCapabilities};
+pub use message::{ErrorObject, Id, Message, Notification, Request, Response, error_codes};
+pub use raw::{RawError, empty_object, raw_field, set_fields, to_raw};
+pub use serde_json::value::RawValue;
+pub use version::{Era, ProtocolVersion, UnknownVersion};

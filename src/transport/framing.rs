@@ -1,0 +1,1 @@
+//! Newline framing with a hard per-message size limit.

@@ -1,0 +1,73 @@
+//! Transports move framed JSON-RPC text between the peer and a server.
+//!
+//! A transport is a pair of channels plus a control handle, so the peer never
+//! knows whether it talks to a child process or an HTTP endpoint:
+//! - the peer sends one compact JSON text per [`Outbound`] (a message or batch);
+//! - the transport delivers [`TransportEvent`]s in arrival order, and ends
+//!   with exactly one [`TransportEvent::Closed`].
+
+pub mod framing;
+pub mod stdio;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use tokio::sync::mpsc;
+
+use crate::protocol::Id;
+
+/// One outgoing message or batch, already serialised without newlines.
+pub type Outbound = String;
+
+#[derive(Debug)]
+pub enum TransportEvent {
+    /// One received frame: a JSON-RPC message or batch, not yet parsed.
+    Frame(String),
+    /// A frame over the size limit was discarded. `id` is the request id
+    /// recovered from its first or last bytes, when it could be.
+    Oversized { limit: usize, id: Option<Id> },
+    /// The transport is gone; nothing follows this event.
+    Closed(CloseReason),
+}
+
+/// Why a transport closed, with what the server left behind.
+#[derive(Debug, Clone)]
+pub struct CloseReason {
+    /// Human-readable summary, e.g. "exited with status 1".
+    pub summary: String,
+    /// The server's last stderr lines, oldest first (stdio only).
+    pub stderr_tail: Vec<String>,
+}
+
+impl std::fmt::Display for CloseReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.summary)?;
+        if !self.stderr_tail.is_empty() {
+            write!(f, "; last stderr lines:")?;
+            for l in &self.stderr_tail {
+                write!(f, "\n  {l}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Control over a running transport, independent of message flow.
+pub trait TransportControl: Send + Sync + 'static {
+    /// Stop the transport gracefully (stdio: close stdin, wait, SIGTERM the
+    /// group, wait, SIGKILL, reap). Idempotent. Resolves when fully stopped.
+    fn shutdown(&self) -> BoxFuture<'_, ()>;
+    /// The last `n` stderr lines, oldest first (empty for non-stdio).
+    fn stderr_tail(&self, n: usize) -> Vec<String>;
+    /// OS process id of the server (stdio only).
+    fn pid(&self) -> Option<u32>;
+}
+
+/// A started transport.
+pub struct Connection {
+    pub outbound: mpsc::Sender<Outbound>,
+    pub inbound: mpsc::Receiver<TransportEvent>,
+    pub control: std::sync::Arc<dyn TransportControl>,
+}

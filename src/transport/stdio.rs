@@ -1,0 +1,1 @@
+//! stdio transport: one child process group per server.
