@@ -5,7 +5,7 @@
 //! engine acts on (ids, methods, capabilities, cursors, names, versions) are typed.
 
 pub mod capabilities;
-mod message;
+pub(crate) mod message;
 pub mod methods;
 mod raw;
 mod version;

@@ -73,7 +73,8 @@ mod tests {
 
     #[test]
     fn set_fields_keeps_everything_else_verbatim() {
-        let src = r#"{"z":12345678901234567890123,"name":"a","d":1.10,"big":1e400,"u":{"k":[1.0]}}"#;
+        let src =
+            r#"{"z":12345678901234567890123,"name":"a","d":1.10,"big":1e400,"u":{"k":[1.0]}}"#;
         let raw = RawValue::from_string(src.to_owned()).unwrap();
         let name = to_raw("srv__a").unwrap();
         let out = set_fields(Some(&raw), [("name".to_owned(), name)]).unwrap();

@@ -1,0 +1,611 @@
+//! The JSON-RPC peer: allocates ids, keeps the pending map, enforces
+//! timeouts, sends cancellations, routes progress, answers `ping` and hands
+//! server→client requests to a [`RequestHandler`].
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::task::AbortHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, debug_span, warn};
+
+use super::decode::{DecodeError, Incoming, decode};
+use crate::protocol::{
+    ErrorObject, Id, Message, Notification, Request, Response, empty_object, methods, raw_field,
+    set_fields, to_raw,
+};
+use crate::transport::{BoxFuture, CloseReason, Outbound, TransportEvent};
+
+/// Limits that apply to every request unless [`RequestOptions`] overrides them.
+#[derive(Debug, Clone)]
+pub struct PeerConfig {
+    /// Name used in logs and errors, normally the server's name.
+    pub name: String,
+    /// Per-request timeout; progress notifications may restart it.
+    pub timeout: Duration,
+    /// Hard maximum for one request, progress or not.
+    pub max_timeout: Duration,
+}
+
+impl PeerConfig {
+    pub fn new(name: impl Into<String>) -> Self {
+        PeerConfig {
+            name: name.into(),
+            timeout: Duration::from_secs(60),
+            max_timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+/// One `notifications/progress` for a request we sent.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Progress {
+    pub progress: f64,
+    #[serde(default)]
+    pub total: Option<f64>,
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+pub type ProgressCallback = Arc<dyn Fn(Progress) + Send + Sync>;
+
+/// Per-request knobs.
+#[derive(Clone)]
+pub struct RequestOptions {
+    pub timeout: Option<Duration>,
+    pub max_timeout: Option<Duration>,
+    /// Called for each progress notification; setting it adds a progressToken.
+    pub on_progress: Option<ProgressCallback>,
+    /// Whether progress restarts the timeout (bounded by `max_timeout`).
+    pub reset_timeout_on_progress: bool,
+    /// Cancelling it abandons the request and notifies the server.
+    pub cancel: Option<CancellationToken>,
+    /// `initialize` must never be cancelled.
+    pub cancellable: bool,
+}
+
+impl Default for RequestOptions {
+    fn default() -> Self {
+        RequestOptions {
+            timeout: None,
+            max_timeout: None,
+            on_progress: None,
+            reset_timeout_on_progress: true,
+            cancel: None,
+            cancellable: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PeerError {
+    #[error("{method} timed out after {elapsed:?}; notifications/cancelled was sent")]
+    Timeout { method: String, elapsed: Duration },
+    #[error("{method} was cancelled by the caller")]
+    Cancelled { method: String },
+    #[error("connection closed: {0}")]
+    Closed(Arc<CloseReason>),
+    #[error("error response: {0}")]
+    Rpc(ErrorObject),
+    #[error("the response exceeded the {limit}-byte message limit and was discarded")]
+    Oversized { limit: usize },
+    #[error("invalid response: {0}")]
+    InvalidResponse(String),
+    #[error("cannot encode request: {0}")]
+    Encode(String),
+}
+
+/// A server→client request handed to the host.
+#[derive(Debug)]
+pub struct IncomingRequest {
+    pub id: Id,
+    pub method: String,
+    pub params: Option<Box<RawValue>>,
+}
+
+/// Answers server→client requests (other than `ping`, which the peer answers).
+pub trait RequestHandler: Send + Sync + 'static {
+    fn handle(
+        &self,
+        request: IncomingRequest,
+    ) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>>;
+}
+
+/// Refuses every request with -32601.
+pub struct NoHandler;
+
+impl RequestHandler for NoHandler {
+    fn handle(&self, r: IncomingRequest) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
+        Box::pin(std::future::ready(Err(ErrorObject::method_not_found(
+            &r.method,
+        ))))
+    }
+}
+
+type Reply = Result<Box<RawValue>, PeerError>;
+
+struct PendingEntry {
+    tx: oneshot::Sender<Reply>,
+    progress: Option<mpsc::UnboundedSender<Progress>>,
+}
+
+#[derive(Default)]
+struct State {
+    pending: HashMap<i64, PendingEntry>,
+    incoming: HashMap<Id, AbortHandle>,
+    close_reason: Option<Arc<CloseReason>>,
+}
+
+struct Inner {
+    cfg: PeerConfig,
+    next_id: AtomicI64,
+    outbound: mpsc::Sender<Outbound>,
+    state: Mutex<State>,
+    notifications: broadcast::Sender<Arc<Notification>>,
+    closed: CancellationToken,
+    handler: Arc<dyn RequestHandler>,
+}
+
+/// A cloneable handle to one JSON-RPC connection.
+#[derive(Clone)]
+pub struct Peer {
+    inner: Arc<Inner>,
+}
+
+impl Peer {
+    /// Start the read loop over a transport's channels.
+    pub fn start(
+        cfg: PeerConfig,
+        outbound: mpsc::Sender<Outbound>,
+        inbound: mpsc::Receiver<TransportEvent>,
+        handler: Arc<dyn RequestHandler>,
+    ) -> Peer {
+        let (notifications, _) = broadcast::channel(1024);
+        let inner = Arc::new(Inner {
+            cfg,
+            next_id: AtomicI64::new(0),
+            outbound,
+            state: Mutex::new(State::default()),
+            notifications,
+            closed: CancellationToken::new(),
+            handler,
+        });
+        let span = debug_span!("peer", server = %inner.cfg.name);
+        tokio::spawn(read_loop(inner.clone(), inbound).instrument(span));
+        Peer { inner }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.inner.cfg.name
+    }
+
+    /// Send a request and wait for its result.
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        opts: RequestOptions,
+    ) -> Result<Box<RawValue>, PeerError> {
+        let inner = &self.inner;
+        if let Some(reason) = inner.lock().close_reason.clone() {
+            return Err(PeerError::Closed(reason));
+        }
+        let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let wants_progress = opts.on_progress.is_some() || opts.reset_timeout_on_progress;
+        let params = if wants_progress {
+            Some(with_progress_token(params.as_deref(), id).map_err(PeerError::Encode)?)
+        } else {
+            params
+        };
+        let (tx, mut rx) = oneshot::channel();
+        let (ptx, mut prx) = if wants_progress {
+            let (a, b) = mpsc::unbounded_channel();
+            (Some(a), Some(b))
+        } else {
+            (None, None)
+        };
+        inner
+            .lock()
+            .pending
+            .insert(id, PendingEntry { tx, progress: ptx });
+        let mut guard = PendingGuard {
+            inner: inner.clone(),
+            id,
+            armed: true,
+            cancellable: opts.cancellable,
+        };
+        let line = Message::Request(Request {
+            id: Id::Number(id),
+            method: method.to_owned(),
+            params,
+        })
+        .to_line();
+        let span = debug_span!("request", server = %inner.cfg.name, method, id);
+        async move {
+            debug!("sending");
+            if inner.outbound.send(line).await.is_err() {
+                guard.disarm();
+                inner.lock().pending.remove(&id);
+                return Err(PeerError::Closed(inner.close_reason_or_default()));
+            }
+            let timeout = opts.timeout.unwrap_or(inner.cfg.timeout);
+            let start = Instant::now();
+            let hard = start + opts.max_timeout.unwrap_or(inner.cfg.max_timeout).max(timeout);
+            let mut deadline = (start + timeout).min(hard);
+            let cancel = opts.cancel.unwrap_or_default();
+            loop {
+                tokio::select! {
+                    reply = &mut rx => {
+                        guard.disarm();
+                        return reply.unwrap_or_else(|_| Err(PeerError::Closed(inner.close_reason_or_default())));
+                    }
+                    Some(p) = recv_progress(&mut prx) => {
+                        if opts.reset_timeout_on_progress {
+                            deadline = (Instant::now() + timeout).min(hard);
+                        }
+                        if let Some(cb) = &opts.on_progress {
+                            cb(p);
+                        }
+                    }
+                    _ = tokio::time::sleep_until(deadline) => {
+                        let elapsed = start.elapsed();
+                        guard.abandon(&format!("timed out after {elapsed:?}"));
+                        return Err(PeerError::Timeout { method: method.to_owned(), elapsed });
+                    }
+                    _ = cancel.cancelled() => {
+                        guard.abandon("cancelled by the client");
+                        return Err(PeerError::Cancelled { method: method.to_owned() });
+                    }
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Send a notification.
+    pub async fn notify(
+        &self,
+        method: &str,
+        params: Option<Box<RawValue>>,
+    ) -> Result<(), PeerError> {
+        let line = Message::Notification(Notification {
+            method: method.to_owned(),
+            params,
+        })
+        .to_line();
+        self.inner
+            .outbound
+            .send(line)
+            .await
+            .map_err(|_| PeerError::Closed(self.inner.close_reason_or_default()))
+    }
+
+    /// Notifications from the server, except progress (routed to requests).
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Notification>> {
+        self.inner.notifications.subscribe()
+    }
+
+    /// Resolves when the connection has closed.
+    pub async fn closed(&self) {
+        self.inner.closed.cancelled().await
+    }
+
+    pub fn close_reason(&self) -> Option<Arc<CloseReason>> {
+        self.inner.lock().close_reason.clone()
+    }
+
+    /// Requests we sent that have not been answered yet.
+    pub fn pending_count(&self) -> usize {
+        self.inner.lock().pending.len()
+    }
+}
+
+async fn recv_progress(rx: &mut Option<mpsc::UnboundedReceiver<Progress>>) -> Option<Progress> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+fn with_progress_token(params: Option<&RawValue>, token: i64) -> Result<Box<RawValue>, String> {
+    let meta: Option<Box<RawValue>> = match params {
+        Some(p) => raw_field(p, "_meta").map_err(|e| e.to_string())?,
+        None => None,
+    };
+    let token = to_raw(&token).map_err(|e| e.to_string())?;
+    let meta = set_fields(meta.as_deref(), [("progressToken".to_owned(), token)])
+        .map_err(|e| e.to_string())?;
+    set_fields(params, [("_meta".to_owned(), meta)]).map_err(|e| e.to_string())
+}
+
+/// Removes the pending entry if the request future ends without a reply,
+/// including when the caller drops it, and tells the server.
+struct PendingGuard {
+    inner: Arc<Inner>,
+    id: i64,
+    armed: bool,
+    cancellable: bool,
+}
+
+impl PendingGuard {
+    fn disarm(&mut self) {
+        self.armed = false;
+    }
+
+    fn abandon(&mut self, reason: &str) {
+        if !self.armed {
+            return;
+        }
+        self.armed = false;
+        let was_pending = self.inner.lock().pending.remove(&self.id).is_some();
+        if was_pending && self.cancellable {
+            self.inner.send_cancelled(self.id, reason);
+        }
+    }
+}
+
+impl Drop for PendingGuard {
+    fn drop(&mut self) {
+        self.abandon("request abandoned by the client");
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A poisoned lock only means another thread panicked mid-update of
+        // plain maps; the data is still usable.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn close_reason_or_default(&self) -> Arc<CloseReason> {
+        self.lock().close_reason.clone().unwrap_or_else(|| {
+            Arc::new(CloseReason {
+                summary: "the transport is gone".to_owned(),
+                stderr_tail: Vec::new(),
+            })
+        })
+    }
+
+    fn send_cancelled(&self, id: i64, reason: &str) {
+        let params = serde_json::json!({ "requestId": id, "reason": reason });
+        let Ok(params) = to_raw(&params) else { return };
+        let line = Message::Notification(Notification {
+            method: methods::NOTIFICATION_CANCELLED.to_owned(),
+            params: Some(params),
+        })
+        .to_line();
+        // Never block here: this runs from Drop. A full queue means the
+        // server is not reading anyway.
+        if self.outbound.try_send(line).is_err() {
+            warn!(server = %self.cfg.name, id, "could not queue notifications/cancelled");
+        }
+    }
+
+    fn close(&self, reason: CloseReason) {
+        let reason = Arc::new(reason);
+        let (pending, incoming) = {
+            let mut st = self.lock();
+            if st.close_reason.is_none() {
+                st.close_reason = Some(reason.clone());
+            }
+            (
+                std::mem::take(&mut st.pending),
+                std::mem::take(&mut st.incoming),
+            )
+        };
+        for (_, p) in pending {
+            let _ = p.tx.send(Err(PeerError::Closed(reason.clone())));
+        }
+        for (_, h) in incoming {
+            h.abort();
+        }
+        self.closed.cancel();
+    }
+
+    fn on_response(&self, r: Response) {
+        let Some(id) = r.id else {
+            if let Err(e) = r.outcome {
+                warn!("error response without an id: {e}");
+            }
+            return;
+        };
+        let entry = id.as_number().and_then(|n| self.lock().pending.remove(&n));
+        match entry {
+            Some(p) => {
+                let _ = p.tx.send(r.outcome.map_err(PeerError::Rpc));
+            }
+            None => warn!(%id, "response for an unknown or abandoned request id; ignored"),
+        }
+    }
+
+    fn on_notification(&self, n: Notification) {
+        match n.method.as_str() {
+            methods::NOTIFICATION_PROGRESS => self.on_progress(n),
+            methods::NOTIFICATION_CANCELLED => {
+                let id = n
+                    .params
+                    .as_deref()
+                    .and_then(|p| raw_field::<Id>(p, "requestId").ok().flatten());
+                if let Some(h) = id.and_then(|id| self.lock().incoming.remove(&id)) {
+                    debug!("server cancelled its request");
+                    h.abort();
+                }
+            }
+            _ => {
+                // No subscribers is fine: nobody cares about this kind yet.
+                let _ = self.notifications.send(Arc::new(n));
+            }
+        }
+    }
+
+    fn on_progress(&self, n: Notification) {
+        let Some(params) = n.params.as_deref() else {
+            return;
+        };
+        let token = raw_field::<Id>(params, "progressToken").ok().flatten();
+        let progress = serde_json::from_str::<Progress>(params.get());
+        let (Some(token), Ok(progress)) = (token, progress) else {
+            warn!("malformed notifications/progress: {}", params.get());
+            return;
+        };
+        let st = self.lock();
+        match token
+            .as_number()
+            .and_then(|t| st.pending.get(&t))
+            .and_then(|p| p.progress.as_ref())
+        {
+            Some(tx) => {
+                let _ = tx.send(progress);
+            }
+            None => debug!(%token, "progress for an unknown token"),
+        }
+    }
+
+    async fn send(&self, line: String) {
+        if self.outbound.send(line).await.is_err() {
+            debug!("transport closed before a reply could be sent");
+        }
+    }
+}
+
+/// Answer one server→client request.
+fn answer(inner: &Arc<Inner>, req: Request) -> BoxFuture<'static, Response> {
+    let id = req.id.clone();
+    if req.method == methods::PING {
+        return Box::pin(std::future::ready(Response {
+            id: Some(id),
+            outcome: Ok(empty_object()),
+        }));
+    }
+    let fut = inner.handler.handle(IncomingRequest {
+        id: req.id,
+        method: req.method,
+        params: req.params,
+    });
+    Box::pin(async move {
+        Response {
+            id: Some(id),
+            outcome: fut.await,
+        }
+    })
+}
+
+async fn read_loop(inner: Arc<Inner>, mut inbound: mpsc::Receiver<TransportEvent>) {
+    while let Some(ev) = inbound.recv().await {
+        match ev {
+            TransportEvent::Frame(text) => on_frame(&inner, &text).await,
+            TransportEvent::Oversized { limit, id } => {
+                let entry = id
+                    .as_ref()
+                    .and_then(Id::as_number)
+                    .and_then(|n| inner.lock().pending.remove(&n));
+                match entry {
+                    Some(p) => {
+                        warn!(limit, "response exceeded the message limit");
+                        let _ = p.tx.send(Err(PeerError::Oversized { limit }));
+                    }
+                    None => warn!(limit, ?id, "discarded a message over the size limit"),
+                }
+            }
+            TransportEvent::Closed(reason) => {
+                debug!(%reason, "transport closed");
+                inner.close(reason);
+                return;
+            }
+        }
+    }
+    inner.close(CloseReason {
+        summary: "the transport ended without saying why".to_owned(),
+        stderr_tail: Vec::new(),
+    });
+}
+
+async fn on_frame(inner: &Arc<Inner>, text: &str) {
+    match decode(text) {
+        Err(DecodeError::NotJson { preview, .. }) => {
+            warn!("skipping a non-JSON line from the server: {preview}");
+        }
+        Err(e) => warn!("skipping an invalid frame: {e}"),
+        Ok(Incoming::Single(Ok(msg))) => dispatch(inner, msg).await,
+        Ok(Incoming::Single(Err(e))) => on_invalid(inner, e).await,
+        Ok(Incoming::Batch(items)) => {
+            // Requests in a batch are answered together, in one array.
+            let mut replies = Vec::new();
+            for item in items {
+                match item {
+                    Ok(Message::Request(req)) => replies.push(answer(inner, req)),
+                    Ok(msg) => dispatch(inner, msg).await,
+                    Err(e) => on_invalid(inner, e).await,
+                }
+            }
+            if !replies.is_empty() {
+                let inner = inner.clone();
+                tokio::spawn(async move {
+                    let responses: Vec<Message> = join_all(replies)
+                        .await
+                        .into_iter()
+                        .map(Message::Response)
+                        .collect();
+                    match serde_json::to_string(&responses) {
+                        Ok(line) => inner.send(line).await,
+                        Err(e) => warn!("cannot encode a batch reply: {e}"),
+                    }
+                });
+            }
+        }
+    }
+}
+
+async fn on_invalid(inner: &Arc<Inner>, e: DecodeError) {
+    // A malformed response to one of our requests fails that request now
+    // instead of leaving it to time out.
+    if let DecodeError::Invalid {
+        id: Some(id),
+        reason,
+    } = &e
+    {
+        let entry = id.as_number().and_then(|n| inner.lock().pending.remove(&n));
+        if let Some(p) = entry {
+            let _ = p.tx.send(Err(PeerError::InvalidResponse(reason.clone())));
+            return;
+        }
+    }
+    warn!("skipping an invalid message: {e}");
+}
+
+async fn dispatch(inner: &Arc<Inner>, msg: Message) {
+    match msg {
+        Message::Response(r) => inner.on_response(r),
+        Message::Notification(n) => inner.on_notification(n),
+        Message::Request(req) => {
+            let id = req.id.clone();
+            let method = req.method.clone();
+            let fut = answer(inner, req);
+            let inner2 = inner.clone();
+            let span = debug_span!("incoming", server = %inner.cfg.name, %method, %id);
+            let mut st = inner.lock();
+            let key = id.clone();
+            let task = tokio::spawn(
+                async move {
+                    let resp = fut.await;
+                    inner2.lock().incoming.remove(&key);
+                    inner2.send(Message::Response(resp).to_line()).await;
+                }
+                .instrument(span),
+            );
+            st.incoming.insert(id, task.abort_handle());
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "peer_tests.rs"]
+mod tests;
