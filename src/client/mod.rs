@@ -1,1 +1,720 @@
-//! Per-server MCP client.
+//! [`ServerClient`]: one MCP server, whatever its transport and revision.
+//!
+//! It runs the handshake, keeps what was negotiated (revision, capabilities,
+//! `serverInfo`, `instructions`), refuses locally what the server did not
+//! declare, follows pagination, and re-lists when the server says a list
+//! changed. The protocol era is decided here and never leaks to callers.
+
+mod error;
+mod host;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
+use tokio::sync::broadcast;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info_span, warn};
+
+pub use error::ClientError;
+pub use host::{Host, NoHost};
+
+use crate::jsonrpc::{Peer, PeerConfig, ProgressCallback, RequestOptions};
+use crate::protocol::{
+    ClientCapabilities, Era, Notification, Prompt, ProtocolVersion, Resource, ResourceTemplate,
+    ServerCapabilities, Tool, ToolResult, methods, raw_field, set_fields, to_raw,
+};
+use crate::transport::{CloseReason, Connection, TransportControl};
+
+/// Who we are, sent as `clientInfo`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ClientInfo {
+    pub name: String,
+    pub version: String,
+}
+
+impl Default for ClientInfo {
+    fn default() -> Self {
+        ClientInfo {
+            name: "mcphost".to_owned(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+        }
+    }
+}
+
+/// How a client talks to its server.
+#[derive(Clone)]
+pub struct ClientOptions {
+    pub client_info: ClientInfo,
+    /// Answers sampling, elicitation and roots requests; its capabilities are
+    /// the only client capabilities advertised.
+    pub host: Arc<dyn Host>,
+    /// Limit for the handshake (cold `npx` starts are slow).
+    pub init_timeout: Duration,
+    /// Default per-request timeout; progress restarts it.
+    pub request_timeout: Duration,
+    /// Hard maximum for any request.
+    pub max_request_timeout: Duration,
+    /// Upper bound on pages followed for one list, against endless cursors.
+    pub max_pages: usize,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            client_info: ClientInfo::default(),
+            host: Arc::new(NoHost),
+            init_timeout: Duration::from_secs(60),
+            request_timeout: Duration::from_secs(60),
+            max_request_timeout: Duration::from_secs(600),
+            max_pages: 10_000,
+        }
+    }
+}
+
+/// What the handshake settled.
+#[derive(Debug, Clone)]
+pub struct Negotiated {
+    pub protocol_version: ProtocolVersion,
+    pub capabilities: ServerCapabilities,
+    /// The capabilities object exactly as the server sent it.
+    pub capabilities_raw: Box<RawValue>,
+    /// `serverInfo` exactly as the server sent it.
+    pub server_info: Box<RawValue>,
+    pub server_name: Option<String>,
+    pub server_version: Option<String>,
+    pub instructions: Option<String>,
+}
+
+/// Per-call knobs for [`ServerClient::call_tool`] and friends.
+#[derive(Clone, Default)]
+pub struct CallOptions {
+    pub timeout: Option<Duration>,
+    pub on_progress: Option<ProgressCallback>,
+    pub cancel: Option<CancellationToken>,
+}
+
+/// Something changed on the server. Lists arrive already re-fetched.
+#[derive(Debug, Clone)]
+pub enum ServerEvent {
+    ToolsChanged(Arc<Vec<Tool>>),
+    ResourcesChanged {
+        resources: Arc<Vec<Resource>>,
+        templates: Arc<Vec<ResourceTemplate>>,
+    },
+    PromptsChanged(Arc<Vec<Prompt>>),
+    ResourceUpdated {
+        uri: String,
+    },
+    /// A `notifications/message` log entry, params untouched.
+    Log(Box<RawValue>),
+    /// A re-list after a change notification failed.
+    RelistFailed {
+        what: &'static str,
+        error: String,
+    },
+    /// The connection is gone; no events follow.
+    Closed(Arc<CloseReason>),
+}
+
+struct Core {
+    name: String,
+    peer: Peer,
+    negotiated: Negotiated,
+    opts: ClientOptions,
+    #[allow(dead_code)] // read once the stateless era lands
+    era: Era,
+}
+
+/// A connected MCP server.
+pub struct ServerClient {
+    core: Arc<Core>,
+    control: Arc<dyn TransportControl>,
+    events: broadcast::Sender<ServerEvent>,
+    watcher: JoinHandle<()>,
+}
+
+impl Drop for ServerClient {
+    fn drop(&mut self) {
+        self.watcher.abort();
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct InitializeResult {
+    protocol_version: String,
+    #[serde(default)]
+    capabilities: Option<Box<RawValue>>,
+    #[serde(default)]
+    server_info: Option<Box<RawValue>>,
+    #[serde(default)]
+    instructions: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct InfoKey {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    version: Option<String>,
+}
+
+impl ServerClient {
+    /// Run the handshake over an already started transport. On failure the
+    /// transport is shut down before the error is returned.
+    pub async fn connect(
+        name: &str,
+        conn: Connection,
+        opts: ClientOptions,
+    ) -> Result<ServerClient, ClientError> {
+        let span = info_span!("server", server = name);
+        let control = conn.control.clone();
+        match Self::handshake(name, conn, opts).instrument(span).await {
+            Ok((core, notes)) => {
+                let core = Arc::new(core);
+                let (events, _) = broadcast::channel(256);
+                let watcher = tokio::spawn(
+                    watch_notifications(core.clone(), notes, events.clone())
+                        .instrument(info_span!("server", server = name)),
+                );
+                Ok(ServerClient {
+                    core,
+                    control,
+                    events,
+                    watcher,
+                })
+            }
+            Err(e) => {
+                control.shutdown().await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn handshake(
+        name: &str,
+        conn: Connection,
+        opts: ClientOptions,
+    ) -> Result<(Core, broadcast::Receiver<Arc<Notification>>), ClientError> {
+        let mut cfg = PeerConfig::new(name);
+        cfg.timeout = opts.request_timeout;
+        cfg.max_timeout = opts.max_request_timeout;
+        let handler = Arc::new(host::HostHandler::new(name, opts.host.clone()));
+        let peer = Peer::start(cfg, conn.outbound, conn.inbound, handler);
+        let caps: ClientCapabilities = opts.host.capabilities();
+        let requested = ProtocolVersion::LATEST_HANDSHAKE;
+        let params = serde_json::json!({
+            "protocolVersion": requested,
+            "capabilities": caps,
+            "clientInfo": opts.client_info,
+        });
+        let params =
+            to_raw(&params).map_err(|e| ClientError::invalid(name, methods::INITIALIZE, e))?;
+        let req_opts = RequestOptions {
+            timeout: Some(opts.init_timeout),
+            max_timeout: Some(opts.init_timeout),
+            reset_timeout_on_progress: false,
+            cancellable: false,
+            ..Default::default()
+        };
+        let raw = peer
+            .request(methods::INITIALIZE, Some(params), req_opts)
+            .await
+            .map_err(|source| ClientError::request(name, methods::INITIALIZE, source))?;
+        let init: InitializeResult = serde_json::from_str(raw.get())
+            .map_err(|e| ClientError::invalid(name, methods::INITIALIZE, e))?;
+        let version = match init.protocol_version.parse::<ProtocolVersion>() {
+            Ok(v) if v.era() == Era::Handshake => v,
+            _ => {
+                return Err(ClientError::UnsupportedVersion {
+                    server: name.to_owned(),
+                    requested: requested.as_str().to_owned(),
+                    offered: init.protocol_version,
+                });
+            }
+        };
+        let capabilities_raw = init
+            .capabilities
+            .unwrap_or_else(crate::protocol::empty_object);
+        let capabilities: ServerCapabilities = serde_json::from_str(capabilities_raw.get())
+            .map_err(|e| ClientError::invalid(name, methods::INITIALIZE, e))?;
+        let server_info = init
+            .server_info
+            .unwrap_or_else(crate::protocol::empty_object);
+        let info: InfoKey = serde_json::from_str(server_info.get()).unwrap_or_default();
+        // Subscribe before `initialized` so no early notification is missed.
+        let notes = peer.subscribe();
+        peer.notify(methods::NOTIFICATION_INITIALIZED, None)
+            .await
+            .map_err(|source| {
+                ClientError::request(name, methods::NOTIFICATION_INITIALIZED, source)
+            })?;
+        debug!(version = %version, server_name = ?info.name, "initialized");
+        Ok((
+            Core {
+                name: name.to_owned(),
+                peer,
+                negotiated: Negotiated {
+                    protocol_version: version,
+                    capabilities,
+                    capabilities_raw,
+                    server_info,
+                    server_name: info.name,
+                    server_version: info.version,
+                    instructions: init.instructions,
+                },
+                opts,
+                era: Era::Handshake,
+            },
+            notes,
+        ))
+    }
+
+    pub fn name(&self) -> &str {
+        &self.core.name
+    }
+
+    pub fn negotiated(&self) -> &Negotiated {
+        &self.core.negotiated
+    }
+
+    /// Server changes, with lists already re-fetched.
+    pub fn subscribe(&self) -> broadcast::Receiver<ServerEvent> {
+        self.events.subscribe()
+    }
+
+    /// The server's last `n` stderr lines (stdio only).
+    pub fn stderr_tail(&self, n: usize) -> Vec<String> {
+        self.control.stderr_tail(n)
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.control.pid()
+    }
+
+    /// Why the connection closed, once it has.
+    pub fn close_reason(&self) -> Option<Arc<CloseReason>> {
+        self.core.peer.close_reason()
+    }
+
+    /// Stop the server (stdio: stdin EOF, SIGTERM, SIGKILL, reap).
+    pub async fn shutdown(self) {
+        self.watcher.abort();
+        self.control.shutdown().await;
+    }
+
+    pub async fn ping(&self) -> Result<(), ClientError> {
+        self.core
+            .request(methods::PING, None, None, &CallOptions::default())
+            .await?;
+        Ok(())
+    }
+
+    pub async fn list_tools(&self) -> Result<Vec<Tool>, ClientError> {
+        self.core.list_tools().await
+    }
+
+    pub async fn list_resources(&self) -> Result<Vec<Resource>, ClientError> {
+        self.core
+            .list(methods::RESOURCES_LIST, "resources", Some(Cap::Resources))
+            .await
+    }
+
+    pub async fn list_resource_templates(&self) -> Result<Vec<ResourceTemplate>, ClientError> {
+        self.core
+            .list(
+                methods::RESOURCES_TEMPLATES_LIST,
+                "resourceTemplates",
+                Some(Cap::Resources),
+            )
+            .await
+    }
+
+    pub async fn list_prompts(&self) -> Result<Vec<Prompt>, ClientError> {
+        self.core
+            .list(methods::PROMPTS_LIST, "prompts", Some(Cap::Prompts))
+            .await
+    }
+
+    /// Call a tool. `arguments` is relayed untouched.
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Option<Box<RawValue>>,
+        opts: CallOptions,
+    ) -> Result<ToolResult, ClientError> {
+        let mut fields = vec![(
+            "name".to_owned(),
+            self.core.encode(methods::TOOLS_CALL, name)?,
+        )];
+        if let Some(a) = arguments {
+            fields.push(("arguments".to_owned(), a));
+        }
+        let params = self.core.build(methods::TOOLS_CALL, fields)?;
+        let raw = self
+            .core
+            .request(methods::TOOLS_CALL, Some(Cap::Tools), Some(params), &opts)
+            .await?;
+        ToolResult::from_raw(raw)
+            .map_err(|e| ClientError::invalid(&self.core.name, methods::TOOLS_CALL, e))
+    }
+
+    /// `resources/read`; the result (`contents`) is relayed untouched.
+    pub async fn read_resource(
+        &self,
+        uri: &str,
+        opts: CallOptions,
+    ) -> Result<Box<RawValue>, ClientError> {
+        let params = self.core.build(
+            methods::RESOURCES_READ,
+            [(
+                "uri".to_owned(),
+                self.core.encode(methods::RESOURCES_READ, uri)?,
+            )],
+        )?;
+        self.core
+            .request(
+                methods::RESOURCES_READ,
+                Some(Cap::Resources),
+                Some(params),
+                &opts,
+            )
+            .await
+    }
+
+    /// `prompts/get`; `arguments` must be an object of strings.
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Option<Box<RawValue>>,
+        opts: CallOptions,
+    ) -> Result<Box<RawValue>, ClientError> {
+        let mut fields = vec![(
+            "name".to_owned(),
+            self.core.encode(methods::PROMPTS_GET, name)?,
+        )];
+        if let Some(a) = arguments {
+            fields.push(("arguments".to_owned(), a));
+        }
+        let params = self.core.build(methods::PROMPTS_GET, fields)?;
+        self.core
+            .request(
+                methods::PROMPTS_GET,
+                Some(Cap::Prompts),
+                Some(params),
+                &opts,
+            )
+            .await
+    }
+
+    /// `completion/complete` with caller-built params (`ref`, `argument`, `context`).
+    pub async fn complete(&self, params: Box<RawValue>) -> Result<Box<RawValue>, ClientError> {
+        self.core
+            .request(
+                methods::COMPLETION_COMPLETE,
+                Some(Cap::Completions),
+                Some(params),
+                &CallOptions::default(),
+            )
+            .await
+    }
+
+    pub async fn subscribe_resource(&self, uri: &str) -> Result<(), ClientError> {
+        self.uri_request(methods::RESOURCES_SUBSCRIBE, uri).await
+    }
+
+    pub async fn unsubscribe_resource(&self, uri: &str) -> Result<(), ClientError> {
+        self.uri_request(methods::RESOURCES_UNSUBSCRIBE, uri).await
+    }
+
+    async fn uri_request(&self, method: &'static str, uri: &str) -> Result<(), ClientError> {
+        let params = self
+            .core
+            .build(method, [("uri".to_owned(), self.core.encode(method, uri)?)])?;
+        self.core
+            .request(
+                method,
+                Some(Cap::Subscribe),
+                Some(params),
+                &CallOptions::default(),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// `logging/setLevel` (debug, info, notice, warning, error, critical, alert, emergency).
+    pub async fn set_log_level(&self, level: &str) -> Result<(), ClientError> {
+        let m = methods::LOGGING_SET_LEVEL;
+        let params = self
+            .core
+            .build(m, [("level".to_owned(), self.core.encode(m, level)?)])?;
+        self.core
+            .request(m, Some(Cap::Logging), Some(params), &CallOptions::default())
+            .await?;
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Cap {
+    Tools,
+    Resources,
+    Subscribe,
+    Prompts,
+    Completions,
+    Logging,
+}
+
+impl Cap {
+    fn name(self) -> &'static str {
+        match self {
+            Cap::Tools => "tools",
+            Cap::Resources => "resources",
+            Cap::Subscribe => "resources.subscribe",
+            Cap::Prompts => "prompts",
+            Cap::Completions => "completions",
+            Cap::Logging => "logging",
+        }
+    }
+
+    fn declared(self, c: &ServerCapabilities) -> bool {
+        match self {
+            Cap::Tools => c.tools.is_some(),
+            Cap::Resources => c.resources.is_some(),
+            Cap::Subscribe => c
+                .resources
+                .as_ref()
+                .and_then(|r| r.subscribe)
+                .unwrap_or(false),
+            Cap::Prompts => c.prompts.is_some(),
+            Cap::Completions => c.completions.is_some(),
+            Cap::Logging => c.logging.is_some(),
+        }
+    }
+}
+
+impl Core {
+    fn encode<T: serde::Serialize + ?Sized>(
+        &self,
+        method: &str,
+        v: &T,
+    ) -> Result<Box<RawValue>, ClientError> {
+        to_raw(v).map_err(|e| ClientError::invalid(&self.name, method, e))
+    }
+
+    fn build(
+        &self,
+        method: &str,
+        fields: impl IntoIterator<Item = (String, Box<RawValue>)>,
+    ) -> Result<Box<RawValue>, ClientError> {
+        set_fields(None, fields).map_err(|e| ClientError::invalid(&self.name, method, e))
+    }
+
+    async fn request(
+        &self,
+        method: &'static str,
+        cap: Option<Cap>,
+        params: Option<Box<RawValue>>,
+        opts: &CallOptions,
+    ) -> Result<Box<RawValue>, ClientError> {
+        if let Some(cap) = cap
+            && !cap.declared(&self.negotiated.capabilities)
+        {
+            return Err(ClientError::CapabilityNotDeclared {
+                server: self.name.clone(),
+                capability: cap.name(),
+                method,
+            });
+        }
+        let ro = RequestOptions {
+            timeout: opts.timeout,
+            on_progress: opts.on_progress.clone(),
+            cancel: opts.cancel.clone(),
+            ..Default::default()
+        };
+        self.peer
+            .request(method, params, ro)
+            .await
+            .map_err(|source| ClientError::request(&self.name, method, source))
+    }
+
+    async fn list_tools(&self) -> Result<Vec<Tool>, ClientError> {
+        self.list(methods::TOOLS_LIST, "tools", Some(Cap::Tools))
+            .await
+    }
+
+    /// Follow `nextCursor` to the end; a repeated cursor is an error.
+    async fn list<T: DeserializeOwned>(
+        &self,
+        method: &'static str,
+        field: &str,
+        cap: Option<Cap>,
+    ) -> Result<Vec<T>, ClientError> {
+        let mut out = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..self.opts.max_pages {
+            let params = match &cursor {
+                Some(c) => {
+                    Some(self.build(method, [("cursor".to_owned(), self.encode(method, c)?)])?)
+                }
+                None => None,
+            };
+            let page = self
+                .request(method, cap, params, &CallOptions::default())
+                .await?;
+            let items: Vec<T> = raw_field(&page, field)
+                .map_err(|e| ClientError::invalid(&self.name, method, e))?
+                .unwrap_or_default();
+            out.extend(items);
+            let next: Option<String> = raw_field::<Option<String>>(&page, "nextCursor")
+                .map_err(|e| ClientError::invalid(&self.name, method, e))?
+                .flatten();
+            match next {
+                None => return Ok(out),
+                Some(c) if !seen.insert(c.clone()) => {
+                    return Err(ClientError::RepeatedCursor {
+                        server: self.name.clone(),
+                        method,
+                        cursor: c,
+                    });
+                }
+                Some(c) => cursor = Some(c),
+            }
+        }
+        Err(ClientError::TooManyPages {
+            server: self.name.clone(),
+            method,
+            pages: self.opts.max_pages,
+        })
+    }
+}
+
+#[derive(Default)]
+struct Dirty {
+    tools: bool,
+    resources: bool,
+    prompts: bool,
+}
+
+impl Dirty {
+    fn mark(&mut self, n: &Notification) -> bool {
+        match n.method.as_str() {
+            methods::NOTIFICATION_TOOLS_LIST_CHANGED => self.tools = true,
+            methods::NOTIFICATION_RESOURCES_LIST_CHANGED => self.resources = true,
+            methods::NOTIFICATION_PROMPTS_LIST_CHANGED => self.prompts = true,
+            _ => return false,
+        }
+        true
+    }
+}
+
+/// Turns server notifications into [`ServerEvent`]s, re-listing on change.
+async fn watch_notifications(
+    core: Arc<Core>,
+    mut rx: broadcast::Receiver<Arc<Notification>>,
+    events: broadcast::Sender<ServerEvent>,
+) {
+    loop {
+        let first = tokio::select! {
+            n = rx.recv() => n,
+            _ = core.peer.closed() => {
+                if let Some(reason) = core.peer.close_reason() {
+                    let _ = events.send(ServerEvent::Closed(reason));
+                }
+                return;
+            }
+        };
+        let mut dirty = Dirty::default();
+        let handle = |n: Arc<Notification>, dirty: &mut Dirty| {
+            if dirty.mark(&n) {
+                return;
+            }
+            match n.method.as_str() {
+                methods::NOTIFICATION_RESOURCES_UPDATED => {
+                    let uri = n
+                        .params
+                        .as_deref()
+                        .and_then(|p| raw_field::<String>(p, "uri").ok().flatten());
+                    if let Some(uri) = uri {
+                        let _ = events.send(ServerEvent::ResourceUpdated { uri });
+                    }
+                }
+                methods::NOTIFICATION_MESSAGE => {
+                    if let Some(p) = &n.params {
+                        let _ = events.send(ServerEvent::Log(p.clone()));
+                    }
+                }
+                other => debug!(method = other, "unhandled notification"),
+            }
+        };
+        match first {
+            Ok(n) => handle(n, &mut dirty),
+            Err(broadcast::error::RecvError::Lagged(k)) => {
+                warn!(
+                    missed = k,
+                    "notifications were dropped; re-listing everything"
+                );
+                dirty = Dirty {
+                    tools: true,
+                    resources: true,
+                    prompts: true,
+                };
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+        // Coalesce a burst of change notifications into one re-list each.
+        while let Ok(n) = rx.try_recv() {
+            handle(n, &mut dirty);
+        }
+        relist(&core, &events, dirty).await;
+    }
+}
+
+async fn relist(core: &Core, events: &broadcast::Sender<ServerEvent>, dirty: Dirty) {
+    let failed = |what, e: ClientError| {
+        warn!("re-listing {what} failed: {e}");
+        let _ = events.send(ServerEvent::RelistFailed {
+            what,
+            error: e.to_string(),
+        });
+    };
+    if dirty.tools {
+        match core.list_tools().await {
+            Ok(t) => drop(events.send(ServerEvent::ToolsChanged(Arc::new(t)))),
+            Err(e) => failed("tools", e),
+        }
+    }
+    if dirty.resources {
+        let r = core
+            .list::<Resource>(methods::RESOURCES_LIST, "resources", Some(Cap::Resources))
+            .await;
+        let t = core
+            .list::<ResourceTemplate>(
+                methods::RESOURCES_TEMPLATES_LIST,
+                "resourceTemplates",
+                Some(Cap::Resources),
+            )
+            .await;
+        match (r, t) {
+            (Ok(resources), Ok(templates)) => drop(events.send(ServerEvent::ResourcesChanged {
+                resources: Arc::new(resources),
+                templates: Arc::new(templates),
+            })),
+            (Err(e), _) | (_, Err(e)) => failed("resources", e),
+        }
+    }
+    if dirty.prompts {
+        match core
+            .list::<Prompt>(methods::PROMPTS_LIST, "prompts", Some(Cap::Prompts))
+            .await
+        {
+            Ok(p) => drop(events.send(ServerEvent::PromptsChanged(Arc::new(p)))),
+            Err(e) => failed("prompts", e),
+        }
+    }
+}

@@ -5,12 +5,14 @@
 //! engine acts on (ids, methods, capabilities, cursors, names, versions) are typed.
 
 pub mod capabilities;
+mod items;
 pub(crate) mod message;
 pub mod methods;
 mod raw;
 mod version;
 
 pub use capabilities::{ClientCapabilities, ServerCapabilities};
+pub use items::{Prompt, Resource, ResourceTemplate, Tool, ToolResult};
 pub use message::{ErrorObject, Id, Message, Notification, Request, Response, error_codes};
 pub use raw::{RawError, empty_object, raw_field, set_fields, to_raw};
 pub use serde_json::value::RawValue;

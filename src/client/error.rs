@@ -1,0 +1,79 @@
+use crate::jsonrpc::PeerError;
+use crate::protocol::ErrorObject;
+
+/// Errors from one server's client. Every variant names the server.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    #[error("server '{server}': {method}: {source}")]
+    Request {
+        server: String,
+        method: &'static str,
+        source: PeerError,
+    },
+    #[error(
+        "server '{server}' did not declare the '{capability}' capability, so {method} was not sent"
+    )]
+    CapabilityNotDeclared {
+        server: String,
+        capability: &'static str,
+        method: &'static str,
+    },
+    #[error(
+        "server '{server}' answered initialize with protocol revision {offered:?}, which mcphost does not speak over the handshake (we asked for {requested}; supported: 2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25)"
+    )]
+    UnsupportedVersion {
+        server: String,
+        requested: String,
+        offered: String,
+    },
+    #[error("server '{server}': invalid {method} payload: {reason}")]
+    Invalid {
+        server: String,
+        method: String,
+        reason: String,
+    },
+    #[error("server '{server}': {method} repeated the pagination cursor {cursor:?}; stopped")]
+    RepeatedCursor {
+        server: String,
+        method: &'static str,
+        cursor: String,
+    },
+    #[error("server '{server}': {method} returned more than {pages} pages; stopped")]
+    TooManyPages {
+        server: String,
+        method: &'static str,
+        pages: usize,
+    },
+    #[error("server '{server}': {reason}")]
+    Transport { server: String, reason: String },
+}
+
+impl ClientError {
+    pub(crate) fn request(server: &str, method: &'static str, source: PeerError) -> Self {
+        ClientError::Request {
+            server: server.to_owned(),
+            method,
+            source,
+        }
+    }
+
+    pub(crate) fn invalid(server: &str, method: &str, reason: impl std::fmt::Display) -> Self {
+        ClientError::Invalid {
+            server: server.to_owned(),
+            method: method.to_owned(),
+            reason: reason.to_string(),
+        }
+    }
+
+    /// The JSON-RPC error the server answered with, if that is what failed.
+    pub fn rpc_error(&self) -> Option<&ErrorObject> {
+        match self {
+            ClientError::Request {
+                source: PeerError::Rpc(e),
+                ..
+            } => Some(e),
+            _ => None,
+        }
+    }
+}
