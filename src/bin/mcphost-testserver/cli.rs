@@ -1,0 +1,280 @@
+//! Command-line / environment configuration of the test server.
+
+use std::path::PathBuf;
+
+use clap::builder::BoolishValueParser;
+use clap::{ArgAction, Parser};
+
+/// Which capabilities the server declares in its `initialize` result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caps {
+    pub tools: bool,
+    pub resources: bool,
+    pub subscribe: bool,
+    pub prompts: bool,
+    pub logging: bool,
+    pub completions: bool,
+}
+
+impl Caps {
+    pub const ALL: Caps = Caps {
+        tools: true,
+        resources: true,
+        subscribe: true,
+        prompts: true,
+        logging: true,
+        completions: true,
+    };
+
+    pub const NONE: Caps = Caps {
+        tools: false,
+        resources: false,
+        subscribe: false,
+        prompts: false,
+        logging: false,
+        completions: false,
+    };
+}
+
+/// Parses `tools,resources,prompts,logging,completions,subscribe` (any subset,
+/// any order; empty or `none` for no capabilities at all).
+pub fn parse_caps(s: &str) -> Result<Caps, String> {
+    let mut caps = Caps::NONE;
+    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        match item.to_ascii_lowercase().as_str() {
+            "tools" => caps.tools = true,
+            "resources" => caps.resources = true,
+            "subscribe" => caps.subscribe = true,
+            "prompts" => caps.prompts = true,
+            "logging" => caps.logging = true,
+            "completions" => caps.completions = true,
+            "none" => {}
+            "all" => caps = Caps::ALL,
+            other => {
+                return Err(format!(
+                    "unknown capability `{other}` (expected tools, resources, prompts, \
+                     logging, completions, subscribe, all or none)"
+                ));
+            }
+        }
+    }
+    Ok(caps)
+}
+
+/// Scriptable fault-injection MCP server over stdio (newline-delimited JSON-RPC 2.0).
+///
+/// Every flag can also be set through an environment variable `MCPHOST_TS_<FLAG>`
+/// (boolean flags accept 1/0, true/false, yes/no, on/off). Logs go to stderr;
+/// stdout carries only the protocol (plus deliberate garbage with --garbage).
+#[derive(Debug, Clone, Parser)]
+#[command(name = "mcphost-testserver", version, about, long_about)]
+pub struct Cli {
+    /// Answer `initialize` with exactly this protocolVersion (any string, even an
+    /// unknown one such as 1999-01-01). Default: echo the client's requested version
+    /// if it is 2024-11-05, 2025-03-26, 2025-06-18 or 2025-11-25, else 2025-11-25.
+    #[arg(long, env = "MCPHOST_TS_PROTOCOL_VERSION", value_name = "V")]
+    pub protocol_version: Option<String>,
+
+    /// Comma-separated capabilities to declare: tools, resources, prompts, logging,
+    /// completions, subscribe (or `all` / `none` / empty). Requests for an undeclared
+    /// feature get -32601.
+    #[arg(
+        long,
+        env = "MCPHOST_TS_CAPABILITIES",
+        value_name = "LIST",
+        default_value = "tools,resources,prompts,logging,completions,subscribe",
+        value_parser = parse_caps
+    )]
+    pub capabilities: Caps,
+
+    /// Number of extra generated tools `tool_0000`, `tool_0001`, ...
+    #[arg(long, env = "MCPHOST_TS_TOOLS", value_name = "N", default_value_t = 0)]
+    pub tools: usize,
+
+    /// Number of extra generated resources `test://extra/0000`, ...
+    #[arg(
+        long,
+        env = "MCPHOST_TS_RESOURCES",
+        value_name = "N",
+        default_value_t = 0
+    )]
+    pub resources: usize,
+
+    /// Number of extra generated prompts `prompt_0000`, ...
+    #[arg(
+        long,
+        env = "MCPHOST_TS_PROMPTS",
+        value_name = "N",
+        default_value_t = 0
+    )]
+    pub prompts: usize,
+
+    /// Send every response as a JSON-RPC batch (array) together with a
+    /// `notifications/message` (the notification first, the response second,
+    /// follow-up notifications after it); standalone notifications and the server's
+    /// own requests are sent as arrays too. Incoming batches are always accepted
+    /// (and answered with an array) regardless of this flag.
+    #[arg(long, env = "MCPHOST_TS_BATCH", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    pub batch: bool,
+
+    /// Echo request ids as strings (`"7"` for `7`). The server's own requests then
+    /// use string ids too.
+    #[arg(long, env = "MCPHOST_TS_STRING_IDS", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    pub string_ids: bool,
+
+    /// Paginate tools/list, resources/list, resources/templates/list and prompts/list
+    /// with N items per page and opaque `nextCursor`s.
+    #[arg(long, env = "MCPHOST_TS_PAGE_SIZE", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub page_size: Option<u64>,
+
+    /// Buggy pagination: every list page returns the same `nextCursor` forever
+    /// (the cursor of the second page), even past the end.
+    #[arg(long, env = "MCPHOST_TS_REPEAT_CURSOR", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    pub repeat_cursor: bool,
+
+    /// After `notifications/initialized`, every MS milliseconds add a tool
+    /// (`dynamic_0001`, ...), a resource and a prompt, and emit the matching
+    /// `notifications/{tools,resources,prompts}/list_changed` (for declared
+    /// capabilities only).
+    #[arg(long, env = "MCPHOST_TS_LIST_CHANGED_AFTER_MS", value_name = "MS")]
+    pub list_changed_after_ms: Option<u64>,
+
+    /// Stop the --list-changed-after-ms timer after K rounds (default: forever).
+    #[arg(long, env = "MCPHOST_TS_LIST_CHANGED_COUNT", value_name = "K")]
+    pub list_changed_count: Option<u64>,
+
+    /// Print non-JSON garbage lines on stdout at startup and before every real
+    /// message (plain text, `{not json`, an ANSI-coloured banner, ...).
+    #[arg(long, env = "MCPHOST_TS_GARBAGE", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    pub garbage: bool,
+
+    /// Before every real response, also send a response whose id nobody asked for
+    /// (alternately `999999` with a result and `"nobody-asked-for-this"` with an error).
+    #[arg(long, env = "MCPHOST_TS_UNKNOWN_IDS", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    pub unknown_ids: bool,
+
+    /// On receiving the Nth request (initialize = 1 if it comes first; every request
+    /// including ping counts), print `fatal: simulated crash` to stderr and exit with
+    /// status 3 without answering it.
+    #[arg(long, env = "MCPHOST_TS_CRASH_AFTER", value_name = "N")]
+    pub crash_after: Option<u64>,
+
+    /// Stop answering requests from the Nth request on (counted like --crash-after,
+    /// ping included) while continuing to read stdin.
+    #[arg(long, env = "MCPHOST_TS_HANG_AFTER", value_name = "N")]
+    pub hang_after: Option<u64>,
+
+    /// Never answer requests for METHOD (repeatable or comma-separated). Use
+    /// `tools/call:NAME` to hang only calls of tool NAME.
+    #[arg(
+        long,
+        env = "MCPHOST_TS_HANG_ON",
+        value_name = "METHOD",
+        value_delimiter = ','
+    )]
+    pub hang_on: Vec<String>,
+
+    /// Never answer any request except `initialize` and `ping`.
+    #[arg(long, env = "MCPHOST_TS_HANG", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    pub hang: bool,
+
+    /// On stdin EOF do not exit: keep running (and ignore stdout write errors).
+    #[arg(long, env = "MCPHOST_TS_IGNORE_EOF", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    pub ignore_eof: bool,
+
+    /// Ignore SIGTERM (with --ignore-eof only SIGKILL stops the server).
+    #[arg(long, env = "MCPHOST_TS_IGNORE_SIGTERM", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    pub ignore_sigterm: bool,
+
+    /// Minimum size in bytes of the single-line response of the `huge` tool (streamed
+    /// in 64 KiB chunks; the id comes last unless --huge-id-first). A call may
+    /// override it with `{"bytes": N}`.
+    #[arg(long, env = "MCPHOST_TS_HUGE_BYTES", value_name = "N", default_value_t = 1 << 20)]
+    pub huge_bytes: u64,
+
+    /// Put `"jsonrpc"` and `"id"` first in the `huge` response instead of last.
+    #[arg(long, env = "MCPHOST_TS_HUGE_ID_FIRST", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    pub huge_id_first: bool,
+
+    /// Print N numbered lines to stderr at startup.
+    #[arg(
+        long,
+        env = "MCPHOST_TS_STDERR_LINES",
+        value_name = "N",
+        default_value_t = 0
+    )]
+    pub stderr_lines: u64,
+
+    /// Keep spamming stderr from a background thread (bursts of 100 lines per ms).
+    #[arg(long, env = "MCPHOST_TS_STDERR_FLOOD", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    pub stderr_flood: bool,
+
+    /// Delay every response by MS milliseconds (order is preserved; stdin keeps
+    /// being read meanwhile, so cancellations still arrive).
+    #[arg(
+        long,
+        env = "MCPHOST_TS_DELAY_MS",
+        value_name = "MS",
+        default_value_t = 0
+    )]
+    pub delay_ms: u64,
+
+    /// Exit (status 0) right after receiving `notifications/initialized`.
+    #[arg(long, env = "MCPHOST_TS_EXIT_ON_INITIALIZED", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    pub exit_on_initialized: bool,
+
+    /// Append every line received on stdin (verbatim, newline-terminated) to FILE,
+    /// before it is processed.
+    #[arg(long, env = "MCPHOST_TS_LOG_REQUESTS", value_name = "FILE")]
+    pub log_requests: Option<PathBuf>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn caps_parse() {
+        assert_eq!(parse_caps(""), Ok(Caps::NONE));
+        assert_eq!(parse_caps("none"), Ok(Caps::NONE));
+        assert_eq!(
+            parse_caps("tools, logging"),
+            Ok(Caps {
+                tools: true,
+                logging: true,
+                ..Caps::NONE
+            })
+        );
+        assert!(parse_caps("tools,bogus").is_err());
+    }
+
+    #[test]
+    fn flags_parse() {
+        let cli = Cli::try_parse_from([
+            "ts",
+            "--batch",
+            "--page-size",
+            "2",
+            "--hang-on",
+            "tools/call:slow,prompts/get",
+            "--capabilities",
+            "tools",
+        ])
+        .map_err(|e| e.to_string());
+        let cli = match cli {
+            Ok(c) => c,
+            Err(e) => panic!("{e}"),
+        };
+        assert!(cli.batch);
+        assert_eq!(cli.page_size, Some(2));
+        assert_eq!(cli.hang_on, ["tools/call:slow", "prompts/get"]);
+        assert!(cli.capabilities.tools && !cli.capabilities.prompts);
+        assert!(Cli::try_parse_from(["ts", "--page-size", "0"]).is_err());
+    }
+}
