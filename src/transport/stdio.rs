@@ -1,1 +1,913 @@
 //! stdio transport: one child process group per server.
+//!
+//! # Owning the processes
+//!
+//! No server process may outlive the host, even a host that is SIGKILLed, and
+//! an `npx` server is a tree (npm → sh → node), so killing one pid is not enough.
+//! - Each server runs in its own process group, and every signal goes to the group.
+//! - All spawns happen on one spawner thread that lives as long as the process:
+//!   `PR_SET_PDEATHSIG` fires when the *thread* that forked exits, so a pooled
+//!   or short-lived thread would kill servers early.
+//! - Between fork and exec the child turns itself into a tiny watchdog: it
+//!   forks again, the grandchild execs the server in the same group, and the
+//!   watchdog closes every fd and waits for signals. Its PDEATHSIG (`SIGUSR1`)
+//!   means the host died: it SIGKILLs the whole group, grandchildren included,
+//!   which PDEATHSIG alone cannot reach. When the server exits, the watchdog
+//!   exits the same way (same code, or dies of the same signal), so the tokio
+//!   `Child` we hold is the watchdog and [`TransportControl::pid`] is its pid,
+//!   which is also the group id.
+//! - Shutdown closes stdin, waits, SIGTERMs the group, waits, SIGKILLs it.
+//!   Members left in the group after the leader is reaped (a server's stray
+//!   children) get SIGTERM and then SIGKILL too. Dropping the control without
+//!   shutdown SIGKILLs the group synchronously.
+//! - We never `waitpid(-1)`: that would steal exit statuses tokio waits for.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use futures_util::StreamExt;
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio_util::codec::FramedRead;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, Span};
+
+use super::framing::{BoundedLineCodec, Frame, encode_line};
+use super::{BoxFuture, CloseReason, Connection, Outbound, TransportControl, TransportEvent};
+
+/// Variables passed through from our environment when `inherit_env` is off.
+const PASSTHROUGH: &[&str] = &["PATH", "HOME", "USER", "LANG", "TMPDIR", "SHELL", "TERM"];
+const PASSTHROUGH_PREFIXES: &[&str] = &["LC_", "XDG_"];
+
+const INBOUND_CAPACITY: usize = 256;
+const OUTBOUND_CAPACITY: usize = 256;
+/// Longest stderr line kept; the rest of the line is dropped.
+const MAX_STDERR_LINE: usize = 8 * 1024;
+/// After the server exits, how long output still in the pipes may take to
+/// arrive; a grandchild that inherited stdout/stderr can keep them open forever.
+const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
+/// After stdout closes, how long to wait for an exit status for the summary.
+const EXIT_AFTER_EOF: Duration = Duration::from_secs(1);
+/// How long SIGKILLed stray group members may take to disappear.
+const KILL_WAIT: Duration = Duration::from_secs(2);
+
+/// How to start one stdio server.
+#[derive(Debug, Clone)]
+pub struct StdioConfig {
+    pub command: String,
+    pub args: Vec<String>,
+    /// Configured variables, set on top of the inherited ones (they win).
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<PathBuf>,
+    /// `false` passes only PATH, HOME, USER, LANG, LC_*, TMPDIR, SHELL, TERM
+    /// and XDG_* through, so the host's secrets do not leak into servers.
+    pub inherit_env: bool,
+    /// Longest accepted message; longer ones become [`TransportEvent::Oversized`].
+    pub max_message_bytes: usize,
+    /// How many stderr lines to keep.
+    pub stderr_lines: usize,
+    /// How long the server may take to exit once its stdin is closed.
+    pub stdin_close_grace: Duration,
+    /// How long the group may take to exit after SIGTERM before SIGKILL.
+    pub sigterm_grace: Duration,
+}
+
+impl Default for StdioConfig {
+    fn default() -> Self {
+        Self {
+            command: String::new(),
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            cwd: None,
+            inherit_env: false,
+            max_message_bytes: 64 * 1024 * 1024,
+            stderr_lines: 200,
+            stdin_close_grace: Duration::from_secs(2),
+            sigterm_grace: Duration::from_secs(2),
+        }
+    }
+}
+
+impl StdioConfig {
+    pub fn new(
+        command: impl Into<String>,
+        args: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        Self {
+            command: command.into(),
+            args: args.into_iter().map(Into::into).collect(),
+            ..Self::default()
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StdioError {
+    #[error("server '{server}': no command configured")]
+    EmptyCommand { server: String },
+    #[error(
+        "server '{server}': command '{command}' not found (PATH searched: \"{searched_path}\")"
+    )]
+    CommandNotFound {
+        server: String,
+        command: String,
+        searched_path: String,
+    },
+    #[error("server '{server}': working directory {} is not usable: {source}", dir.display())]
+    BadCwd {
+        server: String,
+        dir: PathBuf,
+        source: io::Error,
+    },
+    #[error("server '{server}': cannot start '{command}': {source}")]
+    Spawn {
+        server: String,
+        command: String,
+        source: io::Error,
+    },
+}
+
+/// Starts `cfg.command` as the stdio server named `server`.
+pub async fn spawn(server: &str, cfg: &StdioConfig) -> Result<Connection, StdioError> {
+    let spawn_error = |source: io::Error| StdioError::Spawn {
+        server: server.to_owned(),
+        command: cfg.command.clone(),
+        source,
+    };
+    if cfg.command.is_empty() {
+        return Err(StdioError::EmptyCommand {
+            server: server.to_owned(),
+        });
+    }
+    let cwd = match &cfg.cwd {
+        Some(dir) => Some(check_cwd(server, dir)?),
+        None => None,
+    };
+    let env = child_env(cfg);
+    let program = resolve_command(server, cfg, &env, cwd.as_deref())?;
+
+    let mut command = Command::new(&program);
+    command
+        .arg0(&cfg.command)
+        .args(&cfg.args)
+        .env_clear()
+        .envs(&env)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    if let Some(dir) = &cwd {
+        command.current_dir(dir);
+    }
+    let owner = nix::unistd::getpid().as_raw();
+    // SAFETY: the closure only makes async-signal-safe libc calls; see `watchdog`.
+    unsafe {
+        command.pre_exec(move || watchdog::become_watchdog(owner));
+    }
+
+    let mut child = spawn_on_spawner_thread(command)
+        .await
+        .map_err(spawn_error)?;
+    let pid = child
+        .id()
+        .ok_or_else(|| spawn_error(io::Error::other("the process was reaped at once")))?;
+    let pgid = Pid::from_raw(
+        i32::try_from(pid).map_err(|_| spawn_error(io::Error::other("pid out of range")))?,
+    );
+    let (Some(stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        // Unreachable with piped stdio, but never leave a group behind.
+        let _ = killpg(pgid, Signal::SIGKILL);
+        return Err(spawn_error(io::Error::other("missing stdio pipe")));
+    };
+
+    let span = tracing::info_span!("mcp_server", server = %server);
+    span.in_scope(|| tracing::debug!(pid, program = %program.display(), "server started"));
+
+    let (exit_tx, exit_rx) = watch::channel(None);
+    let (done_tx, done_rx) = watch::channel(false);
+    let shared = Arc::new(Shared {
+        server: server.to_owned(),
+        pgid,
+        span: span.clone(),
+        stderr: Mutex::new(StderrRing::new(cfg.stderr_lines)),
+        close_stdin: CancellationToken::new(),
+        exit: exit_rx,
+        done: done_rx,
+        leader_reaped: AtomicBool::new(false),
+        group_gone: AtomicBool::new(false),
+        shutdown_started: AtomicBool::new(false),
+        stdin_close_grace: cfg.stdin_close_grace,
+        sigterm_grace: cfg.sigterm_grace,
+    });
+
+    let (outbound_tx, outbound_rx) = mpsc::channel(OUTBOUND_CAPACITY);
+    let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_CAPACITY);
+    let stop_reading = CancellationToken::new();
+
+    tokio::spawn(
+        write_stdin(stdin, outbound_rx, shared.close_stdin.clone()).instrument(span.clone()),
+    );
+    let reader = tokio::spawn(
+        read_stdout(
+            stdout,
+            cfg.max_message_bytes,
+            inbound_tx.clone(),
+            stop_reading.clone(),
+        )
+        .instrument(span.clone()),
+    );
+    let stderr_task = tokio::spawn(read_stderr(stderr, shared.clone()).instrument(span.clone()));
+    tokio::spawn(watch_leader(child, shared.clone(), exit_tx, done_tx).instrument(span.clone()));
+    tokio::spawn(
+        report_close(
+            shared.clone(),
+            reader,
+            stop_reading,
+            stderr_task,
+            inbound_tx,
+        )
+        .instrument(span),
+    );
+
+    Ok(Connection {
+        outbound: outbound_tx,
+        inbound: inbound_rx,
+        control: Arc::new(StdioControl { shared }),
+    })
+}
+
+fn check_cwd(server: &str, dir: &Path) -> Result<PathBuf, StdioError> {
+    let bad = |source| StdioError::BadCwd {
+        server: server.to_owned(),
+        dir: dir.to_owned(),
+        source,
+    };
+    let meta = std::fs::metadata(dir).map_err(bad)?;
+    if !meta.is_dir() {
+        return Err(bad(io::ErrorKind::NotADirectory.into()));
+    }
+    // Absolute, because the command is resolved against it here but the
+    // child changes into it before exec.
+    std::path::absolute(dir).map_err(bad)
+}
+
+fn child_env(cfg: &StdioConfig) -> BTreeMap<OsString, OsString> {
+    let mut env: BTreeMap<OsString, OsString> = std::env::vars_os()
+        .filter(|(name, _)| cfg.inherit_env || passes_through(name))
+        .collect();
+    env.extend(cfg.env.iter().map(|(k, v)| (k.into(), v.into())));
+    env
+}
+
+fn passes_through(name: &OsStr) -> bool {
+    name.to_str().is_some_and(|name| {
+        PASSTHROUGH.contains(&name) || PASSTHROUGH_PREFIXES.iter().any(|p| name.starts_with(p))
+    })
+}
+
+/// Finds the program the way the child's PATH would, so a missing command is
+/// a clear error here rather than an exec failure.
+fn resolve_command(
+    server: &str,
+    cfg: &StdioConfig,
+    env: &BTreeMap<OsString, OsString>,
+    cwd: Option<&Path>,
+) -> Result<PathBuf, StdioError> {
+    let spawn_error = |source| StdioError::Spawn {
+        server: server.to_owned(),
+        command: cfg.command.clone(),
+        source,
+    };
+    let search_path = env.get(OsStr::new("PATH"));
+    let base = match cwd {
+        Some(dir) => dir.to_owned(),
+        None => std::env::current_dir().map_err(spawn_error)?,
+    };
+    let found = which::which_in(&cfg.command, search_path, &base).map_err(|_| {
+        StdioError::CommandNotFound {
+            server: server.to_owned(),
+            command: cfg.command.clone(),
+            searched_path: search_path
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        }
+    })?;
+    // A relative PATH entry resolves against our cwd, not the child's.
+    std::path::absolute(found).map_err(spawn_error)
+}
+
+struct SpawnJob {
+    runtime: tokio::runtime::Handle,
+    command: Command,
+    reply: oneshot::Sender<io::Result<Child>>,
+}
+
+static SPAWNER: Mutex<Option<std::sync::mpsc::Sender<SpawnJob>>> = Mutex::new(None);
+
+/// Forks on the one thread that never exits, so PDEATHSIG only fires when the
+/// whole host process dies.
+async fn spawn_on_spawner_thread(command: Command) -> io::Result<Child> {
+    let runtime = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
+    let (reply, result) = oneshot::channel();
+    spawner()?
+        .send(SpawnJob {
+            runtime,
+            command,
+            reply,
+        })
+        .map_err(|_| io::Error::other("the spawner thread is gone"))?;
+    result
+        .await
+        .map_err(|_| io::Error::other("the spawner thread is gone"))?
+}
+
+fn spawner() -> io::Result<std::sync::mpsc::Sender<SpawnJob>> {
+    let mut slot = SPAWNER.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(tx) = slot.as_ref() {
+        return Ok(tx.clone());
+    }
+    let (tx, rx) = std::sync::mpsc::channel::<SpawnJob>();
+    std::thread::Builder::new()
+        .name("mcphost-spawner".into())
+        .spawn(move || {
+            // The static keeps a sender, so this loop (and thread) never ends.
+            for mut job in rx {
+                // tokio registers the child with the caller's runtime.
+                let _runtime = job.runtime.enter();
+                // A panic would end this thread and, through PDEATHSIG, every server.
+                let spawned = std::panic::catch_unwind(AssertUnwindSafe(|| job.command.spawn()))
+                    .unwrap_or_else(|_| Err(io::Error::other("spawning panicked")));
+                if let Err(Ok(child)) = job.reply.send(spawned) {
+                    // The caller gave up waiting: nobody owns this group.
+                    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+                        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+                    }
+                }
+            }
+        })?;
+    *slot = Some(tx.clone());
+    Ok(tx)
+}
+
+struct Shared {
+    server: String,
+    /// Group id, equal to the watchdog's pid.
+    pgid: Pid,
+    span: Span,
+    stderr: Mutex<StderrRing>,
+    close_stdin: CancellationToken,
+    /// How the group leader exited, once tokio has reaped it.
+    exit: watch::Receiver<Option<String>>,
+    /// True once the leader is reaped and its stray group members handled.
+    done: watch::Receiver<bool>,
+    /// Until the leader is reaped its pid cannot be reused, so signalling the
+    /// group is safe; afterwards only while members may remain.
+    leader_reaped: AtomicBool,
+    /// Set once the group is known to be empty: its id may then be reused
+    /// by an unrelated group, so nothing signals it any more.
+    group_gone: AtomicBool,
+    shutdown_started: AtomicBool,
+    stdin_close_grace: Duration,
+    sigterm_grace: Duration,
+}
+
+impl Shared {
+    async fn shutdown(self: Arc<Self>) {
+        if !self.shutdown_started.swap(true, Ordering::SeqCst) {
+            // A task of its own, so the escalation finishes even if the
+            // caller stops waiting for it.
+            let span = self.span.clone();
+            tokio::spawn(self.clone().escalate().instrument(span));
+        }
+        // Also covers a concurrent or repeated call: resolve once all is gone.
+        let mut done = self.done.clone();
+        let _ = done.wait_for(|done| *done).await;
+    }
+
+    async fn escalate(self: Arc<Self>) {
+        self.close_stdin.cancel();
+        if self.wait_exit(self.stdin_close_grace).await {
+            return;
+        }
+        tracing::debug!("still running after stdin closed; sending SIGTERM to its group");
+        self.signal_group(Signal::SIGTERM);
+        if self.wait_exit(self.sigterm_grace).await {
+            return;
+        }
+        tracing::warn!("still running after SIGTERM; sending SIGKILL to its group");
+        self.signal_group(Signal::SIGKILL);
+    }
+
+    /// Whether the leader exited within `grace`.
+    async fn wait_exit(&self, grace: Duration) -> bool {
+        let mut exit = self.exit.clone();
+        // A dropped sender means the waiter task is gone: nothing to wait for.
+        tokio::time::timeout(grace, exit.wait_for(Option::is_some))
+            .await
+            .is_ok()
+    }
+
+    fn signal_group(&self, signal: Signal) {
+        if self.leader_reaped.load(Ordering::SeqCst) {
+            return; // `watch_leader` takes care of what is left.
+        }
+        match killpg(self.pgid, signal) {
+            Ok(()) | Err(Errno::ESRCH) => {}
+            Err(e) => {
+                tracing::warn!(pgid = %self.pgid, %signal, "cannot signal the server's group: {e}")
+            }
+        }
+    }
+
+    /// Members left behind by a leader that is gone: SIGTERM, then SIGKILL.
+    async fn reap_strays(&self) {
+        if group_has_live_members(self.pgid) {
+            tracing::warn!(pgid = %self.pgid, "server left processes in its group; sending SIGTERM");
+            let _ = killpg(self.pgid, Signal::SIGTERM);
+            if !wait_group_gone(self.pgid, self.sigterm_grace).await {
+                tracing::warn!(pgid = %self.pgid, "group still alive after SIGTERM; sending SIGKILL");
+                let _ = killpg(self.pgid, Signal::SIGKILL);
+                if !wait_group_gone(self.pgid, KILL_WAIT).await {
+                    tracing::error!(pgid = %self.pgid, "processes survived SIGKILL");
+                    return;
+                }
+            }
+        }
+        self.group_gone.store(true, Ordering::SeqCst);
+    }
+
+    fn stderr_tail(&self, n: usize) -> Vec<String> {
+        self.stderr
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .tail(n)
+    }
+}
+
+struct StdioControl {
+    shared: Arc<Shared>,
+}
+
+impl TransportControl for StdioControl {
+    fn shutdown(&self) -> BoxFuture<'_, ()> {
+        let span = self.shared.span.clone();
+        Box::pin(self.shared.clone().shutdown().instrument(span))
+    }
+
+    fn stderr_tail(&self, n: usize) -> Vec<String> {
+        self.shared.stderr_tail(n)
+    }
+
+    /// The watchdog's pid, which is also the process group id.
+    fn pid(&self) -> Option<u32> {
+        u32::try_from(self.shared.pgid.as_raw()).ok()
+    }
+}
+
+impl Drop for StdioControl {
+    fn drop(&mut self) {
+        // Synchronous on purpose: tasks spawned from Drop may never run.
+        if !self.shared.group_gone.load(Ordering::SeqCst) {
+            let _ = killpg(self.shared.pgid, Signal::SIGKILL);
+        }
+    }
+}
+
+/// Waits for the group leader, publishes how it ended, then clears the group.
+async fn watch_leader(
+    mut child: Child,
+    shared: Arc<Shared>,
+    exit_tx: watch::Sender<Option<String>>,
+    done_tx: watch::Sender<bool>,
+) {
+    let how = match child.wait().await {
+        Ok(status) => describe(status),
+        Err(e) => {
+            // We cannot tell what state it is in: make sure it is dead.
+            let _ = killpg(shared.pgid, Signal::SIGKILL);
+            format!("could not be waited for ({e})")
+        }
+    };
+    shared.leader_reaped.store(true, Ordering::SeqCst);
+    tracing::debug!("server process {how}");
+    exit_tx.send_replace(Some(how));
+    shared.reap_strays().await;
+    done_tx.send_replace(true);
+}
+
+fn describe(status: ExitStatus) -> String {
+    if let Some(code) = status.code() {
+        format!("exited with status {code}")
+    } else if let Some(sig) = status.signal() {
+        match Signal::try_from(sig) {
+            Ok(name) => format!("was killed by signal {sig} ({name})"),
+            Err(_) => format!("was killed by signal {sig}"),
+        }
+    } else {
+        format!("ended ({status})")
+    }
+}
+
+/// Emits the one [`TransportEvent::Closed`], after every frame and with the
+/// complete stderr tail.
+async fn report_close(
+    shared: Arc<Shared>,
+    mut reader: JoinHandle<()>,
+    stop_reading: CancellationToken,
+    stderr_task: JoinHandle<()>,
+    inbound: mpsc::Sender<TransportEvent>,
+) {
+    let mut exit = shared.exit.clone();
+    let exited = tokio::select! {
+        _ = &mut reader => None,
+        how = exit.wait_for(Option::is_some) => Some(how.ok().and_then(|how| how.clone())),
+    };
+    let how = match exited {
+        // stdout closed first; the exit status usually follows at once.
+        None => tokio::time::timeout(EXIT_AFTER_EOF, exit.wait_for(Option::is_some))
+            .await
+            .ok()
+            .and_then(|how| how.ok().and_then(|how| how.clone()))
+            .unwrap_or_else(|| "closed its stdout".to_owned()),
+        Some(how) => {
+            if tokio::time::timeout(DRAIN_AFTER_EXIT, &mut reader)
+                .await
+                .is_err()
+            {
+                // The reader finishes delivering what it holds, then stops.
+                stop_reading.cancel();
+                let _ = reader.await;
+            }
+            how.unwrap_or_else(|| "ended".to_owned())
+        }
+    };
+    // If a grandchild still holds stderr, the task keeps logging it.
+    let _ = tokio::time::timeout(DRAIN_AFTER_EXIT, stderr_task).await;
+    let reason = CloseReason {
+        summary: format!("server '{}' {how}", shared.server),
+        stderr_tail: shared.stderr_tail(usize::MAX),
+    };
+    tracing::info!("{}", reason.summary);
+    let _ = inbound.send(TransportEvent::Closed(reason)).await;
+}
+
+async fn read_stdout(
+    stdout: ChildStdout,
+    max_message_bytes: usize,
+    inbound: mpsc::Sender<TransportEvent>,
+    stop: CancellationToken,
+) {
+    // A pipe holds 64 KiB: read it in one go.
+    let mut frames =
+        FramedRead::with_capacity(stdout, BoundedLineCodec::new(max_message_bytes), 64 * 1024);
+    loop {
+        let item = tokio::select! {
+            biased;
+            _ = stop.cancelled() => break,
+            item = frames.next() => item,
+        };
+        let event = match item {
+            None => break,
+            Some(Ok(Frame::Line(line))) => TransportEvent::Frame(line),
+            Some(Ok(Frame::Oversized { limit, id })) => {
+                tracing::warn!(limit, id = ?id, "dropped a message over the size limit");
+                TransportEvent::Oversized { limit, id }
+            }
+            Some(Err(e)) => {
+                tracing::warn!("reading the server's stdout failed: {e}");
+                break;
+            }
+        };
+        if inbound.send(event).await.is_err() {
+            break; // Nobody listens any more.
+        }
+    }
+}
+
+async fn write_stdin(
+    mut stdin: ChildStdin,
+    mut outbound: mpsc::Receiver<Outbound>,
+    close: CancellationToken,
+) {
+    let mut buf = BytesMut::new();
+    loop {
+        let first = tokio::select! {
+            biased;
+            _ = close.cancelled() => break,
+            msg = outbound.recv() => match msg {
+                Some(msg) => msg,
+                None => break,
+            },
+        };
+        // Whatever else is queued goes out in the same write.
+        buf.clear();
+        append_line(&mut buf, &first);
+        while let Ok(msg) = outbound.try_recv() {
+            append_line(&mut buf, &msg);
+        }
+        if buf.is_empty() {
+            continue;
+        }
+        let written = tokio::select! {
+            biased;
+            _ = close.cancelled() => break,
+            written = stdin.write_all(&buf) => written,
+        };
+        if let Err(e) = written {
+            tracing::debug!("server's stdin closed: {e}");
+            break;
+        }
+    }
+    // Dropping `stdin` here is what closes the server's input.
+}
+
+fn append_line(buf: &mut BytesMut, msg: &str) {
+    if let Err(e) = encode_line(msg, buf) {
+        tracing::error!(len = msg.len(), "dropping an outgoing message: {e}");
+    }
+}
+
+async fn read_stderr(stderr: ChildStderr, shared: Arc<Shared>) {
+    let mut reader = BufReader::new(stderr);
+    let mut line = Vec::new();
+    let mut truncated = false;
+    loop {
+        let buf = match reader.fill_buf().await {
+            Ok([]) => break,
+            Ok(buf) => buf,
+            Err(e) => {
+                tracing::debug!("reading the server's stderr failed: {e}");
+                break;
+            }
+        };
+        let (chunk, used, complete) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (&buf[..i], i + 1, true),
+            None => (buf, buf.len(), false),
+        };
+        let room = MAX_STDERR_LINE.saturating_sub(line.len());
+        line.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        truncated |= chunk.len() > room;
+        reader.consume(used);
+        if complete {
+            push_stderr(&shared, &line, truncated);
+            line.clear();
+            truncated = false;
+        }
+    }
+    push_stderr(&shared, &line, truncated);
+}
+
+fn push_stderr(shared: &Shared, line: &[u8], truncated: bool) {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return;
+    }
+    let mut text = String::from_utf8_lossy(line).into_owned();
+    if truncated {
+        text.push_str(" […truncated]");
+    }
+    tracing::debug!(target: "mcphost::server_stderr", "{text}");
+    shared
+        .stderr
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(text);
+}
+
+struct StderrRing {
+    lines: VecDeque<String>,
+    capacity: usize,
+}
+
+impl StderrRing {
+    fn new(capacity: usize) -> Self {
+        Self {
+            lines: VecDeque::with_capacity(capacity.min(1024)),
+            capacity,
+        }
+    }
+
+    fn push(&mut self, line: String) {
+        if self.capacity == 0 {
+            return;
+        }
+        if self.lines.len() == self.capacity {
+            self.lines.pop_front();
+        }
+        self.lines.push_back(line);
+    }
+
+    fn tail(&self, n: usize) -> Vec<String> {
+        let skip = self.lines.len().saturating_sub(n);
+        self.lines.iter().skip(skip).cloned().collect()
+    }
+}
+
+/// Whether the group has a member that is not a zombie. Zombies count as gone:
+/// a server orphaned by its watchdog's death is reparented to PID 1, which in
+/// a container may never reap it, and `killpg(pgid, 0)` still finds it.
+fn group_has_live_members(pgid: Pid) -> bool {
+    match killpg(pgid, None) {
+        Err(Errno::ESRCH) => false,
+        _ => live_members_in_proc(pgid).is_none_or(|n| n > 0),
+    }
+}
+
+/// Counts non-zombie processes in `pgid`; `None` when /proc is unreadable.
+fn live_members_in_proc(pgid: Pid) -> Option<usize> {
+    let entries = std::fs::read_dir("/proc").ok()?;
+    let pgid = pgid.as_raw().to_string();
+    let count = entries
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .filter(|stat| {
+            // After "pid (comm) ": state, ppid, pgrp. comm may contain ") ".
+            let fields = stat.rsplit_once(')').map(|(_, rest)| rest);
+            let mut fields = fields.unwrap_or_default().split_whitespace();
+            let state = fields.next();
+            let group = fields.nth(1);
+            group == Some(pgid.as_str()) && state != Some("Z")
+        })
+        .count();
+    Some(count)
+}
+
+/// Polls with backoff until the group has no live members, up to `limit`.
+async fn wait_group_gone(pgid: Pid, limit: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut pause = Duration::from_millis(5);
+    loop {
+        if !group_has_live_members(pgid) {
+            return true;
+        }
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        tokio::time::sleep(pause.min(deadline - now)).await;
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
+}
+
+/// The code that runs in the forked child before exec. After `fork` in a
+/// multithreaded process only async-signal-safe calls are allowed: no
+/// allocation, no locks, no logging; hence raw `libc`.
+mod watchdog {
+    use std::io;
+    use std::mem::MaybeUninit;
+    use std::ptr;
+
+    const SIGNALS: [libc::c_int; 3] = [libc::SIGCHLD, libc::SIGTERM, libc::SIGUSR1];
+
+    /// Forks the server off and, in the parent, never returns: that process
+    /// stays behind as the watchdog and group leader.
+    pub(super) fn become_watchdog(owner: libc::pid_t) -> io::Result<()> {
+        // SAFETY: plain libc calls on local, initialised signal sets and actions.
+        unsafe {
+            let mut watched = empty_set();
+            for sig in SIGNALS {
+                libc::sigaddset(&mut watched, sig);
+            }
+            let mut old_mask = empty_set();
+            if libc::sigprocmask(libc::SIG_BLOCK, &watched, &mut old_mask) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // Inherited handlers or SIG_IGN (which would auto-reap the
+            // server) must not get in the way of sigwaitinfo.
+            let mut default: libc::sigaction = MaybeUninit::zeroed().assume_init();
+            default.sa_sigaction = libc::SIG_DFL;
+            let mut old_actions: [libc::sigaction; 3] = MaybeUninit::zeroed().assume_init();
+            for (sig, old) in SIGNALS.iter().zip(old_actions.iter_mut()) {
+                if libc::sigaction(*sig, &default, old) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            let pdeathsig = libc::SIGUSR1 as libc::c_ulong;
+            if libc::prctl(libc::PR_SET_PDEATHSIG, pdeathsig, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The host may have died before PDEATHSIG was armed.
+            if libc::getppid() != owner {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            match libc::fork() {
+                -1 => Err(io::Error::last_os_error()),
+                0 => {
+                    // The server: back to the state the host gave us; std
+                    // goes on to exec it.
+                    for (sig, old) in SIGNALS.iter().zip(old_actions.iter()) {
+                        libc::sigaction(*sig, old, ptr::null_mut());
+                    }
+                    libc::sigprocmask(libc::SIG_SETMASK, &old_mask, ptr::null_mut());
+                    Ok(())
+                }
+                server => watch(server, &watched),
+            }
+        }
+    }
+
+    unsafe fn empty_set() -> libc::sigset_t {
+        // SAFETY: sigemptyset initialises the set.
+        unsafe {
+            let mut set = MaybeUninit::<libc::sigset_t>::uninit();
+            libc::sigemptyset(set.as_mut_ptr());
+            set.assume_init()
+        }
+    }
+
+    unsafe fn watch(server: libc::pid_t, watched: &libc::sigset_t) -> ! {
+        // SAFETY: async-signal-safe libc calls only.
+        unsafe {
+            // std's exec-error pipe and the stdio pipes must not stay open
+            // here, or spawn would never return and stdout never reach EOF.
+            close_all_fds();
+            loop {
+                match libc::sigwaitinfo(watched, ptr::null_mut()) {
+                    libc::SIGUSR1 => {
+                        // The host died: take the whole group down, us included.
+                        libc::kill(0, libc::SIGKILL);
+                    }
+                    libc::SIGCHLD => {
+                        let mut status = 0;
+                        match libc::waitpid(server, &mut status, libc::WNOHANG) {
+                            r if r == server => exit_like(status),
+                            -1 if io::Error::last_os_error().raw_os_error()
+                                != Some(libc::EINTR) =>
+                            {
+                                libc::_exit(127)
+                            }
+                            _ => {}
+                        }
+                    }
+                    // SIGTERM reaches the server through the group; stay to
+                    // reap it and report how it ended.
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// Ends the watchdog the way the server ended, so the host sees its status.
+    unsafe fn exit_like(status: libc::c_int) -> ! {
+        // SAFETY: async-signal-safe libc calls only.
+        unsafe {
+            if libc::WIFSIGNALED(status) {
+                let sig = libc::WTERMSIG(status);
+                // Die of the same signal, but never dump core for the server.
+                libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+                libc::signal(sig, libc::SIG_DFL);
+                let mut set = empty_set();
+                libc::sigaddset(&mut set, sig);
+                libc::sigprocmask(libc::SIG_UNBLOCK, &set, ptr::null_mut());
+                libc::kill(libc::getpid(), sig);
+                libc::_exit(128 + sig);
+            }
+            libc::_exit(libc::WEXITSTATUS(status))
+        }
+    }
+
+    unsafe fn close_all_fds() {
+        // SAFETY: closing descriptors this process no longer needs.
+        unsafe {
+            if libc::syscall(
+                libc::SYS_close_range,
+                0 as libc::c_uint,
+                libc::c_uint::MAX,
+                0,
+            ) == 0
+            {
+                return;
+            }
+            // Kernels before 5.9 have no close_range.
+            let max = match libc::sysconf(libc::_SC_OPEN_MAX) {
+                n if n > 0 && n < 1 << 20 => n as libc::c_int,
+                _ => 1 << 16,
+            };
+            for fd in 0..max {
+                libc::close(fd);
+            }
+        }
+    }
+}
