@@ -16,5 +16,9 @@ fn decode_corpus_replays_without_panicking() {
             n += 1;
         }
     }
-    assert!(n >= 10, "expected a seed corpus, found {n} files in {}", dir.display());
+    assert!(
+        n >= 10,
+        "expected a seed corpus, found {n} files in {}",
+        dir.display()
+    );
 }
