@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The one command that runs every check and test of mcphost, from a clean
+# clone: installs the interop servers, then fmt, clippy and the test suite.
+#   scripts/test.sh            (CI runs it through .ci/run)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+# Where the interop tests find their servers (absolute paths).
+export MCPHOST_INTEROP_DIR="$ROOT/tests/interop"
+export MCPHOST_PYTHON="$ROOT/.venv/bin/python"
+MCPHOST_NODE="$(command -v node || true)"
+export MCPHOST_NODE
+# Under this script the interop servers are installed, so interop tests must
+# run rather than skip themselves when something is missing.
+export MCPHOST_INTEROP_REQUIRED=1
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+T_START=$(date +%s)
+SUMMARY=()
+CURRENT=""
+STEP_START=0
+
+step() {
+	CURRENT="$1"
+	STEP_START=$(date +%s)
+	printf '\n==== [%s] %s\n' "$(date +%H:%M:%S)" "$CURRENT"
+}
+step_done() {
+	local dt=$(($(date +%s) - STEP_START))
+	SUMMARY+=("$(printf '%5ss  %s' "$dt" "$CURRENT")")
+	printf -- '---- %s: ok (%ss)\n' "$CURRENT" "$dt"
+	CURRENT=""
+}
+on_exit() {
+	local rc=$?
+	if [[ -n "$CURRENT" ]]; then
+		SUMMARY+=("$(printf '%5ss  %s  FAILED (exit %s)' "$(($(date +%s) - STEP_START))" "$CURRENT" "$rc")")
+	fi
+	printf '\n==== summary (total %ss)\n' "$(($(date +%s) - T_START))"
+	local line
+	for line in "${SUMMARY[@]}"; do printf '%s\n' "$line"; done
+	if [[ $rc -ne 0 ]]; then printf 'scripts/test.sh: FAILED (exit %s)\n' "$rc"; fi
+	exit "$rc"
+}
+trap on_exit EXIT
+
+step "setup interop servers (scripts/setup-interop.sh)"
+"$ROOT/scripts/setup-interop.sh"
+step_done
+
+step "cargo fmt --all -- --check"
+cargo fmt --all -- --check
+step_done
+
+step "cargo clippy --all-targets -- -D warnings"
+cargo clippy --all-targets -- -D warnings
+step_done
+
+if cargo nextest --version >/dev/null 2>&1; then
+	# nextest does not run doctests; they run first so that nextest's summary
+	# is the last test-runner output.
+	step "cargo test --workspace --doc"
+	cargo test --workspace --doc
+	step_done
+	# .config/nextest.toml: profile "ci" (no fail-fast) when CI is set.
+	profile=default
+	[[ -n "${CI:-}" ]] && profile=ci
+	step "cargo nextest run --workspace (profile $profile)"
+	cargo nextest run --workspace --profile "$profile"
+	step_done
+else
+	step "cargo test --workspace (cargo-nextest not installed)"
+	cargo test --workspace
+	step_done
+fi
+
+# ---------------------------------------------------------------------------
+# FUZZ SMOKE (placeholder - the lead adds this step)
+# A short, bounded run of each fuzz target, e.g.:
+#
+# step "fuzz smoke"
+# for target in $(cargo fuzz list); do
+#     cargo +nightly fuzz run "$target" -- -max_total_time=30
+# done
+# step_done
+# ---------------------------------------------------------------------------
