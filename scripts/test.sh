@@ -76,13 +76,14 @@ else
 	step_done
 fi
 
-# ---------------------------------------------------------------------------
-# FUZZ SMOKE (placeholder - the lead adds this step)
-# A short, bounded run of each fuzz target, e.g.:
-#
-# step "fuzz smoke"
-# for target in $(cargo fuzz list); do
-#     cargo +nightly fuzz run "$target" -- -max_total_time=30
-# done
-# step_done
-# ---------------------------------------------------------------------------
+# Fuzz smoke: 60 s of libFuzzer on the message decoder, on stable (no
+# sanitizer). New inputs go to a scratch corpus so the committed seeds stay put.
+step "fuzz smoke: cargo fuzz run decode (60 s)"
+if ! command -v cargo-fuzz >/dev/null 2>&1; then
+	cargo install cargo-fuzz --locked --version 0.13.2
+fi
+FUZZ_SCRATCH="$(mktemp -d)"
+(cd "$ROOT/fuzz" && cargo fuzz run decode -s none "$FUZZ_SCRATCH" corpus/decode -- \
+	-max_total_time="${MCPHOST_FUZZ_SECONDS:-60}" -max_len=65536)
+rm -rf "$FUZZ_SCRATCH"
+step_done

@@ -554,10 +554,7 @@ async fn on_frame(inner: &Arc<Inner>, text: &str) {
                         .into_iter()
                         .map(Message::Response)
                         .collect();
-                    match serde_json::to_string(&responses) {
-                        Ok(line) => inner.send(line).await,
-                        Err(e) => warn!("cannot encode a batch reply: {e}"),
-                    }
+                    inner.send(Message::batch_line(&responses)).await;
                 });
             }
         }

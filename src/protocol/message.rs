@@ -171,15 +171,30 @@ impl Serialize for Message {
 
 impl Message {
     /// Compact JSON text with no newline, ready for line framing.
+    ///
+    /// Relayed raw values keep the sender's whitespace, which may include
+    /// newlines. JSON forbids raw control characters inside strings, so any
+    /// CR or LF here is insignificant whitespace and becomes a space.
     pub fn to_line(&self) -> String {
         // Serialising these types cannot fail: keys are strings and raw
         // values were valid JSON when parsed.
-        serde_json::to_string(self).unwrap_or_else(|e| {
+        let line = serde_json::to_string(self).unwrap_or_else(|e| {
             format!(
                 r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"level":"error","data":{:?}}}}}"#,
                 e.to_string()
             )
-        })
+        });
+        if line.contains(['\n', '\r']) {
+            line.replace(['\n', '\r'], " ")
+        } else {
+            line
+        }
+    }
+
+    /// A JSON-RPC batch as one line.
+    pub fn batch_line(messages: &[Message]) -> String {
+        let parts: Vec<String> = messages.iter().map(Message::to_line).collect();
+        format!("[{}]", parts.join(","))
     }
 
     pub fn method(&self) -> Option<&str> {
@@ -211,4 +226,29 @@ pub(crate) struct WireIn {
 /// A present field is `Some`, even when its value is `null`.
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Box<RawValue>>, D::Error> {
     Box::<RawValue>::deserialize(d).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_never_contain_newlines_even_from_relayed_whitespace() {
+        let params =
+            RawValue::from_string("{\n  \"a\": \"x\\ny\",\r\n  \"b\": 1.10\n}".to_owned()).unwrap();
+        let m = Message::Notification(Notification {
+            method: "m".into(),
+            params: Some(params),
+        });
+        let line = m.to_line();
+        assert!(!line.contains('\n') && !line.contains('\r'), "{line}");
+        assert!(
+            line.contains(r#""a": "x\ny""#),
+            "escaped newline inside a string is kept: {line}"
+        );
+        assert!(line.contains("1.10"));
+        let batch = Message::batch_line(&[m.clone(), m]);
+        assert!(batch.starts_with('[') && !batch.contains('\n'));
+        assert!(serde_json::from_str::<Vec<Box<RawValue>>>(&batch).is_ok());
+    }
 }
