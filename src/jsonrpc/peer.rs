@@ -244,6 +244,13 @@ impl Peer {
                 tokio::select! {
                     reply = &mut rx => {
                         guard.disarm();
+                        // Progress sent before the response must reach the
+                        // caller before the call returns.
+                        if let (Some(prx), Some(cb)) = (prx.as_mut(), &opts.on_progress) {
+                            while let Ok(p) = prx.try_recv() {
+                                cb(p);
+                            }
+                        }
                         return reply.unwrap_or_else(|_| Err(PeerError::Closed(inner.close_reason_or_default())));
                     }
                     Some(p) = recv_progress(&mut prx) => {

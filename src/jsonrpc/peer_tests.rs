@@ -304,3 +304,35 @@ async fn server_cancel_aborts_the_handler_without_a_reply() {
         "no reply to the cancelled request"
     );
 }
+
+#[tokio::test]
+async fn progress_sent_before_the_response_is_delivered_before_return() {
+    for _ in 0..50 {
+        let mut f = Fake::new(Arc::new(NoHandler));
+        let seen = Arc::new(AtomicUsize::new(0));
+        let s2 = seen.clone();
+        let o = RequestOptions {
+            on_progress: Some(Arc::new(move |_| {
+                s2.fetch_add(1, Ordering::SeqCst);
+            })),
+            ..Default::default()
+        };
+        let p = f.peer.clone();
+        let a = tokio::spawn(async move { p.request("x", None, o).await });
+        let req = f.next().await;
+        let token = req["params"]["_meta"]["progressToken"].clone();
+        for i in 0..4 {
+            f.send(&format!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progressToken":{token},"progress":{i}}}}}"#
+            ))
+            .await;
+        }
+        f.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":{},"result":{{}}}}"#,
+            req["id"]
+        ))
+        .await;
+        a.await.unwrap().unwrap();
+        assert_eq!(seen.load(Ordering::SeqCst), 4);
+    }
+}

@@ -1,0 +1,731 @@
+//! Interop over stdio with MCP servers nobody here wrote: the reference
+//! servers from npm (everything, filesystem, memory), mcp-server-time from
+//! PyPI, and two small servers on the Python `mcp` SDK and on fastmcp.
+//!
+//! `scripts/test.sh` installs them (pinned) and sets MCPHOST_INTEROP_REQUIRED,
+//! which turns a missing server into a failure instead of a skip.
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::raw;
+use mcphost::client::{CallOptions, ClientError, ClientOptions, Host, ServerClient, ServerEvent};
+use mcphost::protocol::capabilities::{ElicitationCap, RootsCap, SamplingCap};
+use mcphost::protocol::{ClientCapabilities, ErrorObject, RawValue};
+use mcphost::transport::BoxFuture;
+use mcphost::transport::stdio::{StdioConfig, spawn};
+
+struct Env {
+    dir: PathBuf,
+    python: PathBuf,
+    node: String,
+}
+
+fn env() -> Option<Env> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let dir = std::env::var_os("MCPHOST_INTEROP_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("tests/interop"));
+    let python = std::env::var_os("MCPHOST_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join(".venv/bin/python"));
+    let node = std::env::var("MCPHOST_NODE").unwrap_or_else(|_| "node".to_owned());
+    let ok = dir
+        .join("node_modules/@modelcontextprotocol/server-everything")
+        .exists()
+        && python.exists();
+    if ok {
+        return Some(Env { dir, python, node });
+    }
+    let msg = format!(
+        "interop servers are not installed ({} / {}); run scripts/setup-interop.sh",
+        dir.display(),
+        python.display()
+    );
+    if std::env::var_os("MCPHOST_INTEROP_REQUIRED").is_some() {
+        panic!("{msg}");
+    }
+    eprintln!("skipping: {msg}");
+    None
+}
+
+impl Env {
+    fn node_server(&self, pkg: &str, args: &[&str]) -> StdioConfig {
+        let entry = self.dir.join(format!(
+            "node_modules/@modelcontextprotocol/{pkg}/dist/index.js"
+        ));
+        let mut a = vec![entry.display().to_string()];
+        a.extend(args.iter().map(|s| s.to_string()));
+        StdioConfig::new(self.node.clone(), a)
+    }
+    fn python(&self, args: &[&str]) -> StdioConfig {
+        StdioConfig::new(
+            self.python.display().to_string(),
+            args.iter().map(|s| s.to_string()).collect::<Vec<String>>(),
+        )
+    }
+    fn script(&self, name: &str) -> String {
+        self.dir.join(name).display().to_string()
+    }
+}
+
+fn opts() -> ClientOptions {
+    ClientOptions {
+        init_timeout: Duration::from_secs(60),
+        request_timeout: Duration::from_secs(30),
+        ..Default::default()
+    }
+}
+
+async fn start(name: &str, cfg: StdioConfig, o: ClientOptions) -> ServerClient {
+    let conn = spawn(name, &cfg).await.unwrap_or_else(|e| panic!("{e}"));
+    ServerClient::connect(name, conn, o)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn text_of(r: &RawValue) -> String {
+    let v: serde_json::Value = serde_json::from_str(r.get()).unwrap();
+    v["content"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|c| c["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+fn counter() -> (Arc<AtomicUsize>, CallOptions) {
+    let n = Arc::new(AtomicUsize::new(0));
+    let n2 = n.clone();
+    let o = CallOptions {
+        on_progress: Some(Arc::new(move |_| {
+            n2.fetch_add(1, Ordering::SeqCst);
+        })),
+        ..Default::default()
+    };
+    (n, o)
+}
+
+/// A host that enables everything and answers with canned replies.
+struct FullHost;
+
+impl Host for FullHost {
+    fn capabilities(&self) -> ClientCapabilities {
+        ClientCapabilities {
+            roots: Some(RootsCap {
+                list_changed: false,
+            }),
+            sampling: Some(SamplingCap {}),
+            elicitation: Some(ElicitationCap::default()),
+        }
+    }
+    fn handle(
+        &self,
+        _: &str,
+        method: &str,
+        _: Option<Box<RawValue>>,
+    ) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
+        let reply = match method {
+            "sampling/createMessage" => {
+                r#"{"role":"assistant","content":{"type":"text","text":"sampled by the host"},"model":"host-model","stopReason":"endTurn"}"#
+            }
+            "elicitation/create" => r#"{"action":"decline"}"#,
+            "roots/list" => r#"{"roots":[]}"#,
+            _ => {
+                return Box::pin(std::future::ready(Err(ErrorObject::method_not_found(
+                    method,
+                ))));
+            }
+        };
+        Box::pin(std::future::ready(Ok(RawValue::from_string(
+            reply.to_owned(),
+        )
+        .unwrap())))
+    }
+}
+
+#[tokio::test]
+async fn everything_server() {
+    let Some(env) = env() else { return };
+    let c = start(
+        "everything",
+        env.node_server("server-everything", &["stdio"]),
+        opts(),
+    )
+    .await;
+    let n = c.negotiated();
+    assert_eq!(n.protocol_version.as_str(), "2025-11-25");
+    assert_eq!(n.server_name.as_deref(), Some("mcp-servers/everything"));
+    assert!(n.instructions.is_some());
+    assert!(n.capabilities.completions.is_some() && n.capabilities.logging.is_some());
+
+    let tools = c.list_tools().await.unwrap();
+    let names: Vec<_> = tools.iter().map(|t| t.name.as_str()).collect();
+    assert!(
+        names.contains(&"echo") && names.contains(&"get-structured-content"),
+        "{names:?}"
+    );
+    assert!(
+        !names.contains(&"trigger-sampling-request"),
+        "no sampling advertised: {names:?}"
+    );
+
+    let r = c
+        .call_tool(
+            "echo",
+            Some(raw(r#"{"message":"hi"}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text_of(&r.raw), "Echo: hi");
+    assert!(!r.is_error);
+    let r = c
+        .call_tool(
+            "get-structured-content",
+            Some(raw(r#"{"location":"Chicago"}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    let sc: serde_json::Value =
+        serde_json::from_str(r.structured_content().unwrap().get()).unwrap();
+    assert!(sc["temperature"].is_number(), "{sc}");
+    let r = c
+        .call_tool("echo", Some(raw(r#"{"wrong":1}"#)), CallOptions::default())
+        .await
+        .unwrap();
+    assert!(
+        r.is_error,
+        "bad arguments are a tool error: {}",
+        r.raw.get()
+    );
+
+    let (seen, o) = counter();
+    let r = c
+        .call_tool(
+            "trigger-long-running-operation",
+            Some(raw(r#"{"duration":0.4,"steps":4}"#)),
+            o,
+        )
+        .await
+        .unwrap();
+    assert!(!r.is_error);
+    assert_eq!(seen.load(Ordering::SeqCst), 4, "one progress per step");
+
+    assert_eq!(c.list_resources().await.unwrap().len(), 7);
+    assert_eq!(c.list_resource_templates().await.unwrap().len(), 2);
+    let read = c
+        .read_resource("demo://resource/dynamic/text/1", CallOptions::default())
+        .await
+        .unwrap();
+    assert!(read.get().contains("Resource 1"), "{}", read.get());
+    let e = c
+        .read_resource("demo://nope", CallOptions::default())
+        .await
+        .unwrap_err();
+    assert!(e.rpc_error().is_some(), "{e}");
+
+    assert_eq!(c.list_prompts().await.unwrap().len(), 4);
+    let p = c
+        .get_prompt(
+            "args-prompt",
+            Some(raw(r#"{"city":"Paris","state":"TX"}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(p.get().contains("Paris"));
+    assert!(
+        c.get_prompt("args-prompt", None, CallOptions::default())
+            .await
+            .unwrap_err()
+            .rpc_error()
+            .is_some()
+    );
+    let comp = c
+        .complete(raw(r#"{"ref":{"type":"ref/prompt","name":"completable-prompt"},"argument":{"name":"department","value":"E"}}"#))
+        .await
+        .unwrap();
+    assert!(comp.get().contains("Engineering"));
+    c.set_log_level("error").await.unwrap();
+    c.subscribe_resource("demo://resource/dynamic/text/1")
+        .await
+        .unwrap();
+    c.unsubscribe_resource("demo://resource/dynamic/text/1")
+        .await
+        .unwrap();
+    c.ping().await.unwrap();
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn everything_server_calls_back_into_the_host() {
+    let Some(env) = env() else { return };
+    let o = ClientOptions {
+        host: Arc::new(FullHost),
+        ..opts()
+    };
+    let c = start(
+        "everything-host",
+        env.node_server("server-everything", &["stdio"]),
+        o,
+    )
+    .await;
+    let tools = c.list_tools().await.unwrap();
+    assert!(
+        tools.iter().any(|t| t.name == "trigger-sampling-request"),
+        "sampling tools appear once advertised"
+    );
+    let r = c
+        .call_tool(
+            "trigger-sampling-request",
+            Some(raw(r#"{"prompt":"hello","maxTokens":10}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        r.raw.get().contains("sampled by the host"),
+        "{}",
+        r.raw.get()
+    );
+    let r = c
+        .call_tool(
+            "trigger-elicitation-request",
+            Some(raw("{}")),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(r.raw.get().contains("decline"), "{}", r.raw.get());
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn filesystem_server() {
+    let Some(env) = env() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "hello\nworld\n").unwrap();
+    let root = dir.path().canonicalize().unwrap().display().to_string();
+    let c = start("fs", env.node_server("server-filesystem", &[&root]), opts()).await;
+    assert_eq!(
+        c.negotiated().server_name.as_deref(),
+        Some("secure-filesystem-server")
+    );
+    let tools = c.list_tools().await.unwrap();
+    assert!(tools.len() >= 10 && tools.iter().any(|t| t.name == "read_text_file"));
+    let args = format!(r#"{{"path":"{root}/a.txt"}}"#);
+    let r = c
+        .call_tool("read_text_file", Some(raw(&args)), CallOptions::default())
+        .await
+        .unwrap();
+    assert!(text_of(&r.raw).contains("hello\nworld"));
+    assert!(r.structured_content().is_some());
+    let args = format!(r#"{{"path":"{root}/new.txt","content":"written by mcphost"}}"#);
+    let r = c
+        .call_tool("write_file", Some(raw(&args)), CallOptions::default())
+        .await
+        .unwrap();
+    assert!(!r.is_error, "{}", r.raw.get());
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("new.txt")).unwrap(),
+        "written by mcphost"
+    );
+    let r = c
+        .call_tool(
+            "read_text_file",
+            Some(raw(r#"{"path":"/etc/passwd"}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        r.is_error && text_of(&r.raw).contains("denied"),
+        "{}",
+        r.raw.get()
+    );
+    // It declares only tools: the rest is refused locally, never sent.
+    assert!(matches!(
+        c.list_resources().await,
+        Err(ClientError::CapabilityNotDeclared { .. })
+    ));
+    assert!(matches!(
+        c.list_prompts().await,
+        Err(ClientError::CapabilityNotDeclared { .. })
+    ));
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn filesystem_server_that_exits_before_speaking_reports_its_stderr() {
+    let Some(env) = env() else { return };
+    let cfg = env.node_server("server-filesystem", &["/definitely/not/here"]);
+    let conn = spawn("fs-bad", &cfg).await.unwrap();
+    let e = ServerClient::connect("fs-bad", conn, opts())
+        .await
+        .err()
+        .expect("must fail");
+    let text = e.to_string();
+    assert!(text.contains("fs-bad") && text.contains("exited"), "{text}");
+}
+
+#[tokio::test]
+async fn memory_server() {
+    let Some(env) = env() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = env.node_server("server-memory", &[]);
+    cfg.env.insert(
+        "MEMORY_FILE_PATH".into(),
+        dir.path().join("memory.jsonl").display().to_string(),
+    );
+    let c = start("memory", cfg, opts()).await;
+    assert_eq!(c.list_tools().await.unwrap().len(), 9);
+    let resources = c.list_resources().await.unwrap();
+    assert_eq!(resources.len(), 1);
+    let uri = resources[0].uri.clone();
+    let mut events = c.subscribe();
+    c.subscribe_resource(&uri).await.unwrap();
+    let r = c
+        .call_tool(
+            "create_entities",
+            Some(raw(r#"{"entities":[{"name":"Ada","entityType":"person","observations":["wrote the first program"]}]}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(r.structured_content().unwrap().get().contains("Ada"));
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), events.recv())
+            .await
+            .unwrap()
+            .unwrap()
+        {
+            ServerEvent::ResourceUpdated { uri: u } => break assert_eq!(u, uri),
+            _ => continue,
+        }
+    }
+    let r = c
+        .call_tool(
+            "search_nodes",
+            Some(raw(r#"{"query":"program"}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(r.raw.get().contains("Ada"));
+    let r = c
+        .call_tool(
+            "add_observations",
+            Some(raw(
+                r#"{"observations":[{"entityName":"Nobody","contents":["x"]}]}"#,
+            )),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(r.is_error);
+    let read = c.read_resource(&uri, CallOptions::default()).await.unwrap();
+    assert!(read.get().contains("Ada"));
+    assert!(matches!(
+        c.list_prompts().await,
+        Err(ClientError::CapabilityNotDeclared { .. })
+    ));
+    c.shutdown().await;
+    assert!(
+        std::fs::read_to_string(dir.path().join("memory.jsonl"))
+            .unwrap()
+            .contains("Ada")
+    );
+}
+
+#[tokio::test]
+async fn time_server() {
+    let Some(env) = env() else { return };
+    let c = start(
+        "time",
+        env.python(&["-m", "mcp_server_time", "--local-timezone", "UTC"]),
+        opts(),
+    )
+    .await;
+    assert_eq!(c.negotiated().server_name.as_deref(), Some("mcp-time"));
+    let names: Vec<_> = c
+        .list_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(names, ["get_current_time", "convert_time"]);
+    let r = c
+        .call_tool(
+            "get_current_time",
+            Some(raw(r#"{"timezone":"Europe/Paris"}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        r.structured_content()
+            .unwrap()
+            .get()
+            .contains("Europe/Paris")
+    );
+    let r = c
+        .call_tool(
+            "convert_time",
+            Some(raw(
+                r#"{"source_timezone":"UTC","time":"12:30","target_timezone":"Asia/Tokyo"}"#,
+            )),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(r.raw.get().contains("+9.0h"), "{}", r.raw.get());
+    let r = c
+        .call_tool(
+            "get_current_time",
+            Some(raw(r#"{"timezone":"Not/AZone"}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(r.is_error);
+    let e = c
+        .call_tool("nope", None, CallOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.rpc_error().map(|e| e.code), Some(-32602), "{e}");
+    assert!(c.list_resources().await.unwrap().is_empty());
+    assert!(c.list_prompts().await.unwrap().is_empty());
+    assert!(matches!(
+        c.set_log_level("info").await,
+        Err(ClientError::CapabilityNotDeclared { .. })
+    ));
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn python_sdk_server_with_pagination() {
+    let Some(env) = env() else { return };
+    let c = start("py", env.python(&[&env.script("py_server.py")]), opts()).await;
+    assert_eq!(
+        c.negotiated().server_name.as_deref(),
+        Some("mcphost-interop-py")
+    );
+    // Every list is paged two at a time; all pages must be followed.
+    let tools: Vec<_> = c
+        .list_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(tools, ["echo", "add", "fail", "slow", "notify"]);
+    assert_eq!(c.list_resources().await.unwrap().len(), 5);
+    assert_eq!(c.list_resource_templates().await.unwrap().len(), 3);
+    assert_eq!(c.list_prompts().await.unwrap().len(), 3);
+
+    let r = c
+        .call_tool(
+            "add",
+            Some(raw(r#"{"a":2,"b":3.5}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        r.structured_content().unwrap().get().replace(' ', ""),
+        r#"{"sum":5.5}"#
+    );
+    let r = c
+        .call_tool(
+            "fail",
+            Some(raw(r#"{"message":"boom"}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(r.is_error && text_of(&r.raw).contains("boom"));
+    let e = c
+        .call_tool("nope", None, CallOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.rpc_error().map(|e| e.code), Some(-32602));
+    let (seen, o) = counter();
+    c.call_tool("slow", Some(raw(r#"{"ms":300,"steps":3}"#)), o)
+        .await
+        .unwrap();
+    assert_eq!(seen.load(Ordering::SeqCst), 3);
+
+    let e = c
+        .read_resource("interop://nope", CallOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.rpc_error().map(|e| e.code), Some(-32002));
+    let read = c
+        .read_resource("interop://item/42", CallOptions::default())
+        .await
+        .unwrap();
+    assert!(read.get().contains("item-42"));
+    let p = c
+        .get_prompt(
+            "greet",
+            Some(raw(r#"{"name":"Ada","style":"pirate"}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(p.get().contains("Ahoy, Ada!"));
+    let comp = c
+        .complete(raw(r#"{"ref":{"type":"ref/prompt","name":"greet"},"argument":{"name":"style","value":"f"}}"#))
+        .await
+        .unwrap();
+    assert!(comp.get().contains("formal"));
+
+    // list_changed from a real SDK: the client re-lists on its own.
+    let mut events = c.subscribe();
+    c.set_log_level("info").await.unwrap();
+    c.call_tool("notify", Some(raw("{}")), CallOptions::default())
+        .await
+        .unwrap();
+    let (mut tools, mut resources, mut prompts, mut log) = (false, false, false, false);
+    while !(tools && resources && prompts && log) {
+        match tokio::time::timeout(Duration::from_secs(10), events.recv())
+            .await
+            .unwrap()
+            .unwrap()
+        {
+            ServerEvent::ToolsChanged(t) => tools = t.len() == 5,
+            ServerEvent::ResourcesChanged {
+                resources: r,
+                templates,
+            } => resources = r.len() == 5 && templates.len() == 3,
+            ServerEvent::PromptsChanged(p) => prompts = p.len() == 3,
+            ServerEvent::Log(_) => log = true,
+            _ => {}
+        }
+    }
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn fastmcp_server() {
+    let Some(env) = env() else { return };
+    let c = start(
+        "fastmcp",
+        env.python(&[&env.script("fastmcp_server.py")]),
+        opts(),
+    )
+    .await;
+    assert_eq!(
+        c.negotiated().server_name.as_deref(),
+        Some("mcphost-interop-fastmcp")
+    );
+    let tools: Vec<_> = c
+        .list_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(tools, ["echo", "add", "fail", "slow"]);
+    assert_eq!(c.list_resources().await.unwrap().len(), 3);
+    assert_eq!(c.list_resource_templates().await.unwrap().len(), 1);
+    assert_eq!(c.list_prompts().await.unwrap().len(), 2);
+    let r = c
+        .call_tool(
+            "add",
+            Some(raw(r#"{"a":2,"b":3.5}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(r.structured_content().unwrap().get().contains("5.5"));
+    let r = c
+        .call_tool(
+            "fail",
+            Some(raw(r#"{"message":"boom"}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(r.is_error);
+    let (seen, o) = counter();
+    c.call_tool("slow", Some(raw(r#"{"ms":300,"steps":3}"#)), o)
+        .await
+        .unwrap();
+    assert!(seen.load(Ordering::SeqCst) >= 1);
+    let p = c
+        .get_prompt(
+            "greet",
+            Some(raw(r#"{"name":"Ada"}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(p.get().contains("Ada"));
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn many_real_servers_at_once_and_one_dies() {
+    let Some(env) = env() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap().display().to_string();
+    let (a, b, t) = tokio::join!(
+        start(
+            "everything",
+            env.node_server("server-everything", &[]),
+            opts()
+        ),
+        start("fs", env.node_server("server-filesystem", &[&root]), opts()),
+        start(
+            "time",
+            env.python(&["-m", "mcp_server_time", "--local-timezone", "UTC"]),
+            opts()
+        ),
+    );
+    // Kill one server's whole group from outside.
+    let pid = b.pid().unwrap() as i32;
+    nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let e = loop {
+        match b.list_tools().await {
+            Err(e) => break e,
+            Ok(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    };
+    assert!(e.to_string().contains("fs"), "{e}");
+    let r = a
+        .call_tool(
+            "echo",
+            Some(raw(r#"{"message":"still here"}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text_of(&r.raw), "Echo: still here");
+    let r = t
+        .call_tool(
+            "get_current_time",
+            Some(raw(r#"{"timezone":"UTC"}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(!r.is_error);
+    for c in [a, b, t] {
+        c.shutdown().await;
+    }
+}
