@@ -290,7 +290,7 @@ async fn crash_mid_request_fails_at_once_with_stderr() {
         matches!(
             e,
             ClientError::Request {
-                source: PeerError::Closed(_),
+                error: PeerError::Closed(_),
                 ..
             }
         ),
@@ -332,7 +332,7 @@ async fn hung_request_times_out_and_is_cancelled() {
         matches!(
             e,
             ClientError::Request {
-                source: PeerError::Timeout { .. },
+                error: PeerError::Timeout { .. },
                 ..
             }
         ),
@@ -387,7 +387,7 @@ async fn progress_reaches_the_caller_and_cancel_is_sent() {
         matches!(
             e,
             ClientError::Request {
-                source: PeerError::Cancelled { .. },
+                error: PeerError::Cancelled { .. },
                 ..
             }
         ),
@@ -413,7 +413,7 @@ async fn oversized_response_fails_that_call_only() {
             matches!(
                 e,
                 ClientError::Request {
-                    source: PeerError::Oversized { .. },
+                    error: PeerError::Oversized { .. },
                     ..
                 }
             ),
@@ -600,7 +600,7 @@ async fn exits_right_after_initialized_reports_closed() {
         matches!(
             e,
             ClientError::Request {
-                source: PeerError::Closed(_),
+                error: PeerError::Closed(_),
                 ..
             }
         ),

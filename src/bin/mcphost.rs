@@ -37,9 +37,9 @@ enum Command {
     ///
     /// With no command, inspects the bundled mcphost-testserver.
     Inspect {
-        /// Name used in logs and errors.
-        #[arg(long, default_value = "server")]
-        name: String,
+        /// Name used in logs and errors [default: the command's file name].
+        #[arg(long)]
+        name: Option<String>,
         /// Environment for the server, KEY=VALUE (repeatable).
         #[arg(long = "env", value_name = "KEY=VALUE")]
         env: Vec<String>,
@@ -55,7 +55,7 @@ enum Command {
         /// Arguments for --call, as a JSON object.
         #[arg(long, default_value = "{}")]
         args: String,
-        /// Per-request timeout.
+        /// Hard limit for each request, progress or not (e.g. 500ms, 30s, 5m).
         #[arg(long, default_value = "60s", value_parser = parse_duration)]
         timeout: Duration,
         /// The server command and its arguments (after `--`).
@@ -106,9 +106,19 @@ fn bundled_testserver() -> Result<String> {
 }
 
 #[tokio::main]
-async fn main() -> Result<()> {
+async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.verbose);
+    match run(cli).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mcphost: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Inspect {
             name,
@@ -124,6 +134,12 @@ async fn main() -> Result<()> {
                 Some((p, r)) => (p.clone(), r.to_vec()),
                 None => (bundled_testserver()?, Vec::new()),
             };
+            let name = name.unwrap_or_else(|| {
+                std::path::Path::new(&program)
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "server".to_owned())
+            });
             let mut cfg = StdioConfig::new(program, rest);
             cfg.cwd = cwd;
             cfg.inherit_env = inherit_env;
@@ -154,6 +170,7 @@ async fn inspect(
     let conn = spawn(name, &cfg).await?;
     let opts = ClientOptions {
         request_timeout: timeout,
+        max_request_timeout: timeout,
         ..Default::default()
     };
     let client = ServerClient::connect(name, conn, opts).await?;

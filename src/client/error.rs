@@ -5,11 +5,13 @@ use crate::protocol::ErrorObject;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ClientError {
-    #[error("server '{server}': {method}: {source}")]
+    #[error("server '{server}': {method}: {error}")]
     Request {
         server: String,
         method: &'static str,
-        source: PeerError,
+        /// Part of the message, not a `source()`, so error chains do not
+        /// print it twice.
+        error: PeerError,
     },
     #[error(
         "server '{server}' did not declare the '{capability}' capability, so {method} was not sent"
@@ -50,11 +52,11 @@ pub enum ClientError {
 }
 
 impl ClientError {
-    pub(crate) fn request(server: &str, method: &'static str, source: PeerError) -> Self {
+    pub(crate) fn request(server: &str, method: &'static str, error: PeerError) -> Self {
         ClientError::Request {
             server: server.to_owned(),
             method,
-            source,
+            error,
         }
     }
 
@@ -70,7 +72,7 @@ impl ClientError {
     pub fn rpc_error(&self) -> Option<&ErrorObject> {
         match self {
             ClientError::Request {
-                source: PeerError::Rpc(e),
+                error: PeerError::Rpc(e),
                 ..
             } => Some(e),
             _ => None,

@@ -86,9 +86,9 @@ impl Default for RequestOptions {
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum PeerError {
-    #[error("{method} timed out after {elapsed:?}; notifications/cancelled was sent")]
+    #[error("timed out after {elapsed:.1?}; notifications/cancelled was sent")]
     Timeout { method: String, elapsed: Duration },
-    #[error("{method} was cancelled by the caller")]
+    #[error("cancelled by the caller; notifications/cancelled was sent")]
     Cancelled { method: String },
     #[error("connection closed: {0}")]
     Closed(Arc<CloseReason>),
