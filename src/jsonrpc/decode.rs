@@ -53,10 +53,24 @@ pub fn decode(frame: &str) -> Result<Incoming, DecodeError> {
             items.iter().map(|i| decode_one(i.get())).collect(),
         ));
     }
-    // Validate the whole frame as JSON first so a truncated line is "not
-    // JSON" rather than a confusing shape error.
-    let raw: Box<RawValue> = serde_json::from_str(frame).map_err(not_json)?;
-    Ok(Incoming::Single(decode_one(raw.get())))
+    match decode_one(frame) {
+        // A shape error on text that is not even JSON (say, a truncated
+        // line) is reported as "not JSON". Checked only on failure, so a
+        // good message is parsed once.
+        Err(DecodeError::Invalid { id: None, .. })
+            if serde_json::from_str::<serde::de::IgnoredAny>(frame).is_err() =>
+        {
+            let e = serde_json::from_str::<serde::de::IgnoredAny>(frame)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            Err(DecodeError::NotJson {
+                preview: preview(frame),
+                reason: e,
+            })
+        }
+        other => Ok(Incoming::Single(other)),
+    }
 }
 
 fn invalid(id: Option<Id>, reason: impl Into<String>) -> DecodeError {

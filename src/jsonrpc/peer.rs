@@ -64,6 +64,7 @@ pub struct RequestOptions {
     /// Called for each progress notification; setting it adds a progressToken.
     pub on_progress: Option<ProgressCallback>,
     /// Whether progress restarts the timeout (bounded by `max_timeout`).
+    /// Progress only flows when `on_progress` is set.
     pub reset_timeout_on_progress: bool,
     /// Cancelling it abandons the request and notifies the server.
     pub cancel: Option<CancellationToken>,
@@ -198,7 +199,9 @@ impl Peer {
             return Err(PeerError::Closed(reason));
         }
         let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let wants_progress = opts.on_progress.is_some() || opts.reset_timeout_on_progress;
+        // A progress token changes what the server sees, so only ask for
+        // progress when someone listens.
+        let wants_progress = opts.on_progress.is_some();
         let params = if wants_progress {
             Some(with_progress_token(params.as_deref(), id).map_err(PeerError::Encode)?)
         } else {

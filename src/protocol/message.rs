@@ -184,7 +184,7 @@ impl Message {
                 e.to_string()
             )
         });
-        if line.contains(['\n', '\r']) {
+        if memchr::memchr2(b'\n', b'\r', line.as_bytes()).is_some() {
             line.replace(['\n', '\r'], " ")
         } else {
             line

@@ -144,7 +144,7 @@ pub fn encode_line(line: &str, dst: &mut BytesMut) -> Result<(), FramingError> {
 }
 
 fn find_newline(bytes: &[u8]) -> Option<usize> {
-    bytes.iter().position(|&b| b == b'\n')
+    memchr::memchr(b'\n', bytes)
 }
 
 fn trim_cr(line: &[u8]) -> &[u8] {
