@@ -195,9 +195,6 @@ impl Peer {
         opts: RequestOptions,
     ) -> Result<Box<RawValue>, PeerError> {
         let inner = &self.inner;
-        if let Some(reason) = inner.lock().close_reason.clone() {
-            return Err(PeerError::Closed(reason));
-        }
         let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
         // A progress token changes what the server sees, so only ask for
         // progress when someone listens.
@@ -214,10 +211,15 @@ impl Peer {
         } else {
             (None, None)
         };
-        inner
-            .lock()
-            .pending
-            .insert(id, PendingEntry { tx, progress: ptx });
+        {
+            // Checked under the same lock `close` takes, so an entry is never
+            // added after the pending map was drained.
+            let mut st = inner.lock();
+            if let Some(reason) = st.close_reason.clone() {
+                return Err(PeerError::Closed(reason));
+            }
+            st.pending.insert(id, PendingEntry { tx, progress: ptx });
+        }
         let mut guard = PendingGuard {
             inner: inner.clone(),
             id,
@@ -233,16 +235,30 @@ impl Peer {
         let span = debug_span!("request", server = %inner.cfg.name, method, id);
         async move {
             debug!("sending");
-            if inner.outbound.send(line).await.is_err() {
-                guard.disarm();
-                inner.lock().pending.remove(&id);
-                return Err(PeerError::Closed(inner.close_reason_or_default()));
-            }
             let timeout = opts.timeout.unwrap_or(inner.cfg.timeout);
             let start = Instant::now();
             let hard = start + opts.max_timeout.unwrap_or(inner.cfg.max_timeout).max(timeout);
             let mut deadline = (start + timeout).min(hard);
             let cancel = opts.cancel.unwrap_or_default();
+            // A server that stops reading fills the queue; the deadline and
+            // the cancel token cover that wait too. Nothing reached the wire
+            // yet, so there is nothing to cancel there.
+            let unsent = tokio::select! {
+                sent = inner.outbound.send(line) => match sent {
+                    Ok(()) => None,
+                    Err(_) => Some(PeerError::Closed(inner.close_reason_or_default())),
+                },
+                _ = tokio::time::sleep_until(deadline) => Some(PeerError::Timeout {
+                    method: method.to_owned(),
+                    elapsed: start.elapsed(),
+                }),
+                _ = cancel.cancelled() => Some(PeerError::Cancelled { method: method.to_owned() }),
+            };
+            if let Some(e) = unsent {
+                guard.disarm();
+                inner.lock().pending.remove(&id);
+                return Err(e);
+            }
             loop {
                 tokio::select! {
                     reply = &mut rx => {

@@ -336,3 +336,19 @@ async fn progress_sent_before_the_response_is_delivered_before_return() {
         assert_eq!(seen.load(Ordering::SeqCst), 4);
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_server_that_stops_reading_cannot_block_a_request_past_its_timeout() {
+    let (otx, _orx_never_read) = mpsc::channel(1);
+    let (_itx, irx) = mpsc::channel(1);
+    let mut cfg = PeerConfig::new("stuck");
+    cfg.timeout = Duration::from_secs(5);
+    let peer = Peer::start(cfg, otx, irx, Arc::new(NoHandler));
+    // Fill the one-slot queue, then the next request must time out.
+    peer.notify("filler", None).await.unwrap();
+    let started = Instant::now();
+    let err = peer.request("x", None, opts()).await.unwrap_err();
+    assert!(matches!(err, PeerError::Timeout { .. }), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(6));
+    assert_eq!(peer.pending_count(), 0);
+}
