@@ -302,7 +302,8 @@ impl ServerClient {
     }
 
     /// Stop the server (stdio: stdin EOF, SIGTERM, SIGKILL, reap).
-    pub async fn shutdown(self) {
+    /// Idempotent; calls still in flight fail with the close reason.
+    pub async fn shutdown(&self) {
         self.watcher.abort();
         self.control.shutdown().await;
     }

@@ -253,6 +253,16 @@ pub async fn spawn(server: &str, cfg: &StdioConfig) -> Result<Connection, StdioE
     })
 }
 
+/// The absolute path `spawn` would execute for `cfg`, found the way the
+/// child's PATH would find it. Lets callers show the resolved executable.
+pub fn resolve_program(server: &str, cfg: &StdioConfig) -> Result<PathBuf, StdioError> {
+    let cwd = match &cfg.cwd {
+        Some(dir) => Some(check_cwd(server, dir)?),
+        None => None,
+    };
+    resolve_command(server, cfg, &child_env(cfg), cwd.as_deref())
+}
+
 fn check_cwd(server: &str, dir: &Path) -> Result<PathBuf, StdioError> {
     let bad = |source| StdioError::BadCwd {
         server: server.to_owned(),

@@ -1,0 +1,3 @@
+//! The registry: supervised servers and the namespaced catalog over them.
+
+pub mod supervisor;

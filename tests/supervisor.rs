@@ -1,0 +1,173 @@
+//! The supervisor: restarts after crashes, gives up on broken starts, and
+//! stops cleanly.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use mcphost::client::CallOptions;
+use mcphost::registry::supervisor::{
+    Launch, RestartPolicy, ServerState, ServerStatus, SupervisorHandle, spawn,
+};
+use tokio::sync::broadcast;
+
+fn policy() -> RestartPolicy {
+    RestartPolicy {
+        initial_backoff: Duration::from_millis(50),
+        max_backoff: Duration::from_millis(200),
+        reset_after: Duration::from_secs(60),
+        max_start_failures: 3,
+    }
+}
+
+fn start(name: &str, launch: Launch) -> SupervisorHandle {
+    let (tx, _) = broadcast::channel(64);
+    spawn(name, launch, quick_opts(), policy(), false, tx)
+}
+
+async fn wait_state(h: &SupervisorHandle, want: ServerState) -> Arc<ServerStatus> {
+    for _ in 0..400 {
+        let s = h.status();
+        if s.state == want {
+            return s;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("{} never reached {want:?}: {:?}", h.name(), h.status());
+}
+
+fn pid_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.contains(") Z "))
+        .unwrap_or(false)
+}
+
+#[tokio::test]
+async fn a_crashed_server_is_restarted() {
+    let h = start("crashy", Launch::Stdio(testserver(&["--crash-after", "3"])));
+    let first = wait_state(&h, ServerState::Ready).await;
+    let pid1 = first.pid.unwrap();
+    assert!(
+        first
+            .command
+            .as_deref()
+            .unwrap()
+            .ends_with("mcphost-testserver")
+    );
+    let c = h.client().unwrap();
+    c.ping().await.unwrap(); // request 2
+    let e = c.list_tools().await.unwrap_err(); // request 3: crash
+    assert!(e.to_string().contains("simulated crash"), "{e}");
+    // Back up with a new process.
+    let mut new = None;
+    for _ in 0..400 {
+        let s = h.status();
+        if s.state == ServerState::Ready && s.pid != Some(pid1) {
+            new = Some(s);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let s = new.expect("restarted");
+    assert!(s.restarts >= 1);
+    assert!(!pid_alive(pid1), "old process reaped");
+    h.client().unwrap().ping().await.unwrap();
+    h.stop().await;
+    assert!(!pid_alive(s.pid.unwrap()));
+}
+
+#[tokio::test]
+async fn calls_to_a_down_server_fail_fast_with_the_reason() {
+    let h = start(
+        "quitter",
+        Launch::Stdio(testserver(&[
+            "--exit-on-initialized",
+            "--stderr-lines",
+            "2",
+        ])),
+    );
+    // It keeps dying right after the handshake; catch it between lives.
+    let mut reason = None;
+    for _ in 0..400 {
+        match h.client() {
+            Err(status) if status.state != ServerState::Starting => {
+                reason = Some(status.unavailable_reason());
+                break;
+            }
+            Ok(c) => {
+                let _ = c.call_tool("echo", None, CallOptions::default()).await;
+            }
+            Err(_) => {}
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let reason = reason.expect("saw it down");
+    assert!(reason.contains("quitter"), "{reason}");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn an_unsupported_revision_fails_without_a_crash_loop() {
+    let h = start(
+        "old",
+        Launch::Stdio(testserver(&["--protocol-version", "1999-01-01"])),
+    );
+    let s = wait_state(&h, ServerState::Failed).await;
+    let e = s.error.clone().unwrap();
+    assert!(e.contains("1999-01-01"), "{e}");
+    assert_eq!(s.restarts, 0, "not retried");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn repeated_handshake_failures_end_in_failed_and_restart_leaves_it() {
+    let h = start(
+        "dies",
+        Launch::Stdio(testserver(&["--crash-after", "1", "--stderr-lines", "1"])),
+    );
+    let s = wait_state(&h, ServerState::Failed).await;
+    assert!(
+        s.error.as_deref().unwrap().contains("simulated crash"),
+        "{s:?}"
+    );
+    assert_eq!(s.restarts, 2, "three attempts in all");
+    assert!(h.client().is_err());
+    h.restart().await;
+    wait_state(&h, ServerState::Failed).await;
+    h.stop().await;
+    assert_eq!(h.status().state, ServerState::Stopped);
+}
+
+#[tokio::test]
+async fn a_missing_command_fails_at_once_naming_the_path() {
+    let h = start(
+        "ghost",
+        Launch::Stdio(mcphost::transport::stdio::StdioConfig::new(
+            "no-such-mcp-server",
+            Vec::<String>::new(),
+        )),
+    );
+    let s = wait_state(&h, ServerState::Failed).await;
+    let e = s.error.clone().unwrap();
+    assert!(
+        e.contains("no-such-mcp-server") && e.contains("PATH"),
+        "{e}"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn http_servers_say_not_supported_yet() {
+    let h = start(
+        "remote",
+        Launch::Http {
+            url: "https://example.invalid/mcp".into(),
+        },
+    );
+    let s = wait_state(&h, ServerState::Failed).await;
+    assert!(s.error.as_deref().unwrap().contains("not supported yet"));
+    assert_eq!(s.transport, "http");
+    h.stop().await;
+}
