@@ -436,11 +436,11 @@ enum StartError {
 
 /// A missing command or an unsupported transport will not fix itself.
 fn retryable(e: &StartError) -> bool {
-    match e {
-        StartError::Spawn(stdio::StdioError::CommandNotFound { .. }) => false,
-        StartError::Spawn(stdio::StdioError::EmptyCommand { .. }) => false,
-        StartError::Unsupported(_) => false,
-        StartError::Handshake(ClientError::UnsupportedVersion { .. }) => false,
-        _ => true,
-    }
+    !matches!(
+        e,
+        StartError::Spawn(
+            stdio::StdioError::CommandNotFound { .. } | stdio::StdioError::EmptyCommand { .. }
+        ) | StartError::Unsupported(_)
+            | StartError::Handshake(ClientError::UnsupportedVersion { .. })
+    )
 }
