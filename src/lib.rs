@@ -22,4 +22,5 @@
 pub mod client;
 pub mod jsonrpc;
 pub mod protocol;
+pub mod registry;
 pub mod transport;
