@@ -1,0 +1,1743 @@
+//! The namespaced catalog: every server's tools (and prompts, and resources)
+//! under names that are unique, legal for models, and stable.
+//!
+//! Routing is a mapping table from the exact namespaced name to
+//! `(server, the server's own name)`. Names are never split on the separator:
+//! prefixes and tool names may themselves contain it.
+//!
+//! # Naming contract
+//!
+//! Names must be identical across restarts and across machines (hosts cache
+//! prompts and users write names into configs), so the rules below are a
+//! contract. Changing any of them renames tools for every user.
+//!
+//! With `sep` = [`NamingRules::separator`] and `budget` =
+//! [`NamingRules::budget`] (`max_length - reserve`, never below
+//! [`MIN_BUDGET`]):
+//!
+//! 1. **Base name**: `<prefix><sep><tool>`. `prefix` is the server's alias or
+//!    its config name; the hash below always uses the config name.
+//! 2. **Charset** `[A-Za-z0-9_-]`. Every other character (per Unicode scalar,
+//!    not per byte) becomes `_` in the prefix, the tool and the separator. If
+//!    the prefix or the tool had to change, or is empty, `_<hash>` is appended,
+//!    because sanitizing can merge names (`a.b` and `a_b`).
+//! 3. **Hash**: the first 6 lowercase hex digits of
+//!    `SHA-256(be_u64(len(server)) ‖ server ‖ tool)`, over the UTF-8 bytes of
+//!    the server's config name and the tool's *original* name.
+//! 4. **Length**: a name longer than `budget` becomes `<head>_<hash>` with
+//!    `head` exactly `budget - 7` characters: the sanitized prefix is kept
+//!    whole when `prefix + sep` fits in half of that (`(budget - 7) / 2`),
+//!    else it is cut to fit (at least one character); then the separator and
+//!    the sanitized tool follow, and the whole head is cut to `budget - 7`.
+//!    Names are ASCII at this point, so no cut splits a character.
+//! 5. **Collisions**: when several tools end with the same name, the
+//!    claimants are sorted by (server config name, original tool name, position
+//!    in the input); the first keeps the name, the others get `_2`, `_3`, … in
+//!    that order, skipping any number whose name is already taken by anyone,
+//!    and cutting the name's end so `name + _n` stays within `budget`. The
+//!    result therefore depends only on the *set* of tools, never on the order
+//!    servers started or were listed in. A buggy server listing one name twice
+//!    gets `_2` on the second copy; both copies route to the same tool.
+//! 6. **Order**: servers in the order given (config order), then each
+//!    server's own order. Adding a tool to one server never renames another
+//!    server's tools unless the two really claim the same name (rule 5).
+//!
+//! Every tool whose name differs from the plain base name is recorded as a
+//! [`Collision`] with the strongest reason: `Duplicate` over `Shortened` over
+//! `Sanitized`.
+//!
+//! Prompts follow the same rules with their own table. Resources keep their
+//! URIs (a URI is not a name a model types); a URI listed by several servers
+//! is routed to the first in config order and the others are recorded as
+//! [`Shadowed`].
+//!
+//! # Pagination
+//!
+//! [`NamespacedCatalog::page`] hands out opaque cursors: 32 lowercase hex
+//! digits, a 64-bit fingerprint of the listing (kind, then every name and
+//! route in order) followed by the 64-bit offset. A cursor from a listing
+//! whose names or order have changed is **rejected** with
+//! [`InvalidCursor::Stale`] (the caller answers -32602 and the client lists
+//! again from the start; it also gets `list_changed`). The fingerprint is a
+//! function of the content only, so a cursor stays valid across a daemon
+//! restart that rebuilds the identical catalog.
+
+use std::collections::{HashMap, HashSet};
+
+use sha2::{Digest, Sha256};
+
+use crate::protocol::{Prompt, RawValue, Resource, ResourceTemplate, Tool, set_fields, to_raw};
+
+/// Hex digits of the stable hash appended to changed names.
+pub const HASH_LEN: usize = 6;
+/// `_` plus the hash.
+const HASH_SUFFIX_LEN: usize = HASH_LEN + 1;
+/// Smallest usable budget: a prefix character, a separator, a tool character
+/// and the hash suffix. Smaller configured budgets are raised to this here and
+/// rejected by [`NamingRules::validate`].
+pub const MIN_BUDGET: usize = 12;
+
+/// How namespaced names are formed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamingRules {
+    /// Between prefix and tool; `__` by default. Must use allowed characters.
+    pub separator: String,
+    /// The longest name a host accepts; 64 by default.
+    pub max_length: usize,
+    /// Characters kept free for a host's own prefix (e.g. `mcp__mcphost__`).
+    pub reserve: usize,
+}
+
+impl Default for NamingRules {
+    fn default() -> Self {
+        NamingRules {
+            separator: "__".to_owned(),
+            max_length: 64,
+            reserve: 0,
+        }
+    }
+}
+
+/// A configuration the naming rules cannot honour.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NamingError {
+    #[error("name separator {0:?} must be non-empty and use only A-Z, a-z, 0-9, '_' and '-'")]
+    Separator(String),
+    #[error(
+        "name budget is {budget} (max length {max_length} minus reserve {reserve}); it must be at least {MIN_BUDGET}"
+    )]
+    Budget {
+        budget: usize,
+        max_length: usize,
+        reserve: usize,
+    },
+}
+
+impl NamingRules {
+    /// Characters available to a name: `max_length - reserve`, at least
+    /// [`MIN_BUDGET`].
+    pub fn budget(&self) -> usize {
+        self.max_length.saturating_sub(self.reserve).max(MIN_BUDGET)
+    }
+
+    /// For the config layer: [`build`] copes with anything, but a separator
+    /// with illegal characters or a budget below [`MIN_BUDGET`] is a mistake
+    /// the user should hear about.
+    pub fn validate(&self) -> Result<(), NamingError> {
+        if self.separator.is_empty() || !self.separator.chars().all(is_allowed) {
+            return Err(NamingError::Separator(self.separator.clone()));
+        }
+        let budget = self.max_length.saturating_sub(self.reserve);
+        if budget < MIN_BUDGET {
+            return Err(NamingError::Budget {
+                budget,
+                max_length: self.max_length,
+                reserve: self.reserve,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// One server's tools, as input to [`build`].
+#[derive(Debug, Clone, Copy)]
+pub struct ServerTools<'a> {
+    /// Config name: routes go here, and it seeds the hash.
+    pub server: &'a str,
+    /// Alias, or the server name: the visible part of the namespaced name.
+    pub prefix: &'a str,
+    /// Already allow/deny-filtered, in the server's order.
+    pub tools: &'a [Tool],
+}
+
+/// One server's prompts, as input to [`build_prompts`].
+#[derive(Debug, Clone, Copy)]
+pub struct ServerPrompts<'a> {
+    pub server: &'a str,
+    pub prefix: &'a str,
+    pub prompts: &'a [Prompt],
+}
+
+/// A tool as listed to hosts.
+#[derive(Debug, Clone)]
+pub struct CatalogTool {
+    /// The namespaced name.
+    pub name: String,
+    /// Config name of the server that owns it.
+    pub server: String,
+    /// The server's own name for it.
+    pub tool: String,
+    /// The server's object with only `"name"` replaced by [`Self::name`].
+    pub raw: Box<RawValue>,
+}
+
+/// A prompt as listed to hosts.
+#[derive(Debug, Clone)]
+pub struct CatalogPrompt {
+    pub name: String,
+    pub server: String,
+    /// The server's own name for it.
+    pub prompt: String,
+    /// The server's object with only `"name"` replaced by [`Self::name`].
+    pub raw: Box<RawValue>,
+}
+
+/// Where a namespaced name goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    pub server: String,
+    /// The server's own name (of the tool, or of the prompt in a prompt catalog).
+    pub tool: String,
+}
+
+/// A name that is not the plain `<prefix><sep><tool>`, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Collision {
+    pub server: String,
+    /// The server's own name.
+    pub tool: String,
+    /// The name it was given.
+    pub name: String,
+    pub reason: CollisionReason,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CollisionReason {
+    /// Illegal characters (or an empty part) were replaced; a hash was added.
+    Sanitized,
+    /// Over the length budget; cut and a hash added.
+    Shortened,
+    /// Another tool claimed the same name first; a `_N` suffix was added.
+    Duplicate,
+}
+
+/// A cursor [`NamespacedCatalog::page`] cannot continue from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidCursor {
+    #[error("invalid cursor")]
+    Malformed,
+    #[error("cursor belongs to an older listing; list again from the start")]
+    Stale,
+    #[error("cursor points past the end of the listing")]
+    OutOfRange,
+}
+
+/// What every namespaced entry offers the generic catalog.
+pub trait Entry {
+    /// The namespaced name.
+    fn name(&self) -> &str;
+    /// Config name of the owning server.
+    fn server(&self) -> &str;
+    /// The server's own name.
+    fn original(&self) -> &str;
+}
+
+impl Entry for CatalogTool {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn server(&self) -> &str {
+        &self.server
+    }
+    fn original(&self) -> &str {
+        &self.tool
+    }
+}
+
+impl Entry for CatalogPrompt {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn server(&self) -> &str {
+        &self.server
+    }
+    fn original(&self) -> &str {
+        &self.prompt
+    }
+}
+
+/// A namespaced listing with its routing table. See the module docs.
+#[derive(Debug, Clone)]
+pub struct NamespacedCatalog<E> {
+    entries: Vec<E>,
+    routes: HashMap<String, Route>,
+    collisions: Vec<Collision>,
+    fingerprint: u64,
+}
+
+/// All tools of all servers.
+pub type Catalog = NamespacedCatalog<CatalogTool>;
+/// All prompts of all servers.
+pub type PromptCatalog = NamespacedCatalog<CatalogPrompt>;
+
+impl<E: Entry> NamespacedCatalog<E> {
+    /// Every entry, in the stable listing order.
+    pub fn items(&self) -> &[E] {
+        &self.entries
+    }
+
+    /// The exact namespaced name → server and the server's own name.
+    pub fn route(&self, name: &str) -> Option<&Route> {
+        self.routes.get(name)
+    }
+
+    /// Entries whose server-side name is `original`, in listing order. The
+    /// CLI accepts a bare name when this has exactly one element.
+    pub fn find_original(&self, original: &str) -> Vec<&E> {
+        self.entries
+            .iter()
+            .filter(|e| e.original() == original)
+            .collect()
+    }
+
+    /// Every renamed entry, in listing order (so grouped by server).
+    pub fn collisions(&self) -> &[Collision] {
+        &self.collisions
+    }
+
+    /// The renamed entries of one server.
+    pub fn collisions_for<'s>(&'s self, server: &'s str) -> impl Iterator<Item = &'s Collision> {
+        self.collisions.iter().filter(move |c| c.server == server)
+    }
+
+    /// How many entries one server contributes.
+    pub fn count_for(&self, server: &str) -> usize {
+        self.entries.iter().filter(|e| e.server() == server).count()
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Identifies this listing's names and order; cursors carry it.
+    pub fn fingerprint(&self) -> u64 {
+        self.fingerprint
+    }
+
+    /// One page for a `*/list` answer: the entries and the `nextCursor`.
+    /// `page_size == 0` means no limit. `None` and `Some("")` start at the
+    /// beginning; a cursor from a different listing is [`InvalidCursor::Stale`].
+    pub fn page(
+        &self,
+        cursor: Option<&str>,
+        page_size: usize,
+    ) -> Result<(Vec<&E>, Option<String>), InvalidCursor> {
+        paginate(&self.entries, self.fingerprint, cursor, page_size)
+    }
+}
+
+impl Catalog {
+    /// Every tool, in the stable listing order.
+    pub fn tools(&self) -> &[CatalogTool] {
+        &self.entries
+    }
+}
+
+impl PromptCatalog {
+    /// Every prompt, in the stable listing order.
+    pub fn prompts(&self) -> &[CatalogPrompt] {
+        &self.entries
+    }
+}
+
+/// Namespace every server's tools.
+pub fn build(servers: &[ServerTools<'_>], rules: &NamingRules) -> Catalog {
+    let input: Vec<ServerNames<'_>> = servers
+        .iter()
+        .map(|s| ServerNames {
+            server: s.server,
+            prefix: s.prefix,
+            names: s.tools.iter().map(|t| t.name.as_str()).collect(),
+        })
+        .collect();
+    let raws = servers.iter().flat_map(|s| s.tools.iter().map(|t| &*t.raw));
+    assemble("tools", &input, raws, rules, |n, raw| CatalogTool {
+        name: n.name,
+        server: n.server,
+        tool: n.original,
+        raw,
+    })
+}
+
+/// Namespace every server's prompts, with the same rules as tools.
+pub fn build_prompts(servers: &[ServerPrompts<'_>], rules: &NamingRules) -> PromptCatalog {
+    let input: Vec<ServerNames<'_>> = servers
+        .iter()
+        .map(|s| ServerNames {
+            server: s.server,
+            prefix: s.prefix,
+            names: s.prompts.iter().map(|p| p.name.as_str()).collect(),
+        })
+        .collect();
+    let raws = servers
+        .iter()
+        .flat_map(|s| s.prompts.iter().map(|p| &*p.raw));
+    assemble("prompts", &input, raws, rules, |n, raw| CatalogPrompt {
+        name: n.name,
+        server: n.server,
+        prompt: n.original,
+        raw,
+    })
+}
+
+struct ServerNames<'a> {
+    server: &'a str,
+    prefix: &'a str,
+    names: Vec<&'a str>,
+}
+
+/// The outcome of naming one item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Named {
+    name: String,
+    server: String,
+    original: String,
+    reason: Option<CollisionReason>,
+}
+
+fn assemble<'r, E: Entry>(
+    kind: &str,
+    input: &[ServerNames<'_>],
+    raws: impl Iterator<Item = &'r RawValue>,
+    rules: &NamingRules,
+    make: impl Fn(Named, Box<RawValue>) -> E,
+) -> NamespacedCatalog<E> {
+    let mut entries = Vec::new();
+    let mut routes = HashMap::new();
+    let mut collisions = Vec::new();
+    for (named, raw) in namespace(input, rules).into_iter().zip(raws) {
+        let raw = match rename(raw, &named.name) {
+            Ok(raw) => raw,
+            Err(err) => {
+                // Unreachable for items that came off the wire (they parsed as
+                // objects); never list an item under a name it does not carry.
+                tracing::warn!(server = %named.server, item = %named.original, %err,
+                    "cannot set the namespaced name; {kind} entry left out");
+                continue;
+            }
+        };
+        routes.insert(
+            named.name.clone(),
+            Route {
+                server: named.server.clone(),
+                tool: named.original.clone(),
+            },
+        );
+        if let Some(reason) = named.reason {
+            collisions.push(Collision {
+                server: named.server.clone(),
+                tool: named.original.clone(),
+                name: named.name.clone(),
+                reason,
+            });
+        }
+        entries.push(make(named, raw));
+    }
+    let fingerprint = fingerprint(
+        kind,
+        entries
+            .iter()
+            .map(|e: &E| [e.name(), e.server(), e.original()]),
+    );
+    NamespacedCatalog {
+        entries,
+        routes,
+        collisions,
+        fingerprint,
+    }
+}
+
+/// Replace only the top-level `"name"`; every other byte survives.
+fn rename(raw: &RawValue, name: &str) -> Result<Box<RawValue>, crate::protocol::RawError> {
+    set_fields(Some(raw), [("name".to_owned(), to_raw(name)?)])
+}
+
+/// The naming algorithm on plain strings, in listing order.
+fn namespace(servers: &[ServerNames<'_>], rules: &NamingRules) -> Vec<Named> {
+    let budget = rules.budget();
+    let sep = sanitize(&rules.separator);
+    let mut claims: Vec<Named> = servers
+        .iter()
+        .flat_map(|s| {
+            let sep = &sep;
+            s.names.iter().map(move |&tool| {
+                let (name, reason) = candidate(s.server, s.prefix, tool, sep, budget);
+                Named {
+                    name,
+                    server: s.server.to_owned(),
+                    original: tool.to_owned(),
+                    reason,
+                }
+            })
+        })
+        .collect();
+
+    // Rule 5: who keeps a contested name depends on (server, tool), not on
+    // the input order; the index only separates a server's own duplicates.
+    let mut order: Vec<usize> = (0..claims.len()).collect();
+    order.sort_by(|&a, &b| {
+        (&claims[a].server, &claims[a].original, a).cmp(&(
+            &claims[b].server,
+            &claims[b].original,
+            b,
+        ))
+    });
+    let mut taken: HashSet<String> = HashSet::with_capacity(claims.len());
+    let mut losers = Vec::new();
+    for &i in &order {
+        if !taken.insert(claims[i].name.clone()) {
+            losers.push(i);
+        }
+    }
+    // Every first claimant is placed before any loser picks a suffix, so a
+    // suffixed name can never take a name someone holds on its own.
+    for i in losers {
+        let claim = &mut claims[i];
+        for n in 2usize.. {
+            let name = with_number(&claim.name, n, budget);
+            if taken.insert(name.clone()) {
+                claim.name = name;
+                claim.reason = Some(CollisionReason::Duplicate);
+                break;
+            }
+        }
+    }
+    claims
+}
+
+/// Rules 1–4 for one item: the name it asks for, and why it differs from the
+/// plain base name, if it does.
+fn candidate(
+    server: &str,
+    prefix: &str,
+    tool: &str,
+    sep: &str,
+    budget: usize,
+) -> (String, Option<CollisionReason>) {
+    let p = sanitize(prefix);
+    let t = sanitize(tool);
+    let sanitized = p != prefix || t != tool || prefix.is_empty() || tool.is_empty();
+    let hash = short_hash(server, tool);
+    let mut name = format!("{p}{sep}{t}");
+    if sanitized {
+        name.push('_');
+        name.push_str(&hash);
+    }
+    if name.len() <= budget {
+        return (name, sanitized.then_some(CollisionReason::Sanitized));
+    }
+    (
+        shorten(&p, sep, &t, &hash, budget),
+        Some(CollisionReason::Shortened),
+    )
+}
+
+/// Rule 4. All inputs are ASCII (sanitized), so byte lengths are characters.
+fn shorten(p: &str, sep: &str, t: &str, hash: &str, budget: usize) -> String {
+    let head_len = budget.saturating_sub(HASH_SUFFIX_LEN);
+    let half = head_len / 2;
+    let keep = if p.len() + sep.len() <= half {
+        p.len()
+    } else {
+        half.saturating_sub(sep.len()).max(1).min(p.len())
+    };
+    let mut head = String::with_capacity(budget);
+    head.push_str(ascii_prefix(p, keep));
+    head.push_str(sep);
+    head.push_str(t);
+    let head = ascii_prefix(&head, head_len);
+    format!("{head}_{hash}")
+}
+
+/// Rule 5's `_N`, cutting the end of `name` to stay within the budget.
+fn with_number(name: &str, n: usize, budget: usize) -> String {
+    let suffix = format!("_{n}");
+    let keep = budget.saturating_sub(suffix.len());
+    format!("{}{suffix}", ascii_prefix(name, keep))
+}
+
+/// The first `n` bytes of an ASCII string (the whole string if shorter).
+fn ascii_prefix(s: &str, n: usize) -> &str {
+    // `get` instead of indexing: a non-ASCII input would yield the whole
+    // string rather than a panic (callers only pass sanitized text).
+    s.get(..n.min(s.len())).unwrap_or(s)
+}
+
+fn is_allowed(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == '-'
+}
+
+/// Rule 2: each character outside `[A-Za-z0-9_-]` becomes `_`.
+fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| if is_allowed(c) { c } else { '_' })
+        .collect()
+}
+
+/// Rule 3: 6 hex digits of SHA-256 over the length-prefixed server name and
+/// the original tool name. The length prefix keeps `("ab","c")` and
+/// `("a","bc")` apart.
+fn short_hash(server: &str, tool: &str) -> String {
+    let mut h = Sha256::new();
+    h.update((server.len() as u64).to_be_bytes());
+    h.update(server.as_bytes());
+    h.update(tool.as_bytes());
+    let digest = h.finalize();
+    let mut out = String::with_capacity(HASH_LEN);
+    for b in digest.iter().take(HASH_LEN.div_ceil(2)) {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out.truncate(HASH_LEN);
+    out
+}
+
+/// A 64-bit digest of a listing: its kind, then each entry's fields, every
+/// string length-prefixed so no two listings encode alike.
+fn fingerprint<'a, const N: usize>(kind: &str, rows: impl Iterator<Item = [&'a str; N]>) -> u64 {
+    let mut h = Sha256::new();
+    let mut field = |s: &str| {
+        h.update((s.len() as u64).to_be_bytes());
+        h.update(s.as_bytes());
+    };
+    field(kind);
+    for row in rows {
+        for s in row {
+            field(s);
+        }
+    }
+    let digest = h.finalize();
+    let mut first = [0u8; 8];
+    for (dst, src) in first.iter_mut().zip(digest.iter()) {
+        *dst = *src;
+    }
+    u64::from_be_bytes(first)
+}
+
+fn encode_cursor(fingerprint: u64, offset: usize) -> String {
+    format!("{fingerprint:016x}{:016x}", offset as u64)
+}
+
+fn decode_cursor(cursor: &str) -> Result<(u64, usize), InvalidCursor> {
+    if cursor.len() != 32 || !cursor.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(InvalidCursor::Malformed);
+    }
+    let (fp, off) = cursor.split_at(16);
+    let fp = u64::from_str_radix(fp, 16).map_err(|_| InvalidCursor::Malformed)?;
+    let off = u64::from_str_radix(off, 16).map_err(|_| InvalidCursor::Malformed)?;
+    let off = usize::try_from(off).map_err(|_| InvalidCursor::OutOfRange)?;
+    Ok((fp, off))
+}
+
+fn paginate<'a, T>(
+    items: &'a [T],
+    fingerprint: u64,
+    cursor: Option<&str>,
+    page_size: usize,
+) -> Result<(Vec<&'a T>, Option<String>), InvalidCursor> {
+    let start = match cursor {
+        None | Some("") => 0,
+        Some(c) => {
+            let (fp, offset) = decode_cursor(c)?;
+            if fp != fingerprint {
+                return Err(InvalidCursor::Stale);
+            }
+            if offset > items.len() {
+                return Err(InvalidCursor::OutOfRange);
+            }
+            offset
+        }
+    };
+    let end = if page_size == 0 {
+        items.len()
+    } else {
+        start.saturating_add(page_size).min(items.len())
+    };
+    let page = items.get(start..end).unwrap_or_default().iter().collect();
+    let next = (end < items.len()).then(|| encode_cursor(fingerprint, end));
+    Ok((page, next))
+}
+
+// ---------------------------------------------------------------------------
+// Resources: routed by URI, never renamed.
+
+/// One server's resources and templates, as input to [`build_resources`].
+#[derive(Debug, Clone, Copy)]
+pub struct ServerResources<'a> {
+    pub server: &'a str,
+    pub resources: &'a [Resource],
+    pub templates: &'a [ResourceTemplate],
+}
+
+/// A resource as listed to hosts: the server's object, untouched.
+#[derive(Debug, Clone)]
+pub struct CatalogResource {
+    pub uri: String,
+    pub server: String,
+    pub raw: Box<RawValue>,
+}
+
+/// A resource template as listed to hosts: the server's object, untouched.
+#[derive(Debug, Clone)]
+pub struct CatalogTemplate {
+    pub uri_template: String,
+    pub server: String,
+    pub raw: Box<RawValue>,
+}
+
+/// Which resource list a [`Shadowed`] entry was dropped from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ResourceKind {
+    Resource,
+    Template,
+}
+
+/// A URI (or URI template) a later server also listed; not listed again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shadowed {
+    pub kind: ResourceKind,
+    /// The server whose entry was dropped.
+    pub server: String,
+    pub uri: String,
+    /// The server the URI routes to (the first in config order).
+    pub kept_by: String,
+}
+
+/// All resources and resource templates of all servers.
+#[derive(Debug, Clone)]
+pub struct ResourceCatalog {
+    resources: Vec<CatalogResource>,
+    templates: Vec<CatalogTemplate>,
+    by_uri: HashMap<String, usize>,
+    by_template: HashMap<String, usize>,
+    shadowed: Vec<Shadowed>,
+    resources_fp: u64,
+    templates_fp: u64,
+}
+
+/// Merge every server's resources: a URI goes to the first server (in the
+/// order given, i.e. config order) that lists it; later ones are [`Shadowed`].
+/// Templates are merged the same way by their exact `uriTemplate` text.
+pub fn build_resources(servers: &[ServerResources<'_>]) -> ResourceCatalog {
+    let mut resources = Vec::new();
+    let mut templates = Vec::new();
+    let mut by_uri: HashMap<String, usize> = HashMap::new();
+    let mut by_template: HashMap<String, usize> = HashMap::new();
+    let mut shadowed = Vec::new();
+    for s in servers {
+        for r in s.resources {
+            if let Some(&i) = by_uri.get(&r.uri) {
+                shadowed.push(Shadowed {
+                    kind: ResourceKind::Resource,
+                    server: s.server.to_owned(),
+                    uri: r.uri.clone(),
+                    kept_by: resources
+                        .get(i)
+                        .map(|k: &CatalogResource| k.server.clone())
+                        .unwrap_or_default(),
+                });
+                continue;
+            }
+            by_uri.insert(r.uri.clone(), resources.len());
+            resources.push(CatalogResource {
+                uri: r.uri.clone(),
+                server: s.server.to_owned(),
+                raw: r.raw.clone(),
+            });
+        }
+        for t in s.templates {
+            if let Some(&i) = by_template.get(&t.uri_template) {
+                shadowed.push(Shadowed {
+                    kind: ResourceKind::Template,
+                    server: s.server.to_owned(),
+                    uri: t.uri_template.clone(),
+                    kept_by: templates
+                        .get(i)
+                        .map(|k: &CatalogTemplate| k.server.clone())
+                        .unwrap_or_default(),
+                });
+                continue;
+            }
+            by_template.insert(t.uri_template.clone(), templates.len());
+            templates.push(CatalogTemplate {
+                uri_template: t.uri_template.clone(),
+                server: s.server.to_owned(),
+                raw: t.raw.clone(),
+            });
+        }
+    }
+    let resources_fp = fingerprint(
+        "resources",
+        resources
+            .iter()
+            .map(|r| [r.uri.as_str(), r.server.as_str()]),
+    );
+    let templates_fp = fingerprint(
+        "resource_templates",
+        templates
+            .iter()
+            .map(|t| [t.uri_template.as_str(), t.server.as_str()]),
+    );
+    ResourceCatalog {
+        resources,
+        templates,
+        by_uri,
+        by_template,
+        shadowed,
+        resources_fp,
+        templates_fp,
+    }
+}
+
+impl ResourceCatalog {
+    /// Every resource, first server per URI, in config then server order.
+    pub fn resources(&self) -> &[CatalogResource] {
+        &self.resources
+    }
+
+    pub fn templates(&self) -> &[CatalogTemplate] {
+        &self.templates
+    }
+
+    /// The server that serves this exact URI as a listed resource.
+    pub fn route(&self, uri: &str) -> Option<&str> {
+        let i = *self.by_uri.get(uri)?;
+        self.resources.get(i).map(|r| r.server.as_str())
+    }
+
+    /// The server that listed this exact `uriTemplate` text. Matching a
+    /// concrete URI against templates is the caller's business.
+    pub fn route_template(&self, uri_template: &str) -> Option<&str> {
+        let i = *self.by_template.get(uri_template)?;
+        self.templates.get(i).map(|t| t.server.as_str())
+    }
+
+    /// Entries dropped because an earlier server listed the same URI.
+    pub fn shadowed(&self) -> &[Shadowed] {
+        &self.shadowed
+    }
+
+    /// Resources listed (not shadowed) for one server.
+    pub fn count_for(&self, server: &str) -> usize {
+        self.resources.iter().filter(|r| r.server == server).count()
+    }
+
+    /// Templates listed (not shadowed) for one server.
+    pub fn templates_for(&self, server: &str) -> usize {
+        self.templates.iter().filter(|t| t.server == server).count()
+    }
+
+    /// A `resources/list` page; same cursor rules as [`NamespacedCatalog::page`].
+    pub fn page(
+        &self,
+        cursor: Option<&str>,
+        page_size: usize,
+    ) -> Result<(Vec<&CatalogResource>, Option<String>), InvalidCursor> {
+        paginate(&self.resources, self.resources_fp, cursor, page_size)
+    }
+
+    /// A `resources/templates/list` page. A resources cursor is stale here.
+    pub fn page_templates(
+        &self,
+        cursor: Option<&str>,
+        page_size: usize,
+    ) -> Result<(Vec<&CatalogTemplate>, Option<String>), InvalidCursor> {
+        paginate(&self.templates, self.templates_fp, cursor, page_size)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(name: &str) -> Tool {
+        let text = format!(
+            r#"{{"name":{},"inputSchema":{{"type":"object"}}}}"#,
+            serde_json::to_string(name).unwrap()
+        );
+        serde_json::from_str(&text).unwrap()
+    }
+
+    fn tools(names: &[&str]) -> Vec<Tool> {
+        names.iter().map(|n| tool(n)).collect()
+    }
+
+    fn prompt(name: &str) -> Prompt {
+        serde_json::from_str(&format!(
+            r#"{{"name":{},"arguments":[]}}"#,
+            serde_json::to_string(name).unwrap()
+        ))
+        .unwrap()
+    }
+
+    fn resource(uri: &str) -> Resource {
+        serde_json::from_str(&format!(r#"{{"uri":"{uri}","name":"n"}}"#)).unwrap()
+    }
+
+    fn template(t: &str) -> ResourceTemplate {
+        serde_json::from_str(&format!(r#"{{"uriTemplate":"{t}","name":"n"}}"#)).unwrap()
+    }
+
+    fn st<'a>(server: &'a str, prefix: &'a str, tools: &'a [Tool]) -> ServerTools<'a> {
+        ServerTools {
+            server,
+            prefix,
+            tools,
+        }
+    }
+
+    fn rules(max_length: usize, reserve: usize) -> NamingRules {
+        NamingRules {
+            max_length,
+            reserve,
+            ..NamingRules::default()
+        }
+    }
+
+    fn names(c: &Catalog) -> Vec<&str> {
+        c.tools().iter().map(|t| t.name.as_str()).collect()
+    }
+
+    /// Every name legal, within budget, unique, routed back to its origin.
+    fn check_invariants(c: &Catalog, r: &NamingRules) {
+        let mut seen = HashSet::new();
+        for t in c.tools() {
+            assert!(!t.name.is_empty());
+            assert!(t.name.len() <= r.budget(), "{} over {}", t.name, r.budget());
+            assert!(t.name.chars().all(is_allowed), "{:?}", t.name);
+            assert!(seen.insert(t.name.clone()), "duplicate {}", t.name);
+            let route = c.route(&t.name).unwrap();
+            assert_eq!(
+                (route.server.as_str(), route.tool.as_str()),
+                (t.server.as_str(), t.tool.as_str())
+            );
+            let n: Option<String> = crate::protocol::raw_field(&t.raw, "name").unwrap();
+            assert_eq!(n.as_deref(), Some(t.name.as_str()));
+        }
+    }
+
+    /// The naming contract, pinned: these exact names must survive every
+    /// refactor, on every machine.
+    #[test]
+    fn golden_names() {
+        let long = "a".repeat(200);
+        let t = tools(&[
+            "create_issue",
+            "a.b",
+            "a_b",
+            "read file",
+            "fs/read",
+            "héllo",
+            "日本",
+            "",
+            &long,
+            "t",
+            "t",
+        ]);
+        let x = tools(&["x"]);
+        let run = tools(&["run"]);
+        let long_prefix = "p".repeat(80);
+        let servers = [
+            st("github", "gh", &t),
+            st("my.srv", "my.srv", &x),
+            st("p", &long_prefix, &run),
+        ];
+        let at_64 = build(&servers, &NamingRules::default());
+        assert_eq!(
+            names(&at_64),
+            [
+                "gh__create_issue",
+                "gh__a_b_0e5bda",
+                "gh__a_b",
+                "gh__read_file_dc93cd",
+                "gh__fs_read_c66148",
+                "gh__h_llo_bb3997",
+                "gh_____171519",
+                "gh___bd1bd2",
+                "gh__aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa_01d06a",
+                "gh__t",
+                "gh__t_2",
+                "my_srv__x_92cb39",
+                "pppppppppppppppppppppppppp__run_f1f28d",
+            ]
+        );
+        let at_16 = build(&servers, &rules(16, 0));
+        assert_eq!(
+            names(&at_16),
+            [
+                "gh__create_issue",
+                "gh__a_b_0e5bda",
+                "gh__a_b",
+                "gh__read__dc93cd",
+                "gh__fs_re_c66148",
+                "gh__h_llo_bb3997",
+                "gh_____171519",
+                "gh___bd1bd2",
+                "gh__aaaaa_01d06a",
+                "gh__t",
+                "gh__t_2",
+                "my_srv__x_92cb39",
+                "pp__run_f1f28d",
+            ]
+        );
+    }
+
+    #[test]
+    fn plain_names_and_listing_order() {
+        let a = tools(&["search", "create_issue"]);
+        let b = tools(&["read", "write"]);
+        let c = build(
+            &[st("github", "gh", &a), st("fs", "fs", &b)],
+            &NamingRules::default(),
+        );
+        assert_eq!(
+            names(&c),
+            ["gh__search", "gh__create_issue", "fs__read", "fs__write"]
+        );
+        assert!(c.collisions().is_empty());
+        assert_eq!(
+            c.route("gh__create_issue"),
+            Some(&Route {
+                server: "github".into(),
+                tool: "create_issue".into()
+            })
+        );
+        // Routing is a table: nothing is parsed out of unknown names.
+        assert_eq!(c.route("github__create_issue"), None);
+        assert_eq!(c.route("gh__"), None);
+        assert_eq!(c.count_for("github"), 2);
+        assert_eq!(c.count_for("gh"), 0);
+        assert_eq!(c.len(), 4);
+        assert!(!c.is_empty());
+        check_invariants(&c, &NamingRules::default());
+    }
+
+    #[test]
+    fn hash_is_pinned() {
+        // The hash is part of the naming contract: a change here renames
+        // users' tools. These values must never change.
+        assert_eq!(short_hash("srv", "a.b"), "11e28d");
+        assert_eq!(short_hash("srv", ""), "ba6377");
+        assert_ne!(short_hash("ab", "c"), short_hash("a", "bc"));
+        let c = build(
+            &[st("srv", "srv", &tools(&["a.b", "a_b"]))],
+            &NamingRules::default(),
+        );
+        assert_eq!(names(&c), ["srv__a_b_11e28d", "srv__a_b"]);
+    }
+
+    #[test]
+    fn sanitizing_adds_a_hash_and_keeps_merged_names_apart() {
+        let t = tools(&[
+            "a.b",
+            "a_b",
+            "a b",
+            "a/b",
+            "héllo wörld",
+            "日本",
+            "ok-name_1",
+        ]);
+        let r = NamingRules::default();
+        let c = build(&[st("srv", "srv", &t)], &r);
+        let n = names(&c);
+        assert_eq!(n[1], "srv__a_b");
+        assert_eq!(n[6], "srv__ok-name_1");
+        for (i, orig) in ["a.b", "a b", "a/b"].iter().enumerate() {
+            let name = &c.tools()[[0, 2, 3][i]].name;
+            assert_eq!(name, &format!("srv__a_b_{}", short_hash("srv", orig)));
+        }
+        // One `_` per character, not per byte.
+        assert_eq!(
+            n[4],
+            format!("srv__h_llo_w_rld_{}", short_hash("srv", "héllo wörld"))
+        );
+        assert_eq!(n[5], format!("srv_____{}", short_hash("srv", "日本")));
+        let reasons: Vec<_> = c
+            .collisions()
+            .iter()
+            .map(|c| (c.tool.as_str(), c.reason))
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                ("a.b", CollisionReason::Sanitized),
+                ("a b", CollisionReason::Sanitized),
+                ("a/b", CollisionReason::Sanitized),
+                ("héllo wörld", CollisionReason::Sanitized),
+                ("日本", CollisionReason::Sanitized),
+            ]
+        );
+        check_invariants(&c, &r);
+    }
+
+    #[test]
+    fn sanitized_prefix_hashes_every_tool() {
+        let t = tools(&["x"]);
+        let c = build(
+            &[
+                st("my.server", "my.server", &t),
+                st("my_server", "my_server", &t),
+            ],
+            &NamingRules::default(),
+        );
+        assert_eq!(
+            names(&c),
+            [
+                format!("my_server__x_{}", short_hash("my.server", "x")).as_str(),
+                "my_server__x"
+            ]
+        );
+    }
+
+    #[test]
+    fn empty_tool_name() {
+        let r = NamingRules::default();
+        let c = build(&[st("srv", "srv", &tools(&["", "_"]))], &r);
+        let empty = format!("srv___{}", short_hash("srv", ""));
+        assert_eq!(names(&c), [empty.as_str(), "srv___"]);
+        assert_eq!(c.route(&empty).unwrap().tool, "");
+        assert_eq!(c.collisions()[0].reason, CollisionReason::Sanitized);
+        check_invariants(&c, &r);
+    }
+
+    #[test]
+    fn long_names_are_cut_with_a_hash() {
+        let long_a = "a".repeat(200);
+        let long_b = format!("{}b", "a".repeat(199));
+        let r = NamingRules::default();
+        let c = build(&[st("srv", "srv", &tools(&[&long_a, &long_b]))], &r);
+        let n = names(&c);
+        assert_eq!(n[0].len(), 64);
+        assert_eq!(
+            n[0],
+            format!("srv__{}_{}", "a".repeat(52), short_hash("srv", &long_a))
+        );
+        assert_ne!(n[0], n[1]);
+        assert!(n[1].starts_with("srv__aaaa"));
+        assert!(
+            c.collisions()
+                .iter()
+                .all(|c| c.reason == CollisionReason::Shortened)
+        );
+        // Exactly at the budget: untouched.
+        let exact = "t".repeat(64 - 5);
+        let c = build(&[st("srv", "srv", &tools(&[&exact]))], &r);
+        assert_eq!(names(&c), [format!("srv__{exact}").as_str()]);
+        assert!(c.collisions().is_empty());
+        check_invariants(&c, &r);
+    }
+
+    #[test]
+    fn long_and_illegal_is_shortened_with_one_hash() {
+        let name = format!("x.{}", "y".repeat(100));
+        let r = NamingRules::default();
+        let c = build(&[st("srv", "srv", &tools(&[&name]))], &r);
+        let h = short_hash("srv", &name);
+        assert_eq!(
+            names(&c),
+            [format!("srv__x_{}_{h}", "y".repeat(50)).as_str()]
+        );
+        assert_eq!(c.tools()[0].name.matches(&h).count(), 1);
+        assert_eq!(c.collisions()[0].reason, CollisionReason::Shortened);
+    }
+
+    #[test]
+    fn prefix_longer_than_the_budget() {
+        let prefix = "p".repeat(100);
+        let r = NamingRules::default();
+        let t = tools(&["a", "bb"]);
+        let c = build(&[st("srv", &prefix, &t)], &r);
+        // head = 57, half = 28: 26 prefix characters, the separator, the tool.
+        let want = format!("{}__a_{}", "p".repeat(26), short_hash("srv", "a"));
+        assert_eq!(names(&c)[0], want);
+        check_invariants(&c, &r);
+        // A long-but-not-too-long prefix is only cut when the name overflows.
+        let prefix = "q".repeat(40);
+        let c = build(&[st("srv", &prefix, &tools(&["a", &"z".repeat(30)]))], &r);
+        assert_eq!(names(&c)[0], format!("{prefix}__a"));
+        assert_eq!(
+            names(&c)[1],
+            format!(
+                "{}__{}_{}",
+                "q".repeat(26),
+                "z".repeat(29),
+                short_hash("srv", &"z".repeat(30))
+            )
+        );
+    }
+
+    #[test]
+    fn tiny_budget() {
+        let r = rules(16, 0);
+        let t = tools(&["search_everything", "search_everywhere", "a", "x.y", ""]);
+        let c = build(
+            &[st("github", "github", &t), st("gitlab", "github", &t)],
+            &r,
+        );
+        check_invariants(&c, &r);
+        assert_eq!(names(&c)[2], "github__a");
+        // head = 9, half = 4: prefix cut to 2, then `__`, then 5 tool chars.
+        assert_eq!(
+            names(&c)[0],
+            format!("gi__searc_{}", short_hash("github", "search_everything"))
+        );
+        // Same prefix on two servers: github keeps `github__a`, gitlab's is numbered.
+        assert_eq!(names(&c)[7], "github__a_2");
+        assert_eq!(c.route("github__a_2").unwrap().server, "gitlab");
+    }
+
+    #[test]
+    fn below_minimum_budget_is_raised_and_rejected_by_validate() {
+        let r = rules(64, 60);
+        assert_eq!(r.budget(), MIN_BUDGET);
+        assert_eq!(
+            r.validate(),
+            Err(NamingError::Budget {
+                budget: 4,
+                max_length: 64,
+                reserve: 60
+            })
+        );
+        let c = build(&[st("server", "server", &tools(&["some_tool", "x"]))], &r);
+        check_invariants(&c, &r);
+        assert_eq!(
+            names(&c)[0],
+            format!("s__so_{}", short_hash("server", "some_tool"))
+        );
+        assert!(NamingRules::default().validate().is_ok());
+        assert!(rules(16, 4).validate().is_ok());
+    }
+
+    #[test]
+    fn reserve_shrinks_the_budget() {
+        let r = rules(64, 14);
+        assert_eq!(r.budget(), 50);
+        let long = "t".repeat(60);
+        let c = build(&[st("srv", "srv", &tools(&[&long]))], &r);
+        assert_eq!(names(&c)[0].len(), 50);
+        check_invariants(&c, &r);
+    }
+
+    #[test]
+    fn other_separators() {
+        let t = tools(&["read"]);
+        let dash = NamingRules {
+            separator: "-".into(),
+            ..NamingRules::default()
+        };
+        assert!(dash.validate().is_ok());
+        assert_eq!(names(&build(&[st("fs", "fs", &t)], &dash)), ["fs-read"]);
+        let word = NamingRules {
+            separator: "_x_".into(),
+            ..NamingRules::default()
+        };
+        assert_eq!(names(&build(&[st("fs", "fs", &t)], &word)), ["fs_x_read"]);
+        // Illegal separators are a config error; build still emits legal names.
+        let dot = NamingRules {
+            separator: ".".into(),
+            ..NamingRules::default()
+        };
+        assert_eq!(dot.validate(), Err(NamingError::Separator(".".into())));
+        assert!(
+            NamingRules {
+                separator: String::new(),
+                ..NamingRules::default()
+            }
+            .validate()
+            .is_err()
+        );
+        assert_eq!(names(&build(&[st("fs", "fs", &t)], &dot)), ["fs_read"]);
+    }
+
+    #[test]
+    fn duplicate_names_within_one_server() {
+        let r = NamingRules::default();
+        let c = build(&[st("buggy", "buggy", &tools(&["t", "u", "t", "t"]))], &r);
+        assert_eq!(
+            names(&c),
+            ["buggy__t", "buggy__u", "buggy__t_2", "buggy__t_3"]
+        );
+        assert_eq!(c.route("buggy__t_3").unwrap().tool, "t");
+        assert_eq!(
+            c.collisions(),
+            [
+                Collision {
+                    server: "buggy".into(),
+                    tool: "t".into(),
+                    name: "buggy__t_2".into(),
+                    reason: CollisionReason::Duplicate
+                },
+                Collision {
+                    server: "buggy".into(),
+                    tool: "t".into(),
+                    name: "buggy__t_3".into(),
+                    reason: CollisionReason::Duplicate
+                },
+            ]
+        );
+        check_invariants(&c, &r);
+    }
+
+    #[test]
+    fn alias_reuse_is_resolved_by_server_name_not_order() {
+        let t = tools(&["search"]);
+        let r = NamingRules::default();
+        let fwd = build(&[st("zeta", "web", &t), st("alpha", "web", &t)], &r);
+        let rev = build(&[st("alpha", "web", &t), st("zeta", "web", &t)], &r);
+        assert_eq!(fwd.route("web__search").unwrap().server, "alpha");
+        assert_eq!(fwd.route("web__search_2").unwrap().server, "zeta");
+        assert_eq!(rev.route("web__search").unwrap().server, "alpha");
+        assert_eq!(rev.route("web__search_2").unwrap().server, "zeta");
+        // Listing follows the order given.
+        assert_eq!(names(&fwd), ["web__search_2", "web__search"]);
+        assert_eq!(fwd.collisions()[0].server, "zeta");
+        assert_eq!(fwd.collisions()[0].reason, CollisionReason::Duplicate);
+        assert_eq!(fwd.collisions_for("alpha").count(), 0);
+        assert_eq!(fwd.collisions_for("zeta").count(), 1);
+    }
+
+    #[test]
+    fn numbered_names_skip_taken_names_and_stay_in_budget() {
+        let r = rules(16, 0);
+        // `srv__abcdefghi_2` is a real tool; the duplicate of `abcdefghij` must
+        // not steal it, and `_2` on a full-length name cuts its end.
+        let t = tools(&["abcdefghi_2", "abcdefghij", "abcdefghij"]);
+        let c = build(&[st("s", "srv", &t)], &r);
+        check_invariants(&c, &r);
+        assert_eq!(
+            names(&c),
+            ["srv__abcdefghi_2", "srv__abcdefghij", "srv__abcdefghi_3"]
+        );
+    }
+
+    #[test]
+    fn separator_inside_prefix_or_tool_still_routes() {
+        let r = NamingRules::default();
+        let a = tools(&["b__c"]);
+        let b = tools(&["c"]);
+        let c = build(&[st("one", "a", &a), st("two", "a__b", &b)], &r);
+        assert_eq!(names(&c), ["a__b__c", "a__b__c_2"]);
+        assert_eq!(
+            c.route("a__b__c"),
+            Some(&Route {
+                server: "one".into(),
+                tool: "b__c".into()
+            })
+        );
+        assert_eq!(
+            c.route("a__b__c_2"),
+            Some(&Route {
+                server: "two".into(),
+                tool: "c".into()
+            })
+        );
+    }
+
+    #[test]
+    fn builds_are_deterministic_and_order_independent() {
+        let a = tools(&["x", "y.z", &"l".repeat(90), "dup", "dup"]);
+        let b = tools(&["x", "q", "日本語"]);
+        let d = tools(&["x"]);
+        let r = rules(32, 4);
+        let servers = [st("a", "p", &a), st("b", "p", &b), st("d", "dd", &d)];
+        let one = build(&servers, &r);
+        let two = build(&servers, &r);
+        assert_eq!(names(&one), names(&two));
+        let raws = |c: &Catalog| {
+            c.tools()
+                .iter()
+                .map(|t| t.raw.get().to_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(raws(&one), raws(&two));
+        assert_eq!(one.collisions(), two.collisions());
+        assert_eq!(one.fingerprint(), two.fingerprint());
+        check_invariants(&one, &r);
+
+        let mut rev = servers;
+        rev.reverse();
+        let three = build(&rev, &r);
+        let map = |c: &Catalog| {
+            let mut v: Vec<_> = c
+                .tools()
+                .iter()
+                .map(|t| (t.name.clone(), t.server.clone(), t.tool.clone()))
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(map(&one), map(&three));
+        assert_ne!(
+            one.fingerprint(),
+            three.fingerprint(),
+            "order is part of the listing"
+        );
+    }
+
+    #[test]
+    fn adding_a_tool_elsewhere_renames_nothing() {
+        let a = tools(&["read", "write", "a.b", &"w".repeat(80)]);
+        let b1 = tools(&["read"]);
+        let b2 = tools(&["read", "write", "a.b", "new"]);
+        let r = NamingRules::default();
+        let before = build(&[st("a", "a", &a), st("b", "b", &b1)], &r);
+        let after = build(&[st("a", "a", &a), st("b", "b", &b2)], &r);
+        assert_eq!(names(&before)[..4], names(&after)[..4]);
+        assert_eq!(
+            names(&after)[4..],
+            [
+                "b__read",
+                "b__write",
+                &format!("b__a_b_{}", short_hash("b", "a.b")),
+                "b__new"
+            ]
+        );
+    }
+
+    #[test]
+    fn raw_objects_keep_every_byte_but_the_name() {
+        let text = r#"{"title":"T","name":"calc","inputSchema":{"type":"object","properties":{"n":{"default":12345678901234567890123,"multipleOf":1.10,"maximum":1e400}}},"annotations":{"z":1,"a":2},"x-extra":[1.0,-0.0]}"#;
+        let t: Tool = serde_json::from_str(text).unwrap();
+        let c = build(
+            &[st("srv", "math", std::slice::from_ref(&t))],
+            &NamingRules::default(),
+        );
+        assert_eq!(
+            c.tools()[0].raw.get(),
+            text.replace(r#""name":"calc""#, r#""name":"math__calc""#)
+        );
+        assert_eq!(c.tools()[0].tool, "calc");
+        // Serialising a catalog entry's raw gives the same text.
+        assert_eq!(
+            serde_json::to_string(&c.tools()[0].raw).unwrap(),
+            c.tools()[0].raw.get()
+        );
+    }
+
+    #[test]
+    fn unusable_raw_is_left_out() {
+        // Only constructible by hand: a tool whose raw is not an object.
+        let bad = Tool {
+            name: "bad".into(),
+            raw: RawValue::from_string("[1]".into()).unwrap(),
+        };
+        let good = tool("good");
+        let c = build(&[st("s", "s", &[bad, good])], &NamingRules::default());
+        assert_eq!(names(&c), ["s__good"]);
+        assert_eq!(c.route("s__bad"), None);
+    }
+
+    #[test]
+    fn find_original() {
+        let a = tools(&["search", "only_a"]);
+        let b = tools(&["search"]);
+        let c = build(
+            &[st("a", "a", &a), st("b", "b", &b)],
+            &NamingRules::default(),
+        );
+        let hits: Vec<_> = c
+            .find_original("search")
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect();
+        assert_eq!(hits, ["a__search", "b__search"]);
+        let only = c.find_original("only_a");
+        assert_eq!(only.len(), 1);
+        assert_eq!(only[0].server, "a");
+        assert!(c.find_original("a__search").is_empty());
+    }
+
+    #[test]
+    fn pagination() {
+        let t = tools(&["t1", "t2", "t3", "t4", "t5"]);
+        let r = NamingRules::default();
+        let c = build(&[st("s", "s", &t)], &r);
+        let mut seen = Vec::new();
+        let mut cursor = None;
+        let mut cursors = Vec::new();
+        loop {
+            let (page, next) = c.page(cursor.as_deref(), 2).unwrap();
+            assert!(page.len() <= 2);
+            seen.extend(page.iter().map(|t| t.name.clone()));
+            match next {
+                Some(n) => {
+                    assert_eq!(n.len(), 32);
+                    cursors.push(n.clone());
+                    cursor = Some(n);
+                }
+                None => break,
+            }
+        }
+        assert_eq!(seen, names(&c));
+        assert_eq!(cursors.len(), 2);
+
+        // The same input rebuilt (e.g. after a restart) accepts the cursors.
+        let again = build(&[st("s", "s", &t)], &r);
+        let (page, next) = again.page(Some(&cursors[0]), 2).unwrap();
+        assert_eq!(
+            page.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+            ["s__t3", "s__t4"]
+        );
+        assert_eq!(next.as_ref(), Some(&cursors[1]));
+
+        // A changed listing rejects them.
+        let changed = build(
+            &[st("s", "s", &tools(&["t1", "t2", "t3", "t4", "t5", "t6"]))],
+            &r,
+        );
+        assert_eq!(
+            changed.page(Some(&cursors[0]), 2).unwrap_err(),
+            InvalidCursor::Stale
+        );
+
+        assert_eq!(
+            c.page(Some("nope"), 2).unwrap_err(),
+            InvalidCursor::Malformed
+        );
+        assert_eq!(
+            c.page(Some(&"g".repeat(32)), 2).unwrap_err(),
+            InvalidCursor::Malformed
+        );
+        assert_eq!(
+            c.page(Some(&encode_cursor(c.fingerprint(), 6)), 2)
+                .unwrap_err(),
+            InvalidCursor::OutOfRange
+        );
+        let (page, next) = c.page(Some(&encode_cursor(c.fingerprint(), 5)), 2).unwrap();
+        assert!(page.is_empty() && next.is_none());
+
+        // No limit, and an empty cursor starts over.
+        let (all, next) = c.page(None, 0).unwrap();
+        assert_eq!(all.len(), 5);
+        assert!(next.is_none());
+        let (first, _) = c.page(Some(""), 3).unwrap();
+        assert_eq!(first.len(), 3);
+        let (rest, next) = c.page(Some(&encode_cursor(c.fingerprint(), 3)), 0).unwrap();
+        assert_eq!(rest.len(), 2);
+        assert!(next.is_none());
+
+        // An empty catalog has one empty page.
+        let empty = build(&[], &r);
+        assert!(empty.is_empty());
+        let (page, next) = empty.page(None, 10).unwrap();
+        assert!(page.is_empty() && next.is_none());
+
+        // Prompt cursors do not work on tools: the kind is in the fingerprint.
+        let p = build_prompts(
+            &[ServerPrompts {
+                server: "s",
+                prefix: "s",
+                prompts: &[prompt("t1"), prompt("t2"), prompt("t3")],
+            }],
+            &r,
+        );
+        let (_, pc) = p.page(None, 1).unwrap();
+        assert_eq!(c.page(pc.as_deref(), 1).unwrap_err(), InvalidCursor::Stale);
+    }
+
+    #[test]
+    fn prompts_follow_the_same_rules() {
+        let a = [
+            prompt("summarize"),
+            prompt("code review"),
+            prompt("summarize"),
+        ];
+        let b = [prompt("summarize")];
+        let r = NamingRules::default();
+        let c = build_prompts(
+            &[
+                ServerPrompts {
+                    server: "w",
+                    prefix: "docs",
+                    prompts: &a,
+                },
+                ServerPrompts {
+                    server: "v",
+                    prefix: "docs",
+                    prompts: &b,
+                },
+            ],
+            &r,
+        );
+        let n: Vec<_> = c.prompts().iter().map(|p| p.name.as_str()).collect();
+        let review = format!("docs__code_review_{}", short_hash("w", "code review"));
+        // v sorts before w, so v keeps `docs__summarize`.
+        assert_eq!(
+            n,
+            [
+                "docs__summarize_2",
+                review.as_str(),
+                "docs__summarize_3",
+                "docs__summarize"
+            ]
+        );
+        assert_eq!(
+            c.route("docs__summarize"),
+            Some(&Route {
+                server: "v".into(),
+                tool: "summarize".into()
+            })
+        );
+        assert_eq!(c.prompts()[1].prompt, "code review");
+        assert_eq!(
+            c.prompts()[1].raw.get(),
+            format!(r#"{{"name":"{review}","arguments":[]}}"#)
+        );
+        assert_eq!(c.find_original("summarize").len(), 3);
+        assert_eq!(c.count_for("w"), 3);
+        assert_eq!(c.items().len(), 4);
+        assert_eq!(c.collisions().len(), 3);
+        // Tools and prompts with the same names get the same names.
+        let as_tools = tools(&["summarize", "code review", "summarize"]);
+        let bt = tools(&["summarize"]);
+        let tc = build(&[st("w", "docs", &as_tools), st("v", "docs", &bt)], &r);
+        assert_eq!(names(&tc), n);
+    }
+
+    #[test]
+    fn resources_route_by_uri_first_server_wins() {
+        let a = [
+            resource("file:///a"),
+            resource("file:///shared"),
+            resource("file:///a"),
+        ];
+        let b = [resource("file:///shared"), resource("file:///b")];
+        let ta = [template("file:///{path}")];
+        let tb = [template("file:///{path}"), template("db://{table}")];
+        let c = build_resources(&[
+            ServerResources {
+                server: "zeta",
+                resources: &a,
+                templates: &ta,
+            },
+            ServerResources {
+                server: "alpha",
+                resources: &b,
+                templates: &tb,
+            },
+        ]);
+        let uris: Vec<_> = c.resources().iter().map(|r| r.uri.as_str()).collect();
+        assert_eq!(uris, ["file:///a", "file:///shared", "file:///b"]);
+        // Config order decides for URIs, not server names.
+        assert_eq!(c.route("file:///shared"), Some("zeta"));
+        assert_eq!(c.route("file:///b"), Some("alpha"));
+        assert_eq!(c.route("file:///missing"), None);
+        assert_eq!(c.route_template("file:///{path}"), Some("zeta"));
+        assert_eq!(c.route_template("db://{table}"), Some("alpha"));
+        assert_eq!(
+            c.shadowed(),
+            [
+                Shadowed {
+                    kind: ResourceKind::Resource,
+                    server: "zeta".into(),
+                    uri: "file:///a".into(),
+                    kept_by: "zeta".into()
+                },
+                Shadowed {
+                    kind: ResourceKind::Resource,
+                    server: "alpha".into(),
+                    uri: "file:///shared".into(),
+                    kept_by: "zeta".into()
+                },
+                Shadowed {
+                    kind: ResourceKind::Template,
+                    server: "alpha".into(),
+                    uri: "file:///{path}".into(),
+                    kept_by: "zeta".into()
+                },
+            ]
+        );
+        assert_eq!(c.count_for("zeta"), 2);
+        assert_eq!(c.count_for("alpha"), 1);
+        assert_eq!(c.templates_for("alpha"), 1);
+        // Raw objects are untouched.
+        assert_eq!(
+            c.resources()[0].raw.get(),
+            r#"{"uri":"file:///a","name":"n"}"#
+        );
+
+        let (p1, next) = c.page(None, 2).unwrap();
+        assert_eq!(p1.len(), 2);
+        let (p2, end) = c.page(next.as_deref(), 2).unwrap();
+        assert_eq!(p2.len(), 1);
+        assert!(end.is_none());
+        assert_eq!(
+            c.page_templates(next.as_deref(), 2).unwrap_err(),
+            InvalidCursor::Stale
+        );
+        let (tp, tnext) = c.page_templates(None, 0).unwrap();
+        assert_eq!(tp.len(), 2);
+        assert!(tnext.is_none());
+    }
+
+    /// A small deterministic generator, so the sweep needs no extra crate.
+    struct Lcg(u64);
+    impl Lcg {
+        fn next(&mut self, n: usize) -> usize {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((self.0 >> 33) as usize) % n
+        }
+    }
+
+    #[test]
+    fn sweep_invariants_hold() {
+        const ALPHABET: &[&str] = &["a", "b", "_", "-", ".", " ", "é", "日", "/", "__", "Z", "9"];
+        let mut rng = Lcg(7);
+        for round in 0..60 {
+            let r = NamingRules {
+                separator: ["__", "-", "_"][round % 3].into(),
+                max_length: [12, 16, 24, 64][round % 4],
+                reserve: [0, 3][round % 2],
+            };
+            let mut per_server = Vec::new();
+            for _ in 0..4 {
+                let n = rng.next(12);
+                let ts: Vec<Tool> = (0..n)
+                    .map(|_| {
+                        let len = [0, 1, 3, 8, 40, 90][rng.next(6)];
+                        let s: String = (0..len)
+                            .map(|_| ALPHABET[rng.next(ALPHABET.len())])
+                            .collect();
+                        tool(&s)
+                    })
+                    .collect();
+                per_server.push(ts);
+            }
+            let prefixes = ["a", "a", "b.c", &"p".repeat(30)];
+            let servers: Vec<ServerTools<'_>> = per_server
+                .iter()
+                .enumerate()
+                .map(|(i, ts)| ServerTools {
+                    server: ["s0", "s1", "s2", "s3"][i],
+                    prefix: prefixes[i],
+                    tools: ts,
+                })
+                .collect();
+            let c = build(&servers, &r);
+            check_invariants(&c, &r);
+            assert_eq!(c.len(), per_server.iter().map(Vec::len).sum::<usize>());
+            let mut rev = servers.clone();
+            rev.reverse();
+            let mut x: Vec<_> = c
+                .tools()
+                .iter()
+                .map(|t| (&t.name, &t.server, &t.tool))
+                .collect();
+            let d = build(&rev, &r);
+            let mut y: Vec<_> = d
+                .tools()
+                .iter()
+                .map(|t| (&t.name, &t.server, &t.tool))
+                .collect();
+            x.sort();
+            y.sort();
+            assert_eq!(x, y, "round {round}");
+        }
+    }
+}
