@@ -1,0 +1,103 @@
+//! Local-socket IPC between the daemon and its clients (CLI, bridge).
+//!
+//! The wire is the same newline-delimited JSON-RPC as stdio, framed by
+//! [`BoundedLineCodec`](crate::transport::framing::BoundedLineCodec); each
+//! socket becomes a [`Connection`](crate::transport::Connection), so the
+//! daemon runs one [`Peer`](crate::jsonrpc::Peer) per client and the CLI
+//! runs one over [`connect`]. This layer only listens, connects, guards access
+//! and turns sockets into connections; malformed input is the peer's business.
+//!
+//! # Where the socket lives
+//!
+//! [`resolve_socket_path`]: `--socket`, then `$MCPHOST_SOCKET`, then
+//! [`default_socket_path`]:
+//! 1. `$XDG_RUNTIME_DIR/mcphost/mcphost.sock` (absolute `XDG_RUNTIME_DIR` only);
+//! 2. else the platform's per-user cache directory: on Linux
+//!    `$XDG_CACHE_HOME/mcphost/mcphost.sock`, or `~/.cache/mcphost/mcphost.sock`;
+//! 3. else, with no home directory at all, `$TMPDIR/mcphost-UID/mcphost.sock`.
+//!
+//! # Security
+//!
+//! Only filesystem sockets are used: abstract-namespace sockets have no file
+//! modes, so any local user could connect. Three layers keep other users out:
+//! - the socket's directory is ours and mode 0700 (created so, or tightened;
+//!   a symlink, a directory owned by someone else or a shared sticky directory
+//!   like `/tmp` is refused);
+//! - the socket file is 0600. interprocess `fchmod`s the socket before
+//!   `bind()`, so the file never exists with looser permissions (no umask
+//!   window); the exact mode is set again right after bind, which can only
+//!   restore owner bits a strict umask removed. Being inside the 0700
+//!   directory would make any such window harmless anyway;
+//! - every accepted connection's peer credentials (`SO_PEERCRED`) must carry
+//!   the daemon's own uid, else it is closed and logged.
+//!
+//! # One daemon per socket
+//!
+//! [`listen`] holds an exclusive `flock` on `PATH.lock` for the listener's
+//! lifetime, so two daemons starting at once cannot both decide the socket is
+//! stale and delete each other's. A socket file left by a crashed daemon
+//! (connecting is refused) is replaced; one that answers is never touched.
+//! The lock file itself stays: removing a lock file races with its next user.
+
+mod conn;
+mod listen;
+mod path;
+
+use std::io;
+use std::path::PathBuf;
+
+pub use conn::connect;
+pub use listen::{ListenOptions, Listener, PeerCred, listen};
+pub use path::{SOCKET_ENV, default_socket_path, resolve_socket_path};
+
+/// Default longest accepted message, as for stdio servers.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+/// Default bound of each connection's outbound queue.
+pub const DEFAULT_OUTBOUND_CAPACITY: usize = 1024;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum IpcError {
+    #[error(
+        "another mcphost daemon is already listening on {}; stop it first or use --socket",
+        path.display()
+    )]
+    AlreadyRunning { path: PathBuf },
+    #[error(
+        "{} exists and is not a socket; refusing to replace it (remove it yourself or use --socket)",
+        path.display()
+    )]
+    NotASocket { path: PathBuf },
+    #[error("refusing to use {} as the socket directory: {reason}", dir.display())]
+    UnsafeDir { dir: PathBuf, reason: String },
+    #[error("no mcphost daemon is listening on {} ({source})", path.display())]
+    NotRunning { path: PathBuf, source: io::Error },
+    #[error(
+        "the process listening on {} runs as uid {uid}, not as us (uid {ours}); refusing to talk to it",
+        path.display()
+    )]
+    ForeignDaemon { path: PathBuf, uid: u32, ours: u32 },
+    #[error("{action} {}: {source}", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+}
+
+impl IpcError {
+    fn io(action: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> IpcError {
+        let path = path.into();
+        move |source| IpcError::Io {
+            action,
+            path,
+            source,
+        }
+    }
+}
+
+/// Our effective uid: the one peers must match.
+fn our_uid() -> u32 {
+    // SAFETY: geteuid cannot fail and touches no memory.
+    unsafe { libc::geteuid() }
+}

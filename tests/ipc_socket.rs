@@ -1,0 +1,557 @@
+//! The daemon's local socket: modes, ownership of the socket file, framing,
+//! many clients, slow clients and refusing other users.
+
+use std::io::Write as _;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mcphost::ipc::{IpcError, ListenOptions, Listener, connect, listen};
+use mcphost::jsonrpc::{NoHandler, Peer, PeerConfig, RequestOptions};
+use mcphost::transport::{Connection, TransportEvent};
+use tokio::io::AsyncReadExt;
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::task::JoinHandle;
+
+const WAIT: Duration = Duration::from_secs(10);
+const MAX: usize = 1024 * 1024;
+
+fn tmp() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::symlink_metadata(path).unwrap().mode() & 0o7777
+}
+
+fn inode(path: &Path) -> u64 {
+    std::fs::symlink_metadata(path).unwrap().ino()
+}
+
+async fn listen_at(path: &Path) -> Listener {
+    listen(ListenOptions::new(path)).await.unwrap()
+}
+
+/// Answers every line with `echo:LINE` and every oversized one with
+/// `oversized:LIMIT`, until the client goes.
+async fn echo_conn(conn: Connection) {
+    // Dropping the control would close the socket: keep it for the loop.
+    let Connection {
+        outbound,
+        mut inbound,
+        control: _control,
+    } = conn;
+    while let Some(event) = inbound.recv().await {
+        let reply = match event {
+            TransportEvent::Frame(line) => format!("echo:{line}"),
+            TransportEvent::Oversized { limit, .. } => format!("oversized:{limit}"),
+            TransportEvent::Closed(_) => break,
+        };
+        if outbound.send(reply).await.is_err() {
+            break;
+        }
+    }
+}
+
+fn spawn_echo_server(mut listener: Listener) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let (conn, _) = listener.accept().await.unwrap();
+            tokio::spawn(echo_conn(conn));
+        }
+    })
+}
+
+async fn next_event(conn: &mut Connection) -> TransportEvent {
+    tokio::time::timeout(WAIT, conn.inbound.recv())
+        .await
+        .expect("no event in time")
+        .expect("inbound ended without Closed")
+}
+
+async fn next_line(conn: &mut Connection) -> String {
+    match next_event(conn).await {
+        TransportEvent::Frame(line) => line,
+        other => panic!("expected a frame, got {other:?}"),
+    }
+}
+
+async fn round_trip(conn: &mut Connection, line: &str) -> String {
+    conn.outbound.send(line.to_owned()).await.unwrap();
+    next_line(conn).await
+}
+
+async fn expect_closed(conn: &mut Connection) -> String {
+    loop {
+        match next_event(conn).await {
+            TransportEvent::Closed(reason) => return reason.summary,
+            TransportEvent::Frame(_) | TransportEvent::Oversized { .. } => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn dir_is_created_0700_and_socket_is_0600() {
+    let tmp = tmp();
+    let dir = tmp.path().join("a/b");
+    let path = dir.join("mcphost.sock");
+    let listener = listen_at(&path).await;
+    assert_eq!(mode(&dir), 0o700);
+    assert_eq!(mode(&path), 0o600);
+    assert!(
+        std::fs::symlink_metadata(&path)
+            .unwrap()
+            .file_type()
+            .is_socket()
+    );
+    assert_eq!(listener.path(), path);
+}
+
+#[tokio::test]
+async fn existing_dir_of_ours_is_tightened() {
+    let tmp = tmp();
+    let dir = tmp.path().join("run");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let _listener = listen_at(&dir.join("mcphost.sock")).await;
+    assert_eq!(mode(&dir), 0o700);
+}
+
+#[tokio::test]
+async fn symlinked_foreign_and_shared_dirs_are_refused() {
+    let tmp = tmp();
+    let real = tmp.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let link = tmp.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let err = listen(ListenOptions::new(link.join("s.sock")))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, IpcError::UnsafeDir { .. }), "{err}");
+    assert!(err.to_string().contains("symbolic link"), "{err}");
+    assert!(!real.join("s.sock").exists());
+
+    // Owned by someone else (we are root in CI; skip the chown elsewhere).
+    let foreign = tmp.path().join("foreign");
+    std::fs::create_dir(&foreign).unwrap();
+    if std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).is_ok() {
+        let err = listen(ListenOptions::new(foreign.join("s.sock")))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("owned by uid 65534"), "{err}");
+        assert!(!foreign.join("s.sock").exists());
+    }
+
+    // A shared sticky directory like /tmp must never be chmodded.
+    let shared = tmp.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let err = listen(ListenOptions::new(shared.join("s.sock")))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("shared directory"), "{err}");
+    assert_eq!(mode(&shared), 0o1777);
+}
+
+#[tokio::test]
+async fn round_trips_with_many_clients_at_once() {
+    let tmp = tmp();
+    let path = tmp.path().join("run/mcphost.sock");
+    let server = spawn_echo_server(listen_at(&path).await);
+    let clients = (0..20).map(|i| {
+        let path = path.clone();
+        tokio::spawn(async move {
+            let mut conn = connect(&path, MAX).await.unwrap();
+            for j in 0..10 {
+                let line = format!("{{\"client\":{i},\"n\":{j}}}");
+                assert_eq!(round_trip(&mut conn, &line).await, format!("echo:{line}"));
+            }
+        })
+    });
+    for client in futures_util::future::join_all(clients).await {
+        client.unwrap();
+    }
+    server.abort();
+}
+
+#[tokio::test]
+async fn peers_talk_json_rpc_over_the_socket() {
+    let tmp = tmp();
+    let path = tmp.path().join("run/mcphost.sock");
+    let mut listener = listen_at(&path).await;
+    let server = tokio::spawn(async move {
+        let (conn, cred) = listener.accept().await.unwrap();
+        assert_eq!(cred.uid, our_uid());
+        assert_eq!(cred.pid, Some(std::process::id() as i32));
+        assert_eq!(conn.control.pid(), Some(std::process::id()));
+        let peer = Peer::start(
+            PeerConfig::new("client"),
+            conn.outbound,
+            conn.inbound,
+            Arc::new(NoHandler),
+        );
+        peer.closed().await;
+        drop(conn.control);
+    });
+    let conn = connect(&path, MAX).await.unwrap();
+    assert_eq!(conn.control.pid(), Some(std::process::id()));
+    assert!(conn.control.stderr_tail(10).is_empty());
+    let peer = Peer::start(
+        PeerConfig::new("daemon"),
+        conn.outbound,
+        conn.inbound,
+        Arc::new(NoHandler),
+    );
+    let result = peer
+        .request("ping", None, RequestOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(result.get(), "{}");
+    conn.control.shutdown().await;
+    tokio::time::timeout(WAIT, server).await.unwrap().unwrap();
+}
+
+fn our_uid() -> u32 {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+#[tokio::test]
+async fn oversized_line_is_reported_and_the_connection_survives() {
+    let tmp = tmp();
+    let path = tmp.path().join("run/mcphost.sock");
+    let mut opts = ListenOptions::new(&path);
+    opts.max_message_bytes = 1000;
+    let server = spawn_echo_server(listen(opts).await.unwrap());
+    let mut conn = connect(&path, MAX).await.unwrap();
+    let big = format!("{{\"id\":1,\"x\":\"{}\"}}", "x".repeat(5000));
+    assert_eq!(round_trip(&mut conn, &big).await, "oversized:1000");
+    assert_eq!(round_trip(&mut conn, "after").await, "echo:after");
+    server.abort();
+}
+
+#[tokio::test]
+async fn second_listen_on_a_live_socket_is_refused_and_the_first_keeps_working() {
+    let tmp = tmp();
+    let path = tmp.path().join("run/mcphost.sock");
+    let first = listen_at(&path).await;
+    let ino = inode(&path);
+    let server = spawn_echo_server(first);
+
+    let err = listen(ListenOptions::new(&path)).await.unwrap_err();
+    assert!(matches!(err, IpcError::AlreadyRunning { .. }), "{err}");
+    let msg = err.to_string();
+    assert!(msg.contains("already listening on"), "{msg}");
+    assert!(msg.contains(&path.display().to_string()), "{msg}");
+    assert!(msg.contains("--socket"), "{msg}");
+
+    assert_eq!(inode(&path), ino, "the live socket was replaced");
+    let mut conn = connect(&path, MAX).await.unwrap();
+    assert_eq!(round_trip(&mut conn, "still").await, "echo:still");
+    server.abort();
+}
+
+#[tokio::test]
+async fn live_socket_of_another_program_is_never_deleted() {
+    // No lock held here: only the connect probe can tell it is alive.
+    let tmp = tmp();
+    let dir = tmp.path().join("run");
+    std::fs::create_dir(&dir).unwrap();
+    let path = dir.join("mcphost.sock");
+    let other = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let ino = inode(&path);
+
+    let err = listen(ListenOptions::new(&path)).await.unwrap_err();
+    assert!(matches!(err, IpcError::AlreadyRunning { .. }), "{err}");
+    assert_eq!(inode(&path), ino);
+    // The other program still gets its connections.
+    let _client = std::os::unix::net::UnixStream::connect(&path).unwrap();
+    other.accept().unwrap();
+}
+
+#[tokio::test]
+async fn stale_socket_is_replaced() {
+    let tmp = tmp();
+    let dir = tmp.path().join("run");
+    std::fs::create_dir(&dir).unwrap();
+    let path = dir.join("mcphost.sock");
+    drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+    assert!(
+        path.exists(),
+        "std unlinked the socket; the test needs a stale file"
+    );
+    let err = connect(&path, MAX).await.err().unwrap();
+    assert!(matches!(err, IpcError::NotRunning { .. }), "{err}");
+
+    let server = spawn_echo_server(listen_at(&path).await);
+    let mut conn = connect(&path, MAX).await.unwrap();
+    assert_eq!(round_trip(&mut conn, "fresh").await, "echo:fresh");
+    server.abort();
+}
+
+#[tokio::test]
+async fn regular_file_at_the_path_is_left_alone() {
+    let tmp = tmp();
+    let dir = tmp.path().join("run");
+    std::fs::create_dir(&dir).unwrap();
+    let path = dir.join("mcphost.sock");
+    std::fs::write(&path, "precious").unwrap();
+    let err = listen(ListenOptions::new(&path)).await.unwrap_err();
+    assert!(matches!(err, IpcError::NotASocket { .. }), "{err}");
+    assert!(err.to_string().contains("not a socket"), "{err}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "precious");
+}
+
+#[tokio::test]
+async fn drop_removes_our_socket_but_not_a_replacement() {
+    let tmp = tmp();
+    let path = tmp.path().join("run/mcphost.sock");
+    drop(listen_at(&path).await);
+    assert!(!path.exists(), "the socket file outlived its listener");
+
+    // The lock went with it: the path can be taken again at once.
+    let listener = listen_at(&path).await;
+    std::fs::remove_file(&path).unwrap();
+    let replacement = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let ino = inode(&path);
+    drop(listener);
+    assert!(
+        path.exists(),
+        "dropping the listener deleted someone else's socket"
+    );
+    assert_eq!(inode(&path), ino);
+    drop(replacement);
+}
+
+#[tokio::test]
+async fn connect_without_a_daemon_is_a_clear_error() {
+    let tmp = tmp();
+    let path = tmp.path().join("nothing.sock");
+    let err = connect(&path, MAX).await.err().unwrap();
+    assert!(matches!(err, IpcError::NotRunning { .. }), "{err}");
+    assert!(err.to_string().contains("no mcphost daemon"), "{err}");
+}
+
+#[tokio::test]
+async fn closing_either_side_closes_the_other() {
+    let tmp = tmp();
+    let path = tmp.path().join("run/mcphost.sock");
+    let mut listener = listen_at(&path).await;
+
+    // The client goes away: the server sees Closed.
+    let client = connect(&path, MAX).await.unwrap();
+    let (mut server_side, _) = listener.accept().await.unwrap();
+    drop(client);
+    let summary = expect_closed(&mut server_side).await;
+    assert!(summary.contains("closed the connection"), "{summary}");
+
+    // The server hangs up: shutdown resolves and both sides see Closed.
+    let mut client = connect(&path, MAX).await.unwrap();
+    let (mut server_side, _) = listener.accept().await.unwrap();
+    client.outbound.send("x".into()).await.unwrap();
+    assert_eq!(next_line(&mut server_side).await, "x");
+    server_side.outbound.send("y".into()).await.unwrap();
+    assert_eq!(next_line(&mut client).await, "y");
+    let started = Instant::now();
+    tokio::time::timeout(WAIT, server_side.control.shutdown())
+        .await
+        .unwrap();
+    expect_closed(&mut server_side).await;
+    let summary = expect_closed(&mut client).await;
+    assert!(summary.contains("the daemon at"), "{summary}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    // Sending after close fails instead of hanging.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(server_side.outbound.send("late".into()).await.is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_client_fills_its_queue_without_slowing_the_others() {
+    let tmp = tmp();
+    let path = tmp.path().join("run/mcphost.sock");
+    let mut opts = ListenOptions::new(&path);
+    opts.outbound_capacity = 8;
+    let mut listener = listen(opts).await.unwrap();
+
+    // Connects and then never reads.
+    let mut slow = tokio::net::UnixStream::connect(&path).await.unwrap();
+    let (mut slow_conn, _) = listener.accept().await.unwrap();
+    let server = spawn_echo_server(listener);
+
+    let chunk = format!("{{\"x\":\"{}\"}}", "n".repeat(64 * 1024));
+    let started = Instant::now();
+    let mut queued = 0usize;
+    let full = loop {
+        match slow_conn.outbound.try_send(chunk.clone()) {
+            Ok(()) => queued += 1,
+            Err(TrySendError::Full(_)) => break true,
+            Err(TrySendError::Closed(_)) => panic!("the connection closed"),
+        }
+        // Socket buffers take a few hundred KiB, then the queue fills; an
+        // unbounded queue would never say Full.
+        if queued > 10_000 || started.elapsed() > WAIT {
+            break false;
+        }
+        tokio::task::yield_now().await;
+    };
+    assert!(full, "try_send never returned Full after {queued} messages");
+    assert!(
+        queued < 1000,
+        "queued {queued} messages of 64 KiB before Full"
+    );
+
+    // Everyone else is unaffected.
+    let mut others = Vec::new();
+    for i in 0..5 {
+        let mut conn = connect(&path, MAX).await.unwrap();
+        let t = Instant::now();
+        assert_eq!(
+            round_trip(&mut conn, &format!("hi {i}")).await,
+            format!("echo:hi {i}")
+        );
+        let elapsed = t.elapsed();
+        assert!(
+            elapsed < Duration::from_secs(1),
+            "round trip took {elapsed:?}"
+        );
+        others.push(conn);
+    }
+
+    // The daemon drops the stuck client: shutdown must not wait for it to read.
+    let t = Instant::now();
+    tokio::time::timeout(Duration::from_secs(2), slow_conn.control.shutdown())
+        .await
+        .expect("shutdown waited for a client that does not read");
+    expect_closed(&mut slow_conn).await;
+    assert!(t.elapsed() < Duration::from_secs(2));
+    // The client sees its data end: the socket really is closed.
+    let mut sink = Vec::new();
+    let read = tokio::time::timeout(WAIT, slow.read_to_end(&mut sink)).await;
+    assert!(read.is_ok(), "the stuck client's socket stayed open");
+    server.abort();
+}
+
+/// A `tracing` writer into a shared buffer, to assert on log lines.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+/// Connects, sends a ping line and prints REPLY, CLOSED or TIMEOUT.
+const PY_CLIENT: &str = r#"
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sys.argv[1])
+s.settimeout(5)
+try:
+    s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n')
+    data = s.recv(4096)
+    print("REPLY" if data else "CLOSED")
+except (ConnectionResetError, BrokenPipeError):
+    print("CLOSED")
+except socket.timeout:
+    print("TIMEOUT")
+"#;
+
+fn find_program(name: &str) -> Option<PathBuf> {
+    ["/usr/bin", "/bin", "/usr/sbin", "/sbin"]
+        .iter()
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.exists())
+}
+
+/// Runs the Python client, as uid/gid 65534 when `nobody`.
+async fn py_client(setpriv: &Path, python: &Path, socket: &Path, nobody: bool) -> (String, u32) {
+    let mut cmd = if nobody {
+        let mut cmd = tokio::process::Command::new(setpriv);
+        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(python);
+        cmd
+    } else {
+        tokio::process::Command::new(python)
+    };
+    cmd.arg("-c").arg(PY_CLIENT).arg(socket);
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    // setpriv execs Python in place, so this is also Python's pid.
+    let pid = child.id().unwrap();
+    let out = tokio::time::timeout(WAIT, child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (String::from_utf8_lossy(&out.stdout).trim().to_owned(), pid)
+}
+
+// current_thread: the thread-local log subscriber then sees every task.
+#[tokio::test(flavor = "current_thread")]
+async fn other_uid_is_refused_and_logged() {
+    let (Some(setpriv), Some(python)) = (find_program("setpriv"), find_program("python3")) else {
+        eprintln!(
+            "SKIPPED other_uid_is_refused_and_logged: setpriv (util-linux) or python3 missing"
+        );
+        return;
+    };
+    if our_uid() != 0 {
+        eprintln!("SKIPPED other_uid_is_refused_and_logged: switching uid needs root");
+        return;
+    }
+    let logs = Captured::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::DEBUG)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let tmp = tmp();
+    // uid 65534 must be able to walk to the socket.
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = tmp.path().join("run");
+    let path = dir.join("mcphost.sock");
+    let mut opts = ListenOptions::new(&path);
+    opts.loosen_modes_for_tests = true;
+    let listener = listen(opts).await.unwrap();
+    assert_eq!(mode(&dir), 0o755);
+    assert_eq!(mode(&path), 0o666);
+    let server = spawn_echo_server(listener);
+
+    // Control: the same client as root gets its echo, so a CLOSED below is
+    // the uid check and not a broken setup.
+    let (out, _) = py_client(&setpriv, &python, &path, false).await;
+    assert_eq!(out, "REPLY");
+
+    let (out, pid) = py_client(&setpriv, &python, &path, true).await;
+    assert_eq!(out, "CLOSED", "uid 65534 was answered");
+    let text = logs.text();
+    let expected =
+        format!("refused a connection from uid 65534 (pid {pid}): not the daemon's user");
+    assert!(
+        text.contains(&expected),
+        "missing log line {expected:?} in:\n{text}"
+    );
+    assert!(text.contains("WARN"), "{text}");
+    server.abort();
+    let _ = std::io::stderr().flush();
+}
