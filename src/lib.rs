@@ -20,6 +20,7 @@
 //! the proxy is lossless: big integers, decimals and key order survive.
 
 pub mod client;
+pub mod config;
 pub mod ipc;
 pub mod jsonrpc;
 pub mod protocol;

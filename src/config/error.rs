@@ -1,0 +1,106 @@
+//! Errors of the config layer.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// One problem found in a config file, located to a line.
+///
+/// Displays as `/path/config.json:12: mcpServers.x.command: must be a non-empty string`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Issue {
+    pub path: PathBuf,
+    /// 1-based.
+    pub line: usize,
+    /// Where in the document, e.g. `mcpServers.github.env.TOKEN`; empty for the
+    /// document as a whole.
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for Issue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: ", self.path.display(), self.line)?;
+        if !self.field.is_empty() {
+            write!(f, "{}: ", self.field)?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+/// Every problem found in one pass, so a user fixes them all at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Issues(pub Vec<Issue>);
+
+impl fmt::Display for Issues {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, issue) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{issue}")?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    #[error("{}: cannot read the config file: {source}", path.display())]
+    Read { path: PathBuf, source: io::Error },
+    #[error(
+        "{}:{line}:{column}: not valid JSON (comments and trailing commas are fine): {message}",
+        origin(path.as_deref())
+    )]
+    Syntax {
+        /// `None` when the text did not come from a file (edits, CLI entries).
+        path: Option<PathBuf>,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    /// The document is JSON but not a valid config; one issue per line.
+    #[error("{0}")]
+    Invalid(Issues),
+    #[error(
+        "no config directory could be determined (is HOME set?); pass --config or set MCPHOST_CONFIG"
+    )]
+    NoConfigDir,
+    #[error("a server named \"{name}\" already exists in \"{key}\"")]
+    ServerExists { name: String, key: String },
+    #[error("no server named \"{name}\" in the config")]
+    NoSuchServer { name: String },
+    #[error("server entry: {reason}")]
+    BadEntry { reason: String },
+    #[error("cannot edit the config: {reason}")]
+    Edit { reason: String },
+    #[error("{}: cannot write the config file: {source}", path.display())]
+    Write { path: PathBuf, source: io::Error },
+}
+
+impl ConfigError {
+    /// The located issues of an [`ConfigError::Invalid`]; empty otherwise.
+    pub fn issues(&self) -> &[Issue] {
+        match self {
+            ConfigError::Invalid(issues) => &issues.0,
+            _ => &[],
+        }
+    }
+
+    pub(crate) fn syntax(path: Option<&Path>, err: &jsonc_parser::errors::ParseError) -> Self {
+        ConfigError::Syntax {
+            path: path.map(Path::to_path_buf),
+            line: err.line_display(),
+            column: err.column_display(),
+            message: err.kind().to_string(),
+        }
+    }
+}
+
+fn origin(path: Option<&Path>) -> String {
+    match path {
+        Some(path) => path.display().to_string(),
+        None => "<text>".to_owned(),
+    }
+}

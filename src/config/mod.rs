@@ -1,0 +1,282 @@
+//! The mcphost config file: locating, parsing, validating and editing it.
+//!
+//! The file is JSON with comments and trailing commas. Servers live under
+//! `mcpServers` (Claude Desktop / Cursor) or `servers` (VS Code). See
+//! `docs/config.md` for the format and `config/mcphost.schema.json` for the
+//! schema.
+//!
+//! - [`load`] / [`parse`] turn a file into a [`HostConfig`], reporting every
+//!   problem with `file:line: field: reason`.
+//! - [`resolve_config_path`] / [`load_from`] find the file (flag, then
+//!   `MCPHOST_CONFIG`, then the per-user default).
+//! - [`edit`] adds and removes servers while keeping the user's text intact.
+//! - [`shell_path`] takes `PATH` from the user's login shell.
+
+mod dotenv;
+mod duration;
+pub mod edit;
+mod error;
+mod interpolate;
+mod location;
+mod parse;
+pub mod shell_path;
+mod tools;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::client::ClientOptions;
+use crate::transport::stdio::StdioConfig;
+
+pub use error::{ConfigError, Issue, Issues};
+pub use location::{
+    CONFIG_ENV, ConfigLocation, ConfigSource, default_config_path, load_from, resolve_config_path,
+    resolve_config_path_with,
+};
+pub use tools::ToolFilter;
+
+/// Reads a variable from the environment used for `${VAR}` interpolation.
+///
+/// Injected so tests (and embedders) control it; [`process_env`] is the
+/// daemon's.
+pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// The process environment, for [`load`] and [`parse`].
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// Everything the daemon takes from one config file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostConfig {
+    /// The file it came from; `None` for text parsed without one.
+    pub path: Option<PathBuf>,
+    /// In file order.
+    pub servers: Vec<ServerConfig>,
+    pub namespacing: Namespacing,
+    /// Take `PATH` from the user's login shell (see [`shell_path`]).
+    pub login_shell_path: bool,
+    /// Non-fatal findings (unknown keys, problems in disabled servers); each
+    /// was also logged.
+    pub warnings: Vec<Issue>,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            path: None,
+            servers: Vec::new(),
+            namespacing: Namespacing::default(),
+            login_shell_path: true,
+            warnings: Vec::new(),
+        }
+    }
+}
+
+impl HostConfig {
+    pub fn server(&self, name: &str) -> Option<&ServerConfig> {
+        self.servers.iter().find(|s| s.name == name)
+    }
+
+    pub fn enabled_servers(&self) -> impl Iterator<Item = &ServerConfig> {
+        self.servers.iter().filter(|s| !s.disabled)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    /// The key in the servers object, exactly as written.
+    pub name: String,
+    /// Namespace prefix used instead of the name; `[A-Za-z0-9_-]+`.
+    pub alias: Option<String>,
+    pub disabled: bool,
+    pub transport: TransportConfig,
+    pub tools: ToolFilter,
+    /// With `defaults.timeouts` and the built-in defaults applied.
+    pub timeouts: Timeouts,
+}
+
+impl ServerConfig {
+    /// The alias if set, else the name: what tool names get prefixed with.
+    pub fn prefix(&self) -> &str {
+        self.alias.as_deref().unwrap_or(&self.name)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum TransportConfig {
+    Stdio(StdioServer),
+    Http(HttpServer),
+}
+
+/// A server started as a child process. Values are interpolated.
+///
+/// `Debug` prints env names but not their values.
+#[derive(Clone, PartialEq)]
+pub struct StdioServer {
+    pub command: String,
+    pub args: Vec<String>,
+    /// `envFile` merged under `env` (env wins).
+    pub env: BTreeMap<String, String>,
+    /// Absolute, or relative to the config file's directory as written.
+    pub cwd: Option<PathBuf>,
+    pub inherit_env: bool,
+}
+
+impl StdioServer {
+    /// The transport's view of this server. `shutdown` bounds both the wait
+    /// after closing stdin and the wait after SIGTERM.
+    pub fn to_stdio_config(&self, timeouts: &Timeouts) -> StdioConfig {
+        StdioConfig {
+            command: self.command.clone(),
+            args: self.args.clone(),
+            env: self.env.clone(),
+            cwd: self.cwd.clone(),
+            inherit_env: self.inherit_env,
+            stdin_close_grace: timeouts.shutdown,
+            sigterm_grace: timeouts.shutdown,
+            ..StdioConfig::default()
+        }
+    }
+
+    /// [`Self::to_stdio_config`] with `PATH` set to `path` (the login shell's)
+    /// unless the server's own `env` sets one.
+    pub fn to_stdio_config_with_path(&self, timeouts: &Timeouts, path: &str) -> StdioConfig {
+        let mut config = self.to_stdio_config(timeouts);
+        config
+            .env
+            .entry("PATH".to_owned())
+            .or_insert_with(|| path.to_owned());
+        config
+    }
+}
+
+impl fmt::Debug for StdioServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StdioServer")
+            .field("command", &self.command)
+            .field("args", &self.args)
+            .field("env", &Redacted(&self.env))
+            .field("cwd", &self.cwd)
+            .field("inherit_env", &self.inherit_env)
+            .finish()
+    }
+}
+
+/// A server reached over HTTP. Values are interpolated.
+///
+/// `Debug` prints header names but not their values, and no URL query.
+#[derive(Clone, PartialEq)]
+pub struct HttpServer {
+    pub url: String,
+    pub headers: BTreeMap<String, String>,
+    pub kind: HttpKind,
+}
+
+impl fmt::Debug for HttpServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Query strings often carry API keys.
+        let url = match self.url.split_once('?') {
+            Some((base, _)) => format!("{base}?<redacted>"),
+            None => self.url.clone(),
+        };
+        f.debug_struct("HttpServer")
+            .field("url", &url)
+            .field("headers", &Redacted(&self.headers))
+            .field("kind", &self.kind)
+            .finish()
+    }
+}
+
+/// Which HTTP transport to speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpKind {
+    /// `type: "http"` or no type: Streamable HTTP, falling back to SSE.
+    Auto,
+    /// `type: "streamable-http"`.
+    Streamable,
+    /// `type: "sse"`: the 2024-11-05 HTTP+SSE transport.
+    Sse,
+}
+
+/// Map values are secrets (tokens in env and headers): print names only.
+struct Redacted<'a>(&'a BTreeMap<String, String>);
+
+impl fmt::Debug for Redacted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map()
+            .entries(self.0.keys().map(|k| (k, format_args!("<redacted>"))))
+            .finish()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Default per-request timeout; progress notifications restart it.
+    pub request: Duration,
+    /// Limit for the initialize handshake.
+    pub init: Duration,
+    /// Hard maximum for any request, progress or not.
+    pub max_request: Duration,
+    /// Grace after closing stdin, and again after SIGTERM.
+    pub shutdown: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            request: Duration::from_secs(60),
+            init: Duration::from_secs(60),
+            max_request: Duration::from_secs(600),
+            shutdown: Duration::from_secs(2),
+        }
+    }
+}
+
+impl Timeouts {
+    /// Sets the client's request, init and maximum timeouts.
+    pub fn apply_to(&self, options: &mut ClientOptions) {
+        options.request_timeout = self.request;
+        options.init_timeout = self.init;
+        options.max_request_timeout = self.max_request;
+    }
+}
+
+/// How tool names are prefixed with server names (applied elsewhere).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Namespacing {
+    pub separator: String,
+    /// Longest exposed tool name.
+    pub max_length: usize,
+    /// Characters of `max_length` kept free for a host's own prefix.
+    pub reserve: usize,
+}
+
+impl Default for Namespacing {
+    fn default() -> Self {
+        Namespacing {
+            separator: "__".to_owned(),
+            max_length: 64,
+            reserve: 0,
+        }
+    }
+}
+
+/// Reads and parses the config file at `path`.
+///
+/// Relative `envFile` and `cwd` values resolve against the file's directory.
+pub fn load(path: &Path, env: EnvLookup<'_>) -> Result<HostConfig, ConfigError> {
+    let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    parse(&text, &path, env)
+}
+
+/// Parses config text; `path` names it in messages and anchors relative paths.
+pub fn parse(text: &str, path: &Path, env: EnvLookup<'_>) -> Result<HostConfig, ConfigError> {
+    parse::parse(text, path, env)
+}

@@ -1,0 +1,995 @@
+//! From JSONC text to a validated [`HostConfig`].
+//!
+//! Works on jsonc-parser's AST so every problem can be reported with its
+//! line, and keeps going after a problem so all of them are reported at once.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use jsonc_parser::ast::{Object, ObjectProp, ObjectPropName, Value};
+use jsonc_parser::common::Ranged;
+use jsonc_parser::{CollectOptions, ParseOptions, parse_to_ast};
+
+use super::dotenv::parse_dotenv;
+use super::duration::{no_unit_hint, parse_duration};
+use super::interpolate::interpolate;
+use super::tools::glob;
+use super::{
+    ConfigError, EnvLookup, HostConfig, HttpKind, HttpServer, Issue, Issues, Namespacing,
+    ServerConfig, StdioServer, Timeouts, ToolFilter, TransportConfig,
+};
+
+/// JSON plus comments and trailing commas, nothing looser: a config that
+/// other tools (Claude Desktop, VS Code) also read must stay close to JSON.
+pub(crate) fn json_options() -> ParseOptions {
+    ParseOptions {
+        allow_comments: true,
+        allow_trailing_commas: true,
+        allow_loose_object_property_names: false,
+        allow_missing_commas: false,
+        allow_single_quoted_strings: false,
+        allow_hexadecimal_numbers: false,
+        allow_unary_plus_numbers: false,
+        allow_bare_decimal_point_numbers: false,
+        allow_non_finite_numbers: false,
+        allow_extended_string_escapes: false,
+    }
+}
+
+/// Namespaced tool names need room after the host's reserve.
+const MIN_NAME_ROOM: usize = 16;
+
+const TOP_KEYS: &[&str] = &[
+    "$schema",
+    "mcpServers",
+    "servers",
+    "defaults",
+    "namespacing",
+    "loginShellPath",
+];
+const DEFAULTS_KEYS: &[&str] = &["timeouts", "inheritEnv", "loginShellPath"];
+const TIMEOUT_KEYS: &[&str] = &["request", "init", "maxRequest", "shutdown"];
+const NAMESPACING_KEYS: &[&str] = &["separator", "maxLength", "reserve"];
+const TOOLS_KEYS: &[&str] = &["allow", "deny"];
+const SERVER_KEYS: &[&str] = &[
+    "type",
+    "command",
+    "args",
+    "env",
+    "envFile",
+    "cwd",
+    "inheritEnv",
+    "url",
+    "headers",
+    "disabled",
+    "tools",
+    "timeouts",
+    "alias",
+];
+const STDIO_ONLY: &[&str] = &["command", "args", "env", "envFile", "cwd", "inheritEnv"];
+const HTTP_ONLY: &[&str] = &["url", "headers"];
+
+pub(crate) fn parse(
+    text: &str,
+    path: &Path,
+    env: EnvLookup<'_>,
+) -> Result<HostConfig, ConfigError> {
+    let ast = parse_to_ast(text, &CollectOptions::default(), &json_options())
+        .map_err(|err| ConfigError::syntax(Some(path), &err))?;
+    let mut ctx = Ctx::new(text, path, env);
+    let mut config = HostConfig {
+        path: Some(path.to_path_buf()),
+        ..HostConfig::default()
+    };
+    match &ast.value {
+        // An empty (or comments-only) file is an empty config.
+        None => {}
+        Some(Value::Object(root)) => ctx.root(root, &mut config),
+        Some(other) => ctx.error(
+            other.start(),
+            "",
+            format!("the config must be a JSON object, found {}", kind(other)),
+        ),
+    }
+    // Cross-checks run last; report in document order.
+    ctx.errors.sort_by_key(|issue| issue.line);
+    config.warnings = ctx.warnings;
+    if ctx.errors.is_empty() {
+        tracing::debug!(
+            path = %path.display(),
+            servers = config.servers.len(),
+            "config loaded"
+        );
+        Ok(config)
+    } else {
+        Err(ConfigError::Invalid(Issues(ctx.errors)))
+    }
+}
+
+#[derive(Debug, Default)]
+struct PartialTimeouts {
+    request: Option<Duration>,
+    init: Option<Duration>,
+    max_request: Option<Duration>,
+    shutdown: Option<Duration>,
+}
+
+impl PartialTimeouts {
+    fn over(&self, base: &Timeouts) -> Timeouts {
+        Timeouts {
+            request: self.request.unwrap_or(base.request),
+            init: self.init.unwrap_or(base.init),
+            max_request: self.max_request.unwrap_or(base.max_request),
+            shutdown: self.shutdown.unwrap_or(base.shutdown),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Defaults {
+    timeouts: Timeouts,
+    inherit_env: bool,
+    login_shell_path: Option<(bool, usize)>,
+}
+
+enum Kind {
+    Stdio,
+    Http(HttpKind),
+}
+
+struct Ctx<'a> {
+    path: &'a Path,
+    base_dir: PathBuf,
+    line_starts: Vec<usize>,
+    env: EnvLookup<'a>,
+    errors: Vec<Issue>,
+    warnings: Vec<Issue>,
+}
+
+impl<'a> Ctx<'a> {
+    fn new(text: &str, path: &'a Path, env: EnvLookup<'a>) -> Self {
+        let line_starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        let base_dir = match path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        Ctx {
+            path,
+            base_dir,
+            line_starts,
+            env,
+            errors: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    fn line(&self, offset: usize) -> usize {
+        self.line_starts.partition_point(|&start| start <= offset)
+    }
+
+    fn issue(&self, at: usize, field: &str, message: String) -> Issue {
+        Issue {
+            path: self.path.to_path_buf(),
+            line: self.line(at),
+            field: field.to_owned(),
+            message,
+        }
+    }
+
+    fn error(&mut self, at: usize, field: &str, message: impl Into<String>) {
+        let issue = self.issue(at, field, message.into());
+        self.errors.push(issue);
+    }
+
+    fn warn(&mut self, at: usize, field: &str, message: impl Into<String>) {
+        let issue = self.issue(at, field, message.into());
+        tracing::warn!("config: {issue}");
+        self.warnings.push(issue);
+    }
+
+    // ---- document structure ----
+
+    fn root(&mut self, root: &Object<'_>, config: &mut HostConfig) {
+        self.keys(root, "", TOP_KEYS);
+        let defaults = match root.get("defaults") {
+            Some(prop) => self.defaults(&prop.value),
+            None => Defaults::default(),
+        };
+        let top_login = root
+            .get("loginShellPath")
+            .and_then(|prop| self.boolean(&prop.value, "loginShellPath"));
+        config.login_shell_path = match (top_login, defaults.login_shell_path) {
+            (Some(top), Some((nested, at))) if top != nested => {
+                self.error(
+                    at,
+                    "defaults.loginShellPath",
+                    "contradicts the top-level loginShellPath; set it in one place",
+                );
+                top
+            }
+            (Some(top), _) => top,
+            (None, Some((nested, _))) => nested,
+            (None, None) => true,
+        };
+        if let Some(prop) = root.get("namespacing") {
+            config.namespacing = self.namespacing(&prop.value);
+        }
+        config.servers = self.servers(root, &defaults);
+    }
+
+    fn defaults(&mut self, value: &Value<'_>) -> Defaults {
+        let mut defaults = Defaults::default();
+        let Some(obj) = self.object(value, "defaults") else {
+            return defaults;
+        };
+        self.keys(obj, "defaults", DEFAULTS_KEYS);
+        if let Some(prop) = obj.get("timeouts") {
+            let partial = self.timeouts(&prop.value, "defaults.timeouts");
+            defaults.timeouts = partial.over(&Timeouts::default());
+            self.check_timeouts(&defaults.timeouts, prop.value.start(), "defaults.timeouts");
+        }
+        if let Some(prop) = obj.get("inheritEnv") {
+            defaults.inherit_env = self
+                .boolean(&prop.value, "defaults.inheritEnv")
+                .unwrap_or(false);
+        }
+        if let Some(prop) = obj.get("loginShellPath") {
+            defaults.login_shell_path = self
+                .boolean(&prop.value, "defaults.loginShellPath")
+                .map(|b| (b, prop.value.start()));
+        }
+        defaults
+    }
+
+    fn timeouts(&mut self, value: &Value<'_>, field: &str) -> PartialTimeouts {
+        let mut partial = PartialTimeouts::default();
+        let Some(obj) = self.object(value, field) else {
+            return partial;
+        };
+        self.keys(obj, field, TIMEOUT_KEYS);
+        for prop in &obj.properties {
+            let key = prop_name(prop);
+            let slot = match key {
+                "request" => &mut partial.request,
+                "init" => &mut partial.init,
+                "maxRequest" => &mut partial.max_request,
+                "shutdown" => &mut partial.shutdown,
+                _ => continue,
+            };
+            let field = child(field, key);
+            let Some(duration) = self.duration(&prop.value, &field) else {
+                continue;
+            };
+            // A zero shutdown grace is meaningful (straight to SIGKILL); a
+            // zero request timeout would fail every request.
+            if duration.is_zero() && key != "shutdown" {
+                self.error(prop.value.start(), &field, "must be greater than zero");
+                continue;
+            }
+            *slot = Some(duration);
+        }
+        partial
+    }
+
+    fn check_timeouts(&mut self, timeouts: &Timeouts, at: usize, field: &str) {
+        if timeouts.request > timeouts.max_request {
+            self.error(
+                at,
+                field,
+                format!(
+                    "request ({}) exceeds maxRequest ({})",
+                    humantime::format_duration(timeouts.request),
+                    humantime::format_duration(timeouts.max_request)
+                ),
+            );
+        }
+    }
+
+    fn namespacing(&mut self, value: &Value<'_>) -> Namespacing {
+        let mut ns = Namespacing::default();
+        let Some(obj) = self.object(value, "namespacing") else {
+            return ns;
+        };
+        self.keys(obj, "namespacing", NAMESPACING_KEYS);
+        if let Some(prop) = obj.get("separator")
+            && let Some(sep) = self.string(&prop.value, "namespacing.separator")
+        {
+            if sep.is_empty() || sep.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                self.error(
+                    prop.value.start(),
+                    "namespacing.separator",
+                    "must be a non-empty string without whitespace",
+                );
+            } else {
+                ns.separator = sep.to_owned();
+            }
+        }
+        let mut sizes_ok = true;
+        if let Some(prop) = obj.get("maxLength") {
+            match self.uint(&prop.value, "namespacing.maxLength") {
+                Some(n) => ns.max_length = n,
+                None => sizes_ok = false,
+            }
+        }
+        if let Some(prop) = obj.get("reserve") {
+            match self.uint(&prop.value, "namespacing.reserve") {
+                Some(n) => ns.reserve = n,
+                None => sizes_ok = false,
+            }
+        }
+        let room = ns.max_length.saturating_sub(ns.reserve);
+        if sizes_ok && room < MIN_NAME_ROOM {
+            self.error(
+                value.start(),
+                "namespacing",
+                format!(
+                    "maxLength ({}) minus reserve ({}) leaves {room} characters for tool names; at least {MIN_NAME_ROOM} are needed",
+                    ns.max_length, ns.reserve
+                ),
+            );
+        }
+        ns
+    }
+
+    fn servers(&mut self, root: &Object<'_>, defaults: &Defaults) -> Vec<ServerConfig> {
+        let (prop, key) = match (root.get("mcpServers"), root.get("servers")) {
+            (Some(_), Some(second)) => {
+                self.error(
+                    second.start(),
+                    "servers",
+                    "both \"mcpServers\" and \"servers\" are present; keep one of them",
+                );
+                return Vec::new();
+            }
+            (Some(prop), None) => (prop, "mcpServers"),
+            (None, Some(prop)) => (prop, "servers"),
+            (None, None) => return Vec::new(),
+        };
+        let Some(obj) = self.object(&prop.value, key) else {
+            return Vec::new();
+        };
+        let mut servers = Vec::new();
+        let mut seen = HashSet::new();
+        // prefix → (server name); aliases must not collide with each other
+        // or with other servers' names.
+        let mut prefixes: HashMap<String, String> = HashMap::new();
+        let mut alias_sites = Vec::new();
+        for prop in &obj.properties {
+            let name = prop_name(prop);
+            let field = child(key, name);
+            if name.trim().is_empty() {
+                self.error(prop.start(), &field, "server names must be non-empty");
+                continue;
+            }
+            if !seen.insert(name.to_owned()) {
+                self.error(prop.start(), &field, "duplicate server name");
+                continue;
+            }
+            let Some(server) = self.server(name, prop, &field, defaults) else {
+                continue;
+            };
+            match &server.alias {
+                Some(alias) => {
+                    let at = prop
+                        .value
+                        .as_object()
+                        .and_then(|o| o.get("alias"))
+                        .map_or(prop.start(), |p| p.value.start());
+                    alias_sites.push((
+                        alias.clone(),
+                        server.name.clone(),
+                        at,
+                        child(&field, "alias"),
+                    ));
+                }
+                None => {
+                    prefixes.insert(server.name.clone(), server.name.clone());
+                }
+            }
+            servers.push(server);
+        }
+        for (alias, name, at, field) in alias_sites {
+            match prefixes.get(&alias) {
+                Some(other) if *other != name => self.error(
+                    at,
+                    &field,
+                    format!("namespace prefix \"{alias}\" is already used by server \"{other}\""),
+                ),
+                _ => {
+                    prefixes.insert(alias, name);
+                }
+            }
+        }
+        servers
+    }
+
+    fn server(
+        &mut self,
+        name: &str,
+        prop: &ObjectProp<'_>,
+        field: &str,
+        defaults: &Defaults,
+    ) -> Option<ServerConfig> {
+        let obj = self.object(&prop.value, field)?;
+        let errors_before = self.errors.len();
+        self.keys(obj, field, SERVER_KEYS);
+
+        let disabled = obj
+            .get("disabled")
+            .and_then(|p| self.boolean(&p.value, &child(field, "disabled")))
+            .unwrap_or(false);
+
+        let kind = self.transport_kind(obj, field, prop.start());
+        let transport = match kind {
+            Some(Kind::Stdio) => {
+                self.not_for(obj, field, HTTP_ONLY, "HTTP servers");
+                self.stdio(obj, field, name, disabled, defaults, prop.start())
+                    .map(TransportConfig::Stdio)
+            }
+            Some(Kind::Http(kind)) => {
+                self.not_for(obj, field, STDIO_ONLY, "stdio servers");
+                self.http(obj, field, name, disabled, kind, prop.start())
+                    .map(TransportConfig::Http)
+            }
+            None => None,
+        };
+
+        let alias = obj.get("alias").and_then(|p| {
+            let field = child(field, "alias");
+            let alias = self.string(&p.value, &field)?;
+            let valid = !alias.is_empty()
+                && alias
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            if !valid {
+                self.error(p.value.start(), &field, "must match [A-Za-z0-9_-]+");
+                return None;
+            }
+            Some(alias.to_owned())
+        });
+
+        let tools = match obj.get("tools") {
+            Some(p) => self.tools(&p.value, &child(field, "tools")),
+            None => Some(ToolFilter::default()),
+        };
+
+        let timeouts = match obj.get("timeouts") {
+            Some(p) => {
+                let field = child(field, "timeouts");
+                let timeouts = self.timeouts(&p.value, &field).over(&defaults.timeouts);
+                self.check_timeouts(&timeouts, p.value.start(), &field);
+                timeouts
+            }
+            None => defaults.timeouts,
+        };
+
+        if self.errors.len() > errors_before {
+            return None;
+        }
+        Some(ServerConfig {
+            name: name.to_owned(),
+            alias,
+            disabled,
+            transport: transport?,
+            tools: tools?,
+            timeouts,
+        })
+    }
+
+    fn transport_kind(&mut self, obj: &Object<'_>, field: &str, at: usize) -> Option<Kind> {
+        let command = obj.get("command").is_some();
+        let url = obj.get("url").is_some();
+        if command && url {
+            self.error(
+                at,
+                field,
+                "has both \"command\" and \"url\"; keep one: command starts a stdio server, url connects to an HTTP server",
+            );
+            return None;
+        }
+        if let Some(prop) = obj.get("type") {
+            let field = child(field, "type");
+            return match self.string(&prop.value, &field)? {
+                "stdio" => Some(Kind::Stdio),
+                "http" => Some(Kind::Http(HttpKind::Auto)),
+                "streamable-http" => Some(Kind::Http(HttpKind::Streamable)),
+                "sse" => Some(Kind::Http(HttpKind::Sse)),
+                other => {
+                    self.error(
+                        prop.value.start(),
+                        &field,
+                        format!(
+                            "{other:?} is not a server type; use \"stdio\", \"http\", \"streamable-http\" or \"sse\""
+                        ),
+                    );
+                    None
+                }
+            };
+        }
+        if command {
+            Some(Kind::Stdio)
+        } else if url {
+            Some(Kind::Http(HttpKind::Auto))
+        } else {
+            self.error(
+                at,
+                field,
+                "needs \"command\" (a stdio server) or \"url\" (an HTTP server)",
+            );
+            None
+        }
+    }
+
+    /// Keys that belong to the other transport are mistakes, not extensions.
+    fn not_for(&mut self, obj: &Object<'_>, field: &str, keys: &[&str], what: &str) {
+        for prop in &obj.properties {
+            let key = prop_name(prop);
+            if keys.contains(&key) {
+                self.error(
+                    prop.start(),
+                    &child(field, key),
+                    format!("only applies to {what}"),
+                );
+            }
+        }
+    }
+
+    fn stdio(
+        &mut self,
+        obj: &Object<'_>,
+        field: &str,
+        server: &str,
+        lenient: bool,
+        defaults: &Defaults,
+        at: usize,
+    ) -> Option<StdioServer> {
+        let command = match obj.get("command") {
+            Some(p) => {
+                let field = child(field, "command");
+                self.non_empty_string(&p.value, &field)
+                    .and_then(|raw| {
+                        self.interpolated(raw, p.value.start(), &field, server, lenient)
+                    })
+                    .and_then(|command| {
+                        if command.is_empty() {
+                            self.error(p.value.start(), &field, "is empty after interpolation");
+                            None
+                        } else {
+                            Some(command)
+                        }
+                    })
+            }
+            None => {
+                self.error(
+                    at,
+                    &child(field, "command"),
+                    "missing; a stdio server needs a command",
+                );
+                None
+            }
+        };
+
+        let mut args = Vec::new();
+        if let Some(p) = obj.get("args") {
+            let field = child(field, "args");
+            if let Some(items) = self.array(&p.value, &field) {
+                for (i, item) in items.iter().enumerate() {
+                    let field = format!("{field}[{i}]");
+                    if let Some(raw) = self.string(item, &field)
+                        && let Some(arg) =
+                            self.interpolated(raw, item.start(), &field, server, lenient)
+                    {
+                        args.push(arg);
+                    }
+                }
+            }
+        }
+
+        let mut env = BTreeMap::new();
+        if let Some(p) = obj.get("envFile") {
+            let field = child(field, "envFile");
+            if let Some(raw) = self.non_empty_string(&p.value, &field)
+                && let Some(file) = self.interpolated(raw, p.value.start(), &field, server, lenient)
+            {
+                self.env_file(&file, p.value.start(), &field, lenient, &mut env);
+            }
+        }
+        if let Some(p) = obj.get("env") {
+            let field = child(field, "env");
+            let map = self.string_map(&p.value, &field, server, lenient, valid_env_name);
+            // env wins over envFile.
+            env.extend(map);
+        }
+
+        let cwd = obj.get("cwd").and_then(|p| {
+            let field = child(field, "cwd");
+            let raw = self.non_empty_string(&p.value, &field)?;
+            let dir = self.interpolated(raw, p.value.start(), &field, server, lenient)?;
+            Some(self.base_dir.join(dir))
+        });
+
+        let inherit_env = obj
+            .get("inheritEnv")
+            .and_then(|p| self.boolean(&p.value, &child(field, "inheritEnv")))
+            .unwrap_or(defaults.inherit_env);
+
+        Some(StdioServer {
+            command: command?,
+            args,
+            env,
+            cwd,
+            inherit_env,
+        })
+    }
+
+    fn env_file(
+        &mut self,
+        file: &str,
+        at: usize,
+        field: &str,
+        lenient: bool,
+        env: &mut BTreeMap<String, String>,
+    ) {
+        let path = self.base_dir.join(file);
+        let report = |ctx: &mut Self, message: String| {
+            if lenient {
+                ctx.warn(at, field, format!("{message} (server is disabled)"));
+            } else {
+                ctx.error(at, field, message);
+            }
+        };
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(err) => {
+                report(self, format!("cannot read {}: {err}", path.display()));
+                return;
+            }
+        };
+        match parse_dotenv(&text) {
+            Ok(vars) => env.extend(vars),
+            Err(errors) => {
+                for err in errors {
+                    report(
+                        self,
+                        format!("{}:{}: {}", path.display(), err.line, err.message),
+                    );
+                }
+            }
+        }
+    }
+
+    fn http(
+        &mut self,
+        obj: &Object<'_>,
+        field: &str,
+        server: &str,
+        lenient: bool,
+        kind: HttpKind,
+        at: usize,
+    ) -> Option<HttpServer> {
+        let url = match obj.get("url") {
+            Some(p) => {
+                let field = child(field, "url");
+                self.non_empty_string(&p.value, &field)
+                    .and_then(|raw| {
+                        self.interpolated(raw, p.value.start(), &field, server, lenient)
+                    })
+                    .and_then(|url| {
+                        let lower = url.to_ascii_lowercase();
+                        // The value is not echoed: query strings carry keys. A
+                        // disabled server may keep an unresolved `${VAR}`.
+                        let http = lower.starts_with("http://") || lower.starts_with("https://");
+                        if http || (lenient && url.contains("${")) {
+                            Some(url)
+                        } else {
+                            self.error(
+                                p.value.start(),
+                                &field,
+                                "must be an http:// or https:// URL",
+                            );
+                            None
+                        }
+                    })
+            }
+            None => {
+                self.error(
+                    at,
+                    &child(field, "url"),
+                    "missing; an HTTP server needs a url",
+                );
+                None
+            }
+        };
+        let headers = match obj.get("headers") {
+            Some(p) => {
+                let headers = self.string_map(
+                    &p.value,
+                    &child(field, "headers"),
+                    server,
+                    lenient,
+                    valid_header_name,
+                );
+                for (name, value) in &headers {
+                    if value.contains(['\r', '\n']) {
+                        self.error(
+                            p.value.start(),
+                            &child(&child(field, "headers"), name),
+                            "must not contain line breaks",
+                        );
+                    }
+                }
+                headers
+            }
+            None => BTreeMap::new(),
+        };
+        Some(HttpServer {
+            url: url?,
+            headers,
+            kind,
+        })
+    }
+
+    fn tools(&mut self, value: &Value<'_>, field: &str) -> Option<ToolFilter> {
+        let obj = self.object(value, field)?;
+        self.keys(obj, field, TOOLS_KEYS);
+        let mut lists = [Vec::new(), Vec::new()];
+        let mut ok = true;
+        for (list, key) in lists.iter_mut().zip(["allow", "deny"]) {
+            let Some(prop) = obj.get(key) else { continue };
+            let field = child(field, key);
+            let Some(items) = self.array(&prop.value, &field) else {
+                ok = false;
+                continue;
+            };
+            for (i, item) in items.iter().enumerate() {
+                let field = format!("{field}[{i}]");
+                let Some(pattern) = self.string(item, &field) else {
+                    ok = false;
+                    continue;
+                };
+                if let Err(err) = glob(pattern) {
+                    self.error(item.start(), &field, format!("bad glob: {err}"));
+                    ok = false;
+                    continue;
+                }
+                list.push(pattern.to_owned());
+            }
+        }
+        if !ok {
+            return None;
+        }
+        let [allow, deny] = lists;
+        match ToolFilter::new(allow, deny) {
+            Ok(filter) => Some(filter),
+            Err(err) => {
+                self.error(value.start(), field, format!("bad glob: {err}"));
+                None
+            }
+        }
+    }
+
+    // ---- values ----
+
+    fn interpolated(
+        &mut self,
+        raw: &str,
+        at: usize,
+        field: &str,
+        server: &str,
+        lenient: bool,
+    ) -> Option<String> {
+        match interpolate(raw, self.env) {
+            Ok(value) => Some(value),
+            Err(err) => {
+                let message = format!("server \"{server}\": {}", err.message());
+                if lenient {
+                    // A disabled server may lack its secrets; keep the text.
+                    self.warn(at, field, format!("{message} (server is disabled)"));
+                    Some(raw.to_owned())
+                } else {
+                    self.error(at, field, message);
+                    None
+                }
+            }
+        }
+    }
+
+    fn string_map(
+        &mut self,
+        value: &Value<'_>,
+        field: &str,
+        server: &str,
+        lenient: bool,
+        valid_name: fn(&str) -> bool,
+    ) -> BTreeMap<String, String> {
+        let mut map = BTreeMap::new();
+        let Some(obj) = self.object(value, field) else {
+            return map;
+        };
+        self.duplicates(obj, field);
+        for prop in &obj.properties {
+            let key = prop_name(prop);
+            let field = child(field, key);
+            if !valid_name(key) {
+                self.error(prop.start(), &field, "is not a valid name");
+                continue;
+            }
+            if let Some(raw) = self.string(&prop.value, &field)
+                && let Some(value) =
+                    self.interpolated(raw, prop.value.start(), &field, server, lenient)
+            {
+                map.insert(key.to_owned(), value);
+            }
+        }
+        map
+    }
+
+    fn duration(&mut self, value: &Value<'_>, field: &str) -> Option<Duration> {
+        let result = match value {
+            Value::StringLit(s) => parse_duration(&s.value),
+            Value::NumberLit(n) => Err(no_unit_hint(n.value)),
+            other => Err(format!(
+                "must be a duration like \"30s\", found {}",
+                kind(other)
+            )),
+        };
+        result
+            .map_err(|message| self.error(value.start(), field, message))
+            .ok()
+    }
+
+    fn uint(&mut self, value: &Value<'_>, field: &str) -> Option<usize> {
+        match value {
+            Value::NumberLit(n) => match n.value.parse::<usize>() {
+                Ok(n) => Some(n),
+                Err(_) => {
+                    self.error(value.start(), field, "must be a non-negative integer");
+                    None
+                }
+            },
+            other => {
+                self.error(
+                    value.start(),
+                    field,
+                    format!("must be a non-negative integer, found {}", kind(other)),
+                );
+                None
+            }
+        }
+    }
+
+    fn boolean(&mut self, value: &Value<'_>, field: &str) -> Option<bool> {
+        match value {
+            Value::BooleanLit(b) => Some(b.value),
+            other => {
+                self.error(
+                    value.start(),
+                    field,
+                    format!("must be true or false, found {}", kind(other)),
+                );
+                None
+            }
+        }
+    }
+
+    fn string<'v>(&mut self, value: &'v Value<'_>, field: &str) -> Option<&'v str> {
+        match value {
+            Value::StringLit(s) => Some(&s.value),
+            other => {
+                self.error(
+                    value.start(),
+                    field,
+                    format!("must be a string, found {}", kind(other)),
+                );
+                None
+            }
+        }
+    }
+
+    fn non_empty_string<'v>(&mut self, value: &'v Value<'_>, field: &str) -> Option<&'v str> {
+        match value {
+            Value::StringLit(s) if !s.value.trim().is_empty() => Some(&s.value),
+            _ => {
+                self.error(value.start(), field, "must be a non-empty string");
+                None
+            }
+        }
+    }
+
+    fn object<'v, 't>(&mut self, value: &'v Value<'t>, field: &str) -> Option<&'v Object<'t>> {
+        match value {
+            Value::Object(obj) => Some(obj),
+            other => {
+                self.error(
+                    value.start(),
+                    field,
+                    format!("must be an object, found {}", kind(other)),
+                );
+                None
+            }
+        }
+    }
+
+    fn array<'v, 't>(&mut self, value: &'v Value<'t>, field: &str) -> Option<&'v [Value<'t>]> {
+        match value {
+            Value::Array(array) => Some(&array.elements),
+            other => {
+                self.error(
+                    value.start(),
+                    field,
+                    format!("must be an array, found {}", kind(other)),
+                );
+                None
+            }
+        }
+    }
+
+    /// Duplicate keys are errors (other tools silently take one or the
+    /// other); unknown keys are warnings, for forward compatibility.
+    fn keys(&mut self, obj: &Object<'_>, field: &str, known: &[&str]) {
+        self.duplicates(obj, field);
+        for prop in &obj.properties {
+            let key = prop_name(prop);
+            if !known.contains(&key) {
+                self.warn(prop.start(), &child(field, key), "unknown key, ignored");
+            }
+        }
+    }
+
+    fn duplicates(&mut self, obj: &Object<'_>, field: &str) {
+        let mut seen = HashSet::new();
+        for prop in &obj.properties {
+            let key = prop_name(prop);
+            if !seen.insert(key) {
+                self.error(prop.start(), &child(field, key), "duplicate key");
+            }
+        }
+    }
+}
+
+fn prop_name<'v>(prop: &'v ObjectProp<'_>) -> &'v str {
+    match &prop.name {
+        ObjectPropName::String(s) => &s.value,
+        ObjectPropName::Word(w) => w.value,
+    }
+}
+
+/// `parent.key`, or `parent["odd key"]` when the key is not a plain word.
+fn child(parent: &str, key: &str) -> String {
+    let plain = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '$');
+    match (parent.is_empty(), plain) {
+        (true, true) => key.to_owned(),
+        (true, false) => format!("[{key:?}]"),
+        (false, true) => format!("{parent}.{key}"),
+        (false, false) => format!("{parent}[{key:?}]"),
+    }
+}
+
+fn kind(value: &Value<'_>) -> &'static str {
+    match value {
+        Value::StringLit(_) => "a string",
+        Value::NumberLit(_) => "a number",
+        Value::BooleanLit(_) => "a boolean",
+        Value::Object(_) => "an object",
+        Value::Array(_) => "an array",
+        Value::NullKeyword(_) => "null",
+    }
+}
+
+fn valid_env_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains(['=', '\0'])
+}
+
+/// RFC 9110 token characters.
+fn valid_header_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c))
+}
