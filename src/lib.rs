@@ -21,6 +21,8 @@
 
 pub mod client;
 pub mod config;
+pub mod daemon;
+pub mod engine;
 pub mod ipc;
 pub mod jsonrpc;
 pub mod protocol;

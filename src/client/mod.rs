@@ -308,6 +308,17 @@ impl ServerClient {
         self.control.shutdown().await;
     }
 
+    /// Send any request (e.g. an extension method such as `mcphost/status`);
+    /// params and result are relayed untouched.
+    pub async fn request_raw(
+        &self,
+        method: &'static str,
+        params: Option<Box<RawValue>>,
+        opts: CallOptions,
+    ) -> Result<Box<RawValue>, ClientError> {
+        self.core.request(method, None, params, &opts).await
+    }
+
     pub async fn ping(&self) -> Result<(), ClientError> {
         self.core
             .request(methods::PING, None, None, &CallOptions::default())

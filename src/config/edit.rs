@@ -67,6 +67,28 @@ pub fn remove_server(text: &str, name: &str) -> Result<String, ConfigError> {
     Ok(root.to_string())
 }
 
+/// Sets `"disabled": <disabled>` on server `name`, in place when the key
+/// exists, else appended to the entry. Nothing else in the text changes.
+pub fn set_disabled(text: &str, name: &str, disabled: bool) -> Result<String, ConfigError> {
+    let root = parse_root(text)?;
+    let no_such = || ConfigError::NoSuchServer {
+        name: name.to_owned(),
+    };
+    let root_obj = match root.value() {
+        None => return Err(no_such()),
+        Some(_) => root.object_value().ok_or_else(not_an_object)?,
+    };
+    let (servers, _) = servers_object(&root_obj)?.ok_or_else(no_such)?;
+    let entry = servers.object_value(name).ok_or_else(no_such)?;
+    match entry.get("disabled") {
+        Some(prop) => prop.set_value(CstInputValue::Bool(disabled)),
+        None => {
+            entry.append("disabled", CstInputValue::Bool(disabled));
+        }
+    }
+    Ok(root.to_string())
+}
+
 /// Replaces `path` with `text` atomically: a temporary file in the same
 /// directory, fsynced, renamed over the original, keeping its permissions. A
 /// symlink is followed, so the link stays and its target is replaced. A new

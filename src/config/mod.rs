@@ -17,9 +17,10 @@ mod duration;
 pub mod edit;
 mod error;
 mod interpolate;
-mod location;
+pub mod location;
 mod parse;
 pub mod shell_path;
+pub mod store;
 mod tools;
 
 use std::collections::BTreeMap;

@@ -101,6 +101,8 @@ pub enum PeerError {
     InvalidResponse(String),
     #[error("cannot encode request: {0}")]
     Encode(String),
+    #[error("the outbound queue is full: the other side is not reading")]
+    QueueFull,
 }
 
 /// A server→client request handed to the host.
@@ -312,6 +314,22 @@ impl Peer {
             .send(line)
             .await
             .map_err(|_| PeerError::Closed(self.inner.close_reason_or_default()))
+    }
+
+    /// Send a notification without waiting: a full queue means the other
+    /// side stopped reading, and the caller decides what to do about it.
+    pub fn try_notify(&self, method: &str, params: Option<Box<RawValue>>) -> Result<(), PeerError> {
+        let line = Message::Notification(Notification {
+            method: method.to_owned(),
+            params,
+        })
+        .to_line();
+        self.inner.outbound.try_send(line).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => PeerError::QueueFull,
+            mpsc::error::TrySendError::Closed(_) => {
+                PeerError::Closed(self.inner.close_reason_or_default())
+            }
+        })
     }
 
     /// Notifications from the server, except progress (routed to requests).

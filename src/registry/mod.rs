@@ -1,4 +1,566 @@
-//! The registry: supervised servers and the namespaced catalog over them.
+//! The registry: one supervised client per configured server, and the
+//! namespaced catalog over all of them.
+//!
+//! Every server starts concurrently and independently; a slow or broken one
+//! only affects its own entry. Lists are fetched when a server becomes ready
+//! and again when it says a list changed; each change rebuilds the catalog
+//! and is announced as a [`RegistryEvent`].
 
 pub mod catalog;
 pub mod supervisor;
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock, RwLockReadGuard};
+
+use serde_json::value::RawValue;
+use tokio::sync::broadcast;
+use tracing::{debug, warn};
+
+use crate::client::{CallOptions, ClientError, ClientOptions, ServerClient, ServerEvent};
+use crate::config::{HostConfig, ServerConfig, TransportConfig};
+use crate::protocol::{Prompt, Resource, ResourceTemplate, Tool, ToolResult};
+use catalog::{
+    Catalog, NamingRules, PromptCatalog, ResourceCatalog, ServerPrompts, ServerResources,
+    ServerTools,
+};
+use supervisor::{
+    Launch, RestartPolicy, ServerState, ServerStatus, SupervisorEvent, SupervisorHandle,
+};
+
+/// What changed, for socket clients and the CLI.
+#[derive(Debug, Clone)]
+pub enum RegistryEvent {
+    ToolsChanged,
+    ResourcesChanged,
+    PromptsChanged,
+    ServerState(Arc<ServerStatus>),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("unknown tool {0:?}")]
+    UnknownTool(String),
+    #[error("unknown prompt {0:?}")]
+    UnknownPrompt(String),
+    #[error("no server offers resource {0:?}")]
+    UnknownResource(String),
+    #[error("unknown server {0:?}")]
+    UnknownServer(String),
+    #[error("{0}")]
+    Unavailable(String),
+    #[error(transparent)]
+    Client(#[from] ClientError),
+}
+
+#[derive(Default, Clone)]
+struct Lists {
+    tools: Vec<Tool>,
+    resources: Vec<Resource>,
+    templates: Vec<ResourceTemplate>,
+    prompts: Vec<Prompt>,
+}
+
+struct Entry {
+    config: ServerConfig,
+    handle: SupervisorHandle,
+    lists: Lists,
+    /// Lists fetched at least once since the server last became ready.
+    listed: bool,
+}
+
+struct State {
+    /// Config order; it decides the catalog's listing order.
+    entries: Vec<Entry>,
+    rules: NamingRules,
+    catalog: Arc<Catalog>,
+    prompts: Arc<PromptCatalog>,
+    resources: Arc<ResourceCatalog>,
+}
+
+struct Inner {
+    state: RwLock<State>,
+    base: ClientOptions,
+    /// PATH from the user's login shell, for servers without their own.
+    shell_path: Option<String>,
+    policy: RestartPolicy,
+    supervisor_events: broadcast::Sender<SupervisorEvent>,
+    events: broadcast::Sender<RegistryEvent>,
+    settled: tokio::sync::watch::Sender<()>,
+}
+
+/// Cloneable handle to the registry.
+#[derive(Clone)]
+pub struct Registry {
+    inner: Arc<Inner>,
+}
+
+fn rules_of(cfg: &HostConfig) -> NamingRules {
+    NamingRules {
+        separator: cfg.namespacing.separator.clone(),
+        max_length: cfg.namespacing.max_length,
+        reserve: cfg.namespacing.reserve,
+    }
+}
+
+impl Registry {
+    /// Start every enabled server in `cfg`, all at once.
+    pub fn start(
+        cfg: &HostConfig,
+        base: ClientOptions,
+        policy: RestartPolicy,
+        shell_path: Option<String>,
+    ) -> Registry {
+        let (supervisor_events, sup_rx) = broadcast::channel(1024);
+        let (events, _) = broadcast::channel(1024);
+        let rules = rules_of(cfg);
+        let inner = Arc::new(Inner {
+            state: RwLock::new(State {
+                entries: Vec::new(),
+                catalog: Arc::new(catalog::build(&[], &rules)),
+                prompts: Arc::new(catalog::build_prompts(&[], &rules)),
+                resources: Arc::new(catalog::build_resources(&[])),
+                rules,
+            }),
+            base,
+            shell_path,
+            policy,
+            supervisor_events,
+            events,
+            settled: tokio::sync::watch::channel(()).0,
+        });
+        let reg = Registry { inner };
+        tokio::spawn(reg.clone().pump(sup_rx));
+        {
+            let mut st = reg.write();
+            for sc in &cfg.servers {
+                let handle = reg.launch(sc);
+                st.entries.push(Entry {
+                    config: sc.clone(),
+                    handle,
+                    lists: Lists::default(),
+                    listed: false,
+                });
+            }
+        }
+        reg
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, State> {
+        self.inner.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
+        self.inner.state.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn launch(&self, sc: &ServerConfig) -> SupervisorHandle {
+        let mut opts = self.inner.base.clone();
+        opts.init_timeout = sc.timeouts.init;
+        opts.request_timeout = sc.timeouts.request;
+        opts.max_request_timeout = sc.timeouts.max_request;
+        let launch = match &sc.transport {
+            TransportConfig::Stdio(s) => Launch::Stdio(match &self.inner.shell_path {
+                Some(path) => s.to_stdio_config_with_path(&sc.timeouts, path),
+                None => s.to_stdio_config(&sc.timeouts),
+            }),
+            TransportConfig::Http(h) => Launch::Http { url: h.url.clone() },
+        };
+        supervisor::spawn(
+            &sc.name,
+            launch,
+            opts,
+            self.inner.policy.clone(),
+            sc.disabled,
+            self.inner.supervisor_events.clone(),
+        )
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<RegistryEvent> {
+        self.inner.events.subscribe()
+    }
+
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.read().catalog.clone()
+    }
+
+    pub fn prompts(&self) -> Arc<PromptCatalog> {
+        self.read().prompts.clone()
+    }
+
+    pub fn resources(&self) -> Arc<ResourceCatalog> {
+        self.read().resources.clone()
+    }
+
+    pub fn statuses(&self) -> Vec<Arc<ServerStatus>> {
+        self.read()
+            .entries
+            .iter()
+            .map(|e| e.handle.status())
+            .collect()
+    }
+
+    pub fn server_names(&self) -> Vec<String> {
+        self.read()
+            .entries
+            .iter()
+            .map(|e| e.config.name.clone())
+            .collect()
+    }
+
+    fn handle(&self, server: &str) -> Result<SupervisorHandle, RegistryError> {
+        self.read()
+            .entries
+            .iter()
+            .find(|e| e.config.name == server)
+            .map(|e| e.handle.clone())
+            .ok_or_else(|| RegistryError::UnknownServer(server.to_owned()))
+    }
+
+    /// The ready client of `server`, or why it is not there.
+    pub fn client(&self, server: &str) -> Result<Arc<ServerClient>, RegistryError> {
+        self.handle(server)?
+            .client()
+            .map_err(|st| RegistryError::Unavailable(st.unavailable_reason()))
+    }
+
+    /// Call a tool by its catalog name.
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Option<Box<RawValue>>,
+        opts: CallOptions,
+    ) -> Result<ToolResult, RegistryError> {
+        let route = self
+            .catalog()
+            .route(name)
+            .cloned()
+            .ok_or_else(|| RegistryError::UnknownTool(name.to_owned()))?;
+        let client = self.client(&route.server)?;
+        Ok(client.call_tool(&route.tool, arguments, opts).await?)
+    }
+
+    /// Get a prompt by its catalog name.
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Option<Box<RawValue>>,
+    ) -> Result<Box<RawValue>, RegistryError> {
+        let route = self
+            .prompts()
+            .route(name)
+            .cloned()
+            .ok_or_else(|| RegistryError::UnknownPrompt(name.to_owned()))?;
+        let client = self.client(&route.server)?;
+        Ok(client
+            .get_prompt(&route.tool, arguments, CallOptions::default())
+            .await?)
+    }
+
+    /// Read a resource from the server that listed its URI (or, failing
+    /// that, the only server offering resources).
+    pub async fn read_resource(&self, uri: &str) -> Result<Box<RawValue>, RegistryError> {
+        let server = self.resources().route(uri).map(str::to_owned);
+        let server = match server {
+            Some(s) => s,
+            None => {
+                // Template-generated URIs are not listed; route them only
+                // when exactly one server can have them.
+                let st = self.read();
+                let offering: Vec<&Entry> = st
+                    .entries
+                    .iter()
+                    .filter(|e| !e.lists.templates.is_empty())
+                    .collect();
+                match offering.as_slice() {
+                    [one] => one.config.name.clone(),
+                    _ => return Err(RegistryError::UnknownResource(uri.to_owned())),
+                }
+            }
+        };
+        let client = self.client(&server)?;
+        Ok(client.read_resource(uri, CallOptions::default()).await?)
+    }
+
+    pub async fn restart(&self, server: &str) -> Result<(), RegistryError> {
+        self.handle(server)?.restart().await;
+        Ok(())
+    }
+
+    /// Apply a new config: stop removed servers, start new ones, restart
+    /// changed ones; unchanged servers keep running untouched.
+    pub async fn apply(&self, cfg: &HostConfig) {
+        let mut to_stop = Vec::new();
+        {
+            let mut st = self.write();
+            let mut old: HashMap<String, Entry> = st
+                .entries
+                .drain(..)
+                .map(|e| (e.config.name.clone(), e))
+                .collect();
+            let mut entries = Vec::new();
+            for sc in &cfg.servers {
+                match old.remove(&sc.name) {
+                    Some(e) if e.config == *sc => entries.push(e),
+                    Some(e) => {
+                        debug!(server = %sc.name, "config changed; restarting");
+                        to_stop.push(e.handle);
+                        entries.push(Entry {
+                            config: sc.clone(),
+                            handle: self.launch(sc),
+                            lists: Lists::default(),
+                            listed: false,
+                        });
+                    }
+                    None => entries.push(Entry {
+                        config: sc.clone(),
+                        handle: self.launch(sc),
+                        lists: Lists::default(),
+                        listed: false,
+                    }),
+                }
+            }
+            to_stop.extend(old.into_values().map(|e| e.handle));
+            st.entries = entries;
+            st.rules = rules_of(cfg);
+        }
+        self.rebuild(true, true, true);
+        for h in to_stop {
+            h.stop().await;
+        }
+    }
+
+    /// Stop every server; resolves when all processes are gone.
+    pub async fn shutdown(&self) {
+        let handles: Vec<_> = self
+            .read()
+            .entries
+            .iter()
+            .map(|e| e.handle.clone())
+            .collect();
+        futures_util::future::join_all(handles.iter().map(|h| h.stop())).await;
+    }
+
+    async fn pump(self, mut rx: broadcast::Receiver<SupervisorEvent>) {
+        loop {
+            let ev = match rx.recv().await {
+                Ok(ev) => ev,
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    warn!(missed = n, "registry fell behind its supervisors");
+                    continue;
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            };
+            match ev {
+                SupervisorEvent::State(status) => {
+                    let gone = matches!(
+                        status.state,
+                        ServerState::Failed | ServerState::Stopped | ServerState::Disabled
+                    );
+                    if status.state != ServerState::Ready
+                        && let Some(e) = self
+                            .write()
+                            .entries
+                            .iter_mut()
+                            .find(|e| e.config.name == status.name)
+                    {
+                        e.listed = false;
+                    }
+                    if gone && self.set_lists(&status.name, |l| *l = Lists::default()) {
+                        self.rebuild(true, true, true);
+                    }
+                    let _ = self.inner.events.send(RegistryEvent::ServerState(status));
+                }
+                SupervisorEvent::Connected { server } => {
+                    let reg = self.clone();
+                    tokio::spawn(async move { reg.refresh(&server).await });
+                }
+                SupervisorEvent::Changed { server, event } => {
+                    let kinds = match &event {
+                        ServerEvent::ToolsChanged(_) => (true, false, false),
+                        ServerEvent::ResourcesChanged { .. } => (false, true, false),
+                        ServerEvent::PromptsChanged(_) => (false, false, true),
+                        _ => continue,
+                    };
+                    let updated = self.set_lists(&server, |l| match event {
+                        ServerEvent::ToolsChanged(t) => l.tools = (*t).clone(),
+                        ServerEvent::ResourcesChanged {
+                            resources,
+                            templates,
+                        } => {
+                            l.resources = (*resources).clone();
+                            l.templates = (*templates).clone();
+                        }
+                        ServerEvent::PromptsChanged(p) => l.prompts = (*p).clone(),
+                        _ => {}
+                    });
+                    if updated {
+                        self.rebuild(kinds.0, kinds.1, kinds.2);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Fetch every list a newly ready server offers.
+    async fn refresh(&self, server: &str) {
+        let Ok(client) = self.client(server) else {
+            return;
+        };
+        let caps = client.negotiated().capabilities.clone();
+        let mut lists = Lists::default();
+        let mut failed = Vec::new();
+        if caps.tools.is_some() {
+            match client.list_tools().await {
+                Ok(t) => lists.tools = t,
+                Err(e) => failed.push(e),
+            }
+        }
+        if caps.resources.is_some() {
+            match client.list_resources().await {
+                Ok(r) => lists.resources = r,
+                Err(e) => failed.push(e),
+            }
+            match client.list_resource_templates().await {
+                Ok(t) => lists.templates = t,
+                Err(e) => failed.push(e),
+            }
+        }
+        if caps.prompts.is_some() {
+            match client.list_prompts().await {
+                Ok(p) => lists.prompts = p,
+                Err(e) => failed.push(e),
+            }
+        }
+        for e in failed {
+            warn!(server, "listing failed: {e}");
+        }
+        if self.set_lists(server, |l| *l = lists) {
+            self.mark_listed(server);
+            self.rebuild(true, true, true);
+        }
+    }
+
+    fn mark_listed(&self, server: &str) {
+        if let Some(e) = self
+            .write()
+            .entries
+            .iter_mut()
+            .find(|e| e.config.name == server)
+        {
+            e.listed = true;
+        }
+        self.inner.settled.send_replace(());
+    }
+
+    /// Wait until every server is listed, failed or disabled (or `limit`
+    /// passes): the CLI's direct mode answers only once it has a catalog.
+    pub async fn settled(&self, limit: std::time::Duration) {
+        let mut rx = self.inner.settled.subscribe();
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let done = self.read().entries.iter().all(|e| {
+                e.listed
+                    || matches!(
+                        e.handle.status().state,
+                        ServerState::Failed | ServerState::Disabled | ServerState::Stopped
+                    )
+            });
+            if done {
+                return;
+            }
+            // Wake on a listing or a state change, or poll now and then.
+            let tick = tokio::time::sleep(std::time::Duration::from_millis(50));
+            tokio::select! {
+                _ = rx.changed() => {}
+                _ = tick => {}
+                _ = tokio::time::sleep_until(deadline) => return,
+            }
+        }
+    }
+
+    /// Returns false when the server is no longer configured.
+    fn set_lists(&self, server: &str, f: impl FnOnce(&mut Lists)) -> bool {
+        let mut st = self.write();
+        match st.entries.iter_mut().find(|e| e.config.name == server) {
+            Some(e) => {
+                f(&mut e.lists);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn rebuild(&self, tools: bool, resources: bool, prompts: bool) {
+        let changed = {
+            let mut st = self.write();
+            let named: Vec<(String, String, Vec<Tool>)> = st
+                .entries
+                .iter()
+                .map(|e| {
+                    let f = &e.config.tools;
+                    let tools = e
+                        .lists
+                        .tools
+                        .iter()
+                        .filter(|t| f.allows(&t.name))
+                        .cloned()
+                        .collect();
+                    let prefix = e
+                        .config
+                        .alias
+                        .clone()
+                        .unwrap_or_else(|| e.config.name.clone());
+                    (e.config.name.clone(), prefix, tools)
+                })
+                .collect();
+            let tool_inputs: Vec<ServerTools<'_>> = named
+                .iter()
+                .map(|(server, prefix, tools)| ServerTools {
+                    server,
+                    prefix,
+                    tools,
+                })
+                .collect();
+            let prompt_inputs: Vec<ServerPrompts<'_>> = named
+                .iter()
+                .zip(&st.entries)
+                .map(|((server, prefix, _), e)| ServerPrompts {
+                    server,
+                    prefix,
+                    prompts: &e.lists.prompts,
+                })
+                .collect();
+            let resource_inputs: Vec<ServerResources<'_>> = st
+                .entries
+                .iter()
+                .map(|e| ServerResources {
+                    server: &e.config.name,
+                    resources: &e.lists.resources,
+                    templates: &e.lists.templates,
+                })
+                .collect();
+            let new = catalog::build(&tool_inputs, &st.rules);
+            let new_prompts = catalog::build_prompts(&prompt_inputs, &st.rules);
+            let new_resources = catalog::build_resources(&resource_inputs);
+            // Names alone miss a changed schema or description.
+            let changed = new.tools().iter().map(|t| t.raw.get()).ne(st
+                .catalog
+                .tools()
+                .iter()
+                .map(|t| t.raw.get()));
+            st.catalog = Arc::new(new);
+            st.prompts = Arc::new(new_prompts);
+            st.resources = Arc::new(new_resources);
+            changed
+        };
+        if tools && changed {
+            let _ = self.inner.events.send(RegistryEvent::ToolsChanged);
+        }
+        if resources {
+            let _ = self.inner.events.send(RegistryEvent::ResourcesChanged);
+        }
+        if prompts {
+            let _ = self.inner.events.send(RegistryEvent::PromptsChanged);
+        }
+    }
+}

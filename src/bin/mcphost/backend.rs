@@ -1,0 +1,354 @@
+//! Where CLI requests go: the daemon over its socket, or an in-process
+//! engine (`--direct`). Both speak the same method set.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use mcphost::client::{CallOptions, ClientOptions, ServerClient};
+use mcphost::config::{
+    HostConfig, ServerConfig, StdioServer, Timeouts, ToolFilter, TransportConfig,
+};
+use mcphost::engine::{Engine, EngineInfo};
+use mcphost::protocol::{ErrorObject, RawValue, raw_field, to_raw};
+use mcphost::registry::Registry;
+use mcphost::registry::supervisor::RestartPolicy;
+use mcphost::transport::TransportEvent;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+pub struct ToolRow {
+    pub name: String,
+    pub server: String,
+    pub tool: String,
+    pub description: String,
+    pub raw: Box<RawValue>,
+}
+
+pub enum Backend {
+    Daemon(ServerClient),
+    Direct(Arc<Engine>),
+}
+
+pub fn params(v: Value) -> Result<Box<RawValue>> {
+    Ok(to_raw(&v)?)
+}
+
+/// A JSON-RPC error from the daemon or the engine, shown as itself.
+#[derive(Debug)]
+pub struct RpcFailure(pub ErrorObject);
+
+impl std::fmt::Display for RpcFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+impl std::error::Error for RpcFailure {}
+
+impl Backend {
+    pub async fn daemon(socket: &Path) -> Result<Backend> {
+        let conn = mcphost::ipc::connect(socket, mcphost::ipc::DEFAULT_MAX_MESSAGE_BYTES)
+            .await
+            .map_err(|e| {
+                anyhow!(
+                    "{e}; is the daemon running? Start it with `mcphost daemon`, or use --direct"
+                )
+            })?;
+        let opts = ClientOptions {
+            request_timeout: Duration::from_secs(600),
+            ..Default::default()
+        };
+        Ok(Backend::Daemon(
+            ServerClient::connect("daemon", conn, opts).await?,
+        ))
+    }
+
+    pub async fn direct(specs: &[String]) -> Result<Backend> {
+        let cfg = direct_config(specs).await?;
+        let registry = Registry::start(
+            &cfg,
+            ClientOptions::default(),
+            RestartPolicy::default(),
+            None,
+        );
+        registry.settled(Duration::from_secs(60)).await;
+        Ok(Backend::Direct(Engine::new(
+            registry,
+            EngineInfo::default(),
+            None,
+        )))
+    }
+
+    pub async fn close(&self) {
+        match self {
+            Backend::Daemon(c) => c.shutdown().await,
+            Backend::Direct(e) => e.registry().shutdown().await,
+        }
+    }
+
+    pub async fn raw(
+        &self,
+        method: &'static str,
+        params: Option<Box<RawValue>>,
+        timeout: Option<Duration>,
+    ) -> Result<Box<RawValue>> {
+        match self {
+            Backend::Daemon(c) => {
+                let opts = CallOptions {
+                    timeout,
+                    ..Default::default()
+                };
+                c.request_raw(method, params, opts)
+                    .await
+                    .map_err(|e| match e.rpc_error() {
+                        Some(err) => anyhow::Error::new(RpcFailure(err.clone())),
+                        None => anyhow::Error::new(e),
+                    })
+            }
+            Backend::Direct(engine) => {
+                let fut = engine.handle(method, params, None);
+                let r = match timeout {
+                    Some(t) => tokio::time::timeout(t, fut)
+                        .await
+                        .map_err(|_| anyhow!("{method} timed out after {t:?}"))?,
+                    None => fut.await,
+                };
+                r.map_err(|e| anyhow::Error::new(RpcFailure(e)))
+            }
+        }
+    }
+
+    pub async fn request(
+        &self,
+        method: &'static str,
+        params: Option<Box<RawValue>>,
+    ) -> Result<Value> {
+        let raw = self.raw(method, params, None).await?;
+        Ok(serde_json::from_str(raw.get())?)
+    }
+
+    pub async fn manage(&self, method: &'static str, p: Value) -> Result<()> {
+        self.manage_raw(method, params(p)?).await
+    }
+
+    pub async fn manage_raw(&self, method: &'static str, p: Box<RawValue>) -> Result<()> {
+        if matches!(self, Backend::Direct(_)) && method != "mcphost/servers/restart" {
+            bail!("`{method}` changes the daemon's config file and is not available with --direct");
+        }
+        self.raw(method, Some(p), None).await?;
+        Ok(())
+    }
+
+    /// Every catalog tool with its server and own name; the tool objects
+    /// stay raw (a schema may hold numbers `Value` cannot).
+    pub async fn all_tools(&self) -> Result<Vec<ToolRow>> {
+        let raw = self.raw("mcphost/tools/list", None, None).await?;
+        let items: Vec<Box<RawValue>> = serde_json::from_str(raw.get())?;
+        items
+            .into_iter()
+            .map(|raw| {
+                let field = |k: &str| -> Result<String> {
+                    Ok(raw_field::<Option<String>>(&raw, k)?
+                        .flatten()
+                        .unwrap_or_default())
+                };
+                Ok(ToolRow {
+                    name: field("name")?,
+                    server: field("server")?,
+                    tool: field("tool")?,
+                    description: field("description")?,
+                    raw,
+                })
+            })
+            .collect()
+    }
+
+    /// A catalog name, or a server's own tool name when exactly one server has it.
+    pub async fn resolve_tool(&self, tool: &str) -> Result<String> {
+        let tools = self.all_tools().await?;
+        if tools.iter().any(|t| t.name == tool) {
+            return Ok(tool.to_owned());
+        }
+        let mut hits: Vec<&ToolRow> = tools.iter().filter(|t| t.tool == tool).collect();
+        hits.dedup_by(|a, b| a.server == b.server);
+        match hits.as_slice() {
+            [one] => Ok(one.name.clone()),
+            [] => bail!("no tool named {tool:?}; `mcphost tools` lists them"),
+            many => {
+                let names: Vec<&str> = many.iter().map(|t| t.name.as_str()).collect();
+                bail!(
+                    "{tool:?} is offered by several servers; use one of: {}",
+                    names.join(", ")
+                )
+            }
+        }
+    }
+
+    pub async fn call(
+        &self,
+        name: &str,
+        args: Option<Box<RawValue>>,
+        timeout: Option<Duration>,
+    ) -> Result<Box<RawValue>> {
+        let mut p = serde_json::json!({ "name": name });
+        let params = match args {
+            Some(a) => {
+                mcphost::protocol::set_fields(Some(&to_raw(&p)?), [("arguments".to_owned(), a)])?
+            }
+            None => {
+                p["arguments"] = serde_json::json!({});
+                to_raw(&p)?
+            }
+        };
+        self.raw("tools/call", Some(params), timeout).await
+    }
+}
+
+/// Build a config from `--direct` specs. Unnamed servers are named after
+/// their `serverInfo.name`, which takes a short probe to learn.
+async fn direct_config(specs: &[String]) -> Result<HostConfig> {
+    let mut cfg = HostConfig::default();
+    let mut taken: Vec<String> = Vec::new();
+    for spec in specs {
+        let (name, rest) = match spec.split_once('=') {
+            Some((n, r))
+                if !n.is_empty()
+                    && n.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') =>
+            {
+                (Some(n.to_owned()), r)
+            }
+            _ => (None, spec.as_str()),
+        };
+        let transport = if rest.starts_with("http://") || rest.starts_with("https://") {
+            TransportConfig::Http(mcphost::config::HttpServer {
+                url: rest.to_owned(),
+                headers: Default::default(),
+                kind: mcphost::config::HttpKind::Auto,
+            })
+        } else {
+            let words = shell_words::split(rest)
+                .with_context(|| format!("--direct {spec:?}: cannot split the command line"))?;
+            let Some((command, args)) = words.split_first() else {
+                bail!("--direct {spec:?}: empty command");
+            };
+            TransportConfig::Stdio(StdioServer {
+                command: command.clone(),
+                args: args.to_vec(),
+                env: Default::default(),
+                cwd: None,
+                inherit_env: false,
+            })
+        };
+        let name = match name {
+            Some(n) => n,
+            None => probe_name(&transport)
+                .await
+                .unwrap_or_else(|| "server".to_owned()),
+        };
+        let mut unique = name.clone();
+        let mut n = 2;
+        while taken.contains(&unique) {
+            unique = format!("{name}-{n}");
+            n += 1;
+        }
+        taken.push(unique.clone());
+        cfg.servers.push(ServerConfig {
+            name: unique,
+            alias: None,
+            disabled: false,
+            transport,
+            tools: ToolFilter::default(),
+            timeouts: Timeouts::default(),
+        });
+    }
+    Ok(cfg)
+}
+
+/// `serverInfo.name`, sanitized to `[A-Za-z0-9_-]`.
+async fn probe_name(t: &TransportConfig) -> Option<String> {
+    let TransportConfig::Stdio(s) = t else {
+        // No HTTP transport yet; name it after the host.
+        let TransportConfig::Http(h) = t else {
+            return None;
+        };
+        return h
+            .url
+            .split("://")
+            .nth(1)
+            .and_then(|r| r.split(['/', ':']).next())
+            .map(sanitize);
+    };
+    let conn = mcphost::transport::stdio::spawn("probe", &s.to_stdio_config(&Timeouts::default()))
+        .await
+        .ok()?;
+    let client = ServerClient::connect("probe", conn, ClientOptions::default())
+        .await
+        .ok()?;
+    let name = client.negotiated().server_name.clone();
+    client.shutdown().await;
+    name.map(|n| sanitize(&n)).filter(|n| !n.is_empty())
+}
+
+fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect::<String>()
+        .trim_matches('-')
+        .to_owned()
+}
+
+/// Pump stdio to the daemon socket, so any MCP host can use the daemon.
+pub async fn bridge(socket: &Path) -> Result<()> {
+    let mut conn = mcphost::ipc::connect(socket, mcphost::ipc::DEFAULT_MAX_MESSAGE_BYTES)
+        .await
+        .map_err(|e| anyhow!("{e}; is the daemon running? Start it with `mcphost daemon`"))?;
+    let outbound = conn.outbound.clone();
+    let upstream = tokio::spawn(async move {
+        let mut lines = BufReader::new(tokio::io::stdin()).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.trim().is_empty() {
+                continue;
+            }
+            if outbound.send(line).await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut upstream = upstream;
+    let mut stdin_open = true;
+    let mut stdout = tokio::io::stdout();
+    loop {
+        // Once stdin is closed, relay what is still coming, then leave when
+        // the daemon has been quiet for a moment.
+        let idle = tokio::time::sleep(if stdin_open {
+            Duration::from_secs(365 * 24 * 3600)
+        } else {
+            Duration::from_millis(500)
+        });
+        tokio::select! {
+            ev = conn.inbound.recv() => match ev {
+                Some(TransportEvent::Frame(line)) => {
+                    stdout.write_all(line.as_bytes()).await?;
+                    stdout.write_all(b"\n").await?;
+                    stdout.flush().await?;
+                }
+                Some(TransportEvent::Oversized { limit, .. }) => {
+                    tracing::warn!(limit, "dropped a message over the size limit");
+                }
+                Some(TransportEvent::Closed(_)) | None => break,
+            },
+            _ = &mut upstream, if stdin_open => stdin_open = false,
+            _ = idle => break,
+        }
+    }
+    conn.control.shutdown().await;
+    Ok(())
+}

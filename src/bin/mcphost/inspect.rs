@@ -1,0 +1,134 @@
+//! `mcphost inspect`: one stdio server, its handshake and catalog.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use mcphost::client::{CallOptions, ClientOptions, ServerClient};
+use mcphost::protocol::RawValue;
+use mcphost::transport::stdio::{StdioConfig, spawn};
+
+pub async fn inspect(
+    name: &str,
+    cfg: StdioConfig,
+    call: Option<String>,
+    arguments: Box<RawValue>,
+    timeout: Duration,
+    json: bool,
+) -> Result<()> {
+    let started = Instant::now();
+    let conn = spawn(name, &cfg).await?;
+    let opts = ClientOptions {
+        request_timeout: timeout,
+        max_request_timeout: timeout,
+        ..Default::default()
+    };
+    let client = ServerClient::connect(name, conn, opts).await?;
+    let connect_ms = started.elapsed().as_millis();
+    let result = report(&client, call, arguments, connect_ms, json).await;
+    client.shutdown().await;
+    result
+}
+
+async fn report(
+    client: &ServerClient,
+    call: Option<String>,
+    arguments: Box<RawValue>,
+    connect_ms: u128,
+    json: bool,
+) -> Result<()> {
+    let n = client.negotiated();
+    let caps = &n.capabilities;
+    let tools = if caps.tools.is_some() {
+        client.list_tools().await?
+    } else {
+        Vec::new()
+    };
+    let resources = if caps.resources.is_some() {
+        client.list_resources().await?
+    } else {
+        Vec::new()
+    };
+    let templates = if caps.resources.is_some() {
+        client.list_resource_templates().await?
+    } else {
+        Vec::new()
+    };
+    let prompts = if caps.prompts.is_some() {
+        client.list_prompts().await?
+    } else {
+        Vec::new()
+    };
+    let called = match &call {
+        Some(tool) => Some(
+            client
+                .call_tool(tool, Some(arguments), CallOptions::default())
+                .await?,
+        ),
+        None => None,
+    };
+    if json {
+        let out = serde_json::json!({
+            "server": client.name(),
+            "protocolVersion": n.protocol_version,
+            "serverInfo": n.server_info,
+            "capabilities": n.capabilities_raw,
+            "instructions": n.instructions,
+            "connectMs": connect_ms,
+            "tools": tools,
+            "resources": resources,
+            "resourceTemplates": templates,
+            "prompts": prompts,
+            "call": called,
+        });
+        println!("{out}");
+        return Ok(());
+    }
+    println!(
+        "{} ({} {}) speaks MCP {} — connected in {connect_ms} ms",
+        client.name(),
+        n.server_name.as_deref().unwrap_or("?"),
+        n.server_version.as_deref().unwrap_or("?"),
+        n.protocol_version
+    );
+    println!("capabilities: {}", n.capabilities_raw.get());
+    if let Some(i) = &n.instructions {
+        println!("instructions: {}", i.lines().next().unwrap_or(""));
+    }
+    println!("tools ({}):", tools.len());
+    for t in &tools {
+        println!("  {}", t.name);
+    }
+    println!("resources ({}):", resources.len());
+    for r in &resources {
+        println!("  {}", r.uri);
+    }
+    println!("resource templates ({}):", templates.len());
+    for t in &templates {
+        println!("  {}", t.uri_template);
+    }
+    println!("prompts ({}):", prompts.len());
+    for p in &prompts {
+        println!("  {}", p.name);
+    }
+    if let (Some(tool), Some(r)) = (call, called) {
+        println!(
+            "call {tool}{}: {}",
+            if r.is_error { " (isError)" } else { "" },
+            r.raw.get()
+        );
+    }
+    Ok(())
+}
+
+pub fn bundled_testserver() -> Result<String> {
+    let exe = std::env::current_exe()
+        .map_err(|e| anyhow::anyhow!("cannot locate the mcphost executable: {e}"))?;
+    let path = exe.with_file_name("mcphost-testserver");
+    if !path.exists() {
+        anyhow::bail!(
+            "no command given and the bundled test server is missing at {}; build it with `cargo build --bins`",
+            path.display()
+        );
+    }
+    Ok(path.display().to_string())
+}

@@ -1,0 +1,379 @@
+//! The `mcphost` command line. Its flags, subcommands, JSON shapes and exit
+//! codes are a contract other tools depend on; see README.md and docs/ipc.md.
+//!
+//! Exit codes: 0 success, 1 a tool result with `isError`, 2 a protocol,
+//! transport or usage error.
+
+mod backend;
+mod inspect;
+mod output;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use mcphost::protocol::RawValue;
+use mcphost::transport::stdio::StdioConfig;
+use serde_json::json;
+
+use backend::Backend;
+use output::Out;
+
+#[derive(Parser)]
+#[command(
+    name = "mcphost",
+    version,
+    about = "The host side of the Model Context Protocol"
+)]
+struct Cli {
+    /// Daemon socket [env: MCPHOST_SOCKET; default: $XDG_RUNTIME_DIR/mcphost/mcphost.sock].
+    #[arg(long, global = true, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Config file [env: MCPHOST_CONFIG; default: ~/.config/mcphost/config.json].
+    #[arg(long, global = true, value_name = "PATH")]
+    config: Option<PathBuf>,
+    /// Machine-readable JSON on stdout (and JSON errors on stderr).
+    #[arg(long, global = true)]
+    json: bool,
+    /// Run against an in-process engine instead of the daemon: an http(s)
+    /// URL or a command line, optionally NAME=SPEC (repeatable).
+    #[arg(long, global = true, value_name = "SPEC")]
+    direct: Vec<String>,
+    /// More logging on stderr (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the daemon in the foreground (logs on stderr).
+    Daemon {
+        /// Test-only: let other users reach the socket (the uid check still refuses them).
+        #[arg(long, hide = true)]
+        loosen_socket_modes_for_tests: bool,
+    },
+    /// Daemon version, socket, uptime, config path and any config error.
+    Status,
+    /// List servers, or manage one.
+    Servers {
+        #[command(subcommand)]
+        action: Option<ServersAction>,
+    },
+    /// List the catalog's tools.
+    Tools {
+        /// Only this server's tools.
+        #[arg(long)]
+        server: Option<String>,
+    },
+    /// Call a tool: its catalog name, or its own name if exactly one server has it.
+    Call {
+        tool: String,
+        /// Arguments as a JSON object.
+        args: Option<String>,
+        /// Hard limit for the call (e.g. 500ms, 30s, 5m).
+        #[arg(long, value_parser = parse_duration)]
+        timeout: Option<Duration>,
+    },
+    /// A stdio MCP server that relays to the daemon, for any MCP host.
+    Bridge,
+    /// Start one stdio server, show its handshake and catalog, then stop it.
+    ///
+    /// With no command, inspects the bundled mcphost-testserver.
+    Inspect {
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(long = "env", value_name = "KEY=VALUE")]
+        env: Vec<String>,
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+        #[arg(long)]
+        inherit_env: bool,
+        #[arg(long)]
+        call: Option<String>,
+        #[arg(long, default_value = "{}")]
+        args: String,
+        /// Hard limit for each request, progress or not.
+        #[arg(long, default_value = "60s", value_parser = parse_duration)]
+        timeout: Duration,
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ServersAction {
+    /// List servers (the default).
+    List,
+    Restart {
+        name: String,
+    },
+    Enable {
+        name: String,
+    },
+    Disable {
+        name: String,
+    },
+    /// The server's last stderr lines.
+    Logs {
+        name: String,
+        #[arg(long, default_value_t = 200)]
+        lines: usize,
+    },
+    /// Add a server to the config file: `--url URL` or `-- CMD ARGS...`.
+    Add {
+        name: String,
+        #[arg(long, conflicts_with = "command")]
+        url: Option<String>,
+        #[arg(long = "header", value_name = "K=V", requires = "url")]
+        headers: Vec<String>,
+        #[arg(long = "env", value_name = "K=V")]
+        env: Vec<String>,
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
+    /// Remove a server from the config file.
+    Remove {
+        name: String,
+    },
+}
+
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = num.parse().map_err(|_| format!("invalid duration {s:?}"))?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(n)),
+        "s" => Ok(Duration::from_secs(n)),
+        "m" => Ok(Duration::from_secs(n * 60)),
+        "h" => Ok(Duration::from_secs(n * 3600)),
+        "" => Err(format!(
+            "{s:?} has no unit; write e.g. \"{s}s\" or \"{s}ms\""
+        )),
+        _ => Err(format!("unknown unit in {s:?}; use ms, s, m or h")),
+    }
+}
+
+fn init_tracing(verbose: u8, daemon: bool) {
+    let default = match (verbose, daemon) {
+        (0, false) => "warn",
+        (0, true) | (1, _) => "info",
+        (2, _) => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn key_values(items: &[String], what: &str) -> Result<BTreeMap<String, String>> {
+    items
+        .iter()
+        .map(|kv| {
+            kv.split_once('=')
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .with_context(|| format!("{what} {kv:?} is not KEY=VALUE"))
+        })
+        .collect()
+}
+
+/// An error that already carries its exit code.
+#[derive(Debug)]
+pub struct Exit(pub u8);
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "exit {}", self.0)
+    }
+}
+impl std::error::Error for Exit {}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.verbose, matches!(cli.command, Command::Daemon { .. }));
+    let out = Out { json: cli.json };
+    match run(cli, &out).await {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            if let Some(Exit(code)) = e.downcast_ref::<Exit>() {
+                return ExitCode::from(*code);
+            }
+            out.error(&e);
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run(cli: Cli, out: &Out) -> Result<u8> {
+    let socket = mcphost::ipc::resolve_socket_path(cli.socket.clone());
+    match cli.command {
+        Command::Daemon {
+            loosen_socket_modes_for_tests,
+        } => {
+            if !cli.direct.is_empty() {
+                anyhow::bail!("`daemon` does not take --direct");
+            }
+            let config = mcphost::config::location::resolve_config_path(cli.config.clone())?;
+            mcphost::daemon::run(mcphost::daemon::DaemonOptions {
+                socket,
+                config,
+                loosen_modes_for_tests: loosen_socket_modes_for_tests,
+            })
+            .await?;
+            Ok(0)
+        }
+        Command::Bridge => {
+            backend::bridge(&socket).await?;
+            Ok(0)
+        }
+        Command::Inspect {
+            name,
+            env,
+            cwd,
+            inherit_env,
+            call,
+            args,
+            timeout,
+            command,
+        } => {
+            let (program, rest) = match command.split_first() {
+                Some((p, r)) => (p.clone(), r.to_vec()),
+                None => (inspect::bundled_testserver()?, Vec::new()),
+            };
+            let name = name.unwrap_or_else(|| {
+                std::path::Path::new(&program)
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "server".to_owned())
+            });
+            let mut cfg = StdioConfig::new(program, rest);
+            cfg.cwd = cwd;
+            cfg.inherit_env = inherit_env;
+            cfg.env = key_values(&env, "--env")?;
+            let arguments = RawValue::from_string(args.clone())
+                .with_context(|| format!("--args is not valid JSON: {args}"))?;
+            inspect::inspect(&name, cfg, call, arguments, timeout, cli.json).await?;
+            Ok(0)
+        }
+        command => {
+            let backend = if cli.direct.is_empty() {
+                Backend::daemon(&socket).await?
+            } else {
+                Backend::direct(&cli.direct).await?
+            };
+            let code = dispatch(&backend, command, out).await;
+            backend.close().await;
+            code
+        }
+    }
+}
+
+async fn dispatch(b: &Backend, command: Command, out: &Out) -> Result<u8> {
+    match command {
+        Command::Status => {
+            let s = b.request("mcphost/status", None).await?;
+            out.status(&s)?;
+        }
+        Command::Servers { action } => match action.unwrap_or(ServersAction::List) {
+            ServersAction::List => out.servers(&b.request("mcphost/servers/list", None).await?)?,
+            ServersAction::Restart { name } => {
+                b.manage("mcphost/servers/restart", json!({ "name": name }))
+                    .await?;
+                out.done(&format!("restarting {name}"));
+            }
+            ServersAction::Enable { name } => {
+                b.manage("mcphost/servers/enable", json!({ "name": name }))
+                    .await?;
+                out.done(&format!("enabled {name}"));
+            }
+            ServersAction::Disable { name } => {
+                b.manage("mcphost/servers/disable", json!({ "name": name }))
+                    .await?;
+                out.done(&format!("disabled {name}"));
+            }
+            ServersAction::Logs { name, lines } => {
+                let r = b
+                    .request(
+                        "mcphost/servers/logs",
+                        Some(backend::params(json!({ "name": name, "lines": lines }))?),
+                    )
+                    .await?;
+                out.logs(&r)?;
+            }
+            ServersAction::Add {
+                name,
+                url,
+                headers,
+                env,
+                command,
+            } => {
+                let entry = match (url, command.split_first()) {
+                    // IndexMap keeps the keys in the order people write them.
+                    (Some(url), None) => {
+                        let mut e = indexmap::IndexMap::new();
+                        e.insert("url", json!(url));
+                        if !headers.is_empty() {
+                            e.insert("headers", json!(key_values(&headers, "--header")?));
+                        }
+                        serde_json::to_string(&e)?
+                    }
+                    (None, Some((cmd, args))) => {
+                        let mut e = indexmap::IndexMap::new();
+                        e.insert("command", json!(cmd));
+                        e.insert("args", json!(args));
+                        if !env.is_empty() {
+                            e.insert("env", json!(key_values(&env, "--env")?));
+                        }
+                        serde_json::to_string(&e)?
+                    }
+                    _ => anyhow::bail!(
+                        "`servers add {name}` needs either --url URL or -- COMMAND ARGS..."
+                    ),
+                };
+                b.manage(
+                    "mcphost/servers/add",
+                    json!({ "name": name, "entry": entry }),
+                )
+                .await?;
+                out.done(&format!("added {name}"));
+            }
+            ServersAction::Remove { name } => {
+                b.manage("mcphost/servers/remove", json!({ "name": name }))
+                    .await?;
+                out.done(&format!("removed {name}"));
+            }
+        },
+        Command::Tools { server } => {
+            let tools = b.all_tools().await?;
+            out.tools(&tools, server.as_deref())?;
+        }
+        Command::Call {
+            tool,
+            args,
+            timeout,
+        } => {
+            let name = b.resolve_tool(&tool).await?;
+            let args = match args {
+                Some(a) => Some(
+                    RawValue::from_string(a.clone())
+                        .with_context(|| format!("ARGS is not valid JSON: {a}"))?,
+                ),
+                None => None,
+            };
+            let result = b.call(&name, args, timeout).await?;
+            let is_error = out.call_result(&result)?;
+            return Ok(if is_error { 1 } else { 0 });
+        }
+        Command::Daemon { .. } | Command::Bridge | Command::Inspect { .. } => {}
+    }
+    Ok(0)
+}

@@ -1,0 +1,223 @@
+//! Human tables and `--json` output. Errors: one line on stderr, or a JSON
+//! object `{"error": {...}}` with `--json`.
+
+use anyhow::Result;
+use mcphost::protocol::RawValue;
+use serde_json::{Value, json};
+
+use mcphost::protocol::raw_field;
+
+use crate::backend::{RpcFailure, ToolRow};
+
+pub struct Out {
+    pub json: bool,
+}
+
+fn table(rows: &[Vec<String>]) {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for r in rows {
+        let mut line = String::new();
+        for (c, cell) in r.iter().enumerate() {
+            if c + 1 == r.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<w$}  ", w = widths[c]));
+            }
+        }
+        println!("{}", line.trim_end());
+    }
+}
+
+fn s(v: &Value) -> String {
+    match v {
+        Value::Null => "-".to_owned(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+impl Out {
+    pub fn error(&self, e: &anyhow::Error) {
+        if self.json {
+            let err = match e.downcast_ref::<RpcFailure>() {
+                Some(RpcFailure(o)) => {
+                    json!({ "code": o.code, "message": o.message, "data": o.data.as_ref().and_then(|d| serde_json::from_str::<Value>(d.get()).ok()) })
+                }
+                None => json!({ "message": format!("{e:#}") }),
+            };
+            eprintln!("{}", json!({ "error": err }));
+        } else {
+            eprintln!("mcphost: {e:#}");
+        }
+    }
+
+    pub fn done(&self, what: &str) {
+        if self.json {
+            println!("{}", json!({ "ok": true }));
+        } else {
+            println!("{what}");
+        }
+    }
+
+    pub fn status(&self, v: &Value) -> Result<()> {
+        if self.json {
+            println!("{v}");
+            return Ok(());
+        }
+        let mut rows = vec![
+            vec!["version".into(), s(&v["version"])],
+            vec!["pid".into(), s(&v["pid"])],
+            vec!["socket".into(), s(&v["socket"])],
+            vec!["config".into(), s(&v["configPath"])],
+            vec!["uptime".into(), format!("{}s", s(&v["uptimeSeconds"]))],
+            vec![
+                "servers".into(),
+                format!("{} ({} ready)", s(&v["servers"]), s(&v["ready"])),
+            ],
+            vec!["tools".into(), s(&v["tools"])],
+        ];
+        if !v["configError"].is_null() {
+            rows.push(vec!["config error".into(), s(&v["configError"])]);
+        }
+        table(&rows);
+        Ok(())
+    }
+
+    pub fn servers(&self, v: &Value) -> Result<()> {
+        if self.json {
+            println!("{v}");
+            return Ok(());
+        }
+        let mut rows = vec![
+            vec![
+                "NAME",
+                "STATE",
+                "TRANSPORT",
+                "PROTOCOL",
+                "TOOLS",
+                "PID",
+                "COMMAND / ERROR",
+            ]
+            .into_iter()
+            .map(String::from)
+            .collect::<Vec<_>>(),
+        ];
+        let list = v.as_array().cloned().unwrap_or_default();
+        for sv in &list {
+            let detail = match &sv["error"] {
+                Value::String(e) => e.lines().next().unwrap_or("").to_owned(),
+                _ => s(&sv["command"]),
+            };
+            rows.push(vec![
+                s(&sv["name"]),
+                s(&sv["state"]),
+                s(&sv["transport"]),
+                s(&sv["protocolVersion"]),
+                s(&sv["tools"]),
+                s(&sv["pid"]),
+                detail,
+            ]);
+        }
+        table(&rows);
+        for sv in &list {
+            for r in sv["renamed"].as_array().into_iter().flatten() {
+                println!(
+                    "note: {}: tool {} is listed as {} ({})",
+                    s(&sv["name"]),
+                    s(&r["tool"]),
+                    s(&r["name"]),
+                    s(&r["reason"])
+                );
+            }
+        }
+        Ok(())
+    }
+
+    pub fn logs(&self, v: &Value) -> Result<()> {
+        if self.json {
+            println!("{v}");
+        } else {
+            for l in v["lines"].as_array().into_iter().flatten() {
+                println!("{}", s(l));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn tools(&self, tools: &[ToolRow], server: Option<&str>) -> Result<()> {
+        let picked: Vec<&ToolRow> = tools
+            .iter()
+            .filter(|t| server.is_none_or(|s| t.server == s))
+            .collect();
+        if self.json {
+            let items: Vec<&str> = picked.iter().map(|t| t.raw.get()).collect();
+            println!("[{}]", items.join(","));
+            return Ok(());
+        }
+        let mut rows = vec![vec![
+            "NAME".to_owned(),
+            "SERVER".to_owned(),
+            "DESCRIPTION".to_owned(),
+        ]];
+        for t in picked {
+            let d = t.description.lines().next().unwrap_or("");
+            let d: String = if d.chars().count() > 80 {
+                format!("{}…", d.chars().take(79).collect::<String>())
+            } else {
+                d.to_owned()
+            };
+            rows.push(vec![t.name.clone(), t.server.clone(), d]);
+        }
+        table(&rows);
+        Ok(())
+    }
+
+    /// Prints a CallToolResult; returns its `isError`. Read field by field,
+    /// so a result with numbers `Value` cannot hold still prints.
+    pub fn call_result(&self, raw: &RawValue) -> Result<bool> {
+        let is_error = raw_field::<Option<bool>>(raw, "isError")?
+            .flatten()
+            .unwrap_or(false);
+        if self.json {
+            // The server's bytes, untouched.
+            println!("{}", raw.get());
+            return Ok(is_error);
+        }
+        let content: Vec<Box<RawValue>> = raw_field(raw, "content")?.unwrap_or_default();
+        for c in &content {
+            let kind: Option<String> = raw_field::<Option<String>>(c, "type")?.flatten();
+            match kind.as_deref() {
+                Some("text") => println!(
+                    "{}",
+                    raw_field::<Option<String>>(c, "text")?
+                        .flatten()
+                        .unwrap_or_default()
+                ),
+                Some(other) => {
+                    let mime: Option<String> =
+                        raw_field::<Option<String>>(c, "mimeType")?.flatten();
+                    println!(
+                        "[{other} content{}]",
+                        mime.map(|m| format!(": {m}")).unwrap_or_default()
+                    )
+                }
+                None => println!("{}", c.get()),
+            }
+        }
+        if content.is_empty()
+            && let Some(sc) = raw_field::<Box<RawValue>>(raw, "structuredContent")?
+        {
+            println!("{}", sc.get());
+        }
+        Ok(is_error)
+    }
+}

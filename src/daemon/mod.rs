@@ -1,0 +1,152 @@
+//! The daemon: config, registry and engine behind the local socket, hot
+//! config reload, and a graceful stop on SIGINT/SIGTERM.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use notify::{RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+use tracing::{Instrument, error, info, info_span, warn};
+
+use crate::client::ClientOptions;
+use crate::config::location::ConfigLocation;
+use crate::config::shell_path::login_shell_path;
+use crate::config::store::ConfigStore;
+use crate::engine::{Engine, EngineInfo};
+use crate::ipc::{self, ListenOptions};
+use crate::registry::Registry;
+use crate::registry::supervisor::RestartPolicy;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Ipc(#[from] ipc::IpcError),
+    #[error("cannot watch {}: {source}", path.display())]
+    Watch {
+        path: PathBuf,
+        source: notify::Error,
+    },
+    #[error("cannot install signal handlers: {0}")]
+    Signals(std::io::Error),
+}
+
+pub struct DaemonOptions {
+    pub socket: PathBuf,
+    pub config: ConfigLocation,
+    /// Test-only: lets another uid reach the socket so the uid check can be
+    /// tested for real.
+    pub loosen_modes_for_tests: bool,
+}
+
+/// Run until SIGINT or SIGTERM; every server is stopped before returning.
+pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut sigterm = signal(SignalKind::terminate()).map_err(DaemonError::Signals)?;
+    let mut sigint = signal(SignalKind::interrupt()).map_err(DaemonError::Signals)?;
+
+    let store = Arc::new(ConfigStore::open(opts.config.clone())?);
+    let cfg = store.current();
+    let listen = ListenOptions {
+        loosen_modes_for_tests: opts.loosen_modes_for_tests,
+        ..ListenOptions::new(opts.socket.clone())
+    };
+    // Bind before starting servers: a second daemon must fail before it
+    // spawns anything.
+    let mut listener = ipc::listen(listen).await?;
+    let shell_path = if cfg.login_shell_path {
+        let p = login_shell_path().await;
+        Some(p.path.clone())
+    } else {
+        None
+    };
+    let registry = Registry::start(
+        &cfg,
+        ClientOptions::default(),
+        RestartPolicy::default(),
+        shell_path,
+    );
+    let engine = Engine::new(
+        registry.clone(),
+        EngineInfo {
+            socket: Some(listener.path().to_owned()),
+            config_path: Some(opts.config.path.clone()),
+        },
+        Some(store.clone()),
+    );
+    info!(socket = %listener.path().display(), config = %opts.config.path.display(), servers = cfg.servers.len(), "daemon ready");
+
+    let (reload_tx, mut reload_rx) = mpsc::channel::<()>(1);
+    let _watcher = watch_config(&opts.config.path, reload_tx)?;
+    let mut clients = 0u64;
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((conn, cred)) => {
+                    clients += 1;
+                    let name = format!("client-{clients}");
+                    let span = info_span!("client", id = clients, pid = cred.pid);
+                    span.in_scope(|| info!("connected"));
+                    engine.serve(&name, conn);
+                }
+                Err(e) => warn!("accept failed: {e}"),
+            },
+            Some(()) = reload_rx.recv() => {
+                // Editors write in bursts; let them finish.
+                tokio::time::sleep(Duration::from_millis(150)).await;
+                while reload_rx.try_recv().is_ok() {}
+                match store.reload() {
+                    Ok(Some(cfg)) => {
+                        info!("config changed; applying");
+                        registry.apply(&cfg).instrument(info_span!("reload")).await;
+                    }
+                    Ok(None) => {}
+                    Err(e) => error!("config rejected, keeping the last good one: {e}"),
+                }
+            }
+            _ = sigterm.recv() => { info!("SIGTERM: stopping"); break; }
+            _ = sigint.recv() => { info!("SIGINT: stopping"); break; }
+        }
+    }
+    registry.shutdown().await;
+    drop(listener);
+    info!("stopped");
+    Ok(())
+}
+
+/// Watch the config's directory, not the file: editors replace files by
+/// rename, which a watch on the old inode would miss.
+fn watch_config(
+    path: &Path,
+    tx: mpsc::Sender<()>,
+) -> Result<notify::RecommendedWatcher, DaemonError> {
+    let dir = path
+        .parent()
+        .map(Path::to_owned)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let file = path.file_name().map(|f| f.to_owned());
+    let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        if let Ok(ev) = res
+            && ev.paths.iter().any(|p| p.file_name() == file.as_deref())
+        {
+            let _ = tx.try_send(());
+        }
+    })
+    .map_err(|source| DaemonError::Watch {
+        path: dir.clone(),
+        source,
+    })?;
+    if dir.is_dir() {
+        watcher
+            .watch(&dir, RecursiveMode::NonRecursive)
+            .map_err(|source| DaemonError::Watch {
+                path: dir.clone(),
+                source,
+            })?;
+    } else {
+        warn!(dir = %dir.display(), "config directory does not exist; hot reload is off until restart");
+    }
+    Ok(watcher)
+}

@@ -1,0 +1,520 @@
+//! The engine: the one method set every door uses (the daemon socket, the
+//! CLI's direct mode, and later the C library).
+//!
+//! It is an aggregating MCP server over the [`Registry`]: `initialize`,
+//! paginated `tools/list`, `tools/call` routed through the catalog,
+//! resources, prompts, and the `mcphost/*` management methods. One
+//! [`Session`] serves one client connection.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use serde::Deserialize;
+use serde_json::json;
+use serde_json::value::RawValue;
+use tokio::sync::broadcast;
+use tracing::{Instrument, debug, info_span, warn};
+
+use crate::client::CallOptions;
+use crate::config::store::ConfigStore;
+use crate::jsonrpc::{IncomingRequest, Peer, PeerError, Progress, RequestHandler};
+use crate::protocol::{ErrorObject, ProtocolVersion, error_codes, methods, raw_field, to_raw};
+use crate::registry::{Registry, RegistryError, RegistryEvent};
+use crate::transport::{BoxFuture, TransportControl};
+
+/// Page size of the aggregated lists.
+const PAGE_SIZE: usize = 200;
+
+/// Facts about the running engine, for `mcphost/status`.
+#[derive(Debug, Clone, Default)]
+pub struct EngineInfo {
+    pub socket: Option<PathBuf>,
+    pub config_path: Option<PathBuf>,
+}
+
+pub struct Engine {
+    registry: Registry,
+    info: EngineInfo,
+    started: Instant,
+    /// Present when there is a config file to edit (daemon); absent in
+    /// direct mode, where management methods are refused.
+    store: Option<Arc<ConfigStore>>,
+}
+
+type Reply = Result<Box<RawValue>, ErrorObject>;
+
+fn rpc_err(code: i64, msg: impl Into<String>) -> ErrorObject {
+    ErrorObject::new(code, msg)
+}
+
+fn internal(e: impl std::fmt::Display) -> ErrorObject {
+    rpc_err(error_codes::INTERNAL_ERROR, e.to_string())
+}
+
+fn invalid_params(msg: impl Into<String>) -> ErrorObject {
+    rpc_err(error_codes::INVALID_PARAMS, msg)
+}
+
+fn raw(v: &serde_json::Value) -> Reply {
+    to_raw(v).map_err(|e| rpc_err(error_codes::INTERNAL_ERROR, e.to_string()))
+}
+
+impl From<RegistryError> for ErrorObject {
+    fn from(e: RegistryError) -> Self {
+        match e {
+            RegistryError::Client(c) => match c.rpc_error() {
+                // The server's own error goes back as it was sent.
+                Some(err) => err.clone(),
+                None => rpc_err(error_codes::INTERNAL_ERROR, c.to_string()),
+            },
+            RegistryError::UnknownTool(_) | RegistryError::UnknownPrompt(_) => {
+                invalid_params(e.to_string())
+            }
+            RegistryError::UnknownResource(_) => {
+                rpc_err(error_codes::RESOURCE_NOT_FOUND, e.to_string())
+            }
+            RegistryError::UnknownServer(_) => invalid_params(e.to_string()),
+            RegistryError::Unavailable(_) => rpc_err(error_codes::INTERNAL_ERROR, e.to_string()),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct NameParam {
+    name: String,
+}
+
+fn params_of<T: for<'de> Deserialize<'de>>(p: &Option<Box<RawValue>>) -> Result<T, ErrorObject> {
+    let text = p.as_deref().map(RawValue::get).unwrap_or("{}");
+    serde_json::from_str(text).map_err(|e| invalid_params(format!("invalid params: {e}")))
+}
+
+fn cursor_of(params: &Option<Box<RawValue>>) -> Option<String> {
+    params
+        .as_deref()
+        .and_then(|p| raw_field::<Option<String>>(p, "cursor").ok().flatten())
+        .flatten()
+}
+
+/// `{"<field>":[raw,...],"nextCursor":"..."}` built from raw items, so
+/// nothing relayed is re-serialised.
+fn page_result<'a>(
+    field: &str,
+    items: impl Iterator<Item = &'a RawValue>,
+    next: Option<String>,
+) -> Reply {
+    let mut out = String::with_capacity(4096);
+    out.push_str("{\"");
+    out.push_str(field);
+    out.push_str("\":[");
+    for (i, item) in items.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(item.get());
+    }
+    out.push(']');
+    if let Some(c) = next {
+        out.push_str(",\"nextCursor\":");
+        out.push_str(&serde_json::to_string(&c).unwrap_or_else(|_| "\"\"".into()));
+    }
+    out.push('}');
+    RawValue::from_string(out).map_err(|e| rpc_err(error_codes::INTERNAL_ERROR, e.to_string()))
+}
+
+impl Engine {
+    pub fn new(
+        registry: Registry,
+        info: EngineInfo,
+        store: Option<Arc<ConfigStore>>,
+    ) -> Arc<Engine> {
+        Arc::new(Engine {
+            registry,
+            info,
+            started: Instant::now(),
+            store,
+        })
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Serve one client over a connection until it closes.
+    pub fn serve(self: &Arc<Self>, name: &str, conn: crate::transport::Connection) -> Peer {
+        let session = Arc::new(Session {
+            engine: self.clone(),
+            initialized: Mutex::new(false),
+            peer: OnceLock::new(),
+        });
+        let handler = SessionHandler(session.clone());
+        let mut cfg = crate::jsonrpc::PeerConfig::new(name);
+        // Host callbacks may wait on a person; be generous.
+        cfg.timeout = std::time::Duration::from_secs(600);
+        let peer = Peer::start(cfg, conn.outbound, conn.inbound, Arc::new(handler));
+        let _ = session.peer.set(peer.clone());
+        tokio::spawn(
+            forward_events(session, self.registry.subscribe(), conn.control)
+                .instrument(info_span!("session", client = name)),
+        );
+        peer
+    }
+
+    /// Handle one request as the given session would (also used directly by
+    /// the CLI's in-process mode).
+    pub async fn handle(
+        &self,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        progress: Option<ProgressSink>,
+    ) -> Reply {
+        match method {
+            methods::TOOLS_LIST => {
+                let catalog = self.registry.catalog();
+                let (items, next) = catalog
+                    .page(cursor_of(&params).as_deref(), PAGE_SIZE)
+                    .map_err(|e| invalid_params(e.to_string()))?;
+                page_result("tools", items.iter().map(|t| &*t.raw), next)
+            }
+            methods::TOOLS_CALL => {
+                let p: NameParam = params_of(&params)?;
+                let arguments = params
+                    .as_deref()
+                    .and_then(|p| raw_field::<Box<RawValue>>(p, "arguments").ok().flatten());
+                let opts = CallOptions {
+                    on_progress: progress.map(|s| s.callback()),
+                    ..Default::default()
+                };
+                let r = self.registry.call_tool(&p.name, arguments, opts).await?;
+                Ok(r.raw)
+            }
+            methods::PROMPTS_LIST => {
+                let prompts = self.registry.prompts();
+                let (items, next) = prompts
+                    .page(cursor_of(&params).as_deref(), PAGE_SIZE)
+                    .map_err(|e| invalid_params(e.to_string()))?;
+                page_result("prompts", items.iter().map(|p| &*p.raw), next)
+            }
+            methods::PROMPTS_GET => {
+                let p: NameParam = params_of(&params)?;
+                let arguments = params
+                    .as_deref()
+                    .and_then(|p| raw_field::<Box<RawValue>>(p, "arguments").ok().flatten());
+                Ok(self.registry.get_prompt(&p.name, arguments).await?)
+            }
+            methods::RESOURCES_LIST => {
+                let resources = self.registry.resources();
+                let (items, next) = resources
+                    .page(cursor_of(&params).as_deref(), PAGE_SIZE)
+                    .map_err(|e| invalid_params(e.to_string()))?;
+                page_result("resources", items.iter().map(|r| &*r.raw), next)
+            }
+            methods::RESOURCES_TEMPLATES_LIST => {
+                let resources = self.registry.resources();
+                let (items, next) = resources
+                    .page_templates(cursor_of(&params).as_deref(), PAGE_SIZE)
+                    .map_err(|e| invalid_params(e.to_string()))?;
+                page_result("resourceTemplates", items.iter().map(|r| &*r.raw), next)
+            }
+            methods::RESOURCES_READ => {
+                #[derive(Deserialize)]
+                struct UriParam {
+                    uri: String,
+                }
+                let p: UriParam = params_of(&params)?;
+                Ok(self.registry.read_resource(&p.uri).await?)
+            }
+            methods::PING => raw(&json!({})),
+            "mcphost/status" => self.status(),
+            "mcphost/tools/list" => {
+                // Each catalog tool plus its server and own name.
+                let catalog = self.registry.catalog();
+                let mut items = Vec::with_capacity(catalog.tools().len());
+                for t in catalog.tools() {
+                    let extra = [
+                        ("server".to_owned(), to_raw(&t.server).map_err(internal)?),
+                        ("tool".to_owned(), to_raw(&t.tool).map_err(internal)?),
+                    ];
+                    items.push(crate::protocol::set_fields(Some(&t.raw), extra).map_err(internal)?);
+                }
+                let text = format!(
+                    "[{}]",
+                    items.iter().map(|r| r.get()).collect::<Vec<_>>().join(",")
+                );
+                RawValue::from_string(text).map_err(internal)
+            }
+            "mcphost/servers/list" => self.servers_list(),
+            "mcphost/servers/restart" => {
+                let p: NameParam = params_of(&params)?;
+                self.registry.restart(&p.name).await?;
+                raw(&json!({}))
+            }
+            "mcphost/servers/logs" => {
+                #[derive(Deserialize)]
+                struct LogsParams {
+                    name: String,
+                    #[serde(default)]
+                    lines: Option<usize>,
+                }
+                let p: LogsParams = params_of(&params)?;
+                let n = p.lines.unwrap_or(200);
+                let lines = match self.registry.client(&p.name) {
+                    Ok(c) => c.stderr_tail(n),
+                    Err(RegistryError::UnknownServer(s)) => {
+                        return Err(RegistryError::UnknownServer(s).into());
+                    }
+                    Err(_) => self
+                        .registry
+                        .statuses()
+                        .into_iter()
+                        .find(|s| s.name == p.name)
+                        .map(|s| s.stderr_tail.clone())
+                        .unwrap_or_default(),
+                };
+                raw(&json!({ "name": p.name, "lines": lines }))
+            }
+            "mcphost/servers/add"
+            | "mcphost/servers/remove"
+            | "mcphost/servers/enable"
+            | "mcphost/servers/disable" => self.manage(method, params).await,
+            _ => Err(ErrorObject::method_not_found(method)),
+        }
+    }
+
+    fn status(&self) -> Reply {
+        let statuses = self.registry.statuses();
+        let ready = statuses
+            .iter()
+            .filter(|s| s.state == crate::registry::supervisor::ServerState::Ready)
+            .count();
+        raw(&json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "pid": std::process::id(),
+            "socket": self.info.socket,
+            "configPath": self.info.config_path,
+            "configError": self.store.as_ref().and_then(|s| s.last_error()),
+            "uptimeSeconds": self.started.elapsed().as_secs(),
+            "servers": statuses.len(),
+            "ready": ready,
+            "tools": self.registry.catalog().tools().len(),
+        }))
+    }
+
+    fn servers_list(&self) -> Reply {
+        let catalog = self.registry.catalog();
+        let list: Vec<serde_json::Value> = self
+            .registry
+            .statuses()
+            .iter()
+            .map(|s| {
+                let mut v = serde_json::to_value(&**s).unwrap_or_default();
+                v["tools"] = json!(catalog.count_for(&s.name));
+                let renamed: Vec<_> = catalog
+                    .collisions()
+                    .iter()
+                    .filter(|c| c.server == s.name)
+                    .map(|c| json!({"tool": c.tool, "name": c.name, "reason": format!("{:?}", c.reason).to_lowercase()}))
+                    .collect();
+                if !renamed.is_empty() {
+                    v["renamed"] = json!(renamed);
+                }
+                v
+            })
+            .collect();
+        raw(&json!(list))
+    }
+
+    async fn manage(&self, method: &str, params: Option<Box<RawValue>>) -> Reply {
+        let Some(store) = &self.store else {
+            return Err(rpc_err(
+                error_codes::INVALID_REQUEST,
+                format!(
+                    "{method} needs the daemon's config file; it is not available in direct mode"
+                ),
+            ));
+        };
+        let result = match method {
+            "mcphost/servers/add" => {
+                #[derive(Deserialize)]
+                struct AddParams {
+                    name: String,
+                    entry: Box<RawValue>,
+                }
+                let p: AddParams = params_of(&params)?;
+                store.add(&p.name, p.entry.get())
+            }
+            "mcphost/servers/remove" => store.remove(&params_of::<NameParam>(&params)?.name),
+            "mcphost/servers/enable" => {
+                store.set_disabled(&params_of::<NameParam>(&params)?.name, false)
+            }
+            _ => store.set_disabled(&params_of::<NameParam>(&params)?.name, true),
+        };
+        let cfg = result.map_err(|e| invalid_params(e.to_string()))?;
+        self.registry.apply(&cfg).await;
+        raw(&json!({}))
+    }
+}
+
+/// Where progress for a relayed call goes.
+#[derive(Clone)]
+pub struct ProgressSink {
+    peer: Peer,
+    token: Box<RawValue>,
+}
+
+impl ProgressSink {
+    fn callback(self) -> crate::jsonrpc::ProgressCallback {
+        Arc::new(move |p: Progress| {
+            let mut params = json!({ "progress": p.progress });
+            if let Some(t) = p.total {
+                params["total"] = json!(t);
+            }
+            if let Some(m) = p.message {
+                params["message"] = json!(m);
+            }
+            let Ok(fields) = to_raw(&params) else { return };
+            let Ok(with_token) = crate::protocol::set_fields(
+                Some(&fields),
+                [("progressToken".to_owned(), self.token.clone())],
+            ) else {
+                return;
+            };
+            if let Err(e) = self
+                .peer
+                .try_notify(methods::NOTIFICATION_PROGRESS, Some(with_token))
+            {
+                debug!("progress not forwarded: {e}");
+            }
+        })
+    }
+}
+
+struct Session {
+    engine: Arc<Engine>,
+    initialized: Mutex<bool>,
+    peer: OnceLock<Peer>,
+}
+
+struct SessionHandler(Arc<Session>);
+
+impl Session {
+    fn is_initialized(&self) -> bool {
+        *self.initialized.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn initialize(&self, params: &Option<Box<RawValue>>) -> Reply {
+        let requested: Option<String> = params
+            .as_deref()
+            .and_then(|p| raw_field::<String>(p, "protocolVersion").ok().flatten());
+        // Echo a handshake revision we speak, else offer our newest.
+        let version = requested
+            .as_deref()
+            .and_then(|v| v.parse::<ProtocolVersion>().ok())
+            .filter(|v| v.era() == crate::protocol::Era::Handshake)
+            .unwrap_or(ProtocolVersion::LATEST_HANDSHAKE);
+        *self.initialized.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        raw(&json!({
+            "protocolVersion": version,
+            "capabilities": {
+                "tools": { "listChanged": true },
+                "resources": { "listChanged": true },
+                "prompts": { "listChanged": true },
+            },
+            "serverInfo": { "name": "mcphost", "version": env!("CARGO_PKG_VERSION") },
+            "instructions": "mcphost aggregates the tools of many MCP servers. Tool names are <server>__<tool>.",
+        }))
+    }
+}
+
+impl RequestHandler for SessionHandler {
+    fn handle(&self, r: IncomingRequest) -> BoxFuture<'static, Reply> {
+        let session = self.0.clone();
+        Box::pin(async move {
+            if r.method == methods::INITIALIZE {
+                return session.initialize(&r.params);
+            }
+            if !session.is_initialized() {
+                let known = matches!(
+                    r.method.as_str(),
+                    methods::TOOLS_LIST
+                        | methods::TOOLS_CALL
+                        | methods::PROMPTS_LIST
+                        | methods::PROMPTS_GET
+                        | methods::RESOURCES_LIST
+                        | methods::RESOURCES_TEMPLATES_LIST
+                        | methods::RESOURCES_READ
+                ) || r.method.starts_with("mcphost/");
+                return Err(if known {
+                    rpc_err(
+                        error_codes::INVALID_REQUEST,
+                        format!("{} before initialize", r.method),
+                    )
+                } else {
+                    ErrorObject::method_not_found(&r.method)
+                });
+            }
+            let progress = r
+                .params
+                .as_deref()
+                .and_then(|p| raw_field::<Box<RawValue>>(p, "_meta").ok().flatten())
+                .and_then(|m| {
+                    raw_field::<Box<RawValue>>(&m, "progressToken")
+                        .ok()
+                        .flatten()
+                })
+                .and_then(|token| {
+                    session.peer.get().map(|peer| ProgressSink {
+                        peer: peer.clone(),
+                        token,
+                    })
+                });
+            session.engine.handle(&r.method, r.params, progress).await
+        })
+    }
+}
+
+/// Push catalog changes and server states to one client; a client that does
+/// not read is disconnected rather than allowed to stall anyone.
+async fn forward_events(
+    session: Arc<Session>,
+    mut events: broadcast::Receiver<RegistryEvent>,
+    control: Arc<dyn TransportControl>,
+) {
+    let Some(peer) = session.peer.get().cloned() else {
+        return;
+    };
+    loop {
+        let ev = tokio::select! {
+            ev = events.recv() => ev,
+            _ = peer.closed() => return,
+        };
+        let (method, params) = match ev {
+            Ok(RegistryEvent::ToolsChanged) => (methods::NOTIFICATION_TOOLS_LIST_CHANGED, None),
+            Ok(RegistryEvent::ResourcesChanged) => {
+                (methods::NOTIFICATION_RESOURCES_LIST_CHANGED, None)
+            }
+            Ok(RegistryEvent::PromptsChanged) => (methods::NOTIFICATION_PROMPTS_LIST_CHANGED, None),
+            Ok(RegistryEvent::ServerState(s)) => match to_raw(&*s) {
+                Ok(p) => ("notifications/mcphost/server_state", Some(p)),
+                Err(_) => continue,
+            },
+            Err(broadcast::error::RecvError::Lagged(_)) => {
+                (methods::NOTIFICATION_TOOLS_LIST_CHANGED, None)
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        if !session.is_initialized() {
+            continue;
+        }
+        match peer.try_notify(method, params) {
+            Ok(()) => {}
+            Err(PeerError::QueueFull) => {
+                warn!("client is not reading its messages; disconnecting it");
+                control.shutdown().await;
+                return;
+            }
+            Err(_) => return,
+        }
+    }
+}
