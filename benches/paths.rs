@@ -1,0 +1,677 @@
+//! One `tools/call` to `mcphost-testserver`'s `echo`, along every path a
+//! caller can take, side by side in one run, against the official Rust SDK
+//! (`rmcp`) as the reference:
+//!
+//! - `direct`: `ServerClient` over stdio to the test server;
+//! - `engine`: the in-process engine, `Engine::handle("tools/call", …)`
+//!   (catalog routing, then the registry's `ServerClient`);
+//! - `socket`: a `ServerClient` over `ipc::connect` to a listener in this
+//!   process whose connections are served by `Engine::serve`, i.e. the
+//!   daemon's code path with caller and daemon sharing one process and one
+//!   tokio runtime;
+//! - `daemon`: the same over the socket of a real `mcphost daemon` process
+//!   (set `MCPHOST_BENCH_DAEMON=0` to leave it out);
+//! - `rmcp`: the `rmcp` client with its child-process transport.
+//!
+//! Each path runs sequentially (one caller task) and with 32 caller tasks
+//! sharing one client (32 calls in flight); `socket` also runs with 32
+//! connections of one caller each. Every call sends its own text
+//! (`{"text":"c<N>"}`) and checks that the result echoes exactly that text,
+//! so every measured call reached the echo process.
+//!
+//! Run with `cargo bench --bench paths`. Prints Markdown tables.
+//!
+//! Environment:
+//! - `MCPHOST_BENCH_CALLS`: calls per row and round (default 2000).
+//! - `MCPHOST_BENCH_ROUNDS`: rounds (default 5). Every row runs once per
+//!   round, paths in a rotating order, and the table shows medians across
+//!   rounds.
+//! - `MCPHOST_BENCH_VERIFY=1`: start every test server with
+//!   `--log-requests FILE` and, at the end, check that each server received
+//!   exactly as many `tools/call` lines as its path made calls. The file
+//!   write costs the server time, so use it as a separate check run.
+//! - `MCPHOST_BENCH_DAEMON=0`: skip the real daemon process.
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use mcphost::client::{CallOptions, ClientOptions, ServerClient};
+use mcphost::engine::{Engine, EngineInfo};
+use mcphost::ipc::{self, ListenOptions};
+use mcphost::protocol::RawValue;
+use mcphost::registry::Registry;
+use mcphost::registry::supervisor::RestartPolicy;
+use mcphost::transport::stdio::{StdioConfig, spawn};
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::TokioChildProcess;
+
+const TESTSERVER: &str = env!("CARGO_BIN_EXE_mcphost-testserver");
+const MCPHOST: &str = env!("CARGO_BIN_EXE_mcphost");
+const WARMUP: usize = 500;
+const CONCURRENCY: usize = 32;
+/// The server's name in the engine's config, so its echo is `testserver__echo`.
+const SERVER: &str = "testserver";
+const CATALOG_ECHO: &str = "testserver__echo";
+
+type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+fn env_usize(name: &str, default: usize) -> BenchResult<usize> {
+    match std::env::var(name) {
+        Ok(v) => Ok(v
+            .trim()
+            .parse::<usize>()
+            .map_err(|e| format!("{name}={v:?}: {e}"))?
+            .max(1)),
+        Err(_) => Ok(default),
+    }
+}
+
+fn env_flag(name: &str, default: bool) -> bool {
+    match std::env::var(name) {
+        Ok(v) => !matches!(v.trim(), "" | "0" | "false" | "no"),
+        Err(_) => default,
+    }
+}
+
+/// Per-call text: unique across the whole run.
+static NEXT_TOKEN: AtomicU64 = AtomicU64::new(0);
+
+fn token() -> String {
+    format!("c{}", NEXT_TOKEN.fetch_add(1, Ordering::Relaxed))
+}
+
+/// The echo's result must carry exactly our text.
+fn check_echo(result: &str, tok: &str) -> BenchResult<()> {
+    // `"text":"c12"` cannot match inside `"text":"c123"`: the quote closes it.
+    let needle = format!(r#""text":"{tok}""#);
+    if result.contains(&needle) && !result.contains(r#""isError":true"#) {
+        Ok(())
+    } else {
+        Err(format!(
+            "echo of {tok:?} came back as {}",
+            &result[..result.len().min(200)]
+        )
+        .into())
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The paths.
+
+#[derive(Clone)]
+enum Path_ {
+    /// `ServerClient` to a test server it started itself; `name` is the tool.
+    Client {
+        client: Arc<ServerClient>,
+        tool: &'static str,
+    },
+    Engine(Arc<Engine>),
+    /// One caller per client: `clients[i]` serves caller `i`.
+    Clients {
+        clients: Arc<Vec<ServerClient>>,
+        tool: &'static str,
+    },
+    Rmcp(rmcp::Peer<rmcp::RoleClient>),
+}
+
+impl Path_ {
+    async fn call(&self, caller: usize) -> BenchResult<()> {
+        let tok = token();
+        match self {
+            Path_::Client { client, tool } => client_call(client, tool, &tok).await,
+            Path_::Clients { clients, tool } => {
+                client_call(&clients[caller % clients.len()], tool, &tok).await
+            }
+            Path_::Engine(engine) => {
+                let params = RawValue::from_string(format!(
+                    r#"{{"name":"{CATALOG_ECHO}","arguments":{{"text":"{tok}"}}}}"#
+                ))?;
+                let r = engine
+                    .handle("tools/call", Some(params), None)
+                    .await
+                    .map_err(|e| format!("engine: {e}"))?;
+                check_echo(r.get(), &tok)
+            }
+            Path_::Rmcp(peer) => {
+                let mut args = serde_json::Map::with_capacity(1);
+                args.insert("text".to_owned(), serde_json::Value::String(tok.clone()));
+                let r = peer
+                    .call_tool(
+                        CallToolRequestParams::new(Cow::Borrowed("echo")).with_arguments(args),
+                    )
+                    .await?;
+                let text = r
+                    .content
+                    .first()
+                    .and_then(|c| c.as_text())
+                    .map(|t| &*t.text);
+                if r.is_error == Some(true) || text != Some(tok.as_str()) {
+                    return Err(format!("rmcp echo of {tok:?} came back as {:?}", r.content).into());
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+async fn client_call(client: &ServerClient, tool: &str, tok: &str) -> BenchResult<()> {
+    let args = RawValue::from_string(format!(r#"{{"text":"{tok}"}}"#))?;
+    let r = client
+        .call_tool(tool, Some(args), CallOptions::default())
+        .await?;
+    check_echo(r.raw.get(), tok)
+}
+
+/// `callers` tasks make `calls` calls together, each one at a time; every
+/// call's latency is a sample. One caller is still a spawned task, as in a
+/// real host, so the bench's `block_on` thread is not an extra hop.
+async fn run(path: &Path_, calls: usize, callers: usize) -> BenchResult<Round> {
+    let wall = Instant::now();
+    let mut tasks = Vec::with_capacity(callers);
+    for i in 0..callers {
+        let share = calls / callers + usize::from(i < calls % callers);
+        let path = path.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut samples = Vec::with_capacity(share);
+            for _ in 0..share {
+                let t = Instant::now();
+                path.call(i).await.map_err(|e| e.to_string())?;
+                samples.push(t.elapsed());
+            }
+            Ok::<_, String>(samples)
+        }));
+    }
+    let mut samples = Vec::with_capacity(calls);
+    for t in tasks {
+        samples.extend(t.await??);
+    }
+    Ok(Round::new(samples, wall.elapsed()))
+}
+
+// ---------------------------------------------------------------------------
+// Setup.
+
+/// Test server arguments; with verification, its request log.
+fn server_args(log: Option<&Path>) -> Vec<String> {
+    match log {
+        Some(p) => vec!["--log-requests".to_owned(), p.display().to_string()],
+        None => Vec::new(),
+    }
+}
+
+fn config_json(args: &[String]) -> BenchResult<String> {
+    Ok(serde_json::json!({
+        "mcpServers": { SERVER: { "command": TESTSERVER, "args": args } },
+        "loginShellPath": false,
+    })
+    .to_string())
+}
+
+async fn direct(log: Option<&Path>) -> BenchResult<ServerClient> {
+    let conn = spawn("direct", &StdioConfig::new(TESTSERVER, server_args(log))).await?;
+    Ok(ServerClient::connect("direct", conn, ClientOptions::default()).await?)
+}
+
+async fn engine(dir: &Path, log: Option<&Path>) -> BenchResult<Arc<Engine>> {
+    let path = dir.join("engine.json");
+    let cfg = mcphost::config::parse(
+        &config_json(&server_args(log))?,
+        &path,
+        &mcphost::config::process_env,
+    )?;
+    let registry = Registry::start(
+        &cfg,
+        ClientOptions::default(),
+        RestartPolicy::default(),
+        None,
+    );
+    registry.settled(Duration::from_secs(30)).await;
+    if registry.catalog().route(CATALOG_ECHO).is_none() {
+        return Err(format!("the engine has no {CATALOG_ECHO}").into());
+    }
+    Ok(Engine::new(registry, EngineInfo::default(), None))
+}
+
+/// The daemon's accept loop, in this process.
+async fn serve_socket(engine: Arc<Engine>, socket: &Path) -> BenchResult<()> {
+    let mut listener = ipc::listen(ListenOptions::new(socket)).await?;
+    tokio::spawn(async move {
+        let mut n = 0u64;
+        while let Ok((conn, _cred)) = listener.accept().await {
+            n += 1;
+            engine.serve(&format!("bench-{n}"), conn);
+        }
+    });
+    Ok(())
+}
+
+async fn socket_client(socket: &Path) -> BenchResult<ServerClient> {
+    let conn = ipc::connect(socket, ipc::DEFAULT_MAX_MESSAGE_BYTES).await?;
+    Ok(ServerClient::connect("socket", conn, ClientOptions::default()).await?)
+}
+
+/// A real `mcphost daemon`; killed on drop.
+struct Daemon {
+    child: std::process::Child,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        // SIGTERM lets it stop its test server; then reap it.
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let _ = self.child.wait();
+    }
+}
+
+async fn daemon(dir: &Path, log: Option<&Path>) -> BenchResult<(Daemon, ServerClient)> {
+    let config = dir.join("daemon.json");
+    std::fs::write(&config, config_json(&server_args(log))?)?;
+    let socket = dir.join("daemon.sock");
+    let child = std::process::Command::new(MCPHOST)
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--config")
+        .arg(&config)
+        .arg("daemon")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let d = Daemon { child };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    // Wait for the socket, then for the server's tools to be listed.
+    let client = loop {
+        match socket_client(&socket).await {
+            Ok(c) => break c,
+            Err(e) if Instant::now() > deadline => return Err(e),
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    };
+    loop {
+        match client_call(&client, CATALOG_ECHO, "ready").await {
+            Ok(()) => break,
+            Err(e) if Instant::now() > deadline => return Err(e),
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    Ok((d, client))
+}
+
+type RmcpClient = rmcp::service::RunningService<rmcp::RoleClient, ()>;
+
+async fn rmcp_client(log: Option<&Path>) -> BenchResult<RmcpClient> {
+    let mut cmd = tokio::process::Command::new(TESTSERVER);
+    cmd.args(server_args(log));
+    let (transport, _) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::null())
+        .spawn()?;
+    Ok(().serve(transport).await?)
+}
+
+// ---------------------------------------------------------------------------
+// Statistics.
+
+#[derive(Clone, Copy)]
+struct Round {
+    calls: usize,
+    p50: Duration,
+    p99: Duration,
+    per_sec: f64,
+}
+
+impl Round {
+    fn new(mut samples: Vec<Duration>, wall: Duration) -> Round {
+        samples.sort_unstable();
+        let n = samples.len().max(1);
+        let pct = |p: usize| samples[((n * p).div_ceil(100)).clamp(1, n) - 1];
+        Round {
+            calls: samples.len(),
+            p50: pct(50),
+            p99: pct(99),
+            per_sec: samples.len() as f64 / wall.as_secs_f64(),
+        }
+    }
+}
+
+fn median<T: Copy + PartialOrd>(mut v: Vec<T>) -> T {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    v[v.len() / 2]
+}
+
+/// Per-metric medians across rounds.
+fn summarize(rounds: &[Round]) -> Round {
+    Round {
+        calls: rounds.first().map_or(0, |r| r.calls),
+        p50: median(rounds.iter().map(|r| r.p50).collect()),
+        p99: median(rounds.iter().map(|r| r.p99).collect()),
+        per_sec: median(rounds.iter().map(|r| r.per_sec).collect()),
+    }
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.1}", d.as_secs_f64() * 1e6)
+}
+
+struct Row {
+    label: String,
+    path: Path_,
+    callers: usize,
+    /// The rmcp row of the same mode.
+    reference: usize,
+    rounds: Vec<Round>,
+}
+
+fn print_table(rows: &[Row]) -> Vec<Round> {
+    println!(
+        "| path | callers | calls/round | p50 µs | p50 range µs | p99 µs | calls/s | p50 vs rmcp | calls/s vs rmcp |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let sums: Vec<Round> = rows.iter().map(|r| summarize(&r.rounds)).collect();
+    for (i, (r, s)) in rows.iter().zip(&sums).enumerate() {
+        let b = sums[r.reference];
+        let (ratio, tput) = if i == r.reference {
+            ("1 (reference)".to_owned(), "1 (reference)".to_owned())
+        } else {
+            (
+                format!("{:.2}×", s.p50.as_secs_f64() / b.p50.as_secs_f64()),
+                format!("{:.2}×", s.per_sec / b.per_sec),
+            )
+        };
+        let lo = r.rounds.iter().map(|r| r.p50).min().unwrap_or_default();
+        let hi = r.rounds.iter().map(|r| r.p50).max().unwrap_or_default();
+        println!(
+            "| {} | {} | {} | {} | {}–{} | {} | {:.0} | {} | {} |",
+            r.label,
+            r.callers,
+            s.calls,
+            us(s.p50),
+            us(lo),
+            us(hi),
+            us(s.p99),
+            s.per_sec,
+            ratio,
+            tput
+        );
+    }
+    sums
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok { "met" } else { "**missed**" }
+}
+
+/// The targets, from the medians.
+fn print_targets(rows: &[Row], sums: &[Round]) {
+    let find = |label: &str, callers: usize| {
+        rows.iter()
+            .position(|r| r.label == label && r.callers == callers)
+            .map(|i| sums[i])
+    };
+    println!();
+    println!("| target | mode | measured | verdict |");
+    println!("|---|---|---:|---|");
+    for (mode, callers) in [("sequential", 1), ("32 in flight", CONCURRENCY)] {
+        let (Some(a), Some(c), Some(d)) = (
+            find("direct", callers),
+            find("socket", callers),
+            find("rmcp", callers),
+        ) else {
+            continue;
+        };
+        let p = a.p50.as_secs_f64() / d.p50.as_secs_f64();
+        println!(
+            "| direct p50 ≤ 1.0× rmcp | {mode} | {p:.2}× | {} |",
+            verdict(p <= 1.0)
+        );
+        let t = a.per_sec / d.per_sec;
+        println!(
+            "| direct calls/s ≥ 1.0× rmcp | {mode} | {t:.2}× | {} |",
+            verdict(t >= 1.0)
+        );
+        let s = c.p50.as_secs_f64() / a.p50.as_secs_f64();
+        println!(
+            "| socket p50 ≤ 2× direct | {mode} | {s:.2}× | {} |",
+            verdict(s <= 2.0)
+        );
+    }
+    if let Some(c) = find("socket", CONCURRENCY) {
+        println!(
+            "| socket ≥ 50,000 calls/s, 32 callers | one connection | {:.0} | {} |",
+            c.per_sec,
+            verdict(c.per_sec >= 50_000.0)
+        );
+    }
+    if let Some(c) = find("socket, 32 connections", CONCURRENCY) {
+        println!(
+            "| socket ≥ 50,000 calls/s, 32 callers | 32 connections | {:.0} | {} |",
+            c.per_sec,
+            verdict(c.per_sec >= 50_000.0)
+        );
+    }
+}
+
+/// `tools/call` lines in a test server's request log.
+fn logged_calls(path: &Path) -> BenchResult<usize> {
+    let text = std::fs::read_to_string(path)?;
+    Ok(text
+        .lines()
+        .filter(|l| l.contains(r#""method":"tools/call""#) && l.contains(r#""text":"c"#))
+        .count())
+}
+
+// ---------------------------------------------------------------------------
+
+fn main() -> BenchResult<()> {
+    // `cargo bench` passes `--bench`; `cargo test --benches` does not, and
+    // then a smoke run is enough.
+    let benching = std::env::args().any(|a| a == "--bench");
+    let calls = env_usize("MCPHOST_BENCH_CALLS", if benching { 2000 } else { 64 })?;
+    let rounds = env_usize("MCPHOST_BENCH_ROUNDS", if benching { 5 } else { 1 })?;
+    let verify = env_flag("MCPHOST_BENCH_VERIFY", !benching);
+    let with_daemon = env_flag("MCPHOST_BENCH_DAEMON", true);
+    let warmup = if benching { WARMUP } else { 10 };
+
+    let dir = tempfile::tempdir()?;
+    let log = |name: &str| verify.then(|| dir.path().join(format!("{name}.log")));
+    let logs: Vec<(&str, Option<PathBuf>)> = ["direct", "engine", "daemon", "rmcp"]
+        .into_iter()
+        .map(|n| (n, log(n)))
+        .collect();
+    let log_of = |name: &str| {
+        logs.iter()
+            .find(|(n, _)| *n == name)
+            .and_then(|(_, p)| p.clone())
+    };
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+
+    let direct_client = Arc::new(rt.block_on(direct(log_of("direct").as_deref()))?);
+    let engine = rt.block_on(engine(dir.path(), log_of("engine").as_deref()))?;
+    let socket = dir.path().join("engine.sock");
+    rt.block_on(serve_socket(engine.clone(), &socket))?;
+    let socket_one = Arc::new(rt.block_on(socket_client(&socket))?);
+    let socket_many = Arc::new(rt.block_on(async {
+        let mut v = Vec::with_capacity(CONCURRENCY);
+        for _ in 0..CONCURRENCY {
+            v.push(socket_client(&socket).await?);
+        }
+        Ok::<_, Box<dyn std::error::Error + Send + Sync>>(v)
+    })?);
+    let (daemon_proc, daemon_client) = if with_daemon {
+        let (d, c) = rt.block_on(daemon(dir.path(), log_of("daemon").as_deref()))?;
+        (Some(d), Some(Arc::new(c)))
+    } else {
+        (None, None)
+    };
+    let rmcp = rt.block_on(rmcp_client(log_of("rmcp").as_deref()))?;
+
+    // (label, path, the server log its calls land in, modes it runs in)
+    let only_concurrent = [CONCURRENCY];
+    let both = [1, CONCURRENCY];
+    let mut paths: Vec<(&str, Path_, &str, &[usize])> = vec![
+        (
+            "direct",
+            Path_::Client {
+                client: direct_client.clone(),
+                tool: "echo",
+            },
+            "direct",
+            &both,
+        ),
+        ("engine", Path_::Engine(engine.clone()), "engine", &both),
+        (
+            "socket",
+            Path_::Client {
+                client: socket_one.clone(),
+                tool: CATALOG_ECHO,
+            },
+            "engine",
+            &both,
+        ),
+        (
+            "socket, 32 connections",
+            Path_::Clients {
+                clients: socket_many.clone(),
+                tool: CATALOG_ECHO,
+            },
+            "engine",
+            &only_concurrent,
+        ),
+    ];
+    if let Some(c) = &daemon_client {
+        paths.push((
+            "daemon process",
+            Path_::Client {
+                client: c.clone(),
+                tool: CATALOG_ECHO,
+            },
+            "daemon",
+            &both,
+        ));
+    }
+    paths.push(("rmcp", Path_::Rmcp(rmcp.peer().clone()), "rmcp", &both));
+
+    // Rows: every path sequentially, then every path with 32 callers; each
+    // mode's rmcp row is its reference.
+    let mut rows: Vec<Row> = Vec::new();
+    let mut row_log: Vec<&str> = Vec::new();
+    for callers in [1, CONCURRENCY] {
+        let first = rows.len();
+        for (label, path, log, modes) in &paths {
+            if modes.contains(&callers) {
+                rows.push(Row {
+                    label: (*label).to_owned(),
+                    path: path.clone(),
+                    callers,
+                    reference: 0,
+                    rounds: Vec::new(),
+                });
+                row_log.push(log);
+            }
+        }
+        let reference = rows.len() - 1; // rmcp is last
+        for r in &mut rows[first..] {
+            r.reference = reference;
+        }
+    }
+
+    // Warm-up: every row once (page cache, allocator, tokio workers).
+    let mut made = vec![0usize; rows.len()];
+    for (i, r) in rows.iter().enumerate() {
+        rt.block_on(run(&r.path, warmup, r.callers))?;
+        made[i] += warmup;
+    }
+
+    for round in 0..rounds {
+        // Rotate the order so no path always runs right after another.
+        let n = rows.len();
+        let order: Vec<usize> = (0..n).map(|k| (k + round) % n).collect();
+        for &i in &order {
+            let r = rt.block_on(run(&rows[i].path, calls, rows[i].callers))?;
+            made[i] += r.calls;
+            rows[i].rounds.push(r);
+        }
+        let p50s: Vec<String> = rows
+            .iter()
+            .filter_map(|r| r.rounds.last())
+            .map(|r| us(r.p50))
+            .collect();
+        eprintln!(
+            "round {}/{rounds}: p50 µs per row: {}",
+            round + 1,
+            p50s.join(" ")
+        );
+    }
+
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    println!();
+    println!(
+        "Median of {rounds} round(s), {cpus} CPU(s) available; `echo` of mcphost-testserver \
+         with a per-call text (`{{\"text\":\"c<N>\"}}`), each result checked."
+    );
+    println!();
+    let sums = print_table(&rows);
+    print_targets(&rows, &sums);
+
+    // Shut down before reading the logs, so every server has flushed.
+    drop(rows);
+    drop(paths);
+    rt.block_on(async {
+        let _ = rmcp.cancel().await;
+        if let Ok(c) = Arc::try_unwrap(direct_client) {
+            c.shutdown().await;
+        }
+        if let Ok(c) = Arc::try_unwrap(socket_one) {
+            c.shutdown().await;
+        }
+        if let Ok(v) = Arc::try_unwrap(socket_many) {
+            for c in v {
+                c.shutdown().await;
+            }
+        }
+        if let Some(c) = daemon_client.and_then(|c| Arc::try_unwrap(c).ok()) {
+            c.shutdown().await;
+        }
+        engine.registry().shutdown().await;
+    });
+    drop(daemon_proc);
+
+    if verify {
+        println!();
+        println!("| server | calls made | `tools/call` echo lines logged | verdict |");
+        println!("|---|---:|---:|---|");
+        let mut ok = true;
+        for (name, path) in &logs {
+            let Some(path) = path else { continue };
+            let expected: usize = row_log
+                .iter()
+                .zip(&made)
+                .filter(|(l, _)| **l == *name)
+                .map(|(_, n)| n)
+                .sum();
+            if expected == 0 {
+                continue;
+            }
+            let got = logged_calls(path)?;
+            ok &= got == expected;
+            println!(
+                "| {name} | {expected} | {got} | {} |",
+                if got == expected { "match" } else { "MISMATCH" }
+            );
+        }
+        if !ok {
+            return Err("a test server did not see every call".into());
+        }
+    }
+    Ok(())
+}
