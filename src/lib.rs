@@ -13,7 +13,20 @@
 //!    ▲
 //! client     ServerClient: handshake, negotiated state, typed calls, pagination,
 //!            list_changed re-listing; hides the protocol era from callers
+//!    ▲
+//! registry   supervisor (one task per server: restart, backoff, failed state)
+//!            and the namespaced catalog (legal, bounded, stable names; routing)
+//!    ▲
+//! engine     the one method set (MCP + mcphost/*) every door uses
+//!    ▲
+//! ipc · daemon · config · bin/mcphost
+//!            socket (modes, peer uid, bounded queues), run loop and hot
+//!            reload, the config file (JSONC, interpolation, text edits), CLI
 //! ```
+//!
+//! `config` is parsed into a checked [`config::HostConfig`] before anything
+//! below the daemon sees it; nothing below `engine` knows about files,
+//! sockets or the CLI.
 //!
 //! Relayed payloads (tool schemas and results, prompt messages, `_meta`,
 //! unknown fields) stay [`serde_json::value::RawValue`] text end to end, so
