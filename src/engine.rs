@@ -4,7 +4,7 @@
 //! It is an aggregating MCP server over the [`Registry`]: `initialize`,
 //! paginated `tools/list`, `tools/call` routed through the catalog,
 //! resources, prompts, and the `mcphost/*` management methods. One
-//! [`Session`] serves one client connection.
+//! `Session` serves one client connection.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -225,6 +225,10 @@ impl Engine {
                 let p: UriParam = params_of(&params)?;
                 Ok(self.registry.read_resource(&p.uri).await?)
             }
+            methods::COMPLETION_COMPLETE => {
+                let p = params.ok_or_else(|| invalid_params("completion/complete needs params"))?;
+                Ok(self.registry.complete(&p).await?)
+            }
             methods::PING => raw(&json!({})),
             "mcphost/status" => self.status(),
             "mcphost/tools/list" => {
@@ -420,6 +424,7 @@ impl Session {
                 "tools": { "listChanged": true },
                 "resources": { "listChanged": true },
                 "prompts": { "listChanged": true },
+                "completions": {},
             },
             "serverInfo": { "name": "mcphost", "version": env!("CARGO_PKG_VERSION") },
             "instructions": "mcphost aggregates the tools of many MCP servers. Tool names are <server>__<tool>.",
@@ -444,6 +449,7 @@ impl RequestHandler for SessionHandler {
                         | methods::RESOURCES_LIST
                         | methods::RESOURCES_TEMPLATES_LIST
                         | methods::RESOURCES_READ
+                        | methods::COMPLETION_COMPLETE
                 ) || r.method.starts_with("mcphost/");
                 return Err(if known {
                     rpc_err(

@@ -281,6 +281,57 @@ impl Registry {
         Ok(client.read_resource(uri, CallOptions::default()).await?)
     }
 
+    /// `completion/complete`, routed by its `ref`: a prompt's catalog name
+    /// is turned back into the server's own; a resource URI goes where
+    /// `resources/read` would send it.
+    pub async fn complete(&self, params: &RawValue) -> Result<Box<RawValue>, RegistryError> {
+        use crate::protocol::{raw_field, set_fields, to_raw};
+        let bad = |m: String| {
+            RegistryError::Client(ClientError::Invalid {
+                server: String::new(),
+                method: "completion/complete".to_owned(),
+                reason: m,
+            })
+        };
+        let r: Box<RawValue> = raw_field(params, "ref")
+            .map_err(|e| bad(e.to_string()))?
+            .ok_or_else(|| bad("missing ref".to_owned()))?;
+        let kind: Option<String> = raw_field(&r, "type").map_err(|e| bad(e.to_string()))?;
+        let (server, new_ref) = match kind.as_deref() {
+            Some("ref/prompt") => {
+                let name: String = raw_field(&r, "name")
+                    .map_err(|e| bad(e.to_string()))?
+                    .unwrap_or_default();
+                let route = self
+                    .prompts()
+                    .route(&name)
+                    .cloned()
+                    .ok_or(RegistryError::UnknownPrompt(name))?;
+                let own = to_raw(&route.tool).map_err(|e| bad(e.to_string()))?;
+                let new_ref = set_fields(Some(&r), [("name".to_owned(), own)])
+                    .map_err(|e| bad(e.to_string()))?;
+                (route.server, new_ref)
+            }
+            Some("ref/resource") => {
+                let uri: String = raw_field(&r, "uri")
+                    .map_err(|e| bad(e.to_string()))?
+                    .unwrap_or_default();
+                let resources = self.resources();
+                let server = resources
+                    .route(&uri)
+                    .or_else(|| resources.route_template(&uri))
+                    .map(str::to_owned)
+                    .ok_or(RegistryError::UnknownResource(uri))?;
+                (server, r)
+            }
+            other => return Err(bad(format!("unsupported ref type {other:?}"))),
+        };
+        let params = set_fields(Some(params), [("ref".to_owned(), new_ref)])
+            .map_err(|e| bad(e.to_string()))?;
+        let client = self.client(&server)?;
+        Ok(client.complete(params).await?)
+    }
+
     pub async fn restart(&self, server: &str) -> Result<(), RegistryError> {
         self.handle(server)?.restart().await;
         Ok(())
