@@ -124,6 +124,8 @@ fn watch_config(
 ) -> Result<notify::RecommendedWatcher, DaemonError> {
     let dir = path
         .parent()
+        // A bare file name ("config.json") has an empty parent: the cwd.
+        .filter(|d| !d.as_os_str().is_empty())
         .map(Path::to_owned)
         .unwrap_or_else(|| PathBuf::from("."));
     let file = path.file_name().map(|f| f.to_owned());

@@ -393,6 +393,11 @@ impl Registry {
 
     async fn pump(self, mut rx: broadcast::Receiver<SupervisorEvent>) {
         loop {
+            // Each event may rebuild the catalog (synchronous work) and wake
+            // the sessions that forward it. Yield between events, or under
+            // churn those sessions wait in this worker's LIFO slot, which no
+            // other worker steals, until the coop budget runs out (~1 s).
+            tokio::task::yield_now().await;
             let ev = match rx.recv().await {
                 Ok(ev) => ev,
                 Err(broadcast::error::RecvError::Lagged(n)) => {
@@ -486,8 +491,9 @@ impl Registry {
             warn!(server, "listing failed: {e}");
         }
         if self.set_lists(server, |l| *l = lists) {
-            self.mark_listed(server);
+            // Catalog first: `settled` waiters read it as soon as it is marked.
             self.rebuild(true, true, true);
+            self.mark_listed(server);
         }
     }
 

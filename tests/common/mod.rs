@@ -92,3 +92,345 @@ impl RequestLog {
 pub fn raw(s: &str) -> Box<mcphost::protocol::RawValue> {
     mcphost::protocol::RawValue::from_string(s.to_owned()).unwrap()
 }
+
+// ---------------------------------------------------------------------------
+// The real `mcphost` binary: a daemon guard and CLI runners (tests/daemon.rs,
+// tests/cli.rs).
+
+pub const MCPHOST: &str = env!("CARGO_BIN_EXE_mcphost");
+
+/// Calls `f` every 50 ms until it returns `Some`, or panics after `limit`
+/// saying what never happened.
+pub fn poll<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if std::time::Instant::now() >= deadline {
+            panic!("timed out after {limit:?} waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Where the pinned real servers are (see tests/interop.rs), or `None` to
+/// skip; a missing install fails instead under MCPHOST_INTEROP_REQUIRED.
+pub struct Interop {
+    pub dir: PathBuf,
+    pub python: PathBuf,
+    pub node: String,
+}
+
+pub fn interop() -> Option<Interop> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let dir = std::env::var_os("MCPHOST_INTEROP_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("tests/interop"));
+    let python = std::env::var_os("MCPHOST_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join(".venv/bin/python"));
+    let node = std::env::var("MCPHOST_NODE").unwrap_or_else(|_| "node".to_owned());
+    if dir
+        .join("node_modules/@modelcontextprotocol/server-memory")
+        .exists()
+        && python.exists()
+    {
+        return Some(Interop { dir, python, node });
+    }
+    let msg = format!(
+        "interop servers are not installed ({} / {}); run scripts/setup-interop.sh",
+        dir.display(),
+        python.display()
+    );
+    if std::env::var_os("MCPHOST_INTEROP_REQUIRED").is_some() {
+        panic!("{msg}");
+    }
+    eprintln!("skipping: {msg}");
+    None
+}
+
+impl Interop {
+    /// `"command"`/`"args"` JSON members for an npm reference server.
+    pub fn node_entry(&self, pkg: &str) -> String {
+        let entry = self.dir.join(format!(
+            "node_modules/@modelcontextprotocol/{pkg}/dist/index.js"
+        ));
+        format!(
+            r#""command": {}, "args": [{}]"#,
+            serde_json::json!(self.node),
+            serde_json::json!(entry.display().to_string())
+        )
+    }
+    /// `"command"`/`"args"` members for mcp-server-time from PyPI.
+    pub fn time_entry(&self) -> String {
+        format!(
+            r#""command": {}, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]"#,
+            serde_json::json!(self.python.display().to_string())
+        )
+    }
+}
+
+/// A JSON string literal for `s` (for building config text).
+pub fn js(s: &str) -> String {
+    serde_json::json!(s).to_string()
+}
+
+/// Parses JSON into a `Value` for assertions. The test server's `lossless`
+/// tool carries `1e400`, which `Value` cannot hold; it is read as `1e300`
+/// here (byte-exact checks look at the raw text instead).
+pub fn lenient_json(text: &str) -> serde_json::Value {
+    serde_json::from_str(&text.replace("1e400", "1e300"))
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+/// The output of one `mcphost` run.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn json(&self) -> serde_json::Value {
+        lenient_json(&self.stdout)
+    }
+    pub fn stderr_json(&self) -> serde_json::Value {
+        serde_json::from_str(self.stderr.trim())
+            .unwrap_or_else(|e| panic!("stderr is not one JSON object ({e}): {self:?}"))
+    }
+}
+
+/// An isolated environment for the `mcphost` binary: its own HOME, socket
+/// and config file in a temp dir.
+pub struct Sandbox {
+    pub dir: tempfile::TempDir,
+    pub home: PathBuf,
+    pub socket: PathBuf,
+    pub config: PathBuf,
+    pub env: Vec<(String, String)>,
+}
+
+impl Sandbox {
+    pub fn new() -> Sandbox {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir(&home).unwrap();
+        let config_dir = dir.path().join("conf");
+        std::fs::create_dir(&config_dir).unwrap();
+        Sandbox {
+            socket: dir.path().join("run/mcphost.sock"),
+            config: config_dir.join("config.json"),
+            home,
+            dir,
+            env: Vec::new(),
+        }
+    }
+
+    /// `mcphost` with this sandbox's HOME, socket and config.
+    pub fn command(&self) -> std::process::Command {
+        let mut c = std::process::Command::new(MCPHOST);
+        c.env("HOME", &self.home)
+            .env("MCPHOST_SOCKET", &self.socket)
+            .env("MCPHOST_CONFIG", &self.config)
+            .env_remove("XDG_RUNTIME_DIR")
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("RUST_LOG")
+            .stdin(std::process::Stdio::null());
+        for (k, v) in &self.env {
+            c.env(k, v);
+        }
+        c
+    }
+
+    /// Runs `mcphost ARGS` to completion (at most 60 s).
+    pub fn run(&self, args: &[&str]) -> Run {
+        let out = self
+            .command()
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("running mcphost {args:?}: {e}"));
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Runs `mcphost --json ARGS`, which must succeed; its stdout as JSON.
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        let mut a = vec!["--json"];
+        a.extend_from_slice(args);
+        let r = self.run(&a);
+        assert_eq!(r.code, 0, "mcphost {a:?} failed: {r:?}");
+        r.json()
+    }
+
+    pub fn write_config(&self, text: &str) {
+        std::fs::write(&self.config, text).unwrap();
+    }
+
+    /// Replaces the config the way editors do: a new file renamed over it.
+    pub fn rename_config(&self, text: &str) {
+        let tmp = self.config.with_extension("json.swp");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, &self.config).unwrap();
+    }
+
+    pub fn read_config(&self) -> String {
+        std::fs::read_to_string(&self.config).unwrap()
+    }
+}
+
+impl Default for Sandbox {
+    fn default() -> Self {
+        Sandbox::new()
+    }
+}
+
+/// A running `mcphost daemon`; SIGTERMed (then SIGKILLed) and reaped on drop.
+pub struct Daemon {
+    pub sb: Sandbox,
+    child: Option<std::process::Child>,
+    pub log: PathBuf,
+}
+
+impl std::ops::Deref for Daemon {
+    type Target = Sandbox;
+    fn deref(&self) -> &Sandbox {
+        &self.sb
+    }
+}
+
+impl Daemon {
+    /// Writes `config` and starts a daemon on it; returns once it answers.
+    pub fn start(config: &str) -> Daemon {
+        Daemon::start_in(Sandbox::new(), config)
+    }
+
+    pub fn start_in(sb: Sandbox, config: &str) -> Daemon {
+        Daemon::spawn(sb, config, false)
+    }
+
+    /// As [`Daemon::start`], with `--config config.json` relative to the
+    /// daemon's working directory.
+    pub fn start_relative(config: &str) -> Daemon {
+        Daemon::spawn(Sandbox::new(), config, true)
+    }
+
+    fn spawn(sb: Sandbox, config: &str, relative: bool) -> Daemon {
+        sb.write_config(config);
+        let log = sb.dir.path().join("daemon.log");
+        let mut cmd = sb.command();
+        cmd.arg("daemon").arg("--config");
+        if relative {
+            cmd.arg(sb.config.file_name().unwrap())
+                .current_dir(sb.config.parent().unwrap());
+        } else {
+            cmd.arg(&sb.config);
+        }
+        let child = cmd
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut d = Daemon {
+            sb,
+            child: Some(child),
+            log,
+        };
+        poll("the daemon to answer", Duration::from_secs(20), || {
+            if let Some(st) = d.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("daemon exited with {st} at start:\n{}", d.log_text());
+            }
+            (d.run(&["status"]).code == 0).then_some(())
+        });
+        d
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("daemon already stopped").id()
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn servers(&self) -> Vec<serde_json::Value> {
+        self.json(&["servers"]).as_array().unwrap().clone()
+    }
+
+    pub fn server(&self, name: &str) -> Option<serde_json::Value> {
+        self.servers().into_iter().find(|s| s["name"] == name)
+    }
+
+    /// Waits until each named server is ready with its tools listed; their
+    /// `servers --json` entries by name.
+    pub fn wait_ready(
+        &self,
+        names: &[&str],
+        limit: Duration,
+    ) -> std::collections::HashMap<String, serde_json::Value> {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            let last = self.servers();
+            let ready = names.iter().all(|n| {
+                last.iter().any(|s| {
+                    s["name"] == *n && s["state"] == "ready" && s["tools"].as_u64() > Some(0)
+                })
+            });
+            if ready {
+                return last
+                    .into_iter()
+                    .map(|s| (s["name"].as_str().unwrap().to_owned(), s))
+                    .collect();
+            }
+            if std::time::Instant::now() >= deadline {
+                panic!(
+                    "servers {names:?} not ready after {limit:?}: {last:#?}\ndaemon log:\n{}",
+                    self.log_text()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Sends SIGTERM and waits up to `limit` for the exit; `None` if it is
+    /// still running (it is then killed).
+    pub fn terminate(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let mut child = self.child.take()?;
+        // SAFETY: plain kill(2) on our own child's pid.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                return Some(st);
+            }
+            if std::time::Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.terminate(Duration::from_secs(10));
+    }
+}
+
+/// Whether a process with this pid exists and is not a zombie.
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the parenthesised command name.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .map(|(_, rest)| !rest.trim_start().starts_with('Z'))
+            .unwrap_or(false),
+        Err(_) => false,
+    }
+}

@@ -339,11 +339,12 @@ async fn dispatch(b: &Backend, command: Command, out: &Out) -> Result<u8> {
                         "`servers add {name}` needs either --url URL or -- COMMAND ARGS..."
                     ),
                 };
-                b.manage(
-                    "mcphost/servers/add",
-                    json!({ "name": name, "entry": entry }),
-                )
-                .await?;
+                // The entry goes as an object, its keys in the order built.
+                let params = mcphost::protocol::set_fields(
+                    Some(&backend::params(json!({ "name": name }))?),
+                    [("entry".to_owned(), RawValue::from_string(entry)?)],
+                )?;
+                b.manage_raw("mcphost/servers/add", params).await?;
                 out.done(&format!("added {name}"));
             }
             ServersAction::Remove { name } => {

@@ -1,0 +1,323 @@
+//! The `mcphost` command line as a contract: `--direct` mode, exit codes,
+//! JSON errors, flag placement and the no-daemon hint.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use common::{Daemon, Sandbox, TESTSERVER, js, poll};
+use serde_json::{Value, json};
+
+fn ts_config(args: &[&str]) -> String {
+    format!(
+        r#"{{ "loginShellPath": false, "mcpServers": {{ "ts": {{ "command": {}, "args": {} }} }} }}"#,
+        js(TESTSERVER),
+        serde_json::to_string(args).unwrap()
+    )
+}
+
+fn names(tools: &Value) -> BTreeSet<String> {
+    tools
+        .as_array()
+        .unwrap_or_else(|| panic!("not a list: {tools}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn text_of(result: &Value) -> String {
+    result["content"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no content in {result}"))
+        .iter()
+        .filter_map(|c| c["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn direct_mode_names_servers_and_calls_without_a_daemon() {
+    // No daemon anywhere: the sandbox's socket does not exist.
+    let sb = Sandbox::new();
+    let spec = format!("{TESTSERVER} --tools 2");
+
+    // Named after serverInfo.name.
+    let tools = sb.json(&["--direct", &spec, "tools"]);
+    let got = names(&tools);
+    for n in [
+        "mcphost-testserver__echo",
+        "mcphost-testserver__tool_0000",
+        "mcphost-testserver__tool_0001",
+    ] {
+        assert!(got.contains(n), "{n} missing from {got:?}");
+    }
+    for t in tools.as_array().unwrap() {
+        assert_eq!(t["server"], "mcphost-testserver", "{t}");
+        assert_eq!(
+            t["name"],
+            format!("mcphost-testserver__{}", t["tool"].as_str().unwrap())
+        );
+    }
+    assert!(!sb.socket.exists());
+
+    // NAME=SPEC names it.
+    let got = names(&sb.json(&["--direct", &format!("mine={spec}"), "tools"]));
+    assert!(got.contains("mine__tool_0001"), "{got:?}");
+    assert!(got.iter().all(|n| n.starts_with("mine__")), "{got:?}");
+
+    // Two unnamed servers with the same serverInfo.name: the second gets -2.
+    let plain = TESTSERVER.to_owned();
+    let two = ["--direct", &plain, "--direct", &spec];
+    let servers = sb.json(&[&two[..], &["servers"]].concat());
+    let listed: Vec<(&str, &str)> = servers
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["name"].as_str().unwrap(), s["state"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("mcphost-testserver", "ready"),
+            ("mcphost-testserver-2", "ready")
+        ]
+    );
+    let got = names(&sb.json(&[&two[..], &["tools"]].concat()));
+    assert!(got.contains("mcphost-testserver-2__tool_0001"), "{got:?}");
+    assert!(!got.contains("mcphost-testserver__tool_0000"), "{got:?}");
+
+    // call, by catalog name and by the tool's own name.
+    let r = sb.run(&["--direct", &spec, "call", "echo", r#"{"text":"direct"}"#]);
+    assert_eq!((r.code, r.stdout.as_str()), (0, "direct\n"), "{r:?}");
+    let r = sb.run(&[
+        "--direct",
+        &spec,
+        "--json",
+        "call",
+        "mcphost-testserver__add",
+        r#"{"a":2,"b":40}"#,
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()["structuredContent"]["sum"], 42, "{r:?}");
+    // The same own name on both servers is ambiguous.
+    let r = sb.run(&[&two[..], &["call", "echo", r#"{"text":"x"}"#]].concat());
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("mcphost-testserver__echo")
+            && r.stderr.contains("mcphost-testserver-2__echo"),
+        "{r:?}"
+    );
+
+    // Editing a config makes no sense without the daemon's file.
+    for args in [
+        &["servers", "add", "x", "--", "true"][..],
+        &["servers", "remove", "x"][..],
+        &["servers", "disable", "mcphost-testserver"][..],
+    ] {
+        let r = sb.run(&[&["--direct", &spec][..], args].concat());
+        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        assert!(r.stderr.contains("--direct"), "{args:?}: {r:?}");
+        assert!(r.stdout.is_empty(), "{r:?}");
+    }
+    assert!(!sb.config.exists(), "a config file was written");
+}
+
+#[test]
+fn call_exit_codes_and_json_errors() {
+    let d = Daemon::start(&ts_config(&["--stderr-lines", "3"]));
+    d.wait_ready(&["ts"], Duration::from_secs(15));
+
+    // 0: a result.
+    let r = d.run(&["call", "ts__echo", r#"{"text":"fine"}"#]);
+    assert_eq!((r.code, r.stdout.as_str()), (0, "fine\n"), "{r:?}");
+    assert!(r.stderr.is_empty(), "{r:?}");
+    // 1: a result with isError, printed like any other.
+    let r = d.run(&["call", "ts__fail", r#"{"message":"it broke"}"#]);
+    assert_eq!((r.code, r.stdout.as_str()), (1, "it broke\n"), "{r:?}");
+    let r = d.run(&["--json", "call", "fail"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.json()["isError"], true, "{r:?}");
+    assert_eq!(text_of(&r.json()), "simulated tool failure");
+
+    // 2: unknown tool, bad JSON arguments, a timeout, a refused request.
+    let r = d.run(&["call", "nosuch"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.starts_with("mcphost: ") && r.stderr.contains("nosuch"),
+        "{r:?}"
+    );
+    assert!(r.stdout.is_empty(), "{r:?}");
+    let r = d.run(&["--json", "call", "nosuch"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    let e = r.stderr_json();
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("nosuch"),
+        "{e}"
+    );
+    let r = d.run(&["--json", "call", "ts__echo", "{not json"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    let e = r.stderr_json();
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not valid JSON"),
+        "{e}"
+    );
+    let r = d.run(&[
+        "--json",
+        "call",
+        "ts__slow",
+        r#"{"ms":10000}"#,
+        "--timeout",
+        "300ms",
+    ]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr_json()["error"]["message"].is_string(), "{r:?}");
+    // A JSON-RPC error from the daemon keeps its code.
+    let r = d.run(&["--json", "servers", "restart", "nosuch"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    let e = r.stderr_json();
+    assert_eq!(e["error"]["code"], -32602, "{e}");
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("nosuch"),
+        "{e}"
+    );
+    // A duration needs a unit.
+    let r = d.run(&["call", "ts__echo", "{}", "--timeout", "5"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("no unit"), "{r:?}");
+
+    // The daemon is still fine after all that.
+    let r = d.json(&["call", "echo", r#"{"text":"still"}"#]);
+    assert_eq!(text_of(&r), "still");
+    // servers logs: the server's stderr.
+    let logs = d.json(&["servers", "logs", "ts"]);
+    let lines: Vec<&str> = logs["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    assert!(lines.len() >= 3, "{logs}");
+    let r = d.run(&["servers", "logs", "ts", "--lines", "1"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.stdout.lines().count(), 1, "{r:?}");
+
+    // Daemon not running: 2, plain or JSON.
+    let nowhere = Sandbox::new();
+    let r = nowhere.run(&["call", "ts__echo", "{}"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("mcphost daemon"), "{r:?}");
+    let r = nowhere.run(&["--json", "call", "ts__echo", "{}"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    let e = r.stderr_json();
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&nowhere.socket.display().to_string()),
+        "{e}"
+    );
+}
+
+#[test]
+fn global_flags_go_before_or_after_the_subcommand() {
+    let d = Daemon::start(&ts_config(&["--tools", "1"]));
+    d.wait_ready(&["ts"], Duration::from_secs(15));
+
+    let before = d.json(&["status"]);
+    let r = d.run(&["status", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let after = r.json();
+    for s in [&before, &after] {
+        assert_eq!(s["pid"], d.pid(), "{s}");
+        assert_eq!(s["servers"], 1, "{s}");
+        assert_eq!(s["ready"], 1, "{s}");
+        assert_eq!(s["configPath"], json!(d.config), "{s}");
+        assert_eq!(s["configError"], Value::Null, "{s}");
+    }
+    // Human output is not JSON.
+    let r = d.run(&["status"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(serde_json::from_str::<Value>(&r.stdout).is_err(), "{r:?}");
+    assert!(r.stdout.contains("1 (1 ready)"), "{r:?}");
+
+    // --socket after the subcommand wins over a wrong MCPHOST_SOCKET.
+    let socket = d.socket.to_str().unwrap();
+    let mut wrong = d.command();
+    wrong.env("MCPHOST_SOCKET", d.dir.path().join("elsewhere.sock"));
+    let out = wrong
+        .args(["servers", "list", "--socket", socket, "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let servers: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(servers[0]["name"], "ts", "{servers}");
+    let mut wrong = d.command();
+    wrong.env("MCPHOST_SOCKET", d.dir.path().join("elsewhere.sock"));
+    let out = wrong.args(["status"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+
+    // Flags between and after subcommand arguments.
+    let a = d.json(&["tools", "--server", "ts"]);
+    let r = d.run(&["tools", "--server", "ts", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(names(&a), names(&r.json()));
+    assert!(names(&a).contains("ts__tool_0000"), "{a}");
+    let r = d.run(&["call", "--json", "ts__echo", r#"{"text":"x"}"#]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(text_of(&r.json()), "x");
+
+    // The human tables.
+    let r = d.run(&["servers"]);
+    let header = r.stdout.lines().next().unwrap_or_default().to_owned();
+    for col in ["NAME", "STATE", "TRANSPORT", "PROTOCOL", "TOOLS", "PID"] {
+        assert!(header.contains(col), "{r:?}");
+    }
+    let pid = d.server("ts").unwrap()["pid"].as_u64().unwrap();
+    assert!(
+        r.stdout
+            .lines()
+            .any(|l| l.starts_with("ts ") && l.contains(" ready ") && l.contains(&pid.to_string())),
+        "{r:?}"
+    );
+    let r = d.run(&["tools", "--server", "ts"]);
+    assert!(
+        r.stdout.lines().any(|l| l.starts_with("ts__tool_0000 ")),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn status_without_a_daemon_says_how_to_start_one() {
+    let sb = Sandbox::new();
+    let r = sb.run(&["status"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stdout.is_empty(), "{r:?}");
+    assert!(r.stderr.contains("mcphost daemon"), "{r:?}");
+    assert!(r.stderr.contains(&sb.socket.display().to_string()), "{r:?}");
+    let r = sb.run(&["status", "--json"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    let e = r.stderr_json();
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("mcphost daemon"),
+        "{e}"
+    );
+    // A daemon that has gone away is the same case as none at all.
+    let mut d = Daemon::start(&ts_config(&[]));
+    let socket = d.socket.clone();
+    assert_eq!(d.run(&["status"]).code, 0);
+    let st = d.terminate(Duration::from_secs(10)).expect("daemon hung");
+    assert!(st.success(), "{st}");
+    poll("the socket to go", Duration::from_secs(5), || {
+        (!socket.exists()).then_some(())
+    });
+    let r = d.run(&["status"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("mcphost daemon"), "{r:?}");
+}
