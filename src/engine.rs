@@ -13,19 +13,15 @@ use std::time::Instant;
 use serde::Deserialize;
 use serde_json::json;
 use serde_json::value::RawValue;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::broadcast;
 use tracing::{Instrument, debug, info_span, warn};
 
 use crate::client::CallOptions;
 use crate::config::store::ConfigStore;
-use crate::jsonrpc::{
-    DecodeError, Incoming, IncomingRequest, Peer, PeerError, Progress, RequestHandler, decode,
-};
-use crate::protocol::{
-    ErrorObject, Message, ProtocolVersion, Response, error_codes, methods, raw_field, to_raw,
-};
+use crate::jsonrpc::{IncomingRequest, Peer, PeerError, Progress, RequestHandler};
+use crate::protocol::{ErrorObject, ProtocolVersion, error_codes, methods, raw_field, to_raw};
 use crate::registry::{Registry, RegistryError, RegistryEvent};
-use crate::transport::{BoxFuture, Outbound, TransportControl, TransportEvent};
+use crate::transport::{BoxFuture, TransportControl};
 
 /// Page size of the aggregated lists.
 const PAGE_SIZE: usize = 200;
@@ -156,8 +152,9 @@ impl Engine {
         let mut cfg = crate::jsonrpc::PeerConfig::new(name);
         // Host callbacks may wait on a person; be generous.
         cfg.timeout = std::time::Duration::from_secs(600);
-        let inbound = answer_malformed(conn.inbound, conn.outbound.clone());
-        let peer = Peer::start(cfg, conn.outbound, inbound, Arc::new(handler));
+        // A client's malformed input gets an error reply, as JSON-RPC asks.
+        cfg.answer_invalid = true;
+        let peer = Peer::start(cfg, conn.outbound, conn.inbound, Arc::new(handler));
         let _ = session.peer.set(peer.clone());
         tokio::spawn(
             forward_events(session, self.registry.subscribe(), conn.control)
@@ -483,61 +480,6 @@ impl RequestHandler for SessionHandler {
             session.engine.handle(&r.method, r.params, progress).await
         })
     }
-}
-
-/// Answers what a client sent that is not a JSON-RPC message, as JSON-RPC
-/// requires (-32700 for text that is not JSON, -32600 for JSON that is not a
-/// request), instead of letting the peer skip it silently the way it must
-/// for chatty servers. Every other event passes through unchanged.
-fn answer_malformed(
-    mut inbound: mpsc::Receiver<TransportEvent>,
-    outbound: mpsc::Sender<Outbound>,
-) -> mpsc::Receiver<TransportEvent> {
-    let (tx, rx) = mpsc::channel(64);
-    tokio::spawn(async move {
-        while let Some(ev) = inbound.recv().await {
-            if let TransportEvent::Frame(text) = &ev {
-                let bad = match decode(text) {
-                    Err(e @ DecodeError::NotJson { .. }) => {
-                        Some((None, error_codes::PARSE_ERROR, e.to_string()))
-                    }
-                    Err(e) => Some((None, error_codes::INVALID_REQUEST, e.to_string())),
-                    // A broken response to a request of ours is the peer's.
-                    Ok(Incoming::Single(Err(DecodeError::Invalid { id, reason })))
-                        if !looks_like_response(text) =>
-                    {
-                        let message = format!("invalid JSON-RPC message: {reason}");
-                        Some((id, error_codes::INVALID_REQUEST, message))
-                    }
-                    _ => None,
-                };
-                if let Some((id, code, message)) = bad {
-                    debug!("answering a malformed message: {message}");
-                    let reply = Message::Response(Response {
-                        id,
-                        outcome: Err(rpc_err(code, message)),
-                    });
-                    if outbound.send(reply.to_line()).await.is_err() {
-                        return;
-                    }
-                    continue;
-                }
-            }
-            if tx.send(ev).await.is_err() {
-                return;
-            }
-        }
-    });
-    rx
-}
-
-fn looks_like_response(text: &str) -> bool {
-    #[derive(Deserialize)]
-    struct Probe {
-        result: Option<serde::de::IgnoredAny>,
-        error: Option<serde::de::IgnoredAny>,
-    }
-    serde_json::from_str::<Probe>(text).is_ok_and(|p| p.result.is_some() || p.error.is_some())
 }
 
 /// Push catalog changes and server states to one client; a client that does

@@ -18,8 +18,8 @@ use tracing::{Instrument, debug, debug_span, warn};
 
 use super::decode::{DecodeError, Incoming, decode};
 use crate::protocol::{
-    ErrorObject, Id, Message, Notification, Request, Response, empty_object, methods, raw_field,
-    set_fields, to_raw,
+    ErrorObject, Id, Message, Notification, Request, Response, empty_object, error_codes, methods,
+    raw_field, set_fields, to_raw,
 };
 use crate::transport::{BoxFuture, CloseReason, Outbound, TransportEvent};
 
@@ -32,6 +32,9 @@ pub struct PeerConfig {
     pub timeout: Duration,
     /// Hard maximum for one request, progress or not.
     pub max_timeout: Duration,
+    /// Answer malformed input with -32700/-32600, as a JSON-RPC server must.
+    /// Off for MCP servers' output, whose junk lines are only logged.
+    pub answer_invalid: bool,
 }
 
 impl PeerConfig {
@@ -40,6 +43,7 @@ impl PeerConfig {
             name: name.into(),
             timeout: Duration::from_secs(60),
             max_timeout: Duration::from_secs(600),
+            answer_invalid: false,
         }
     }
 }
@@ -513,6 +517,15 @@ impl Inner {
         }
     }
 
+    async fn answer_error(&self, id: Option<Id>, code: i64, message: String) {
+        debug!("answering malformed input: {message}");
+        let reply = Message::Response(Response {
+            id,
+            outcome: Err(ErrorObject::new(code, message)),
+        });
+        self.send(reply.to_line()).await;
+    }
+
     async fn send(&self, line: String) {
         if self.outbound.send(line).await.is_err() {
             debug!("transport closed before a reply could be sent");
@@ -574,12 +587,19 @@ async fn read_loop(inner: Arc<Inner>, mut inbound: mpsc::Receiver<TransportEvent
 
 async fn on_frame(inner: &Arc<Inner>, text: &str) {
     match decode(text) {
+        Err(e) if inner.cfg.answer_invalid => {
+            let code = match e {
+                DecodeError::NotJson { .. } => error_codes::PARSE_ERROR,
+                _ => error_codes::INVALID_REQUEST,
+            };
+            inner.answer_error(None, code, e.to_string()).await;
+        }
         Err(DecodeError::NotJson { preview, .. }) => {
             warn!("skipping a non-JSON line from the server: {preview}");
         }
         Err(e) => warn!("skipping an invalid frame: {e}"),
         Ok(Incoming::Single(Ok(msg))) => dispatch(inner, msg).await,
-        Ok(Incoming::Single(Err(e))) => on_invalid(inner, e).await,
+        Ok(Incoming::Single(Err(e))) => on_invalid(inner, e, text).await,
         Ok(Incoming::Batch(items)) => {
             // Requests in a batch are answered together, in one array.
             let mut replies = Vec::new();
@@ -587,7 +607,7 @@ async fn on_frame(inner: &Arc<Inner>, text: &str) {
                 match item {
                     Ok(Message::Request(req)) => replies.push(answer(inner, req)),
                     Ok(msg) => dispatch(inner, msg).await,
-                    Err(e) => on_invalid(inner, e).await,
+                    Err(e) => on_invalid(inner, e, text).await,
                 }
             }
             if !replies.is_empty() {
@@ -605,7 +625,7 @@ async fn on_frame(inner: &Arc<Inner>, text: &str) {
     }
 }
 
-async fn on_invalid(inner: &Arc<Inner>, e: DecodeError) {
+async fn on_invalid(inner: &Arc<Inner>, e: DecodeError, text: &str) {
     // A malformed response to one of our requests fails that request now
     // instead of leaving it to time out.
     if let DecodeError::Invalid {
@@ -619,7 +639,27 @@ async fn on_invalid(inner: &Arc<Inner>, e: DecodeError) {
             return;
         }
     }
+    // Never answer something that was meant as a response.
+    if inner.cfg.answer_invalid && !looks_like_response(text) {
+        let id = match &e {
+            DecodeError::Invalid { id, .. } => id.clone(),
+            _ => None,
+        };
+        inner
+            .answer_error(id, error_codes::INVALID_REQUEST, e.to_string())
+            .await;
+        return;
+    }
     warn!("skipping an invalid message: {e}");
+}
+
+fn looks_like_response(text: &str) -> bool {
+    #[derive(Deserialize)]
+    struct Probe {
+        result: Option<serde::de::IgnoredAny>,
+        error: Option<serde::de::IgnoredAny>,
+    }
+    serde_json::from_str::<Probe>(text).is_ok_and(|p| p.result.is_some() || p.error.is_some())
 }
 
 async fn dispatch(inner: &Arc<Inner>, msg: Message) {

@@ -80,38 +80,38 @@ async fn report(
             "prompts": prompts,
             "call": called,
         });
-        println!("{out}");
+        outln!("{out}");
         return Ok(());
     }
-    println!(
+    outln!(
         "{} ({} {}) speaks MCP {} — connected in {connect_ms} ms",
         client.name(),
         n.server_name.as_deref().unwrap_or("?"),
         n.server_version.as_deref().unwrap_or("?"),
         n.protocol_version
     );
-    println!("capabilities: {}", n.capabilities_raw.get());
+    outln!("capabilities: {}", n.capabilities_raw.get());
     if let Some(i) = &n.instructions {
-        println!("instructions: {}", i.lines().next().unwrap_or(""));
+        outln!("instructions: {}", i.lines().next().unwrap_or(""));
     }
-    println!("tools ({}):", tools.len());
+    outln!("tools ({}):", tools.len());
     for t in &tools {
-        println!("  {}", t.name);
+        outln!("  {}", t.name);
     }
-    println!("resources ({}):", resources.len());
+    outln!("resources ({}):", resources.len());
     for r in &resources {
-        println!("  {}", r.uri);
+        outln!("  {}", r.uri);
     }
-    println!("resource templates ({}):", templates.len());
+    outln!("resource templates ({}):", templates.len());
     for t in &templates {
-        println!("  {}", t.uri_template);
+        outln!("  {}", t.uri_template);
     }
-    println!("prompts ({}):", prompts.len());
+    outln!("prompts ({}):", prompts.len());
     for p in &prompts {
-        println!("  {}", p.name);
+        outln!("  {}", p.name);
     }
     if let (Some(tool), Some(r)) = (call, called) {
-        println!(
+        outln!(
             "call {tool}{}: {}",
             if r.is_error { " (isError)" } else { "" },
             r.raw.get()

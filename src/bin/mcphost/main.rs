@@ -4,6 +4,20 @@
 //! Exit codes: 0 success, 1 a tool result with `isError`, 2 a protocol,
 //! transport or usage error.
 
+/// `println!` that ends the program quietly when stdout is a closed pipe
+/// (`mcphost tools | head`) instead of panicking.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        if let Err(e) = writeln!(out, $($arg)*).and_then(|_| out.flush()) {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                std::process::exit(0);
+            }
+        }
+    }};
+}
+
 mod backend;
 mod inspect;
 mod output;

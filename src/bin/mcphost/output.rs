@@ -33,7 +33,7 @@ fn table(rows: &[Vec<String>]) {
                 line.push_str(&format!("{cell:<w$}  ", w = widths[c]));
             }
         }
-        println!("{}", line.trim_end());
+        outln!("{}", line.trim_end());
     }
 }
 
@@ -62,15 +62,15 @@ impl Out {
 
     pub fn done(&self, what: &str) {
         if self.json {
-            println!("{}", json!({ "ok": true }));
+            outln!("{}", json!({ "ok": true }));
         } else {
-            println!("{what}");
+            outln!("{what}");
         }
     }
 
     pub fn status(&self, v: &Value) -> Result<()> {
         if self.json {
-            println!("{v}");
+            outln!("{v}");
             return Ok(());
         }
         let mut rows = vec![
@@ -94,7 +94,7 @@ impl Out {
 
     pub fn servers(&self, v: &Value) -> Result<()> {
         if self.json {
-            println!("{v}");
+            outln!("{v}");
             return Ok(());
         }
         let mut rows = vec![
@@ -130,7 +130,7 @@ impl Out {
         table(&rows);
         for sv in &list {
             for r in sv["renamed"].as_array().into_iter().flatten() {
-                println!(
+                outln!(
                     "note: {}: tool {} is listed as {} ({})",
                     s(&sv["name"]),
                     s(&r["tool"]),
@@ -144,10 +144,10 @@ impl Out {
 
     pub fn logs(&self, v: &Value) -> Result<()> {
         if self.json {
-            println!("{v}");
+            outln!("{v}");
         } else {
             for l in v["lines"].as_array().into_iter().flatten() {
-                println!("{}", s(l));
+                outln!("{}", s(l));
             }
         }
         Ok(())
@@ -160,7 +160,7 @@ impl Out {
             .collect();
         if self.json {
             let items: Vec<&str> = picked.iter().map(|t| t.raw.get()).collect();
-            println!("[{}]", items.join(","));
+            outln!("[{}]", items.join(","));
             return Ok(());
         }
         let mut rows = vec![vec![
@@ -189,14 +189,14 @@ impl Out {
             .unwrap_or(false);
         if self.json {
             // The server's bytes, untouched.
-            println!("{}", raw.get());
+            outln!("{}", raw.get());
             return Ok(is_error);
         }
         let content: Vec<Box<RawValue>> = raw_field(raw, "content")?.unwrap_or_default();
         for c in &content {
             let kind: Option<String> = raw_field::<Option<String>>(c, "type")?.flatten();
             match kind.as_deref() {
-                Some("text") => println!(
+                Some("text") => outln!(
                     "{}",
                     raw_field::<Option<String>>(c, "text")?
                         .flatten()
@@ -205,18 +205,18 @@ impl Out {
                 Some(other) => {
                     let mime: Option<String> =
                         raw_field::<Option<String>>(c, "mimeType")?.flatten();
-                    println!(
+                    outln!(
                         "[{other} content{}]",
                         mime.map(|m| format!(": {m}")).unwrap_or_default()
                     )
                 }
-                None => println!("{}", c.get()),
+                None => outln!("{}", c.get()),
             }
         }
         if content.is_empty()
             && let Some(sc) = raw_field::<Box<RawValue>>(raw, "structuredContent")?
         {
-            println!("{}", sc.get());
+            outln!("{}", sc.get());
         }
         Ok(is_error)
     }
