@@ -31,6 +31,8 @@
 //!   exactly as many `tools/call` lines as its path made calls. The file
 //!   write costs the server time, so use it as a separate check run.
 //! - `MCPHOST_BENCH_DAEMON=0`: skip the real daemon process.
+//! - `MCPHOST_BENCH_ONLY=socket,rmcp`: run only the rows with these labels
+//!   (for profiling one path).
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
@@ -104,8 +106,8 @@ fn check_echo(result: &str, tok: &str) -> BenchResult<()> {
 // The paths.
 
 #[derive(Clone)]
-enum Path_ {
-    /// `ServerClient` to a test server it started itself; `name` is the tool.
+enum Route {
+    /// One `ServerClient` shared by every caller; `tool` is the name to call.
     Client {
         client: Arc<ServerClient>,
         tool: &'static str,
@@ -119,15 +121,15 @@ enum Path_ {
     Rmcp(rmcp::Peer<rmcp::RoleClient>),
 }
 
-impl Path_ {
+impl Route {
     async fn call(&self, caller: usize) -> BenchResult<()> {
         let tok = token();
         match self {
-            Path_::Client { client, tool } => client_call(client, tool, &tok).await,
-            Path_::Clients { clients, tool } => {
+            Route::Client { client, tool } => client_call(client, tool, &tok).await,
+            Route::Clients { clients, tool } => {
                 client_call(&clients[caller % clients.len()], tool, &tok).await
             }
-            Path_::Engine(engine) => {
+            Route::Engine(engine) => {
                 let params = RawValue::from_string(format!(
                     r#"{{"name":"{CATALOG_ECHO}","arguments":{{"text":"{tok}"}}}}"#
                 ))?;
@@ -137,7 +139,7 @@ impl Path_ {
                     .map_err(|e| format!("engine: {e}"))?;
                 check_echo(r.get(), &tok)
             }
-            Path_::Rmcp(peer) => {
+            Route::Rmcp(peer) => {
                 let mut args = serde_json::Map::with_capacity(1);
                 args.insert("text".to_owned(), serde_json::Value::String(tok.clone()));
                 let r = peer
@@ -170,7 +172,7 @@ async fn client_call(client: &ServerClient, tool: &str, tok: &str) -> BenchResul
 /// `callers` tasks make `calls` calls together, each one at a time; every
 /// call's latency is a sample. One caller is still a spawned task, as in a
 /// real host, so the bench's `block_on` thread is not an extra hop.
-async fn run(path: &Path_, calls: usize, callers: usize) -> BenchResult<Round> {
+async fn run(path: &Route, calls: usize, callers: usize) -> BenchResult<Round> {
     let wall = Instant::now();
     let mut tasks = Vec::with_capacity(callers);
     for i in 0..callers {
@@ -231,8 +233,14 @@ async fn engine(dir: &Path, log: Option<&Path>) -> BenchResult<Arc<Engine>> {
         None,
     );
     registry.settled(Duration::from_secs(30)).await;
-    if registry.catalog().route(CATALOG_ECHO).is_none() {
-        return Err(format!("the engine has no {CATALOG_ECHO}").into());
+    // `settled` can return a moment before the catalog is rebuilt (the
+    // server is marked listed first), so wait for the route itself.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while registry.catalog().route(CATALOG_ECHO).is_none() {
+        if Instant::now() > deadline {
+            return Err(format!("the engine has no {CATALOG_ECHO}").into());
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
     Ok(Engine::new(registry, EngineInfo::default(), None))
 }
@@ -362,10 +370,10 @@ fn us(d: Duration) -> String {
 
 struct Row {
     label: String,
-    path: Path_,
+    path: Route,
     callers: usize,
     /// The rmcp row of the same mode.
-    reference: usize,
+    reference: Option<usize>,
     rounds: Vec<Round>,
 }
 
@@ -376,14 +384,13 @@ fn print_table(rows: &[Row]) -> Vec<Round> {
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     let sums: Vec<Round> = rows.iter().map(|r| summarize(&r.rounds)).collect();
     for (i, (r, s)) in rows.iter().zip(&sums).enumerate() {
-        let b = sums[r.reference];
-        let (ratio, tput) = if i == r.reference {
-            ("1 (reference)".to_owned(), "1 (reference)".to_owned())
-        } else {
-            (
-                format!("{:.2}×", s.p50.as_secs_f64() / b.p50.as_secs_f64()),
-                format!("{:.2}×", s.per_sec / b.per_sec),
-            )
+        let (ratio, tput) = match r.reference {
+            Some(b) if b == i => ("1 (reference)".to_owned(), "1 (reference)".to_owned()),
+            Some(b) => (
+                format!("{:.2}×", s.p50.as_secs_f64() / sums[b].p50.as_secs_f64()),
+                format!("{:.2}×", s.per_sec / sums[b].per_sec),
+            ),
+            None => ("—".to_owned(), "—".to_owned()),
         };
         let lo = r.rounds.iter().map(|r| r.p50).min().unwrap_or_default();
         let hi = r.rounds.iter().map(|r| r.p50).max().unwrap_or_default();
@@ -478,6 +485,10 @@ fn main() -> BenchResult<()> {
     let verify = env_flag("MCPHOST_BENCH_VERIFY", !benching);
     let with_daemon = env_flag("MCPHOST_BENCH_DAEMON", true);
     let warmup = if benching { WARMUP } else { 10 };
+    // For profiling one path: `MCPHOST_BENCH_ONLY=socket` (labels, comma-separated).
+    let only: Option<Vec<String>> = std::env::var("MCPHOST_BENCH_ONLY")
+        .ok()
+        .map(|v| v.split(',').map(|s| s.trim().to_owned()).collect());
 
     let dir = tempfile::tempdir()?;
     let log = |name: &str| verify.then(|| dir.path().join(format!("{name}.log")));
@@ -518,20 +529,20 @@ fn main() -> BenchResult<()> {
     // (label, path, the server log its calls land in, modes it runs in)
     let only_concurrent = [CONCURRENCY];
     let both = [1, CONCURRENCY];
-    let mut paths: Vec<(&str, Path_, &str, &[usize])> = vec![
+    let mut paths: Vec<(&str, Route, &str, &[usize])> = vec![
         (
             "direct",
-            Path_::Client {
+            Route::Client {
                 client: direct_client.clone(),
                 tool: "echo",
             },
             "direct",
             &both,
         ),
-        ("engine", Path_::Engine(engine.clone()), "engine", &both),
+        ("engine", Route::Engine(engine.clone()), "engine", &both),
         (
             "socket",
-            Path_::Client {
+            Route::Client {
                 client: socket_one.clone(),
                 tool: CATALOG_ECHO,
             },
@@ -540,7 +551,7 @@ fn main() -> BenchResult<()> {
         ),
         (
             "socket, 32 connections",
-            Path_::Clients {
+            Route::Clients {
                 clients: socket_many.clone(),
                 tool: CATALOG_ECHO,
             },
@@ -551,7 +562,7 @@ fn main() -> BenchResult<()> {
     if let Some(c) = &daemon_client {
         paths.push((
             "daemon process",
-            Path_::Client {
+            Route::Client {
                 client: c.clone(),
                 tool: CATALOG_ECHO,
             },
@@ -559,7 +570,7 @@ fn main() -> BenchResult<()> {
             &both,
         ));
     }
-    paths.push(("rmcp", Path_::Rmcp(rmcp.peer().clone()), "rmcp", &both));
+    paths.push(("rmcp", Route::Rmcp(rmcp.peer().clone()), "rmcp", &both));
 
     // Rows: every path sequentially, then every path with 32 callers; each
     // mode's rmcp row is its reference.
@@ -568,18 +579,23 @@ fn main() -> BenchResult<()> {
     for callers in [1, CONCURRENCY] {
         let first = rows.len();
         for (label, path, log, modes) in &paths {
-            if modes.contains(&callers) {
+            if modes.contains(&callers)
+                && only.as_ref().is_none_or(|o| o.iter().any(|x| x == label))
+            {
                 rows.push(Row {
                     label: (*label).to_owned(),
                     path: path.clone(),
                     callers,
-                    reference: 0,
+                    reference: None,
                     rounds: Vec::new(),
                 });
                 row_log.push(log);
             }
         }
-        let reference = rows.len() - 1; // rmcp is last
+        let reference = rows[first..]
+            .iter()
+            .position(|r| r.label == "rmcp")
+            .map(|i| first + i);
         for r in &mut rows[first..] {
             r.reference = reference;
         }
