@@ -180,10 +180,14 @@ impl Engine {
                 page_result("tools", items.iter().map(|t| &*t.raw), next)
             }
             methods::TOOLS_CALL => {
-                let p: NameParam = params_of(&params)?;
-                let arguments = params
-                    .as_deref()
-                    .and_then(|p| raw_field::<Box<RawValue>>(p, "arguments").ok().flatten());
+                #[derive(Deserialize)]
+                struct CallParams {
+                    name: String,
+                    #[serde(default)]
+                    arguments: Option<Box<RawValue>>,
+                }
+                let p: CallParams = params_of(&params)?;
+                let arguments = p.arguments;
                 let opts = CallOptions {
                     on_progress: progress.map(|s| s.callback()),
                     ..Default::default()
@@ -465,6 +469,7 @@ impl RequestHandler for SessionHandler {
             let progress = r
                 .params
                 .as_deref()
+                .filter(|p| p.get().contains("\"_meta\""))
                 .and_then(|p| raw_field::<Box<RawValue>>(p, "_meta").ok().flatten())
                 .and_then(|m| {
                     raw_field::<Box<RawValue>>(&m, "progressToken")

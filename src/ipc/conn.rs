@@ -241,12 +241,16 @@ async fn read_loop(
         BoundedLineCodec::new(max_message_bytes),
         READ_CAPACITY,
     );
+    let stopped = shared.stop.cancelled();
+    tokio::pin!(stopped);
+    let gone = inbound.closed();
+    tokio::pin!(gone);
     loop {
         let item = tokio::select! {
             biased;
-            _ = shared.stop.cancelled() => return Ended::Stopped,
+            _ = &mut stopped => return Ended::Stopped,
             // Nobody will ever read what we would deliver.
-            _ = inbound.closed() => return Ended::Stopped,
+            _ = &mut gone => return Ended::Stopped,
             item = frames.next() => item,
         };
         let event = match item {
@@ -260,7 +264,7 @@ async fn read_loop(
         };
         tokio::select! {
             biased;
-            _ = shared.stop.cancelled() => return Ended::Stopped,
+            _ = &mut stopped => return Ended::Stopped,
             sent = inbound.send(event) => if sent.is_err() {
                 return Ended::Stopped;
             },
@@ -275,10 +279,12 @@ async fn write_loop(
 ) {
     // The size limit applies to what we read; the encoder ignores it.
     let mut sink = FramedWrite::new(write, BoundedLineCodec::new(usize::MAX));
+    let stopped = shared.stop.cancelled();
+    tokio::pin!(stopped);
     loop {
         let first = tokio::select! {
             biased;
-            _ = shared.stop.cancelled() => return,
+            _ = &mut stopped => return,
             msg = outbound.recv() => match msg {
                 Some(msg) => msg,
                 // Every sender is gone: send EOF (dropping the half) but keep
@@ -290,7 +296,7 @@ async fn write_loop(
             biased;
             // A client that stopped reading blocks the write: stopping must
             // not wait for it.
-            _ = shared.stop.cancelled() => return,
+            _ = &mut stopped => return,
             written = write_batch(&mut sink, first, &mut outbound) => written,
         };
         if let Err(e) = written {

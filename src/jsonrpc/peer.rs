@@ -245,7 +245,11 @@ impl Peer {
             let start = Instant::now();
             let hard = start + opts.max_timeout.unwrap_or(inner.cfg.max_timeout).max(timeout);
             let mut deadline = (start + timeout).min(hard);
-            let cancel = opts.cancel.unwrap_or_default();
+            let cancel = opts.cancel;
+            let cancelled = cancelled_or_never(cancel.as_ref());
+            tokio::pin!(cancelled);
+            let sleep = tokio::time::sleep_until(deadline);
+            tokio::pin!(sleep);
             // A server that stops reading fills the queue; the deadline and
             // the cancel token cover that wait too. Nothing reached the wire
             // yet, so there is nothing to cancel there.
@@ -254,11 +258,11 @@ impl Peer {
                     Ok(()) => None,
                     Err(_) => Some(PeerError::Closed(inner.close_reason_or_default())),
                 },
-                _ = tokio::time::sleep_until(deadline) => Some(PeerError::Timeout {
+                _ = &mut sleep => Some(PeerError::Timeout {
                     method: method.to_owned(),
                     elapsed: start.elapsed(),
                 }),
-                _ = cancel.cancelled() => Some(PeerError::Cancelled { method: method.to_owned() }),
+                _ = &mut cancelled => Some(PeerError::Cancelled { method: method.to_owned() }),
             };
             if let Some(e) = unsent {
                 guard.disarm();
@@ -281,17 +285,18 @@ impl Peer {
                     Some(p) = recv_progress(&mut prx) => {
                         if opts.reset_timeout_on_progress {
                             deadline = (Instant::now() + timeout).min(hard);
+                            sleep.as_mut().reset(deadline);
                         }
                         if let Some(cb) = &opts.on_progress {
                             cb(p);
                         }
                     }
-                    _ = tokio::time::sleep_until(deadline) => {
+                    _ = &mut sleep => {
                         let elapsed = start.elapsed();
                         guard.abandon(&format!("timed out after {elapsed:?}"));
                         return Err(PeerError::Timeout { method: method.to_owned(), elapsed });
                     }
-                    _ = cancel.cancelled() => {
+                    _ = &mut cancelled => {
                         guard.abandon("cancelled by the client");
                         return Err(PeerError::Cancelled { method: method.to_owned() });
                     }
@@ -353,6 +358,13 @@ impl Peer {
     /// Requests we sent that have not been answered yet.
     pub fn pending_count(&self) -> usize {
         self.inner.lock().pending.len()
+    }
+}
+
+async fn cancelled_or_never(token: Option<&CancellationToken>) {
+    match token {
+        Some(t) => t.cancelled().await,
+        None => std::future::pending().await,
     }
 }
 

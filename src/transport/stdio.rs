@@ -587,10 +587,12 @@ async fn read_stdout(
     // A pipe holds 64 KiB: read it in one go.
     let mut frames =
         FramedRead::with_capacity(stdout, BoundedLineCodec::new(max_message_bytes), 64 * 1024);
+    let stopped = stop.cancelled();
+    tokio::pin!(stopped);
     loop {
         let item = tokio::select! {
             biased;
-            _ = stop.cancelled() => break,
+            _ = &mut stopped => break,
             item = frames.next() => item,
         };
         let event = match item {
@@ -617,10 +619,12 @@ async fn write_stdin(
     close: CancellationToken,
 ) {
     let mut buf = BytesMut::new();
+    let closed = close.cancelled();
+    tokio::pin!(closed);
     loop {
         let first = tokio::select! {
             biased;
-            _ = close.cancelled() => break,
+            _ = &mut closed => break,
             msg = outbound.recv() => match msg {
                 Some(msg) => msg,
                 None => break,
@@ -637,7 +641,7 @@ async fn write_stdin(
         }
         let written = tokio::select! {
             biased;
-            _ = close.cancelled() => break,
+            _ = &mut closed => break,
             written = stdin.write_all(&buf) => written,
         };
         if let Err(e) = written {
