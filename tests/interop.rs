@@ -7,53 +7,25 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::raw;
+use common::{Interop, interop, raw};
 use mcphost::client::{CallOptions, ClientError, ClientOptions, Host, ServerClient, ServerEvent};
 use mcphost::protocol::capabilities::{ElicitationCap, RootsCap, SamplingCap};
 use mcphost::protocol::{ClientCapabilities, ErrorObject, RawValue};
 use mcphost::transport::BoxFuture;
 use mcphost::transport::stdio::{StdioConfig, spawn};
 
-struct Env {
-    dir: PathBuf,
-    python: PathBuf,
-    node: String,
+/// Launch configs for the interop servers.
+trait Launch {
+    fn node_server(&self, pkg: &str, args: &[&str]) -> StdioConfig;
+    fn python(&self, args: &[&str]) -> StdioConfig;
+    fn script(&self, name: &str) -> String;
 }
 
-fn env() -> Option<Env> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let dir = std::env::var_os("MCPHOST_INTEROP_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("tests/interop"));
-    let python = std::env::var_os("MCPHOST_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join(".venv/bin/python"));
-    let node = std::env::var("MCPHOST_NODE").unwrap_or_else(|_| "node".to_owned());
-    let ok = dir
-        .join("node_modules/@modelcontextprotocol/server-everything")
-        .exists()
-        && python.exists();
-    if ok {
-        return Some(Env { dir, python, node });
-    }
-    let msg = format!(
-        "interop servers are not installed ({} / {}); run scripts/setup-interop.sh",
-        dir.display(),
-        python.display()
-    );
-    if std::env::var_os("MCPHOST_INTEROP_REQUIRED").is_some() {
-        panic!("{msg}");
-    }
-    eprintln!("skipping: {msg}");
-    None
-}
-
-impl Env {
+impl Launch for Interop {
     fn node_server(&self, pkg: &str, args: &[&str]) -> StdioConfig {
         let entry = self.dir.join(format!(
             "node_modules/@modelcontextprotocol/{pkg}/dist/index.js"
@@ -153,7 +125,7 @@ impl Host for FullHost {
 
 #[tokio::test]
 async fn everything_server() {
-    let Some(env) = env() else { return };
+    let Some(env) = interop() else { return };
     let c = start(
         "everything",
         env.node_server("server-everything", &["stdio"]),
@@ -268,7 +240,7 @@ async fn everything_server() {
 
 #[tokio::test]
 async fn everything_server_calls_back_into_the_host() {
-    let Some(env) = env() else { return };
+    let Some(env) = interop() else { return };
     let o = ClientOptions {
         host: Arc::new(FullHost),
         ..opts()
@@ -311,7 +283,7 @@ async fn everything_server_calls_back_into_the_host() {
 
 #[tokio::test]
 async fn filesystem_server() {
-    let Some(env) = env() else { return };
+    let Some(env) = interop() else { return };
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), "hello\nworld\n").unwrap();
     let root = dir.path().canonicalize().unwrap().display().to_string();
@@ -366,7 +338,7 @@ async fn filesystem_server() {
 
 #[tokio::test]
 async fn filesystem_server_that_exits_before_speaking_reports_its_stderr() {
-    let Some(env) = env() else { return };
+    let Some(env) = interop() else { return };
     let cfg = env.node_server("server-filesystem", &["/definitely/not/here"]);
     let conn = spawn("fs-bad", &cfg).await.unwrap();
     let e = ServerClient::connect("fs-bad", conn, opts())
@@ -379,7 +351,7 @@ async fn filesystem_server_that_exits_before_speaking_reports_its_stderr() {
 
 #[tokio::test]
 async fn memory_server() {
-    let Some(env) = env() else { return };
+    let Some(env) = interop() else { return };
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = env.node_server("server-memory", &[]);
     cfg.env.insert(
@@ -448,7 +420,7 @@ async fn memory_server() {
 
 #[tokio::test]
 async fn time_server() {
-    let Some(env) = env() else { return };
+    let Some(env) = interop() else { return };
     let c = start(
         "time",
         env.python(&["-m", "mcp_server_time", "--local-timezone", "UTC"]),
@@ -514,7 +486,7 @@ async fn time_server() {
 
 #[tokio::test]
 async fn python_sdk_server_with_pagination() {
-    let Some(env) = env() else { return };
+    let Some(env) = interop() else { return };
     let c = start("py", env.python(&[&env.script("py_server.py")]), opts()).await;
     assert_eq!(
         c.negotiated().server_name.as_deref(),
@@ -618,7 +590,7 @@ async fn python_sdk_server_with_pagination() {
 
 #[tokio::test]
 async fn fastmcp_server() {
-    let Some(env) = env() else { return };
+    let Some(env) = interop() else { return };
     let c = start(
         "fastmcp",
         env.python(&[&env.script("fastmcp_server.py")]),
@@ -677,7 +649,7 @@ async fn fastmcp_server() {
 
 #[tokio::test]
 async fn many_real_servers_at_once_and_one_dies() {
-    let Some(env) = env() else { return };
+    let Some(env) = interop() else { return };
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap().display().to_string();
     let (a, b, t) = tokio::join!(

@@ -55,31 +55,35 @@ pub fn add_server(text: &str, name: &str, entry_json: &str) -> Result<String, Co
 /// the same line after it. Comments on lines of their own stay.
 pub fn remove_server(text: &str, name: &str) -> Result<String, ConfigError> {
     let root = parse_root(text)?;
-    let no_such = || ConfigError::NoSuchServer {
+    let (servers, _) = existing_servers(&root, name)?;
+    servers.get(name).ok_or_else(|| no_such(name))?.remove();
+    Ok(root.to_string())
+}
+
+fn no_such(name: &str) -> ConfigError {
+    ConfigError::NoSuchServer {
         name: name.to_owned(),
-    };
+    }
+}
+
+/// The servers object of a config that must already hold `name`'s entry.
+fn existing_servers(
+    root: &CstRootNode,
+    name: &str,
+) -> Result<(CstObject, &'static str), ConfigError> {
     let root_obj = match root.value() {
-        None => return Err(no_such()),
+        None => return Err(no_such(name)),
         Some(_) => root.object_value().ok_or_else(not_an_object)?,
     };
-    let (servers, _) = servers_object(&root_obj)?.ok_or_else(no_such)?;
-    servers.get(name).ok_or_else(no_such)?.remove();
-    Ok(root.to_string())
+    servers_object(&root_obj)?.ok_or_else(|| no_such(name))
 }
 
 /// Sets `"disabled": <disabled>` on server `name`, in place when the key
 /// exists, else appended to the entry. Nothing else in the text changes.
 pub fn set_disabled(text: &str, name: &str, disabled: bool) -> Result<String, ConfigError> {
     let root = parse_root(text)?;
-    let no_such = || ConfigError::NoSuchServer {
-        name: name.to_owned(),
-    };
-    let root_obj = match root.value() {
-        None => return Err(no_such()),
-        Some(_) => root.object_value().ok_or_else(not_an_object)?,
-    };
-    let (servers, _) = servers_object(&root_obj)?.ok_or_else(no_such)?;
-    let entry = servers.object_value(name).ok_or_else(no_such)?;
+    let (servers, _) = existing_servers(&root, name)?;
+    let entry = servers.object_value(name).ok_or_else(|| no_such(name))?;
     match entry.get("disabled") {
         Some(prop) => prop.set_value(CstInputValue::Bool(disabled)),
         None => {
