@@ -6,7 +6,7 @@ use std::time::Duration;
 ///
 /// A unitless value is refused rather than guessed: `30` meaning seconds in
 /// one tool and milliseconds in another is how timeouts end up 1000× off.
-pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let trimmed = text.trim();
     if is_number(trimmed) {
         return Err(no_unit_hint(trimmed));

@@ -13,7 +13,7 @@
 //! - [`shell_path`] takes `PATH` from the user's login shell.
 
 mod dotenv;
-mod duration;
+pub mod duration;
 pub mod edit;
 mod error;
 mod interpolate;

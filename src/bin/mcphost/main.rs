@@ -29,6 +29,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
+use mcphost::config::duration::parse_duration;
 use mcphost::protocol::RawValue;
 use mcphost::transport::stdio::StdioConfig;
 use serde_json::json;
@@ -154,21 +155,6 @@ enum ServersAction {
     Remove {
         name: String,
     },
-}
-
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = num.parse().map_err(|_| format!("invalid duration {s:?}"))?;
-    match unit {
-        "ms" => Ok(Duration::from_millis(n)),
-        "s" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n * 60)),
-        "h" => Ok(Duration::from_secs(n * 3600)),
-        "" => Err(format!(
-            "{s:?} has no unit; write e.g. \"{s}s\" or \"{s}ms\""
-        )),
-        _ => Err(format!("unknown unit in {s:?}; use ms, s, m or h")),
-    }
 }
 
 fn init_tracing(verbose: u8, daemon: bool) {
