@@ -6,7 +6,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::{Daemon, Sandbox, TESTSERVER, js, poll};
+use common::{Daemon, Sandbox, TESTSERVER, js, poll, text_of};
 use serde_json::{Value, json};
 
 fn ts_config(args: &[&str]) -> String {
@@ -24,16 +24,6 @@ fn names(tools: &Value) -> BTreeSet<String> {
         .iter()
         .map(|t| t["name"].as_str().unwrap().to_owned())
         .collect()
-}
-
-fn text_of(result: &Value) -> String {
-    result["content"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no content in {result}"))
-        .iter()
-        .filter_map(|c| c["text"].as_str())
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 #[test]

@@ -17,7 +17,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{
-    Daemon, Interop, MCPHOST, Sandbox, TESTSERVER, alive, interop, js, lenient_json, poll,
+    Daemon, Interop, MCPHOST, Sandbox, TESTSERVER, alive, interop, js, lenient_json, poll, text_of,
 };
 use serde_json::{Value, json};
 
@@ -74,17 +74,6 @@ fn pids(d: &Daemon) -> HashMap<String, Option<u64>> {
         .into_iter()
         .map(|s| (s["name"].as_str().unwrap().to_owned(), s["pid"].as_u64()))
         .collect()
-}
-
-/// The text of a CallToolResult's content.
-fn text_of(result: &Value) -> String {
-    result["content"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no content in {result}"))
-        .iter()
-        .filter_map(|c| c["text"].as_str())
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 fn call_json(d: &Daemon, tool: &str, args: &str) -> Value {

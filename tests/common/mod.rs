@@ -434,3 +434,14 @@ pub fn alive(pid: u32) -> bool {
         Err(_) => false,
     }
 }
+
+/// The text of a CallToolResult's content, joined by newlines.
+pub fn text_of(result: &serde_json::Value) -> String {
+    result["content"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no content in {result}"))
+        .iter()
+        .filter_map(|c| c["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
