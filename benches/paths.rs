@@ -34,6 +34,8 @@
 //! - `MCPHOST_BENCH_ONLY=socket,rmcp`: run only the rows with these labels
 //!   (for profiling one path).
 
+mod common;
+
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -52,6 +54,8 @@ use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
 
+use common::{BenchResult, Round, env_usize, summarize, us};
+
 const TESTSERVER: &str = env!("CARGO_BIN_EXE_mcphost-testserver");
 const MCPHOST: &str = env!("CARGO_BIN_EXE_mcphost");
 const WARMUP: usize = 500;
@@ -59,19 +63,6 @@ const CONCURRENCY: usize = 32;
 /// The server's name in the engine's config, so its echo is `testserver__echo`.
 const SERVER: &str = "testserver";
 const CATALOG_ECHO: &str = "testserver__echo";
-
-type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
-
-fn env_usize(name: &str, default: usize) -> BenchResult<usize> {
-    match std::env::var(name) {
-        Ok(v) => Ok(v
-            .trim()
-            .parse::<usize>()
-            .map_err(|e| format!("{name}={v:?}: {e}"))?
-            .max(1)),
-        Err(_) => Ok(default),
-    }
-}
 
 fn env_flag(name: &str, default: bool) -> bool {
     match std::env::var(name) {
@@ -233,14 +224,8 @@ async fn engine(dir: &Path, log: Option<&Path>) -> BenchResult<Arc<Engine>> {
         None,
     );
     registry.settled(Duration::from_secs(30)).await;
-    // `settled` can return a moment before the catalog is rebuilt (the
-    // server is marked listed first), so wait for the route itself.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while registry.catalog().route(CATALOG_ECHO).is_none() {
-        if Instant::now() > deadline {
-            return Err(format!("the engine has no {CATALOG_ECHO}").into());
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
+    if registry.catalog().route(CATALOG_ECHO).is_none() {
+        return Err(format!("the engine has no {CATALOG_ECHO}").into());
     }
     Ok(Engine::new(registry, EngineInfo::default(), None))
 }
@@ -326,47 +311,6 @@ async fn rmcp_client(log: Option<&Path>) -> BenchResult<RmcpClient> {
 
 // ---------------------------------------------------------------------------
 // Statistics.
-
-#[derive(Clone, Copy)]
-struct Round {
-    calls: usize,
-    p50: Duration,
-    p99: Duration,
-    per_sec: f64,
-}
-
-impl Round {
-    fn new(mut samples: Vec<Duration>, wall: Duration) -> Round {
-        samples.sort_unstable();
-        let n = samples.len().max(1);
-        let pct = |p: usize| samples[((n * p).div_ceil(100)).clamp(1, n) - 1];
-        Round {
-            calls: samples.len(),
-            p50: pct(50),
-            p99: pct(99),
-            per_sec: samples.len() as f64 / wall.as_secs_f64(),
-        }
-    }
-}
-
-fn median<T: Copy + PartialOrd>(mut v: Vec<T>) -> T {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-    v[v.len() / 2]
-}
-
-/// Per-metric medians across rounds.
-fn summarize(rounds: &[Round]) -> Round {
-    Round {
-        calls: rounds.first().map_or(0, |r| r.calls),
-        p50: median(rounds.iter().map(|r| r.p50).collect()),
-        p99: median(rounds.iter().map(|r| r.p99).collect()),
-        per_sec: median(rounds.iter().map(|r| r.per_sec).collect()),
-    }
-}
-
-fn us(d: Duration) -> String {
-    format!("{:.1}", d.as_secs_f64() * 1e6)
-}
 
 struct Row {
     label: String,

@@ -10,32 +10,23 @@
 //! - `MCPHOST_BENCH_ROUNDS`: rounds (default 5). Every scenario runs once per
 //!   round, interleaved, and the table shows the median across rounds.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use mcphost::client::{CallOptions, ClientOptions, ServerClient};
 use mcphost::protocol::RawValue;
 use mcphost::transport::stdio::{StdioConfig, spawn};
 
+use common::{BenchResult, Round, env_usize, summarize, us};
+
 const TESTSERVER: &str = env!("CARGO_BIN_EXE_mcphost-testserver");
 const WARMUP: usize = 200;
 const PAYLOAD_BYTES: usize = 100 * 1024;
 const CONCURRENCY: [usize; 2] = [16, 64];
-
-type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
-
-fn env_usize(name: &str, default: usize) -> BenchResult<usize> {
-    match std::env::var(name) {
-        Ok(v) => Ok(v
-            .trim()
-            .parse::<usize>()
-            .map_err(|e| format!("{name}={v:?}: {e}"))?
-            .max(1)),
-        Err(_) => Ok(default),
-    }
-}
 
 /// `{"text":"…"}` with a `len`-byte ASCII text (no escapes needed).
 fn echo_args(len: usize) -> String {
@@ -230,51 +221,6 @@ async fn client_concurrent(
 
 // ---------------------------------------------------------------------------
 // Statistics.
-
-#[derive(Clone, Copy)]
-struct Round {
-    calls: usize,
-    p50: Duration,
-    p99: Duration,
-    mean: Duration,
-    per_sec: f64,
-}
-
-impl Round {
-    fn new(mut samples: Vec<Duration>, wall: Duration) -> Round {
-        samples.sort_unstable();
-        let n = samples.len().max(1);
-        let pct = |p: usize| samples[((n * p).div_ceil(100)).clamp(1, n) - 1];
-        let total: Duration = samples.iter().sum();
-        Round {
-            calls: samples.len(),
-            p50: pct(50),
-            p99: pct(99),
-            mean: total / u32::try_from(n).unwrap_or(u32::MAX),
-            per_sec: samples.len() as f64 / wall.as_secs_f64(),
-        }
-    }
-}
-
-fn median<T: Copy + PartialOrd>(mut v: Vec<T>) -> T {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-    v[v.len() / 2]
-}
-
-/// Per-metric medians across rounds.
-fn summarize(rounds: &[Round]) -> Round {
-    Round {
-        calls: rounds.first().map_or(0, |r| r.calls),
-        p50: median(rounds.iter().map(|r| r.p50).collect()),
-        p99: median(rounds.iter().map(|r| r.p99).collect()),
-        mean: median(rounds.iter().map(|r| r.mean).collect()),
-        per_sec: median(rounds.iter().map(|r| r.per_sec).collect()),
-    }
-}
-
-fn us(d: Duration) -> String {
-    format!("{:.1}", d.as_secs_f64() * 1e6)
-}
 
 struct Row {
     label: String,

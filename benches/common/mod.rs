@@ -1,0 +1,65 @@
+//! Statistics and settings shared by the benchmarks.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+pub type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// A positive integer from the environment, or `default`.
+pub fn env_usize(name: &str, default: usize) -> BenchResult<usize> {
+    match std::env::var(name) {
+        Ok(v) => Ok(v
+            .trim()
+            .parse::<usize>()
+            .map_err(|e| format!("{name}={v:?}: {e}"))?
+            .max(1)),
+        Err(_) => Ok(default),
+    }
+}
+
+/// One round of one row: every call's latency, summarized.
+#[derive(Clone, Copy)]
+pub struct Round {
+    pub calls: usize,
+    pub p50: Duration,
+    pub p99: Duration,
+    pub mean: Duration,
+    pub per_sec: f64,
+}
+
+impl Round {
+    pub fn new(mut samples: Vec<Duration>, wall: Duration) -> Round {
+        samples.sort_unstable();
+        let n = samples.len().max(1);
+        let pct = |p: usize| samples[((n * p).div_ceil(100)).clamp(1, n) - 1];
+        let total: Duration = samples.iter().sum();
+        Round {
+            calls: samples.len(),
+            p50: pct(50),
+            p99: pct(99),
+            mean: total / u32::try_from(n).unwrap_or(u32::MAX),
+            per_sec: samples.len() as f64 / wall.as_secs_f64(),
+        }
+    }
+}
+
+pub fn median<T: Copy + PartialOrd>(mut v: Vec<T>) -> T {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    v[v.len() / 2]
+}
+
+/// Per-metric medians across rounds.
+pub fn summarize(rounds: &[Round]) -> Round {
+    Round {
+        calls: rounds.first().map_or(0, |r| r.calls),
+        p50: median(rounds.iter().map(|r| r.p50).collect()),
+        p99: median(rounds.iter().map(|r| r.p99).collect()),
+        mean: median(rounds.iter().map(|r| r.mean).collect()),
+        per_sec: median(rounds.iter().map(|r| r.per_sec).collect()),
+    }
+}
+
+/// Microseconds with one decimal.
+pub fn us(d: Duration) -> String {
+    format!("{:.1}", d.as_secs_f64() * 1e6)
+}
