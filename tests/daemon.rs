@@ -419,6 +419,43 @@ fn hot_reload_restarts_only_what_changed() {
     assert_eq!(text_of(&r), "new server");
 }
 
+#[test]
+fn tool_filters_apply_to_listed_and_relisted_tools() {
+    // allow e*/add/dynamic_*, deny echo: add, elicit and the dynamic tool stay,
+    // also after the server's list_changed re-list.
+    let filtered = format!(
+        r#"{}, "tools": {{ "allow": ["e*", "add", "dynamic_*"], "deny": ["echo"] }}"#,
+        ts(&[
+            "--list-changed-after-ms",
+            "100",
+            "--list-changed-count",
+            "1"
+        ])
+    );
+    let d = Daemon::start(&config(&[("f", filtered), ("open", ts(&[]))]));
+    d.wait_ready(&["f", "open"], SOON);
+    let names = |server: &str| -> BTreeSet<String> {
+        d.json(&["tools", "--server", server])
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["tool"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let after = poll("the dynamic tool to be listed", SOON, || {
+        let n = names("f");
+        n.iter().any(|t| t.starts_with("dynamic_")).then_some(n)
+    });
+    let want: BTreeSet<String> = ["add", "elicit", "dynamic_0001"]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    assert_eq!(after, want);
+    assert!(names("open").contains("echo"), "the filter is per server");
+    let e = d.run(&["call", "f__echo", r#"{"text":"x"}"#]);
+    assert_eq!(e.code, 2, "{e:?}");
+}
+
 /// Line 5 of this config holds server b.
 fn five_lines(b_extra: &str) -> String {
     format!(
