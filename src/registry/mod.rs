@@ -535,79 +535,73 @@ impl Registry {
         }
     }
 
-    /// Returns false when the server is no longer configured.
+    /// Returns false when the server is no longer configured. The entry's
+    /// allow/deny filter is applied here, once per listing, since a changed
+    /// filter means a changed entry and fresh lists.
     fn set_lists(&self, server: &str, f: impl FnOnce(&mut Lists)) -> bool {
         let mut st = self.write();
         match st.entries.iter_mut().find(|e| e.config.name == server) {
             Some(e) => {
                 f(&mut e.lists);
+                let filter = &e.config.tools;
+                e.lists.tools.retain(|t| filter.allows(&t.name));
                 true
             }
             None => false,
         }
     }
 
+    /// Rebuild the flagged catalogs from every server's lists; the others
+    /// cannot have changed.
     fn rebuild(&self, tools: bool, resources: bool, prompts: bool) {
         let changed = {
             let mut st = self.write();
-            let named: Vec<(String, String, Vec<Tool>)> = st
-                .entries
-                .iter()
-                .map(|e| {
-                    let f = &e.config.tools;
-                    let tools = e
-                        .lists
-                        .tools
-                        .iter()
-                        .filter(|t| f.allows(&t.name))
-                        .cloned()
-                        .collect();
-                    let prefix = e
-                        .config
-                        .alias
-                        .clone()
-                        .unwrap_or_else(|| e.config.name.clone());
-                    (e.config.name.clone(), prefix, tools)
-                })
-                .collect();
-            let tool_inputs: Vec<ServerTools<'_>> = named
-                .iter()
-                .map(|(server, prefix, tools)| ServerTools {
-                    server,
-                    prefix,
-                    tools,
-                })
-                .collect();
-            let prompt_inputs: Vec<ServerPrompts<'_>> = named
-                .iter()
-                .zip(&st.entries)
-                .map(|((server, prefix, _), e)| ServerPrompts {
-                    server,
-                    prefix,
-                    prompts: &e.lists.prompts,
-                })
-                .collect();
-            let resource_inputs: Vec<ServerResources<'_>> = st
-                .entries
-                .iter()
-                .map(|e| ServerResources {
-                    server: &e.config.name,
-                    resources: &e.lists.resources,
-                    templates: &e.lists.templates,
-                })
-                .collect();
-            let new = catalog::build(&tool_inputs, &st.rules);
-            let new_prompts = catalog::build_prompts(&prompt_inputs, &st.rules);
-            let new_resources = catalog::build_resources(&resource_inputs);
-            // Names alone miss a changed schema or description.
-            let changed = new.tools().iter().map(|t| t.raw.get()).ne(st
-                .catalog
-                .tools()
-                .iter()
-                .map(|t| t.raw.get()));
-            st.catalog = Arc::new(new);
-            st.prompts = Arc::new(new_prompts);
-            st.resources = Arc::new(new_resources);
+            let mut changed = false;
+            if tools {
+                let inputs: Vec<ServerTools<'_>> = st
+                    .entries
+                    .iter()
+                    .map(|e| ServerTools {
+                        server: &e.config.name,
+                        prefix: e.config.prefix(),
+                        tools: &e.lists.tools,
+                    })
+                    .collect();
+                let new = catalog::build(&inputs, &st.rules);
+                // Names alone miss a changed schema or description.
+                changed = new.tools().iter().map(|t| t.raw.get()).ne(st
+                    .catalog
+                    .tools()
+                    .iter()
+                    .map(|t| t.raw.get()));
+                st.catalog = Arc::new(new);
+            }
+            if prompts {
+                let inputs: Vec<ServerPrompts<'_>> = st
+                    .entries
+                    .iter()
+                    .map(|e| ServerPrompts {
+                        server: &e.config.name,
+                        prefix: e.config.prefix(),
+                        prompts: &e.lists.prompts,
+                    })
+                    .collect();
+                let new = catalog::build_prompts(&inputs, &st.rules);
+                st.prompts = Arc::new(new);
+            }
+            if resources {
+                let inputs: Vec<ServerResources<'_>> = st
+                    .entries
+                    .iter()
+                    .map(|e| ServerResources {
+                        server: &e.config.name,
+                        resources: &e.lists.resources,
+                        templates: &e.lists.templates,
+                    })
+                    .collect();
+                let new = catalog::build_resources(&inputs);
+                st.resources = Arc::new(new);
+            }
             changed
         };
         if tools && changed {
