@@ -37,10 +37,14 @@ fn unreachable_raw() -> Box<RawValue> {
 }
 
 /// Read one top-level field of a raw object; `Ok(None)` when it is absent.
+/// Other members are skipped without being collected, so this costs one
+/// scan of the text and no allocation per key.
 pub fn raw_field<T: DeserializeOwned>(obj: &RawValue, field: &str) -> Result<Option<T>, RawError> {
-    let map: IndexMap<String, Box<RawValue>> =
-        serde_json::from_str(obj.get()).map_err(RawError::NotAnObject)?;
-    match map.get(field) {
+    let mut de = serde_json::Deserializer::from_str(obj.get());
+    let found = serde::Deserializer::deserialize_map(&mut de, FieldSeek(field))
+        .and_then(|v| de.end().map(|()| v))
+        .map_err(RawError::NotAnObject)?;
+    match found {
         None => Ok(None),
         Some(v) => serde_json::from_str(v.get())
             .map(Some)
@@ -48,6 +52,30 @@ pub fn raw_field<T: DeserializeOwned>(obj: &RawValue, field: &str) -> Result<Opt
                 field: field.to_owned(),
                 source,
             }),
+    }
+}
+
+/// Visits an object's members and keeps the raw value of one key (the last,
+/// if a key repeats, as a map would).
+struct FieldSeek<'f>(&'f str);
+
+impl<'de> serde::de::Visitor<'de> for FieldSeek<'_> {
+    type Value = Option<Box<RawValue>>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut found = None;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if key == self.0 {
+                found = Some(map.next_value::<Box<RawValue>>()?);
+            } else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
+        }
+        Ok(found)
     }
 }
 
@@ -86,5 +114,22 @@ mod tests {
         assert_eq!(n.as_deref(), Some("srv__a"));
         assert!(raw_field::<String>(&out, "missing").unwrap().is_none());
         assert!(set_fields(Some(&to_raw(&[1]).unwrap()), []).is_err());
+    }
+
+    #[test]
+    fn raw_field_skips_what_it_does_not_read() {
+        let raw = RawValue::from_string(
+            r#"{"big":1e400,"k\u0065y":1,"x":{"key":9},"key":2,"after":[1e400]}"#.to_owned(),
+        )
+        .unwrap();
+        // The last of a repeated key wins, as in a map; escapes are decoded.
+        assert_eq!(raw_field::<u32>(&raw, "key").unwrap(), Some(2));
+        assert!(raw_field::<u32>(&raw, "nope").unwrap().is_none());
+        assert!(raw_field::<u32>(&raw, "x").is_err());
+        let bad = RawValue::from_string("[1]".to_owned()).unwrap();
+        assert!(matches!(
+            raw_field::<u32>(&bad, "k"),
+            Err(RawError::NotAnObject(_))
+        ));
     }
 }
