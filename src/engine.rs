@@ -85,6 +85,15 @@ struct NameParam {
     name: String,
 }
 
+/// `tools/call` and `prompts/get` params, read in one pass; `arguments`
+/// stays raw.
+#[derive(Deserialize)]
+struct NameAndArguments {
+    name: String,
+    #[serde(default)]
+    arguments: Option<Box<RawValue>>,
+}
+
 fn params_of<T: for<'de> Deserialize<'de>>(p: &Option<Box<RawValue>>) -> Result<T, ErrorObject> {
     let text = p.as_deref().map(RawValue::get).unwrap_or("{}");
     serde_json::from_str(text).map_err(|e| invalid_params(format!("invalid params: {e}")))
@@ -180,19 +189,12 @@ impl Engine {
                 page_result("tools", items.iter().map(|t| &*t.raw), next)
             }
             methods::TOOLS_CALL => {
-                #[derive(Deserialize)]
-                struct CallParams {
-                    name: String,
-                    #[serde(default)]
-                    arguments: Option<Box<RawValue>>,
-                }
-                let p: CallParams = params_of(&params)?;
-                let arguments = p.arguments;
+                let p: NameAndArguments = params_of(&params)?;
                 let opts = CallOptions {
                     on_progress: progress.map(|s| s.callback()),
                     ..Default::default()
                 };
-                let r = self.registry.call_tool(&p.name, arguments, opts).await?;
+                let r = self.registry.call_tool(&p.name, p.arguments, opts).await?;
                 Ok(r.raw)
             }
             methods::PROMPTS_LIST => {
@@ -203,11 +205,8 @@ impl Engine {
                 page_result("prompts", items.iter().map(|p| &*p.raw), next)
             }
             methods::PROMPTS_GET => {
-                let p: NameParam = params_of(&params)?;
-                let arguments = params
-                    .as_deref()
-                    .and_then(|p| raw_field::<Box<RawValue>>(p, "arguments").ok().flatten());
-                Ok(self.registry.get_prompt(&p.name, arguments).await?)
+                let p: NameAndArguments = params_of(&params)?;
+                Ok(self.registry.get_prompt(&p.name, p.arguments).await?)
             }
             methods::RESOURCES_LIST => {
                 let resources = self.registry.resources();
