@@ -628,11 +628,11 @@ fn cli_edits_keep_the_file_and_are_applied() {
         web["error"]
             .as_str()
             .unwrap_or_default()
-            .contains("not supported yet"),
+            .contains("cannot reach"),
         "{web}"
     );
     let r = d.run(&["servers"]);
-    assert!(r.stdout.contains("not supported yet"), "{r:?}");
+    assert!(r.stdout.contains("cannot reach"), "{r:?}");
 
     // Refused edits leave the file alone.
     let r = d.run(&["--json", "servers", "add", "a", "--", "true"]);

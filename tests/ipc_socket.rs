@@ -46,6 +46,7 @@ async fn echo_conn(conn: Connection) {
         let reply = match event {
             TransportEvent::Frame(line) => format!("echo:{line}"),
             TransportEvent::Oversized { limit, .. } => format!("oversized:{limit}"),
+            TransportEvent::Failed { reason, .. } => format!("failed:{reason}"),
             TransportEvent::Closed(_) => break,
         };
         if outbound.send(reply).await.is_err() {
@@ -86,7 +87,9 @@ async fn expect_closed(conn: &mut Connection) -> String {
     loop {
         match next_event(conn).await {
             TransportEvent::Closed(reason) => return reason.summary,
-            TransportEvent::Frame(_) | TransportEvent::Oversized { .. } => {}
+            TransportEvent::Frame(_)
+            | TransportEvent::Oversized { .. }
+            | TransportEvent::Failed { .. } => {}
         }
     }
 }

@@ -159,15 +159,23 @@ async fn a_missing_command_fails_at_once_naming_the_path() {
 }
 
 #[tokio::test]
-async fn http_servers_say_not_supported_yet() {
+async fn unreachable_http_server_fails_with_the_reason() {
+    // A port nobody listens on: bind, note it, let it go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let h = start(
         "remote",
-        Launch::Http {
-            url: "https://example.invalid/mcp".into(),
-        },
+        Launch::Http(mcphost::transport::http::HttpConfig::new(format!(
+            "http://127.0.0.1:{port}/mcp"
+        ))),
     );
     let s = wait_state(&h, ServerState::Failed).await;
-    assert!(s.error.as_deref().unwrap().contains("not supported yet"));
+    let e = s.error.as_deref().unwrap();
+    assert!(e.contains("remote") && e.contains("cannot reach"), "{e}");
+    assert!(e.to_lowercase().contains("refused"), "{e}");
     assert_eq!(s.transport, "http");
     h.stop().await;
 }

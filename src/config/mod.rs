@@ -191,6 +191,26 @@ impl fmt::Debug for HttpServer {
     }
 }
 
+impl HttpServer {
+    pub fn to_http_config(&self, timeouts: &Timeouts) -> crate::transport::http::HttpConfig {
+        let mut c = crate::transport::http::HttpConfig::new(self.url.clone());
+        c.headers = self
+            .headers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        c.mode = match self.kind {
+            HttpKind::Auto => crate::transport::http::HttpMode::Auto,
+            HttpKind::Streamable => crate::transport::http::HttpMode::Streamable,
+            HttpKind::Sse => crate::transport::http::HttpMode::Sse,
+        };
+        // One slow connect must not eat the whole handshake budget.
+        c.connect_timeout = timeouts.init.min(c.connect_timeout);
+        c.send_timeout = timeouts.request;
+        c
+    }
+}
+
 /// Which HTTP transport to speak.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HttpKind {

@@ -146,10 +146,7 @@ pub(super) fn start(
             };
             tracing::debug!("{summary}");
             let _ = inbound_tx
-                .send(TransportEvent::Closed(CloseReason {
-                    summary,
-                    stderr_tail: Vec::new(),
-                }))
+                .send(TransportEvent::Closed(CloseReason::new(summary)))
                 .await;
         }
         .instrument(span),
@@ -211,6 +208,10 @@ impl TransportControl for SocketControl {
     /// connect time.
     fn pid(&self) -> Option<u32> {
         self.shared.pid
+    }
+
+    fn kind(&self) -> &'static str {
+        "socket"
     }
 }
 

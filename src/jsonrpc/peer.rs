@@ -101,6 +101,8 @@ pub enum PeerError {
     Rpc(ErrorObject),
     #[error("the response exceeded the {limit}-byte message limit and was discarded")]
     Oversized { limit: usize },
+    #[error("{0}")]
+    Transport(String),
     #[error("invalid response: {0}")]
     InvalidResponse(String),
     #[error("cannot encode request: {0}")]
@@ -426,12 +428,10 @@ impl Inner {
     }
 
     fn close_reason_or_default(&self) -> Arc<CloseReason> {
-        self.lock().close_reason.clone().unwrap_or_else(|| {
-            Arc::new(CloseReason {
-                summary: "the transport is gone".to_owned(),
-                stderr_tail: Vec::new(),
-            })
-        })
+        self.lock()
+            .close_reason
+            .clone()
+            .unwrap_or_else(|| Arc::new(CloseReason::new("the transport is gone")))
     }
 
     fn send_cancelled(&self, id: i64, reason: &str) {
@@ -584,6 +584,15 @@ async fn read_loop(inner: Arc<Inner>, mut inbound: mpsc::Receiver<TransportEvent
                     None => warn!(limit, ?id, "discarded a message over the size limit"),
                 }
             }
+            TransportEvent::Failed { id, reason } => {
+                let entry = id.as_number().and_then(|n| inner.lock().pending.remove(&n));
+                match entry {
+                    Some(p) => {
+                        let _ = p.tx.send(Err(PeerError::Transport(reason)));
+                    }
+                    None => warn!(?id, "transport failure for no pending request: {reason}"),
+                }
+            }
             TransportEvent::Closed(reason) => {
                 debug!(%reason, "transport closed");
                 inner.close(reason);
@@ -591,10 +600,7 @@ async fn read_loop(inner: Arc<Inner>, mut inbound: mpsc::Receiver<TransportEvent
             }
         }
     }
-    inner.close(CloseReason {
-        summary: "the transport ended without saying why".to_owned(),
-        stderr_tail: Vec::new(),
-    });
+    inner.close(CloseReason::new("the transport ended without saying why"));
 }
 
 async fn on_frame(inner: &Arc<Inner>, text: &str) {

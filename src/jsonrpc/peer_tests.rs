@@ -247,6 +247,7 @@ async fn close_fails_pending_requests_at_once_with_the_reason() {
         .send(TransportEvent::Closed(CloseReason {
             summary: "exited with status 3".into(),
             stderr_tail: vec!["fatal: boom".into()],
+            auth_required: false,
         }))
         .await
         .unwrap();

@@ -163,7 +163,7 @@ impl Registry {
                 Some(path) => s.to_stdio_config_with_path(&sc.timeouts, path),
                 None => s.to_stdio_config(&sc.timeouts),
             }),
-            TransportConfig::Http(h) => Launch::Http { url: h.url.clone() },
+            TransportConfig::Http(h) => Launch::Http(h.to_http_config(&sc.timeouts)),
         };
         supervisor::spawn(
             &sc.name,

@@ -14,6 +14,9 @@ use tokio::time::Instant;
 use tracing::{Instrument, info, info_span, warn};
 
 use crate::client::{ClientError, ClientOptions, ServerClient, ServerEvent};
+use crate::jsonrpc::PeerError;
+use crate::transport::Connection;
+use crate::transport::http::{self, HttpConfig, HttpError};
 use crate::transport::stdio::{self, StdioConfig};
 
 /// Lifecycle states, as reported by `servers` and `mcphost/servers/list`.
@@ -47,10 +50,7 @@ impl ServerState {
 #[derive(Debug, Clone)]
 pub enum Launch {
     Stdio(StdioConfig),
-    /// Parsed and validated, but no HTTP transport exists yet.
-    Http {
-        url: String,
-    },
+    Http(HttpConfig),
 }
 
 /// When to restart and when to give up.
@@ -105,7 +105,11 @@ impl ServerStatus {
             state,
             transport: match launch {
                 Launch::Stdio(_) => "stdio",
-                Launch::Http { .. } => "http",
+                Launch::Http(c) => match c.mode {
+                    http::HttpMode::Auto => "http",
+                    http::HttpMode::Streamable => "streamable-http",
+                    http::HttpMode::Sse => "sse",
+                },
             },
             protocol_version: None,
             pid: None,
@@ -253,6 +257,8 @@ struct Supervisor {
 enum Outcome {
     Stop,
     Restart,
+    /// The server refused our credentials while running.
+    AuthRequired,
 }
 
 impl Supervisor {
@@ -271,6 +277,25 @@ impl Supervisor {
             if let Command::Stop = cmd {
                 self.update(|s| s.state = ServerState::Stopped);
                 return;
+            }
+        }
+    }
+
+    /// Sit in `failed` or `auth_required` until told otherwise. True means
+    /// "start again"; false means stopped.
+    async fn stay_down(&mut self, state: ServerState, error: Option<String>) -> bool {
+        self.update(|s| {
+            s.state = state;
+            if let Some(e) = error {
+                s.error = Some(e);
+            }
+            s.pid = None;
+        });
+        match self.commands.recv().await {
+            Some(Command::Restart) => true,
+            Some(Command::Stop) | None => {
+                self.update(|s| s.state = ServerState::Stopped);
+                false
             }
         }
     }
@@ -299,6 +324,14 @@ impl Supervisor {
                             return;
                         }
                         Outcome::Restart => {}
+                        Outcome::AuthRequired => {
+                            if self.stay_down(ServerState::AuthRequired, None).await {
+                                start_failures = 0;
+                                backoff = self.policy.initial_backoff;
+                                continue;
+                            }
+                            return;
+                        }
                     }
                     if started.elapsed() >= self.policy.reset_after {
                         backoff = self.policy.initial_backoff;
@@ -309,23 +342,17 @@ impl Supervisor {
                     let msg = e.to_string();
                     warn!(attempt = start_failures, "start failed: {msg}");
                     if start_failures >= self.policy.max_start_failures || !retryable(&e) {
-                        self.update(|s| {
-                            s.state = ServerState::Failed;
-                            s.error = Some(msg);
-                            s.pid = None;
-                        });
-                        // Stay failed until told otherwise.
-                        match self.commands.recv().await {
-                            Some(Command::Restart) => {
-                                start_failures = 0;
-                                backoff = self.policy.initial_backoff;
-                                continue;
-                            }
-                            Some(Command::Stop) | None => {
-                                self.update(|s| s.state = ServerState::Stopped);
-                                return;
-                            }
+                        let state = if e.auth_required() {
+                            ServerState::AuthRequired
+                        } else {
+                            ServerState::Failed
+                        };
+                        if self.stay_down(state, Some(msg)).await {
+                            start_failures = 0;
+                            backoff = self.policy.initial_backoff;
+                            continue;
                         }
+                        return;
                     }
                     self.update(|s| s.error = Some(msg));
                 }
@@ -355,27 +382,34 @@ impl Supervisor {
         if !matches!(self.status.borrow().state, ServerState::Restarting) {
             self.update(|s| s.state = ServerState::Starting);
         }
-        let cfg = match &self.launch {
-            Launch::Stdio(cfg) => cfg.clone(),
-            Launch::Http { url } => {
-                return Err(StartError::Unsupported(format!(
-                    "HTTP servers are not supported yet ({url}); the HTTP transport is a later release"
-                )));
+        let conn = match &self.launch {
+            Launch::Stdio(cfg) => {
+                let resolved =
+                    stdio::resolve_program(&self.name, cfg).map_err(StartError::Spawn)?;
+                self.update(|s| s.command = Some(resolved.display().to_string()));
+                stdio::spawn(&self.name, cfg)
+                    .await
+                    .map_err(StartError::Spawn)?
             }
+            Launch::Http(cfg) => http::connect(&self.name, cfg.clone())
+                .await
+                .map_err(StartError::Http)?,
         };
-        let resolved = stdio::resolve_program(&self.name, &cfg).map_err(StartError::Spawn)?;
-        self.update(|s| s.command = Some(resolved.display().to_string()));
-        let conn = stdio::spawn(&self.name, &cfg)
-            .await
-            .map_err(StartError::Spawn)?;
+        self.start_with(conn).await
+    }
+
+    async fn start_with(&mut self, conn: Connection) -> Result<ServerClient, StartError> {
         let pid = conn.control.pid();
+        let control = conn.control.clone();
         self.update(|s| s.pid = pid);
         let client = ServerClient::connect(&self.name, conn, self.opts.clone())
             .await
             .map_err(StartError::Handshake)?;
         let version = client.negotiated().protocol_version.as_str().to_owned();
-        info!(%version, pid, "ready");
+        let transport = control.kind();
+        info!(%version, pid, transport, "ready");
         self.update(|s| {
+            s.transport = transport;
             s.state = ServerState::Ready;
             s.protocol_version = Some(version);
             s.error = None;
@@ -401,6 +435,9 @@ impl Supervisor {
                             s.error = Some(reason.summary.clone());
                             s.stderr_tail = tail;
                         });
+                        if reason.auth_required {
+                            return Outcome::AuthRequired;
+                        }
                         return Outcome::Restart;
                     }
                     Ok(event) => {
@@ -431,16 +468,32 @@ enum StartError {
     #[error("{0}")]
     Handshake(ClientError),
     #[error("{0}")]
-    Unsupported(String),
+    Http(HttpError),
 }
 
-/// A missing command or an unsupported transport will not fix itself.
+impl StartError {
+    /// The server refused our credentials (HTTP 401/403).
+    fn auth_required(&self) -> bool {
+        match self {
+            StartError::Http(HttpError::Connect { auth_required, .. }) => *auth_required,
+            StartError::Handshake(ClientError::Request {
+                error: PeerError::Closed(reason),
+                ..
+            }) => reason.auth_required,
+            _ => false,
+        }
+    }
+}
+
+/// A missing command, an unsupported revision, a bad URL or refused
+/// credentials will not fix themselves.
 fn retryable(e: &StartError) -> bool {
-    !matches!(
-        e,
-        StartError::Spawn(
-            stdio::StdioError::CommandNotFound { .. } | stdio::StdioError::EmptyCommand { .. }
-        ) | StartError::Unsupported(_)
-            | StartError::Handshake(ClientError::UnsupportedVersion { .. })
-    )
+    !e.auth_required()
+        && !matches!(
+            e,
+            StartError::Spawn(
+                stdio::StdioError::CommandNotFound { .. } | stdio::StdioError::EmptyCommand { .. }
+            ) | StartError::Http(HttpError::InvalidUrl { .. } | HttpError::InvalidHeader { .. })
+                | StartError::Handshake(ClientError::UnsupportedVersion { .. })
+        )
 }

@@ -7,6 +7,7 @@
 //!   with exactly one [`TransportEvent::Closed`].
 
 pub mod framing;
+pub mod http;
 pub mod stdio;
 
 use std::future::Future;
@@ -26,17 +27,33 @@ pub enum TransportEvent {
     /// A frame over the size limit was discarded. `id` is the request id
     /// recovered from its first or last bytes, when it could be.
     Oversized { limit: usize, id: Option<Id> },
+    /// The transport could not deliver request `id` or its answer (HTTP: an
+    /// error status, a refused connection, a stream that could not be
+    /// resumed). Only that request fails; the connection stays up.
+    Failed { id: Id, reason: String },
     /// The transport is gone; nothing follows this event.
     Closed(CloseReason),
 }
 
 /// Why a transport closed, with what the server left behind.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct CloseReason {
     /// Human-readable summary, e.g. "exited with status 1".
     pub summary: String,
     /// The server's last stderr lines, oldest first (stdio only).
     pub stderr_tail: Vec<String>,
+    /// The server refused our credentials (HTTP 401/403): retrying with the
+    /// same configuration cannot help.
+    pub auth_required: bool,
+}
+
+impl CloseReason {
+    pub fn new(summary: impl Into<String>) -> Self {
+        CloseReason {
+            summary: summary.into(),
+            ..CloseReason::default()
+        }
+    }
 }
 
 impl std::fmt::Display for CloseReason {
@@ -63,6 +80,9 @@ pub trait TransportControl: Send + Sync + 'static {
     fn stderr_tail(&self, n: usize) -> Vec<String>;
     /// OS process id of the server (stdio only).
     fn pid(&self) -> Option<u32>;
+    /// The transport in use: "stdio", "streamable-http", "sse", or "http"
+    /// while auto-detection has not decided yet.
+    fn kind(&self) -> &'static str;
 }
 
 /// A started transport.

@@ -489,6 +489,10 @@ impl TransportControl for StdioControl {
     fn pid(&self) -> Option<u32> {
         u32::try_from(self.shared.pgid.as_raw()).ok()
     }
+
+    fn kind(&self) -> &'static str {
+        "stdio"
+    }
 }
 
 impl Drop for StdioControl {
@@ -573,6 +577,7 @@ async fn report_close(
     let reason = CloseReason {
         summary: format!("server '{}' {how}", shared.server),
         stderr_tail: shared.stderr_tail(usize::MAX),
+        auth_required: false,
     };
     tracing::info!("{}", reason.summary);
     let _ = inbound.send(TransportEvent::Closed(reason)).await;

@@ -343,6 +343,8 @@ pub async fn bridge(socket: &Path) -> Result<()> {
                 Some(TransportEvent::Oversized { limit, .. }) => {
                     tracing::warn!(limit, "dropped a message over the size limit");
                 }
+                // The socket transport fails no single request.
+                Some(TransportEvent::Failed { .. }) => {}
                 Some(TransportEvent::Closed(_)) | None => break,
             },
             _ = &mut upstream, if stdin_open => stdin_open = false,

@@ -1,0 +1,595 @@
+//! HTTP transports: Streamable HTTP (2025-03-26 … 2025-11-25) and the legacy
+//! HTTP+SSE transport (2024-11-05), behind the same [`Connection`] as stdio.
+//!
+//! The peer above never sees HTTP. Everything HTTP-specific stays here:
+//! one POST per message, JSON or SSE answers, the session id and its
+//! transparent renewal on 404, `MCP-Protocol-Version`, resumption of broken
+//! streams by GET with `Last-Event-ID`, the optional GET stream, DELETE on
+//! shutdown, and detection of the legacy transport.
+//!
+//! A failed HTTP exchange fails only the requests it carried
+//! ([`TransportEvent::Failed`]). The connection closes when the server is
+//! unreachable, refuses our credentials (401/403, `auth_required`), or when
+//! the legacy event stream ends.
+
+mod legacy;
+mod sse;
+mod streamable;
+
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue};
+use serde::Deserialize;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{Instrument, Span, debug, info_span, warn};
+use url::Url;
+
+use super::{BoxFuture, CloseReason, Connection, Outbound, TransportControl, TransportEvent};
+use crate::protocol::Id;
+
+/// Which HTTP transport to speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HttpMode {
+    /// Streamable HTTP, falling back to legacy HTTP+SSE when the server
+    /// answers the first POST with 400, 404 or 405 (never on 401/403).
+    #[default]
+    Auto,
+    Streamable,
+    /// Legacy HTTP+SSE (2024-11-05), without detection.
+    Sse,
+}
+
+/// How to reach one HTTP server.
+#[derive(Clone)]
+pub struct HttpConfig {
+    pub url: String,
+    /// Sent on every request (after interpolation), e.g. `Authorization`.
+    pub headers: Vec<(String, String)>,
+    pub mode: HttpMode,
+    pub connect_timeout: Duration,
+    /// Limit for one JSON body or one SSE event.
+    pub max_message_bytes: usize,
+    /// Limit for exchanges that carry no request of ours: notifications,
+    /// our answers, DELETE, and the wait for the legacy `endpoint` event.
+    pub send_timeout: Duration,
+}
+
+impl HttpConfig {
+    pub fn new(url: impl Into<String>) -> Self {
+        HttpConfig {
+            url: url.into(),
+            headers: Vec::new(),
+            mode: HttpMode::Auto,
+            connect_timeout: Duration::from_secs(10),
+            max_message_bytes: 64 * 1024 * 1024,
+            send_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+impl std::fmt::Debug for HttpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Header values and query strings often carry secrets.
+        let names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("HttpConfig")
+            .field("url", &redact_url(&self.url))
+            .field("headers", &names)
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+fn redact_url(url: &str) -> String {
+    match url.split_once('?') {
+        Some((base, _)) => format!("{base}?<redacted>"),
+        None => url.to_owned(),
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HttpError {
+    #[error("server '{server}': {url:?} is not a valid http(s) URL: {reason}")]
+    InvalidUrl {
+        server: String,
+        url: String,
+        reason: String,
+    },
+    #[error("server '{server}': header {name:?} is not a valid HTTP header {what}")]
+    InvalidHeader {
+        server: String,
+        name: String,
+        what: &'static str,
+    },
+    #[error("server '{server}': cannot build the HTTP client: {reason}")]
+    Client { server: String, reason: String },
+    #[error("server '{server}': {reason}")]
+    Connect {
+        server: String,
+        reason: String,
+        /// 401/403: the credentials were refused.
+        auth_required: bool,
+    },
+}
+
+/// Start a transport to `cfg.url`. Streamable HTTP (and auto-detection)
+/// connects lazily, with the client's `initialize`; legacy SSE opens its
+/// event stream here and waits for the `endpoint` event.
+pub async fn connect(name: &str, cfg: HttpConfig) -> Result<Connection, HttpError> {
+    let url = Url::parse(&cfg.url)
+        .map_err(|e| e.to_string())
+        .and_then(|u| match u.scheme() {
+            "http" | "https" => Ok(u),
+            s => Err(format!("the scheme is {s:?}")),
+        })
+        .map_err(|reason| HttpError::InvalidUrl {
+            server: name.to_owned(),
+            url: redact_url(&cfg.url),
+            reason,
+        })?;
+    let mut headers = HeaderMap::new();
+    for (k, v) in &cfg.headers {
+        let invalid = |what| HttpError::InvalidHeader {
+            server: name.to_owned(),
+            name: k.clone(),
+            what,
+        };
+        let key = HeaderName::from_bytes(k.as_bytes()).map_err(|_| invalid("name"))?;
+        let mut value = HeaderValue::from_str(v).map_err(|_| invalid("value"))?;
+        value.set_sensitive(true);
+        headers.insert(key, value);
+    }
+    let http = reqwest::Client::builder()
+        .connect_timeout(cfg.connect_timeout)
+        .default_headers(headers)
+        .user_agent(concat!("mcphost/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| HttpError::Client {
+            server: name.to_owned(),
+            reason: sse::error_chain(&e),
+        })?;
+
+    let (out_tx, out_rx) = mpsc::channel::<Outbound>(64);
+    let (in_tx, in_rx) = mpsc::channel::<TransportEvent>(256);
+    let (done_tx, done_rx) = watch::channel(false);
+    let shared = Arc::new(Shared {
+        span: info_span!("http", server = name),
+        http,
+        url,
+        limit: cfg.max_message_bytes,
+        send_timeout: cfg.send_timeout,
+        mode: cfg.mode,
+        inbound: in_tx,
+        state: Mutex::new(State::default()),
+        reinit: tokio::sync::Mutex::new(()),
+        kind: AtomicU8::new(KIND_UNDETECTED),
+        stop: CancellationToken::new(),
+        tasks: TaskTracker::new(),
+        closed: AtomicBool::new(false),
+    });
+    if cfg.mode == HttpMode::Sse {
+        legacy::open(&shared)
+            .await
+            .map_err(|(reason, auth_required)| HttpError::Connect {
+                server: name.to_owned(),
+                reason,
+                auth_required,
+            })?;
+    }
+    let driver = shared.clone();
+    let span = shared.span.clone();
+    tokio::spawn(
+        async move {
+            driver.clone().drive(out_rx).await;
+            let _ = done_tx.send(true);
+        }
+        .instrument(span),
+    );
+    Ok(Connection {
+        outbound: out_tx,
+        inbound: in_rx,
+        control: Arc::new(HttpControl {
+            shared,
+            done: done_rx,
+        }),
+    })
+}
+
+const KIND_UNDETECTED: u8 = 0;
+const KIND_STREAMABLE: u8 = 1;
+const KIND_SSE: u8 = 2;
+
+/// Wait before resuming a stream whose server gave no `retry`.
+const DEFAULT_RETRY: Duration = Duration::from_secs(1);
+/// Resume attempts in a row that deliver nothing before a request fails.
+const MAX_RESUME_ATTEMPTS: u32 = 5;
+/// How much of an error body goes into an error message.
+const ERROR_BODY_CHARS: usize = 300;
+
+struct Shared {
+    span: Span,
+    http: reqwest::Client,
+    url: Url,
+    limit: usize,
+    send_timeout: Duration,
+    mode: HttpMode,
+    inbound: mpsc::Sender<TransportEvent>,
+    state: Mutex<State>,
+    /// Serialises session renewal, so a burst of 404s renews once.
+    reinit: tokio::sync::Mutex<()>,
+    kind: AtomicU8,
+    /// Cancels every task of this transport.
+    stop: CancellationToken,
+    tasks: TaskTracker,
+    closed: AtomicBool,
+}
+
+#[derive(Default)]
+struct State {
+    session: Option<String>,
+    /// The negotiated revision, sent as `MCP-Protocol-Version` once known.
+    version: Option<String>,
+    /// The client's `initialize`, kept to renew an expired session.
+    init: Option<(Id, String)>,
+    /// The standalone GET stream, restarted with each session.
+    get_stream: Option<tokio::task::AbortHandle>,
+    /// Legacy transport: where messages are POSTed.
+    endpoint: Option<Url>,
+}
+
+/// What the transport needs to know of an outgoing message.
+struct OutMsg {
+    text: String,
+    method: Option<String>,
+    /// Ids of the requests it carries (one, or several in a batch).
+    requests: Vec<Id>,
+}
+
+#[derive(Deserialize)]
+struct Probe {
+    #[serde(default)]
+    id: Option<Id>,
+    #[serde(default)]
+    method: Option<String>,
+}
+
+impl OutMsg {
+    fn classify(text: String) -> Self {
+        let probes: Vec<Probe> = if text.trim_start().starts_with('[') {
+            serde_json::from_str(&text).unwrap_or_default()
+        } else {
+            serde_json::from_str(&text)
+                .map(|p| vec![p])
+                .unwrap_or_default()
+        };
+        let method = match probes.as_slice() {
+            [p] => p.method.clone(),
+            _ => None,
+        };
+        let requests = probes
+            .into_iter()
+            .filter(|p| p.method.is_some())
+            .filter_map(|p| p.id)
+            .collect();
+        OutMsg {
+            text,
+            method,
+            requests,
+        }
+    }
+}
+
+/// The id of a response (not a request) in an incoming frame.
+fn response_ids(data: &str) -> Vec<Id> {
+    let probes: Vec<Probe> = if data.trim_start().starts_with('[') {
+        serde_json::from_str(data).unwrap_or_default()
+    } else {
+        serde_json::from_str(data)
+            .map(|p| vec![p])
+            .unwrap_or_default()
+    };
+    probes
+        .into_iter()
+        .filter(|p| p.method.is_none())
+        .filter_map(|p| p.id)
+        .collect()
+}
+
+fn same_id(a: &Id, b: &Id) -> bool {
+    a == b || matches!((a.as_number(), b.as_number()), (Some(x), Some(y)) if x == y)
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn session(&self) -> Option<String> {
+        self.state().session.clone()
+    }
+
+    async fn emit(&self, ev: TransportEvent) {
+        if !self.closed.load(Ordering::SeqCst) {
+            let _ = self.inbound.send(ev).await;
+        }
+    }
+
+    /// Fail the requests an exchange carried; the connection stays up.
+    async fn fail(&self, ids: &[Id], reason: &str) {
+        if ids.is_empty() {
+            warn!("{reason}");
+        }
+        for id in ids {
+            debug!(%id, "request failed: {reason}");
+            self.emit(TransportEvent::Failed {
+                id: id.clone(),
+                reason: reason.to_owned(),
+            })
+            .await;
+        }
+    }
+
+    /// Close the connection once, and stop every task.
+    async fn close(&self, reason: CloseReason) {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        if reason.auth_required {
+            warn!("{}", reason.summary);
+        } else {
+            debug!("closed: {}", reason.summary);
+        }
+        let _ = self.inbound.send(TransportEvent::Closed(reason)).await;
+        self.stop.cancel();
+    }
+
+    fn spawn(self: &Arc<Self>, fut: impl std::future::Future<Output = ()> + Send + 'static) {
+        let stop = self.stop.clone();
+        self.tasks.spawn(
+            async move {
+                tokio::select! {
+                    _ = stop.cancelled() => {}
+                    _ = fut => {}
+                }
+            }
+            .instrument(self.span.clone()),
+        );
+    }
+
+    /// "HTTP 503 Service Unavailable from http://…: <body>"
+    async fn status_error(&self, resp: reqwest::Response) -> String {
+        let status = resp.status();
+        let url = redact_url(resp.url().as_str());
+        let body = read_snippet(resp).await;
+        let mut s = format!("HTTP {status} from {url}");
+        if !body.is_empty() {
+            s.push_str(": ");
+            s.push_str(&body);
+        }
+        s
+    }
+
+    /// 401/403: the server wants credentials we do not have.
+    async fn auth_failed(&self, resp: reqwest::Response) {
+        let challenge = resp
+            .headers()
+            .get(header::WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| format!(" (WWW-Authenticate: {v})"))
+            .unwrap_or_default();
+        let what = self.status_error(resp).await;
+        self.close(CloseReason {
+            summary: auth_message(&what, &challenge),
+            auth_required: true,
+            ..CloseReason::default()
+        })
+        .await;
+    }
+
+    /// The server cannot be reached at all: close, so the supervisor shows
+    /// it and retries with backoff.
+    async fn unreachable(&self, e: &reqwest::Error) {
+        self.close(CloseReason::new(self.cannot_reach(e))).await;
+    }
+
+    fn cannot_reach(&self, e: &reqwest::Error) -> String {
+        let what = if e.is_timeout() { "timed out: " } else { "" };
+        format!(
+            "cannot reach {}: {what}{}",
+            redact_url(self.url.as_str()),
+            sse::error_chain(e)
+        )
+    }
+
+    async fn drive(self: Arc<Self>, mut outbound: mpsc::Receiver<Outbound>) {
+        loop {
+            let text = tokio::select! {
+                _ = self.stop.cancelled() => break,
+                m = outbound.recv() => match m {
+                    Some(t) => t,
+                    None => break,
+                },
+            };
+            let msg = OutMsg::classify(text);
+            if self.kind.load(Ordering::SeqCst) == KIND_SSE {
+                legacy::send(&self, msg).await;
+            } else {
+                streamable::send(&self, msg).await;
+            }
+        }
+        self.finish().await;
+    }
+
+    /// Orderly end: stop the tasks, end the session, report `Closed`.
+    async fn finish(self: &Arc<Self>) {
+        let was_closed = self.closed.load(Ordering::SeqCst);
+        self.stop.cancel();
+        self.tasks.close();
+        self.tasks.wait().await;
+        if !was_closed && self.kind.load(Ordering::SeqCst) != KIND_SSE {
+            streamable::end_session(self).await;
+        }
+        self.close(CloseReason::new("shut down by mcphost")).await;
+    }
+}
+
+fn auth_message(what: &str, challenge: &str) -> String {
+    format!(
+        "{what}{challenge}; the server wants credentials: set them in the server's \"headers\" (e.g. \"Authorization\": \"Bearer ${{TOKEN}}\"); OAuth sign-in is not built yet"
+    )
+}
+
+/// The first few hundred characters of a body, on one line.
+async fn read_snippet(mut resp: reqwest::Response) -> String {
+    let mut buf = Vec::new();
+    while buf.len() < ERROR_BODY_CHARS * 4 {
+        match resp.chunk().await {
+            Ok(Some(c)) => buf.extend_from_slice(&c),
+            _ => break,
+        }
+    }
+    let text = String::from_utf8_lossy(&buf);
+    let mut s: String = text
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .take(ERROR_BODY_CHARS)
+        .collect();
+    if text.chars().count() > ERROR_BODY_CHARS {
+        s.push('…');
+    }
+    s
+}
+
+/// Read a whole body, refusing more than `limit` bytes.
+async fn read_limited(mut resp: reqwest::Response, limit: usize) -> Result<String, BodyError> {
+    let mut buf = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(BodyError::Http)? {
+        if buf.len() + chunk.len() > limit {
+            return Err(BodyError::Oversized);
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    String::from_utf8(buf).map_err(|_| BodyError::NotUtf8)
+}
+
+enum BodyError {
+    Http(reqwest::Error),
+    Oversized,
+    NotUtf8,
+}
+
+/// What a response's Content-Type says it carries.
+#[derive(Debug, PartialEq, Eq)]
+enum BodyKind {
+    Json,
+    EventStream,
+    Empty,
+    Other(String),
+}
+
+fn body_kind(resp: &reqwest::Response) -> BodyKind {
+    let ct = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_ascii_lowercase()
+        });
+    match ct.as_deref() {
+        Some("application/json") => BodyKind::Json,
+        Some("text/event-stream") => BodyKind::EventStream,
+        _ if resp.status() == StatusCode::ACCEPTED
+            || resp.status() == StatusCode::NO_CONTENT
+            || resp.content_length() == Some(0) =>
+        {
+            BodyKind::Empty
+        }
+        Some(other) => BodyKind::Other(other.to_owned()),
+        None => BodyKind::Empty,
+    }
+}
+
+fn is_auth_status(s: StatusCode) -> bool {
+    s == StatusCode::UNAUTHORIZED || s == StatusCode::FORBIDDEN
+}
+
+struct HttpControl {
+    shared: Arc<Shared>,
+    done: watch::Receiver<bool>,
+}
+
+impl TransportControl for HttpControl {
+    fn shutdown(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            // The driver sees the cancel, ends the session and closes.
+            self.shared.stop.cancel();
+            let mut done = self.done.clone();
+            let _ = done.wait_for(|d| *d).await;
+        })
+    }
+
+    fn stderr_tail(&self, _n: usize) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn pid(&self) -> Option<u32> {
+        None
+    }
+
+    fn kind(&self) -> &'static str {
+        match self.shared.kind.load(Ordering::SeqCst) {
+            KIND_STREAMABLE => "streamable-http",
+            KIND_SSE => "sse",
+            _ => "http",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classify_requests_notifications_and_batches() {
+        let m = OutMsg::classify(r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#.into());
+        assert_eq!(m.method.as_deref(), Some("tools/list"));
+        assert_eq!(m.requests, vec![Id::Number(3)]);
+        let n =
+            OutMsg::classify(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.into());
+        assert!(n.requests.is_empty());
+        let r = OutMsg::classify(r#"{"jsonrpc":"2.0","id":"a","result":{}}"#.into());
+        assert!(r.requests.is_empty() && r.method.is_none());
+        let b = OutMsg::classify(
+            r#"[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","method":"n"},{"jsonrpc":"2.0","id":2,"result":1}]"#
+                .into(),
+        );
+        assert_eq!(b.requests, vec![Id::Number(1)]);
+        assert_eq!(
+            response_ids(r#"{"jsonrpc":"2.0","id":"7","result":{}}"#),
+            vec![Id::String("7".into())]
+        );
+        assert!(response_ids(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).is_empty());
+        assert!(same_id(&Id::String("7".into()), &Id::Number(7)));
+    }
+
+    #[test]
+    fn debug_hides_secrets() {
+        let mut c = HttpConfig::new("https://h/mcp?key=secret");
+        c.headers
+            .push(("Authorization".into(), "Bearer tok".into()));
+        let d = format!("{c:?}");
+        assert!(!d.contains("secret") && !d.contains("tok"), "{d}");
+        assert!(d.contains("Authorization"));
+    }
+}

@@ -1,0 +1,542 @@
+//! Streamable HTTP: one POST per message, answers as JSON or SSE, sessions,
+//! resumption by GET, and the optional standalone GET stream.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap};
+use tracing::{debug, info, warn};
+
+use super::sse::{Event, EventStream, SseError, error_chain};
+use super::{
+    BodyError, BodyKind, DEFAULT_RETRY, HttpMode, KIND_SSE, KIND_STREAMABLE, MAX_RESUME_ATTEMPTS,
+    OutMsg, Shared, body_kind, is_auth_status, legacy, read_limited, response_ids, same_id,
+};
+use crate::protocol::Id;
+use crate::transport::TransportEvent;
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+const LAST_EVENT_ID: &str = "last-event-id";
+
+/// Which session headers a request carries.
+#[derive(Clone, Copy)]
+enum Headers {
+    /// `initialize`: neither session nor revision.
+    Fresh,
+    Session,
+}
+
+/// Send one outgoing message. Requests run in their own task so a slow one
+/// never holds the others; notifications and our answers are sent in order,
+/// before anything after them (a request must not overtake `initialized`).
+pub(super) async fn send(shared: &Arc<Shared>, msg: OutMsg) {
+    if msg.method.as_deref() == Some("initialize") {
+        return initialize(shared, msg).await;
+    }
+    if msg.requests.is_empty() {
+        let sent = tokio::time::timeout(shared.send_timeout, post_other(shared, &msg)).await;
+        if sent.is_err() {
+            warn!(
+                "sending {} took longer than {:?}; moved on",
+                msg.method.as_deref().unwrap_or("a response"),
+                shared.send_timeout
+            );
+        }
+        if msg.method.as_deref() == Some("notifications/initialized") {
+            start_get_stream(shared);
+        }
+        return;
+    }
+    let task = shared.clone();
+    shared.spawn(async move { post_request(&task, msg).await });
+}
+
+fn build_post(shared: &Shared, body: &str, headers: Headers) -> reqwest::RequestBuilder {
+    let mut req = shared
+        .http
+        .post(shared.url.clone())
+        .header(ACCEPT, "application/json, text/event-stream")
+        .header(CONTENT_TYPE, "application/json")
+        .body(body.to_owned());
+    if let Headers::Session = headers {
+        req = with_session(shared, req);
+    }
+    req
+}
+
+fn with_session(shared: &Shared, mut req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    let st = shared.state();
+    if let Some(s) = &st.session {
+        req = req.header(SESSION_HEADER, s);
+    }
+    if let Some(v) = &st.version {
+        req = req.header(VERSION_HEADER, v);
+    }
+    req
+}
+
+fn capture_session(shared: &Shared, headers: &HeaderMap) {
+    if let Some(s) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) {
+        let mut st = shared.state();
+        if st.session.as_deref() != Some(s) {
+            debug!("session {s}");
+            st.session = Some(s.to_owned());
+        }
+    }
+}
+
+async fn initialize(shared: &Arc<Shared>, msg: OutMsg) {
+    let ids = msg.requests.clone();
+    if let Some(id) = ids.first() {
+        let mut st = shared.state();
+        st.init = Some((id.clone(), msg.text.clone()));
+        st.session = None;
+        st.version = None;
+    }
+    let resp = match build_post(shared, &msg.text, Headers::Fresh).send().await {
+        Ok(r) => r,
+        Err(e) => {
+            shared.fail(&ids, &shared.cannot_reach(&e)).await;
+            return;
+        }
+    };
+    let status = resp.status();
+    if shared.mode == HttpMode::Auto
+        && matches!(
+            status,
+            StatusCode::BAD_REQUEST | StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED
+        )
+    {
+        info!("initialize answered HTTP {status}: trying the legacy HTTP+SSE transport");
+        if let Err((reason, auth)) = legacy::open(shared).await {
+            let reason = format!(
+                "neither transport answered: Streamable HTTP said HTTP {status}, and legacy HTTP+SSE failed: {reason}"
+            );
+            if auth {
+                shared
+                    .close(crate::transport::CloseReason {
+                        summary: reason,
+                        auth_required: true,
+                        ..Default::default()
+                    })
+                    .await;
+            } else {
+                shared.fail(&ids, &reason).await;
+            }
+            return;
+        }
+        return legacy::send(shared, msg).await;
+    }
+    if is_auth_status(status) {
+        return shared.auth_failed(resp).await;
+    }
+    if !status.is_success() {
+        let reason = shared.status_error(resp).await;
+        return shared.fail(&ids, &reason).await;
+    }
+    if shared.kind.load(Ordering::SeqCst) != KIND_SSE {
+        shared.kind.store(KIND_STREAMABLE, Ordering::SeqCst);
+    }
+    capture_session(shared, resp.headers());
+    let task = shared.clone();
+    shared.spawn(async move { answer(&task, resp, ids).await });
+}
+
+async fn post_other(shared: &Arc<Shared>, msg: &OutMsg) {
+    let what = msg.method.as_deref().unwrap_or("a response");
+    for attempt in 0..2 {
+        let sent = shared.session();
+        let resp = match build_post(shared, &msg.text, Headers::Session).send().await {
+            Ok(r) => r,
+            Err(e) => return warn!("sending {what} failed: {}", error_chain(&e)),
+        };
+        let status = resp.status();
+        if let (StatusCode::NOT_FOUND, 0, Some(stale)) = (status, attempt, sent) {
+            if let Err(e) = renew_session(shared, &stale).await {
+                return warn!("sending {what}: {e}");
+            }
+            continue;
+        }
+        if is_auth_status(status) {
+            return shared.auth_failed(resp).await;
+        }
+        if !status.is_success() {
+            let e = shared.status_error(resp).await;
+            return warn!("sending {what}: {e}");
+        }
+        // Any 2xx will do; a body here would answer nothing we asked.
+        return;
+    }
+}
+
+async fn post_request(shared: &Arc<Shared>, msg: OutMsg) {
+    let ids = msg.requests.clone();
+    for attempt in 0..2 {
+        let sent = shared.session();
+        let resp = match build_post(shared, &msg.text, Headers::Session).send().await {
+            Ok(r) => r,
+            Err(e) if e.is_connect() => {
+                shared.fail(&ids, &shared.cannot_reach(&e)).await;
+                return shared.unreachable(&e).await;
+            }
+            Err(e) => {
+                let reason = format!("the HTTP request failed: {}", error_chain(&e));
+                return shared.fail(&ids, &reason).await;
+            }
+        };
+        let status = resp.status();
+        if let (StatusCode::NOT_FOUND, 0, Some(stale)) = (status, attempt, sent) {
+            match renew_session(shared, &stale).await {
+                Ok(()) => continue,
+                Err(e) => return shared.fail(&ids, &e).await,
+            }
+        }
+        if is_auth_status(status) {
+            return shared.auth_failed(resp).await;
+        }
+        if !status.is_success() {
+            let reason = shared.status_error(resp).await;
+            return shared.fail(&ids, &reason).await;
+        }
+        return answer(shared, resp, ids).await;
+    }
+}
+
+/// Deliver the answer to a POST: one JSON body, or an event stream that may
+/// carry server requests and notifications before the responses.
+async fn answer(shared: &Arc<Shared>, resp: reqwest::Response, ids: Vec<Id>) {
+    match body_kind(&resp) {
+        BodyKind::Json => match read_limited(resp, shared.limit).await {
+            Ok(text) if text.trim().is_empty() => {}
+            Ok(text) => deliver(shared, text).await,
+            Err(BodyError::Oversized) => {
+                for id in ids {
+                    shared
+                        .emit(TransportEvent::Oversized {
+                            limit: shared.limit,
+                            id: Some(id),
+                        })
+                        .await;
+                }
+            }
+            Err(BodyError::Http(e)) => {
+                let reason = format!("reading the response failed: {}", error_chain(&e));
+                shared.fail(&ids, &reason).await;
+            }
+            Err(BodyError::NotUtf8) => shared.fail(&ids, "the response is not UTF-8").await,
+        },
+        BodyKind::EventStream => {
+            read_stream(shared, EventStream::new(resp, shared.limit), ids).await
+        }
+        // 202 to a request: the answer may come on the GET stream.
+        BodyKind::Empty => {
+            if !ids.is_empty() {
+                debug!("request answered {} with no body", "2xx");
+            }
+        }
+        BodyKind::Other(ct) => {
+            let reason = format!(
+                "the server answered with Content-Type {ct:?}, which is neither JSON nor an event stream"
+            );
+            shared.fail(&ids, &reason).await;
+        }
+    }
+}
+
+/// Hand a frame to the peer, noting the negotiated revision on the way.
+async fn deliver(shared: &Arc<Shared>, data: String) {
+    note_version(shared, &data);
+    shared.emit(TransportEvent::Frame(data)).await;
+}
+
+fn note_version(shared: &Shared, data: &str) {
+    #[derive(serde::Deserialize)]
+    struct InitResponse {
+        id: Id,
+        result: InitResult,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct InitResult {
+        protocol_version: String,
+    }
+    let mut st = shared.state();
+    if st.version.is_some() {
+        return;
+    }
+    let Some((init_id, _)) = &st.init else { return };
+    if let Ok(r) = serde_json::from_str::<InitResponse>(data)
+        && same_id(&r.id, init_id)
+    {
+        st.version = Some(r.result.protocol_version);
+    }
+}
+
+/// Read a POST's event stream until every request it carried is answered,
+/// resuming by GET with `Last-Event-ID` when it breaks.
+async fn read_stream(shared: &Arc<Shared>, mut stream: EventStream, mut pending: Vec<Id>) {
+    let mut attempts = 0u32;
+    loop {
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(Event::Message(data)) => {
+                    attempts = 0;
+                    let answered = response_ids(&data);
+                    pending.retain(|p| !answered.iter().any(|a| same_id(a, p)));
+                    deliver(shared, data).await;
+                    if pending.is_empty() {
+                        return;
+                    }
+                }
+                Ok(_) => {}
+                Err(SseError::Oversized { limit }) => {
+                    for id in pending {
+                        shared
+                            .emit(TransportEvent::Oversized {
+                                limit,
+                                id: Some(id),
+                            })
+                            .await;
+                    }
+                    return;
+                }
+                Err(e @ SseError::Stream(_)) => {
+                    debug!("response stream broke: {e}");
+                    break;
+                }
+            }
+        }
+        if pending.is_empty() {
+            return;
+        }
+        // A disconnect is not a cancellation: resume where the stream was.
+        let Some(last) = stream.last_id.clone() else {
+            let reason = "the server closed the response stream before answering, and gave no event id to resume from";
+            return shared.fail(&pending, reason).await;
+        };
+        if attempts >= MAX_RESUME_ATTEMPTS {
+            let reason = format!(
+                "the response stream broke and {MAX_RESUME_ATTEMPTS} attempts to resume it (GET with Last-Event-ID {last:?}) delivered nothing"
+            );
+            return shared.fail(&pending, &reason).await;
+        }
+        attempts += 1;
+        let retry = stream.retry.unwrap_or(DEFAULT_RETRY);
+        tokio::time::sleep(retry).await;
+        debug!(last_event_id = %last, ?retry, "resuming the response stream");
+        match get(shared, Some(&last)).await {
+            Ok(resp) if resp.status().is_success() && body_kind(&resp) == BodyKind::EventStream => {
+                stream = EventStream::new(resp, shared.limit);
+                stream.last_id = Some(last);
+                stream.retry = Some(retry);
+            }
+            Ok(resp) if is_auth_status(resp.status()) => return shared.auth_failed(resp).await,
+            Ok(resp) if resp.status().is_client_error() => {
+                let e = shared.status_error(resp).await;
+                let reason =
+                    format!("the response stream broke and the server refused to resume it: {e}");
+                return shared.fail(&pending, &reason).await;
+            }
+            Ok(resp) => {
+                let e = shared.status_error(resp).await;
+                debug!("resuming failed: {e}");
+                stream.last_id = Some(last);
+            }
+            Err(e) => {
+                debug!("resuming failed: {}", error_chain(&e));
+                stream.last_id = Some(last);
+            }
+        }
+    }
+}
+
+async fn get(
+    shared: &Shared,
+    last_event_id: Option<&str>,
+) -> Result<reqwest::Response, reqwest::Error> {
+    let mut req = with_session(
+        shared,
+        shared
+            .http
+            .get(shared.url.clone())
+            .header(ACCEPT, "text/event-stream"),
+    );
+    if let Some(id) = last_event_id {
+        req = req.header(LAST_EVENT_ID, id);
+    }
+    req.send().await
+}
+
+/// The session expired (404 on a request that carried it): initialize
+/// again without it, then let the caller retry its request once.
+async fn renew_session(shared: &Arc<Shared>, stale: &str) -> Result<(), String> {
+    let _one_at_a_time = shared.reinit.lock().await;
+    if shared.session().as_deref() != Some(stale) {
+        return Ok(()); // another request already renewed it
+    }
+    let Some((id, body)) = shared.state().init.clone() else {
+        return Err("the session expired (HTTP 404) before initialize was sent".to_owned());
+    };
+    info!("the session expired (HTTP 404); initializing a new one");
+    {
+        let mut st = shared.state();
+        st.session = None;
+        if let Some(h) = st.get_stream.take() {
+            h.abort();
+        }
+    }
+    let expired = |e: String| {
+        format!("the session expired (HTTP 404) and initializing a new one failed: {e}")
+    };
+    let resp = build_post(shared, &body, Headers::Fresh)
+        .send()
+        .await
+        .map_err(|e| expired(error_chain(&e)))?;
+    if !resp.status().is_success() {
+        return Err(expired(shared.status_error(resp).await));
+    }
+    capture_session(shared, resp.headers());
+    // Our `initialize` answered already; this answer stays here.
+    let answered = match body_kind(&resp) {
+        BodyKind::Json => read_limited(resp, shared.limit)
+            .await
+            .is_ok_and(|t| response_ids(&t).iter().any(|a| same_id(a, &id))),
+        BodyKind::EventStream => {
+            let mut s = EventStream::new(resp, shared.limit);
+            let mut found = false;
+            while let Some(Ok(ev)) = s.next().await {
+                if let Event::Message(data) = ev
+                    && response_ids(&data).iter().any(|a| same_id(a, &id))
+                {
+                    found = true;
+                    break;
+                }
+            }
+            found
+        }
+        _ => false,
+    };
+    if !answered {
+        return Err(expired(
+            "the server did not answer the new initialize".to_owned(),
+        ));
+    }
+    let note = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    match build_post(shared, note, Headers::Session).send().await {
+        Ok(r) if r.status().is_success() => {}
+        Ok(r) => return Err(expired(shared.status_error(r).await)),
+        Err(e) => return Err(expired(error_chain(&e))),
+    }
+    start_get_stream(shared);
+    Ok(())
+}
+
+/// Open the optional GET stream for messages unrelated to our requests.
+/// Any 4xx means the server offers none: said once, never retried.
+fn start_get_stream(shared: &Arc<Shared>) {
+    if shared.kind.load(Ordering::SeqCst) != KIND_STREAMABLE {
+        return;
+    }
+    let task = shared.clone();
+    let handle = shared.tasks.spawn({
+        let stop = shared.stop.clone();
+        let span = shared.span.clone();
+        tracing::Instrument::instrument(
+            async move {
+                tokio::select! {
+                    _ = stop.cancelled() => {}
+                    _ = get_stream(&task) => {}
+                }
+            },
+            span,
+        )
+    });
+    if let Some(old) = shared.state().get_stream.replace(handle.abort_handle()) {
+        old.abort();
+    }
+}
+
+async fn get_stream(shared: &Arc<Shared>) {
+    let mut last: Option<String> = None;
+    let mut retry = DEFAULT_RETRY;
+    let mut failures = 0u32;
+    loop {
+        match get(shared, last.as_deref()).await {
+            Ok(resp) if resp.status().is_success() && body_kind(&resp) == BodyKind::EventStream => {
+                if failures > 0 || last.is_some() {
+                    debug!("standalone stream reopened");
+                }
+                let mut s = EventStream::new(resp, shared.limit);
+                s.last_id = last.clone();
+                let mut delivered = false;
+                while let Some(ev) = s.next().await {
+                    match ev {
+                        Ok(Event::Message(data)) => {
+                            delivered = true;
+                            deliver(shared, data).await;
+                        }
+                        Ok(_) => {}
+                        Err(SseError::Oversized { limit }) => {
+                            shared
+                                .emit(TransportEvent::Oversized { limit, id: None })
+                                .await;
+                            break;
+                        }
+                        Err(e) => {
+                            debug!("standalone stream broke: {e}");
+                            break;
+                        }
+                    }
+                }
+                last = s.last_id.clone();
+                retry = s.retry.unwrap_or(retry);
+                failures = if delivered { 0 } else { failures + 1 };
+            }
+            Ok(resp) if resp.status().is_client_error() => {
+                info!(
+                    "no standalone event stream (GET answered HTTP {}); server messages arrive on responses only",
+                    resp.status()
+                );
+                return;
+            }
+            Ok(resp) => {
+                failures += 1;
+                let e = shared.status_error(resp).await;
+                if failures == 1 {
+                    warn!("standalone event stream: {e}; retrying with backoff");
+                }
+            }
+            Err(e) => {
+                failures += 1;
+                if failures == 1 {
+                    warn!(
+                        "standalone event stream: {}; retrying with backoff",
+                        error_chain(&e)
+                    );
+                }
+            }
+        }
+        // The server's `retry` is a floor; repeated failures back off.
+        let backoff = retry * 2u32.saturating_pow(failures.min(5));
+        tokio::time::sleep(backoff.min(Duration::from_secs(30)).max(retry)).await;
+    }
+}
+
+/// DELETE the session on shutdown; 405 means the server keeps it.
+pub(super) async fn end_session(shared: &Arc<Shared>) {
+    if shared.session().is_none() {
+        return;
+    }
+    let req = with_session(shared, shared.http.delete(shared.url.clone()));
+    match tokio::time::timeout(shared.send_timeout.min(Duration::from_secs(5)), req.send()).await {
+        Ok(Ok(r)) if r.status().is_success() || r.status() == StatusCode::METHOD_NOT_ALLOWED => {
+            debug!("session ended (HTTP {})", r.status());
+        }
+        Ok(Ok(r)) => debug!("DELETE of the session answered HTTP {}", r.status()),
+        Ok(Err(e)) => debug!("DELETE of the session failed: {}", error_chain(&e)),
+        Err(_) => debug!("DELETE of the session timed out"),
+    }
+}
