@@ -240,6 +240,8 @@ struct State {
     get_stream: Option<tokio::task::AbortHandle>,
     /// Legacy transport: where messages are POSTed.
     endpoint: Option<Url>,
+    /// Streamable HTTP: the task reading each request's answer.
+    in_flight: std::collections::HashMap<Id, tokio::task::AbortHandle>,
 }
 
 /// What the transport needs to know of an outgoing message.
@@ -348,17 +350,22 @@ impl Shared {
         self.stop.cancel();
     }
 
-    fn spawn(self: &Arc<Self>, fut: impl std::future::Future<Output = ()> + Send + 'static) {
+    fn spawn(
+        self: &Arc<Self>,
+        fut: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> tokio::task::AbortHandle {
         let stop = self.stop.clone();
-        self.tasks.spawn(
-            async move {
-                tokio::select! {
-                    _ = stop.cancelled() => {}
-                    _ = fut => {}
+        self.tasks
+            .spawn(
+                async move {
+                    tokio::select! {
+                        _ = stop.cancelled() => {}
+                        _ = fut => {}
+                    }
                 }
-            }
-            .instrument(self.span.clone()),
-        );
+                .instrument(self.span.clone()),
+            )
+            .abort_handle()
     }
 
     /// "HTTP 503 Service Unavailable from http://…: <body>"

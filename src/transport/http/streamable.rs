@@ -45,13 +45,54 @@ pub(super) async fn send(shared: &Arc<Shared>, msg: OutMsg) {
                 shared.send_timeout
             );
         }
-        if msg.method.as_deref() == Some("notifications/initialized") {
-            start_get_stream(shared);
+        match msg.method.as_deref() {
+            Some("notifications/initialized") => start_get_stream(shared),
+            // The server was told; its stream for that request is no
+            // longer ours to read (dropping it alone would not cancel).
+            Some("notifications/cancelled") => {
+                if let Some(id) = cancelled_request(&msg.text) {
+                    let task = shared.state().in_flight.remove(&id);
+                    if let Some(task) = task {
+                        task.abort();
+                    }
+                }
+            }
+            _ => {}
         }
         return;
     }
     let task = shared.clone();
-    shared.spawn(async move { post_request(&task, msg).await });
+    let ids = msg.requests.clone();
+    // Registered under the lock, so the task cannot finish (and deregister)
+    // before it is registered.
+    let mut st = shared.state();
+    let handle = shared.spawn(async move {
+        let ids = msg.requests.clone();
+        post_request(&task, msg).await;
+        let mut st = task.state();
+        for id in &ids {
+            st.in_flight.remove(id);
+        }
+    });
+    for id in ids {
+        st.in_flight.insert(id, handle.clone());
+    }
+}
+
+/// The `requestId` of a `notifications/cancelled`.
+fn cancelled_request(text: &str) -> Option<Id> {
+    #[derive(serde::Deserialize)]
+    struct Note {
+        params: Params,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Params {
+        request_id: Id,
+    }
+    serde_json::from_str::<Note>(text)
+        .ok()
+        .map(|n| n.params.request_id)
 }
 
 fn build_post(shared: &Shared, body: &str, headers: Headers) -> reqwest::RequestBuilder {
