@@ -519,7 +519,10 @@ impl Registry {
                 e.listed
                     || matches!(
                         e.handle.status().state,
-                        ServerState::Failed | ServerState::Disabled | ServerState::Stopped
+                        ServerState::Failed
+                            | ServerState::AuthRequired
+                            | ServerState::Disabled
+                            | ServerState::Stopped
                     )
             });
             if done {

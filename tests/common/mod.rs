@@ -1,6 +1,8 @@
 //! Helpers shared by integration tests.
 #![allow(dead_code)]
 
+pub mod http_fault;
+
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -174,7 +174,26 @@ impl Backend {
         hits.dedup_by(|a, b| a.server == b.server);
         match hits.as_slice() {
             [one] => Ok(one.name.clone()),
-            [] => bail!("no tool named {tool:?}; `mcphost tools` lists them"),
+            [] => {
+                // A server that is not ready has no tools listed; say which
+                // one, and why, rather than only that the name is unknown.
+                let down = self.servers_down().await.unwrap_or_default();
+                let owner = down.iter().find(|(name, _)| {
+                    tool.strip_prefix(name.as_str())
+                        .is_some_and(|rest| rest.starts_with("__"))
+                });
+                match (owner, down.as_slice()) {
+                    (Some((_, why)), _) => bail!("no tool named {tool:?}: {why}"),
+                    (None, []) => bail!("no tool named {tool:?}; `mcphost tools` lists them"),
+                    (None, down) => {
+                        let names: Vec<&str> = down.iter().map(|(n, _)| n.as_str()).collect();
+                        bail!(
+                            "no tool named {tool:?}; not ready: {} (`mcphost servers` says why)",
+                            names.join(", ")
+                        )
+                    }
+                }
+            }
             many => {
                 let names: Vec<&str> = many.iter().map(|t| t.name.as_str()).collect();
                 bail!(
@@ -183,6 +202,25 @@ impl Backend {
                 )
             }
         }
+    }
+
+    /// Servers that are neither ready nor disabled, with why.
+    async fn servers_down(&self) -> Result<Vec<(String, String)>> {
+        let list = self.request("mcphost/servers/list", None).await?;
+        let servers = list.as_array().cloned().unwrap_or_default();
+        Ok(servers
+            .iter()
+            .filter(|s| !matches!(s["state"].as_str(), Some("ready" | "disabled")))
+            .filter_map(|s| {
+                let name = s["name"].as_str()?.to_owned();
+                let state = s["state"].as_str().unwrap_or("unknown");
+                let why = match s["error"].as_str() {
+                    Some(e) => format!("server '{name}' is {state}: {e}"),
+                    None => format!("server '{name}' is {state}"),
+                };
+                Some((name, why))
+            })
+            .collect())
     }
 
     pub async fn call(
