@@ -1,6 +1,8 @@
 """mcphost interop server built with the standalone `fastmcp` framework.
 
 Run it with the interop venv:  .venv/bin/python tests/interop/fastmcp_server.py
+Over Streamable HTTP instead of stdio (sessions; endpoint http://127.0.0.1:PORT/mcp):
+                               .venv/bin/python tests/interop/fastmcp_server.py --http PORT
 
 A second, independently implemented Python server (FastMCP's own request
 handling and schema generation on top of the `mcp` SDK's transport), kept
@@ -101,4 +103,11 @@ def review(code: str, language: str) -> str:
 
 
 if __name__ == "__main__":
-    mcp.run(transport="stdio", show_banner=False)
+    import sys
+
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        mcp.run(transport="http", host="127.0.0.1", port=int(sys.argv[2]), show_banner=False, log_level="WARNING")
+    elif len(sys.argv) == 1:
+        mcp.run(transport="stdio", show_banner=False)
+    else:
+        sys.exit(f"usage: {sys.argv[0]} [--http PORT]")

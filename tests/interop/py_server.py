@@ -2,11 +2,17 @@
 low-level `Server` API (mcp 2.x).
 
 Run it with the interop venv:  .venv/bin/python tests/interop/py_server.py
+Over Streamable HTTP instead of stdio (sessions; endpoint http://127.0.0.1:PORT/mcp):
+                               .venv/bin/python tests/interop/py_server.py --http PORT
+  In HTTP mode, `POST /test/end-sessions` terminates every open session (the
+  server then answers 404 to their ids, as when a session expires) and
+  returns {"ended": N}.
 
-It is deterministic (no clocks or randomness in any result) and writes
-nothing but JSON-RPC to stdout. Every `*/list` method is paginated with a
-page size of 2 (override with the env var PY_SERVER_PAGE_SIZE); cursors are
-opaque strings (base64 of "offset:N"); an unknown cursor is a -32602 error.
+It is deterministic (no clocks or randomness in any result) and, over
+stdio, writes nothing but JSON-RPC to stdout. Every `*/list` method is
+paginated with a page size of 2 (override with the env var
+PY_SERVER_PAGE_SIZE); cursors are opaque strings (base64 of "offset:N"); an
+unknown cursor is a -32602 error.
 
 Inventory
   tools      echo, add (outputSchema + structuredContent), fail (isError),
@@ -386,17 +392,57 @@ def build_server() -> Server:
     )
 
 
+NOTIFICATIONS = NotificationOptions(tools_changed=True, resources_changed=True, prompts_changed=True)
+
+
 async def main() -> None:
     server = build_server()
-    options = server.create_initialization_options(
-        NotificationOptions(tools_changed=True, resources_changed=True, prompts_changed=True)
-    )
+    options = server.create_initialization_options(NOTIFICATIONS)
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, options)
 
 
+async def main_http(port: int) -> None:
+    import uvicorn
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    server = build_server()
+    # The HTTP session manager builds each session's initialize result with
+    # create_initialization_options() and no arguments: make that advertise
+    # list_changed too, as the stdio mode does.
+    base = server.create_initialization_options
+
+    def with_notifications(notification_options: NotificationOptions | None = None, *args: Any, **kwargs: Any):
+        return base(notification_options or NOTIFICATIONS, *args, **kwargs)
+
+    server.create_initialization_options = with_notifications  # type: ignore[method-assign]
+
+    async def end_sessions(request: Request) -> JSONResponse:
+        # The SDK has no public way to end a session from the server side;
+        # its session manager keeps the transports in `_server_instances`
+        # (mcp 2.3.0). terminate() makes later requests with the id get 404.
+        transports = list(server.session_manager._server_instances.values())
+        for transport in transports:
+            await transport.terminate()
+        return JSONResponse({"ended": len(transports)})
+
+    app = server.streamable_http_app(
+        host="127.0.0.1",
+        custom_starlette_routes=[Route("/test/end-sessions", end_sessions, methods=["POST"])],
+    )
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    await uvicorn.Server(config).serve()
+
+
 if __name__ == "__main__":
     try:
-        anyio.run(main)
+        if len(sys.argv) == 3 and sys.argv[1] == "--http":
+            anyio.run(main_http, int(sys.argv[2]))
+        elif len(sys.argv) == 1:
+            anyio.run(main)
+        else:
+            sys.exit(f"usage: {sys.argv[0]} [--http PORT]")
     except KeyboardInterrupt:
         sys.exit(130)

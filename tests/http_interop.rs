@@ -1,0 +1,1138 @@
+//! Interop over HTTP with MCP servers nobody here wrote, each on a free port
+//! of its own:
+//!
+//! - `@modelcontextprotocol/server-everything` (npm) in its `streamableHttp`
+//!   mode (sessions, an event store for resumption, a GET stream) at `/mcp`,
+//!   and in its legacy `sse` mode (HTTP+SSE, 2024-11-05) at `/sse`;
+//! - our servers on the Python `mcp` SDK (`py_server.py --http PORT`) and on
+//!   fastmcp (`fastmcp_server.py --http PORT`), Streamable HTTP at `/mcp`.
+//!
+//! Through the library (`transport::http::connect` + `ServerClient`), the
+//! CLI's `--direct URL`, and the daemon (config mixing HTTP and stdio
+//! entries, the socket, `mcphost bridge` with the Python SDK's client).
+//!
+//! `scripts/test.sh` installs the servers (pinned) and sets
+//! MCPHOST_INTEROP_REQUIRED, which turns a missing server into a failure
+//! instead of a skip.
+
+mod common;
+#[path = "common/http_server.rs"]
+mod http_server;
+
+use std::collections::BTreeSet;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::{Daemon, Interop, MCPHOST, Sandbox, TESTSERVER, interop, js, raw};
+use http_server::HttpServer;
+use mcphost::client::{CallOptions, ClientOptions, Host, ServerClient, ServerEvent};
+use mcphost::protocol::capabilities::{ElicitationCap, RootsCap, SamplingCap};
+use mcphost::protocol::{ClientCapabilities, ErrorObject, RawValue};
+use mcphost::transport::http::{HttpConfig, HttpMode};
+use mcphost::transport::{BoxFuture, TransportControl};
+use serde_json::{Value, json};
+
+/// How long a server may take to listen (Python imports are slow on a busy
+/// machine).
+const START: Duration = Duration::from_secs(60);
+const READY: Duration = Duration::from_secs(60);
+const EVENT: Duration = Duration::from_secs(15);
+
+// ---------------------------------------------------------------------------
+// Servers
+
+fn everything(env: &Interop, mode: &str) -> HttpServer {
+    let entry = env
+        .dir
+        .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    HttpServer::start(&format!("everything-{mode}"), START, |port| {
+        let mut c = Command::new(&env.node);
+        c.arg(&entry).arg(mode).env("PORT", port.to_string());
+        c
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `py_server.py` or `fastmcp_server.py` with `--http PORT`.
+fn python_server(env: &Interop, script: &str) -> HttpServer {
+    let path = env.dir.join(script);
+    HttpServer::start(script, START, |port| {
+        let mut c = Command::new(&env.python);
+        c.arg(&path).arg("--http").arg(port.to_string());
+        c
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+// ---------------------------------------------------------------------------
+// The library
+
+fn opts() -> ClientOptions {
+    ClientOptions {
+        init_timeout: Duration::from_secs(60),
+        request_timeout: Duration::from_secs(30),
+        ..Default::default()
+    }
+}
+
+fn http_config(url: String, mode: HttpMode) -> HttpConfig {
+    let mut cfg = HttpConfig::new(url);
+    cfg.mode = mode;
+    cfg
+}
+
+/// Connects and initializes; also returns the transport's control, which
+/// says which transport was detected. Panics with the server's log.
+async fn start(
+    srv: &HttpServer,
+    path: &str,
+    mode: HttpMode,
+    o: ClientOptions,
+) -> (ServerClient, Arc<dyn TransportControl>) {
+    let name = srv.name.as_str();
+    let conn = mcphost::transport::http::connect(name, http_config(srv.url(path), mode))
+        .await
+        .unwrap_or_else(|e| panic!("{name}: {e}\nserver log:\n{}", srv.log_text()));
+    let control = conn.control.clone();
+    let c = ServerClient::connect(name, conn, o)
+        .await
+        .unwrap_or_else(|e| panic!("{name}: {e}\nserver log:\n{}", srv.log_text()));
+    (c, control)
+}
+
+fn text_of(r: &RawValue) -> String {
+    let v: Value = serde_json::from_str(r.get()).unwrap();
+    common::text_of(&v)
+}
+
+fn counter() -> (Arc<AtomicUsize>, CallOptions) {
+    let n = Arc::new(AtomicUsize::new(0));
+    let n2 = n.clone();
+    let o = CallOptions {
+        on_progress: Some(Arc::new(move |_| {
+            n2.fetch_add(1, Ordering::SeqCst);
+        })),
+        ..Default::default()
+    };
+    (n, o)
+}
+
+/// Waits for the first event `pick` accepts.
+async fn wait_event(
+    events: &mut tokio::sync::broadcast::Receiver<ServerEvent>,
+    what: &str,
+    pick: impl Fn(&ServerEvent) -> bool,
+) {
+    let deadline = tokio::time::Instant::now() + EVENT;
+    loop {
+        match tokio::time::timeout_at(deadline, events.recv()).await {
+            Ok(Ok(e)) if pick(&e) => return,
+            Ok(Ok(_)) | Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => {}
+            Ok(Err(e)) => panic!("events ended while waiting for {what}: {e}"),
+            Err(_) => panic!("no {what} within {EVENT:?}"),
+        }
+    }
+}
+
+/// What server-everything does the same way over both HTTP transports.
+async fn exercise_everything(c: &ServerClient, srv: &HttpServer) {
+    let n = c.negotiated();
+    assert_eq!(n.protocol_version.as_str(), "2025-11-25");
+    assert_eq!(n.server_name.as_deref(), Some("mcp-servers/everything"));
+    assert!(n.instructions.is_some());
+    assert!(n.capabilities.completions.is_some() && n.capabilities.logging.is_some());
+
+    let tools = c.list_tools().await.unwrap();
+    let names: Vec<_> = tools.iter().map(|t| t.name.as_str()).collect();
+    for t in [
+        "echo",
+        "get-structured-content",
+        "trigger-long-running-operation",
+    ] {
+        assert!(names.contains(&t), "{t} missing from {names:?}");
+    }
+    assert!(
+        !names.contains(&"trigger-sampling-request"),
+        "no sampling advertised: {names:?}"
+    );
+
+    let r = c
+        .call_tool(
+            "echo",
+            Some(raw(r#"{"message":"over http"}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text_of(&r.raw), "Echo: over http");
+    assert!(!r.is_error);
+    let r = c
+        .call_tool(
+            "get-structured-content",
+            Some(raw(r#"{"location":"Chicago"}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    let sc: Value = serde_json::from_str(r.structured_content().unwrap().get()).unwrap();
+    assert!(sc["temperature"].is_number(), "{sc}");
+    let r = c
+        .call_tool("echo", Some(raw(r#"{"wrong":1}"#)), CallOptions::default())
+        .await
+        .unwrap();
+    assert!(
+        r.is_error,
+        "bad arguments are a tool error: {}",
+        r.raw.get()
+    );
+
+    // Progress arrives on the request's own stream, before its response.
+    let (seen, o) = counter();
+    let r = c
+        .call_tool(
+            "trigger-long-running-operation",
+            Some(raw(r#"{"duration":0.4,"steps":4}"#)),
+            o,
+        )
+        .await
+        .unwrap();
+    assert!(!r.is_error, "{}", r.raw.get());
+    assert_eq!(seen.load(Ordering::SeqCst), 4, "one progress per step");
+
+    // Several requests in flight on one session.
+    let calls = (0..8).map(|i| {
+        let args = format!(r#"{{"message":"m{i}"}}"#);
+        async move {
+            c.call_tool("echo", Some(raw(&args)), CallOptions::default())
+                .await
+                .map(|r| text_of(&r.raw))
+        }
+    });
+    let got = futures_util::future::join_all(calls).await;
+    for (i, r) in got.into_iter().enumerate() {
+        assert_eq!(r.unwrap(), format!("Echo: m{i}"));
+    }
+
+    assert_eq!(c.list_resources().await.unwrap().len(), 7);
+    assert_eq!(c.list_resource_templates().await.unwrap().len(), 2);
+    let read = c
+        .read_resource("demo://resource/dynamic/text/1", CallOptions::default())
+        .await
+        .unwrap();
+    assert!(read.get().contains("Resource 1"), "{}", read.get());
+    let e = c
+        .read_resource("demo://nope", CallOptions::default())
+        .await
+        .unwrap_err();
+    assert!(e.rpc_error().is_some(), "{e}");
+
+    assert_eq!(c.list_prompts().await.unwrap().len(), 4);
+    let p = c
+        .get_prompt(
+            "args-prompt",
+            Some(raw(r#"{"city":"Paris","state":"TX"}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(p.get().contains("Paris"));
+    let comp = c
+        .complete(raw(r#"{"ref":{"type":"ref/prompt","name":"completable-prompt"},"argument":{"name":"department","value":"E"}}"#))
+        .await
+        .unwrap();
+    assert!(comp.get().contains("Engineering"));
+    c.ping().await.unwrap();
+
+    // Messages the server sends on its own, outside any request (the GET
+    // stream over Streamable HTTP, the one SSE stream in legacy mode):
+    // resource updates, sent at once and then every 5 s.
+    let uri = "demo://resource/dynamic/text/1";
+    let mut events = c.subscribe();
+    c.subscribe_resource(uri).await.unwrap();
+    let r = c
+        .call_tool(
+            "toggle-subscriber-updates",
+            Some(raw("{}")),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(text_of(&r.raw).starts_with("Started"), "{}", r.raw.get());
+    wait_event(
+        &mut events,
+        "notifications/resources/updated",
+        |e| matches!(e, ServerEvent::ResourceUpdated { uri: u } if u == uri),
+    )
+    .await;
+    c.call_tool(
+        "toggle-subscriber-updates",
+        Some(raw("{}")),
+        CallOptions::default(),
+    )
+    .await
+    .unwrap();
+    c.unsubscribe_resource(uri).await.unwrap();
+    c.set_log_level("error").await.unwrap();
+    assert!(c.close_reason().is_none(), "{:?}", srv.log_text());
+}
+
+#[tokio::test]
+async fn everything_over_streamable_http() {
+    let Some(env) = interop() else { return };
+    let srv = everything(&env, "streamableHttp");
+    let conn = mcphost::transport::http::connect(
+        "everything",
+        http_config(srv.url("/mcp"), HttpMode::Auto),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let control = conn.control.clone();
+    assert_eq!(control.kind(), "http", "not detected before initialize");
+    assert_eq!(control.pid(), None);
+    let c = ServerClient::connect("everything", conn, opts())
+        .await
+        .unwrap_or_else(|e| panic!("{e}\nserver log:\n{}", srv.log_text()));
+    assert_eq!(control.kind(), "streamable-http");
+
+    exercise_everything(&c, &srv).await;
+
+    // One session for everything above (the id went on every request), and
+    // the optional GET stream was opened for it.
+    let log = srv.log_text();
+    assert_eq!(
+        log.matches("Session initialized with ID").count(),
+        1,
+        "{log}"
+    );
+    assert!(
+        log.contains("Establishing new SSE stream for session"),
+        "{log}"
+    );
+    // Shutdown ends the session with a DELETE.
+    c.shutdown().await;
+    assert!(
+        srv.wait_log(
+            "Received session termination request",
+            Duration::from_secs(10)
+        ),
+        "no DELETE on shutdown; server log:\n{}",
+        srv.log_text()
+    );
+}
+
+#[tokio::test]
+async fn everything_with_explicit_streamable_mode() {
+    let Some(env) = interop() else { return };
+    let srv = everything(&env, "streamableHttp");
+    let (c, control) = start(&srv, "/mcp", HttpMode::Streamable, opts()).await;
+    assert_eq!(control.kind(), "streamable-http");
+    let r = c
+        .call_tool(
+            "echo",
+            Some(raw(r#"{"message":"x"}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text_of(&r.raw), "Echo: x");
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn everything_over_legacy_sse() {
+    let Some(env) = interop() else { return };
+    let srv = everything(&env, "sse");
+    let (c, control) = start(&srv, "/sse", HttpMode::Sse, opts()).await;
+    assert_eq!(control.kind(), "sse");
+    exercise_everything(&c, &srv).await;
+    // No Streamable HTTP attempt was made: one SSE connection, no POST to /sse.
+    let log = srv.log_text();
+    assert_eq!(log.matches("Client Connected").count(), 1, "{log}");
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn auto_detection_falls_back_to_legacy_sse_and_streamable_mode_does_not() {
+    let Some(env) = interop() else { return };
+    let srv = everything(&env, "sse");
+
+    // A plain URL: Streamable HTTP is tried first, the POST to /sse gets a
+    // 404, and the legacy transport takes over.
+    let (c, control) = start(&srv, "/sse", HttpMode::Auto, opts()).await;
+    assert_eq!(control.kind(), "sse");
+    let r = c
+        .call_tool(
+            "echo",
+            Some(raw(r#"{"message":"fell back"}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text_of(&r.raw), "Echo: fell back");
+    c.shutdown().await;
+
+    // Streamable HTTP only: no fallback, so connecting fails.
+    let o = ClientOptions {
+        init_timeout: Duration::from_secs(20),
+        ..opts()
+    };
+    let failed = match mcphost::transport::http::connect(
+        "streamable-only",
+        http_config(srv.url("/sse"), HttpMode::Streamable),
+    )
+    .await
+    {
+        Err(e) => e.to_string(),
+        Ok(conn) => match ServerClient::connect("streamable-only", conn, o).await {
+            Err(e) => e.to_string(),
+            Ok(c) => panic!(
+                "initialized over streamable HTTP at an SSE-only endpoint: {:?}",
+                c.negotiated().protocol_version
+            ),
+        },
+    };
+    assert!(
+        failed.contains("streamable-only") && failed.contains("404"),
+        "{failed}"
+    );
+}
+
+/// A host that enables sampling, elicitation and roots, with canned replies.
+struct FullHost;
+
+impl Host for FullHost {
+    fn capabilities(&self) -> ClientCapabilities {
+        ClientCapabilities {
+            roots: Some(RootsCap {
+                list_changed: false,
+            }),
+            sampling: Some(SamplingCap {}),
+            elicitation: Some(ElicitationCap::default()),
+        }
+    }
+    fn handle(
+        &self,
+        _: &str,
+        method: &str,
+        _: Option<Box<RawValue>>,
+    ) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
+        let reply = match method {
+            "sampling/createMessage" => {
+                r#"{"role":"assistant","content":{"type":"text","text":"sampled by the host"},"model":"host-model","stopReason":"endTurn"}"#
+            }
+            "elicitation/create" => r#"{"action":"decline"}"#,
+            "roots/list" => r#"{"roots":[]}"#,
+            _ => {
+                return Box::pin(std::future::ready(Err(ErrorObject::method_not_found(
+                    method,
+                ))));
+            }
+        };
+        Box::pin(std::future::ready(Ok(RawValue::from_string(
+            reply.to_owned(),
+        )
+        .unwrap())))
+    }
+}
+
+/// Server requests in the middle of a tool call: over Streamable HTTP they
+/// arrive on the POST's event stream and the answers go back as POSTs; in
+/// legacy mode both go through the one SSE stream and the message endpoint.
+#[tokio::test]
+async fn everything_calls_back_into_the_host_over_both_transports() {
+    let Some(env) = interop() else { return };
+    for (mode, path, http_mode) in [
+        ("streamableHttp", "/mcp", HttpMode::Streamable),
+        ("sse", "/sse", HttpMode::Sse),
+    ] {
+        let srv = everything(&env, mode);
+        let o = ClientOptions {
+            host: Arc::new(FullHost),
+            ..opts()
+        };
+        let (c, _) = start(&srv, path, http_mode, o).await;
+        let tools = c.list_tools().await.unwrap();
+        assert!(
+            tools.iter().any(|t| t.name == "trigger-sampling-request"),
+            "{mode}: sampling tools appear once advertised"
+        );
+        let r = c
+            .call_tool(
+                "trigger-sampling-request",
+                Some(raw(r#"{"prompt":"hello","maxTokens":10}"#)),
+                CallOptions::default(),
+            )
+            .await
+            .unwrap();
+        assert!(
+            r.raw.get().contains("sampled by the host"),
+            "{mode}: {}",
+            r.raw.get()
+        );
+        let r = c
+            .call_tool(
+                "trigger-elicitation-request",
+                Some(raw("{}")),
+                CallOptions::default(),
+            )
+            .await
+            .unwrap();
+        assert!(r.raw.get().contains("decline"), "{mode}: {}", r.raw.get());
+        let r = c
+            .call_tool("get-roots-list", Some(raw("{}")), CallOptions::default())
+            .await
+            .unwrap();
+        assert!(!r.is_error, "{mode}: {}", r.raw.get());
+        c.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn python_sdk_server_over_streamable_http() {
+    let Some(env) = interop() else { return };
+    let srv = python_server(&env, "py_server.py");
+    let (c, control) = start(&srv, "/mcp", HttpMode::Auto, opts()).await;
+    assert_eq!(control.kind(), "streamable-http");
+    assert_eq!(
+        c.negotiated().server_name.as_deref(),
+        Some("mcphost-interop-py")
+    );
+    assert_eq!(c.negotiated().protocol_version.as_str(), "2025-11-25");
+    // Every list is paged two at a time; all pages must be followed.
+    let tools: Vec<_> = c
+        .list_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(tools, ["echo", "add", "fail", "slow", "notify"]);
+    assert_eq!(c.list_resources().await.unwrap().len(), 5);
+    assert_eq!(c.list_resource_templates().await.unwrap().len(), 3);
+    assert_eq!(c.list_prompts().await.unwrap().len(), 3);
+
+    let r = c
+        .call_tool(
+            "add",
+            Some(raw(r#"{"a":2,"b":3.5}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        r.structured_content().unwrap().get().replace(' ', ""),
+        r#"{"sum":5.5}"#
+    );
+    let r = c
+        .call_tool(
+            "fail",
+            Some(raw(r#"{"message":"boom"}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(r.is_error && text_of(&r.raw).contains("boom"));
+    let e = c
+        .call_tool("nope", None, CallOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.rpc_error().map(|e| e.code), Some(-32602), "{e}");
+    let (seen, o) = counter();
+    c.call_tool("slow", Some(raw(r#"{"ms":300,"steps":3}"#)), o)
+        .await
+        .unwrap();
+    assert_eq!(seen.load(Ordering::SeqCst), 3);
+
+    let e = c
+        .read_resource("interop://nope", CallOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.rpc_error().map(|e| e.code), Some(-32002), "{e}");
+    let read = c
+        .read_resource("interop://static/blob", CallOptions::default())
+        .await
+        .unwrap();
+    assert!(read.get().contains("AAECAwQFBgc="), "{}", read.get());
+    let p = c
+        .get_prompt(
+            "greet",
+            Some(raw(r#"{"name":"Ada","style":"pirate"}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(p.get().contains("Ahoy, Ada!"));
+    let comp = c
+        .complete(raw(r#"{"ref":{"type":"ref/prompt","name":"greet"},"argument":{"name":"style","value":"f"}}"#))
+        .await
+        .unwrap();
+    assert!(comp.get().contains("formal"));
+
+    // list_changed and a log message, sent on the GET stream: the client
+    // re-lists (paged, over the same session) on its own.
+    let mut events = c.subscribe();
+    c.set_log_level("info").await.unwrap();
+    notify_and_relist(&c, &mut events, &srv).await;
+    c.shutdown().await;
+}
+
+/// Calls py_server's `notify` until its three list_changed and its log
+/// message have all arrived and the lists are re-fetched in full. The server
+/// sends them outside the request (on the GET stream), and it drops what it
+/// sends while no GET stream is attached yet, so a call made right after
+/// connecting may lose some: a few calls are allowed.
+async fn notify_and_relist(
+    c: &ServerClient,
+    events: &mut tokio::sync::broadcast::Receiver<ServerEvent>,
+    srv: &HttpServer,
+) {
+    let (mut tools, mut resources, mut prompts, mut log) = (false, false, false, false);
+    for _ in 0..5 {
+        let r = c
+            .call_tool("notify", Some(raw("{}")), CallOptions::default())
+            .await
+            .unwrap();
+        assert!(text_of(&r.raw).starts_with("sent 3"), "{}", r.raw.get());
+        while !(tools && resources && prompts && log) {
+            let Ok(e) = tokio::time::timeout(Duration::from_secs(3), events.recv()).await else {
+                break; // call again
+            };
+            match e.unwrap() {
+                ServerEvent::ToolsChanged(t) => tools = t.len() == 5,
+                ServerEvent::ResourcesChanged {
+                    resources: r,
+                    templates,
+                } => resources = r.len() == 5 && templates.len() == 3,
+                ServerEvent::PromptsChanged(p) => prompts = p.len() == 3,
+                ServerEvent::Log(_) => log = true,
+                ServerEvent::RelistFailed { what, error } => panic!("re-listing {what}: {error}"),
+                _ => {}
+            }
+        }
+        if tools && resources && prompts && log {
+            return;
+        }
+    }
+    panic!(
+        "after 5 notify calls: tools {tools} resources {resources} prompts {prompts} log {log}; \
+         server log:\n{}",
+        srv.log_text()
+    );
+}
+
+/// `POST /test/end-sessions` on py_server: the server terminates every open
+/// session (as when one expires); how many it ended.
+async fn end_sessions(srv: &HttpServer) -> u64 {
+    let r = reqwest::Client::new()
+        .post(srv.url("/test/end-sessions"))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{r:?}");
+    let v: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+    v["ended"].as_u64().unwrap()
+}
+
+/// The server ends the session: the next request gets a 404, and the client
+/// renews the session and retries, without the caller noticing; messages the
+/// server sends on its own reach the new session too.
+#[tokio::test]
+async fn python_sdk_server_session_ended_by_the_server_is_renewed() {
+    let Some(env) = interop() else { return };
+    let srv = python_server(&env, "py_server.py");
+    let (c, _) = start(&srv, "/mcp", HttpMode::Streamable, opts()).await;
+    let mut events = c.subscribe();
+    let r = c
+        .call_tool("echo", Some(raw(r#"{"n":1}"#)), CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(text_of(&r.raw), r#"{"n": 1}"#);
+
+    assert_eq!(end_sessions(&srv).await, 1);
+    let r = c
+        .call_tool("echo", Some(raw(r#"{"n":2}"#)), CallOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}\nserver log:\n{}", srv.log_text()));
+    assert_eq!(text_of(&r.raw), r#"{"n": 2}"#);
+    let tools = c.list_tools().await.unwrap();
+    assert_eq!(tools.len(), 5);
+    notify_and_relist(&c, &mut events, &srv).await;
+    // Exactly one session is open: the renewed one.
+    assert_eq!(end_sessions(&srv).await, 1);
+    let r = c
+        .call_tool("echo", Some(raw(r#"{"n":3}"#)), CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(text_of(&r.raw), r#"{"n": 3}"#);
+    assert!(c.close_reason().is_none());
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn fastmcp_server_over_streamable_http() {
+    let Some(env) = interop() else { return };
+    let srv = python_server(&env, "fastmcp_server.py");
+    let (c, control) = start(&srv, "/mcp", HttpMode::Auto, opts()).await;
+    assert_eq!(control.kind(), "streamable-http");
+    assert_eq!(
+        c.negotiated().server_name.as_deref(),
+        Some("mcphost-interop-fastmcp")
+    );
+    let tools: Vec<_> = c
+        .list_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(tools, ["echo", "add", "fail", "slow"]);
+    assert_eq!(c.list_resources().await.unwrap().len(), 3);
+    assert_eq!(c.list_resource_templates().await.unwrap().len(), 1);
+    assert_eq!(c.list_prompts().await.unwrap().len(), 2);
+    let r = c
+        .call_tool(
+            "echo",
+            Some(raw(r#"{"text":"héllo ✓"}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text_of(&r.raw), "héllo ✓");
+    let r = c
+        .call_tool(
+            "add",
+            Some(raw(r#"{"a":2,"b":3.5}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(r.structured_content().unwrap().get().contains("5.5"));
+    let r = c
+        .call_tool(
+            "fail",
+            Some(raw(r#"{"message":"boom"}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(r.is_error);
+    let (seen, o) = counter();
+    c.call_tool("slow", Some(raw(r#"{"ms":300,"steps":3}"#)), o)
+        .await
+        .unwrap();
+    assert!(seen.load(Ordering::SeqCst) >= 1);
+    let read = c
+        .read_resource("fastmcp://item/7", CallOptions::default())
+        .await
+        .unwrap();
+    assert!(read.get().contains("item-7"), "{}", read.get());
+    let p = c
+        .get_prompt(
+            "greet",
+            Some(raw(r#"{"name":"Ada"}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(p.get().contains("Ada"));
+    c.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------
+// The CLI: `--direct URL`
+
+fn tool_names(tools: &Value) -> BTreeSet<String> {
+    tools
+        .as_array()
+        .unwrap_or_else(|| panic!("not a list: {tools}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn cli_direct_over_streamable_http_and_sse() {
+    let Some(env) = interop() else { return };
+    let http = everything(&env, "streamableHttp");
+    let sse = everything(&env, "sse");
+    let sb = Sandbox::new(); // no daemon: its socket does not exist
+    let ev = format!("ev={}", http.url("/mcp"));
+    let old = format!("old={}", sse.url("/sse"));
+
+    // `servers` shows the transport actually in use.
+    let servers = sb.json(&["--direct", &ev, "--direct", &old, "servers"]);
+    let by_name = |n: &str| {
+        servers
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == n)
+            .cloned()
+            .unwrap_or_else(|| panic!("{n} missing: {servers}"))
+    };
+    for (name, transport) in [("ev", "streamable-http"), ("old", "sse")] {
+        let s = by_name(name);
+        assert_eq!(s["state"], "ready", "{s}");
+        assert_eq!(s["transport"], transport, "{s}");
+        assert_eq!(s["protocolVersion"], "2025-11-25", "{s}");
+        assert!(s["tools"].as_u64() > Some(0), "{s}");
+        assert!(s.get("pid").is_none(), "no process of ours: {s}");
+    }
+    let table = sb.run(&["--direct", &ev, "servers"]);
+    assert_eq!(table.code, 0, "{table:?}");
+    assert!(table.stdout.contains("streamable-http"), "{}", table.stdout);
+
+    let names = tool_names(&sb.json(&["--direct", &ev, "--direct", &old, "tools"]));
+    for n in ["ev__echo", "old__echo", "ev__get-structured-content"] {
+        assert!(names.contains(n), "{n} missing from {names:?}");
+    }
+
+    for (spec, tool) in [(&ev, "ev__echo"), (&old, "old__echo"), (&ev, "echo")] {
+        let r = sb.json(&[
+            "--direct",
+            spec,
+            "call",
+            tool,
+            r#"{"message":"from the cli"}"#,
+        ]);
+        assert_eq!(
+            common::text_of(&r),
+            "Echo: from the cli",
+            "{spec} {tool}: {r}"
+        );
+        // Plain output: the text.
+        let r = sb.run(&["--direct", spec, "call", tool, r#"{"message":"plain"}"#]);
+        assert_eq!(r.code, 0, "{r:?}");
+        assert!(r.stdout.contains("Echo: plain"), "{r:?}");
+    }
+    let r = sb.json(&[
+        "--direct",
+        &ev,
+        "call",
+        "ev__get-structured-content",
+        r#"{"location":"Chicago"}"#,
+    ]);
+    assert!(r["structuredContent"]["temperature"].is_number(), "{r}");
+
+    // isError: exit code 1; an unknown tool: 2.
+    let r = sb.run(&["--direct", &ev, "call", "ev__echo", r#"{"wrong":1}"#]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let r = sb.run(&["--direct", &ev, "call", "ev__nope", "{}"]);
+    assert_eq!(r.code, 2, "{r:?}");
+
+    // An unnamed URL still works (named from the server or its host).
+    let plain = http.url("/mcp");
+    let names = tool_names(&sb.json(&["--direct", &plain, "tools"]));
+    assert!(names.iter().any(|n| n.ends_with("__echo")), "{names:?}");
+    assert!(!sb.socket.exists());
+}
+
+#[test]
+fn cli_direct_to_python_servers() {
+    let Some(env) = interop() else { return };
+    let py = python_server(&env, "py_server.py");
+    let fm = python_server(&env, "fastmcp_server.py");
+    let sb = Sandbox::new();
+    let p = format!("py={}", py.url("/mcp"));
+    let f = format!("fm={}", fm.url("/mcp"));
+    let names = tool_names(&sb.json(&["--direct", &p, "--direct", &f, "tools"]));
+    let want: BTreeSet<String> = [
+        "py__echo",
+        "py__add",
+        "py__fail",
+        "py__slow",
+        "py__notify",
+        "fm__echo",
+        "fm__add",
+        "fm__fail",
+        "fm__slow",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    assert_eq!(names, want);
+    let r = sb.json(&["--direct", &p, "call", "py__add", r#"{"a":1,"b":2}"#]);
+    assert_eq!(r["structuredContent"], json!({"sum": 3}), "{r}");
+    let r = sb.json(&["--direct", &f, "call", "fm__add", r#"{"a":1,"b":2}"#]);
+    assert_eq!(r["structuredContent"]["sum"], json!(3.0), "{r}");
+    let r = sb.run(&["--direct", &p, "call", "py__fail", "{}"]);
+    assert_eq!(r.code, 1, "{r:?}");
+}
+
+// ---------------------------------------------------------------------------
+// The daemon
+
+/// Runs `cmd` to completion within `limit`, or kills it and panics.
+fn output_within(mut cmd: Command, limit: Duration) -> std::process::Output {
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            // SAFETY: kill(2) on a child we spawned and have not reaped.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            panic!("{cmd:?} did not finish within {limit:?}");
+        }
+    }
+}
+
+#[test]
+fn daemon_serves_http_and_stdio_servers_side_by_side() {
+    let Some(env) = interop() else { return };
+    let http = everything(&env, "streamableHttp");
+    let sse = everything(&env, "sse");
+    let py = python_server(&env, "py_server.py");
+    let cfg = format!(
+        r#"{{
+  "loginShellPath": false,
+  "mcpServers": {{
+    "ev":     {{ "url": {} }},
+    "evsse":  {{ "url": {}, "type": "sse" }},
+    "evauto": {{ "url": {} }},
+    "py":     {{ "url": {}, "type": "streamable-http" }},
+    "ts":     {{ "command": {} }},
+  }}
+}}"#,
+        js(&http.url("/mcp")),
+        js(&sse.url("/sse")),
+        js(&sse.url("/sse")),
+        js(&py.url("/mcp")),
+        js(TESTSERVER)
+    );
+    let mut d = Daemon::start(&cfg);
+    let servers = d.wait_ready(&["ev", "evsse", "evauto", "py", "ts"], READY);
+    for (name, transport) in [
+        ("ev", "streamable-http"),
+        ("evsse", "sse"),
+        ("evauto", "sse"),
+        ("py", "streamable-http"),
+        ("ts", "stdio"),
+    ] {
+        let s = &servers[name];
+        assert_eq!(s["transport"], transport, "{s}");
+        assert!(
+            ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
+                .contains(&s["protocolVersion"].as_str().unwrap_or_default()),
+            "{s}"
+        );
+        assert_eq!(s.get("pid").is_some(), name == "ts", "{s}");
+    }
+
+    // One catalog over both kinds of transport.
+    let tools = d.json(&["tools"]);
+    let names = tool_names(&tools);
+    for n in [
+        "ev__echo",
+        "evsse__echo",
+        "evauto__echo",
+        "py__add",
+        "py__notify",
+        "ts__echo",
+    ] {
+        assert!(names.contains(n), "{n} missing from {names:?}");
+    }
+    for (name, s) in &servers {
+        let listed = tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["server"] == **name)
+            .count();
+        assert_eq!(s["tools"].as_u64(), Some(listed as u64), "{s}");
+    }
+
+    // Calls through the socket.
+    for tool in ["ev__echo", "evsse__echo", "evauto__echo"] {
+        let r = d.json(&["call", tool, r#"{"message":"via the daemon"}"#]);
+        assert_eq!(common::text_of(&r), "Echo: via the daemon", "{tool}: {r}");
+    }
+    let r = d.json(&["call", "py__add", r#"{"a":2,"b":3.5}"#]);
+    assert_eq!(r["structuredContent"], json!({"sum": 5.5}), "{r}");
+    let r = d.json(&["call", "ts__echo", r#"{"text":"stdio too"}"#]);
+    assert_eq!(common::text_of(&r), "stdio too", "{r}");
+    let r = d.run(&["call", "py__fail", r#"{"message":"boom"}"#]);
+    assert_eq!(r.code, 1, "{r:?}");
+    // A list_changed from an HTTP server: re-listed, still 5 tools.
+    let r = d.json(&["call", "py__notify", "{}"]);
+    assert!(common::text_of(&r).starts_with("sent 3"), "{r}");
+    assert_eq!(d.server("py").unwrap()["tools"], 5);
+
+    // The official Python SDK, through `mcphost bridge`.
+    let mut cmd = Command::new(&env.python);
+    cmd.arg(env.dir.join("bridge_client.py"))
+        .args([MCPHOST, d.socket.to_str().unwrap(), "ev__echo"])
+        .arg(r#"{"message":"from the python sdk"}"#)
+        .env("HOME", &d.home)
+        .stdin(std::process::Stdio::null());
+    let out = output_within(cmd, Duration::from_secs(60));
+    assert!(
+        out.status.success(),
+        "python client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(got["isError"], json!(false), "{got}");
+    assert_eq!(got["text"], json!(["Echo: from the python sdk"]), "{got}");
+    let sdk: BTreeSet<String> = got["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(sdk, names, "the SDK sees the same catalog");
+
+    // Stopping the daemon ends its Streamable HTTP sessions with a DELETE.
+    let status = d.terminate(Duration::from_secs(20));
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+    assert!(
+        http.wait_log(
+            "Received session termination request",
+            Duration::from_secs(5)
+        ),
+        "no DELETE when the daemon stopped; server log:\n{}",
+        http.log_text()
+    );
+}
+
+/// A server that goes away: calls fail at once saying why, and once it is
+/// back on its port the daemon reconnects by itself.
+#[test]
+fn daemon_reconnects_when_an_http_server_comes_back() {
+    let Some(env) = interop() else { return };
+    let entry = env
+        .dir
+        .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let make = |port: u16| {
+        let mut c = Command::new(&env.node);
+        c.arg(&entry)
+            .arg("streamableHttp")
+            .env("PORT", port.to_string());
+        c
+    };
+    let srv = HttpServer::start("everything", START, make).unwrap_or_else(|e| panic!("{e}"));
+    let port = srv.port;
+    let cfg = format!(
+        r#"{{ "loginShellPath": false, "mcpServers": {{ "ev": {{ "url": {} }} }} }}"#,
+        js(&srv.url("/mcp"))
+    );
+    let d = Daemon::start(&cfg);
+    d.wait_ready(&["ev"], READY);
+    let args = r#"{"message":"up"}"#;
+    assert_eq!(
+        common::text_of(&d.json(&["call", "ev__echo", args])),
+        "Echo: up"
+    );
+
+    drop(srv); // SIGKILL: nothing is listening on the port any more
+    let t = std::time::Instant::now();
+    let r = d.run(&["call", "ev__echo", args]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    assert!(
+        r.stderr.contains("ev") && r.stderr.contains("refused"),
+        "{r:?}"
+    );
+    let s = d.server("ev").unwrap();
+    assert!(
+        ["restarting", "failed"].contains(&s["state"].as_str().unwrap_or_default()),
+        "{s}"
+    );
+    assert!(
+        s["error"].as_str().unwrap_or_default().contains("refused"),
+        "{s}"
+    );
+
+    let srv =
+        HttpServer::start_on("everything", port, START, make).unwrap_or_else(|e| panic!("{e}"));
+    common::poll("the daemon to reach the server again", READY, || {
+        let r = d.run(&["--json", "call", "ev__echo", r#"{"message":"back"}"#]);
+        (r.code == 0).then(|| assert_eq!(common::text_of(&r.json()), "Echo: back"))
+    });
+    assert_eq!(d.server("ev").unwrap()["state"], "ready");
+    assert!(
+        srv.log_text().contains("Session initialized with ID"),
+        "{}",
+        srv.log_text()
+    );
+}
+
+// ---------------------------------------------------------------------------
+// The fixtures themselves, checked with the Python SDK's own client (so a
+// failure above is mcphost's, not the server's).
+
+#[test]
+fn python_sdk_client_reaches_every_server() {
+    let Some(env) = interop() else { return };
+    let http = everything(&env, "streamableHttp");
+    let sse = everything(&env, "sse");
+    let py = python_server(&env, "py_server.py");
+    let fm = python_server(&env, "fastmcp_server.py");
+    let cases: [(&HttpServer, &str, &[&str], &str, &str); 4] = [
+        (
+            &http,
+            "/mcp",
+            &["--calls", "3"],
+            "mcp-servers/everything",
+            "Echo: p3",
+        ),
+        (
+            &sse,
+            "/sse",
+            &["--sse", "--calls", "3"],
+            "mcp-servers/everything",
+            "Echo: p3",
+        ),
+        (
+            &py,
+            "/mcp",
+            &["--args", r#"{"k":1}"#],
+            "mcphost-interop-py",
+            r#"{"k": 1}"#,
+        ),
+        (
+            &fm,
+            "/mcp",
+            &["--args", r#"{"text":"hi"}"#],
+            "mcphost-interop-fastmcp",
+            "hi",
+        ),
+    ];
+    // The four clients run at once (Python starts slowly).
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = cases
+            .iter()
+            .map(|&(srv, path, args, _, _)| {
+                let mut cmd = Command::new(&env.python);
+                cmd.arg(env.dir.join("http_client.py"))
+                    .arg(srv.url(path))
+                    .args(args)
+                    .stdin(std::process::Stdio::null());
+                scope.spawn(move || output_within(cmd, Duration::from_secs(60)))
+            })
+            .collect();
+        for ((srv, _, _, server_name, text), run) in cases.into_iter().zip(runs) {
+            let out = run.join().unwrap();
+            assert!(
+                out.status.success(),
+                "{}: {}\nserver log:\n{}",
+                srv.name,
+                String::from_utf8_lossy(&out.stderr),
+                srv.log_text()
+            );
+            let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(got["serverName"], server_name, "{got}");
+            assert_eq!(got["text"], json!([text]), "{got}");
+            assert_eq!(got["isError"], json!(false), "{got}");
+        }
+    });
+}
