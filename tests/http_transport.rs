@@ -579,6 +579,41 @@ async fn the_get_stream_delivers_list_changed() {
 // ---------------------------------------------------------------------------
 // Errors, timeouts, limits
 
+/// server-everything answers 400 "No valid session ID provided", not the
+/// spec's 404, for a session it lost; that is renewed too. A 400 about
+/// something else is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_400_about_the_session_renews_it_and_another_400_does_not() {
+    let srv = FaultServer::start();
+    srv.script(|s| s.unknown_session_status = 400);
+    let Open { client, .. } = open(&srv).await;
+    echo(&client, 1).await;
+    srv.expire_session();
+    echo(&client, 2).await;
+    assert_eq!(srv.rpc("initialize").len(), 2, "{}", srv.summary());
+    assert_eq!(srv.sessions_issued().len(), 2);
+
+    srv.script(|s| {
+        *s = std::mem::take(s).fail(Some("tools/call:slow"), 400, 1);
+    });
+    let err = client
+        .call_tool(
+            "slow",
+            args(json!({"ms": 1})),
+            timeout(Duration::from_secs(10)),
+        )
+        .await
+        .expect_err("a call answered 400 succeeded");
+    assert!(err.to_string().contains("400"), "{err}");
+    assert_eq!(
+        srv.rpc("initialize").len(),
+        2,
+        "a 400 that is not about the session renewed it: {}",
+        srv.summary()
+    );
+    echo(&client, 3).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_5xx_fails_that_call_only() {
     let srv = FaultServer::start();

@@ -265,6 +265,9 @@ pub struct Script {
     pub extra_tools: Vec<String>,
     /// How long a server request waits for the client's answer.
     pub answer_timeout: Duration,
+    /// Status for an unknown session id: the spec says 404; some servers
+    /// (server-everything) say 400.
+    pub unknown_session_status: u16,
 }
 
 impl Default for Script {
@@ -282,6 +285,7 @@ impl Default for Script {
             protocol_version: None,
             extra_tools: Vec::new(),
             answer_timeout: Duration::from_secs(10),
+            unknown_session_status: 404,
         }
     }
 }
@@ -687,14 +691,14 @@ impl Shared {
     }
 
     /// `None` if the request may go on, else the status to answer.
-    fn check_session(&self, headers: &HeaderMap, sessions: bool) -> Option<StatusCode> {
-        if !sessions {
+    fn check_session(&self, headers: &HeaderMap, script: &Script) -> Option<StatusCode> {
+        if !script.sessions {
             return None;
         }
         match headers.get("mcp-session-id").and_then(|v| v.to_str().ok()) {
             None => Some(StatusCode::BAD_REQUEST),
             Some(id) if self.sessions.lock().unwrap().valid.iter().any(|v| v == id) => None,
-            Some(_) => Some(StatusCode::NOT_FOUND),
+            Some(_) => Some(StatusCode::from_u16(script.unknown_session_status).unwrap()),
         }
     }
 
@@ -921,7 +925,7 @@ async fn respond(s: &Arc<Shared>, parts: &Parts, body: &[u8]) -> Response {
         Method::POST => post(s, parts, body, &script).await,
         Method::GET => get(s, parts, &script),
         Method::DELETE => {
-            if let Some(st) = s.check_session(&parts.headers, script.sessions) {
+            if let Some(st) = s.check_session(&parts.headers, &script) {
                 return plain(st, "session");
             }
             if script.delete_status == 200
@@ -1002,7 +1006,7 @@ async fn post(s: &Arc<Shared>, parts: &Parts, body: &[u8], script: &Script) -> R
         return plain(status(code), &format!("injected HTTP {code}"));
     }
     let is_init = method.as_deref() == Some("initialize");
-    if !is_init && let Some(st) = s.check_session(&parts.headers, script.sessions) {
+    if !is_init && let Some(st) = s.check_session(&parts.headers, &script) {
         return plain(st, "unknown or missing session");
     }
     if let Some(v) = parts.headers.get("mcp-protocol-version")
@@ -1048,7 +1052,7 @@ fn get(s: &Arc<Shared>, parts: &Parts, script: &Script) -> Response {
             "Accept must include text/event-stream",
         );
     }
-    if let Some(st) = s.check_session(&parts.headers, script.sessions) {
+    if let Some(st) = s.check_session(&parts.headers, &script) {
         return plain(st, "unknown or missing session");
     }
     if let Some(last) = parts

@@ -373,12 +373,7 @@ impl Shared {
         let status = resp.status();
         let url = redact_url(resp.url().as_str());
         let body = read_snippet(resp).await;
-        let mut s = format!("HTTP {status} from {url}");
-        if !body.is_empty() {
-            s.push_str(": ");
-            s.push_str(&body);
-        }
-        s
+        status_message(status, &url, &body)
     }
 
     /// 401/403: the server wants credentials we do not have.
@@ -443,6 +438,15 @@ impl Shared {
         }
         self.close(CloseReason::new("shut down by mcphost")).await;
     }
+}
+
+fn status_message(status: StatusCode, url: &str, body: &str) -> String {
+    let mut s = format!("HTTP {status} from {url}");
+    if !body.is_empty() {
+        s.push_str(": ");
+        s.push_str(body);
+    }
+    s
 }
 
 fn auth_message(what: &str, challenge: &str) -> String {

@@ -46,7 +46,12 @@ pub(super) async fn send(shared: &Arc<Shared>, msg: OutMsg) {
             );
         }
         match msg.method.as_deref() {
-            Some("notifications/initialized") => start_get_stream(shared),
+            // Servers drop what they send while no GET stream is open, so
+            // the client's first requests wait until it is (or is refused).
+            Some("notifications/initialized") => {
+                let opened = start_get_stream(shared);
+                let _ = tokio::time::timeout(shared.send_timeout, opened).await;
+            }
             // The server was told; its stream for that request is no
             // longer ours to read (dropping it alone would not cancel).
             Some("notifications/cancelled") => {
@@ -188,62 +193,79 @@ async fn initialize(shared: &Arc<Shared>, msg: OutMsg) {
 
 async fn post_other(shared: &Arc<Shared>, msg: &OutMsg) {
     let what = msg.method.as_deref().unwrap_or("a response");
-    for attempt in 0..2 {
-        let sent = shared.session();
-        let resp = match build_post(shared, &msg.text, Headers::Session).send().await {
-            Ok(r) => r,
-            Err(e) => return warn!("sending {what} failed: {}", error_chain(&e)),
-        };
-        let status = resp.status();
-        if let (StatusCode::NOT_FOUND, 0, Some(stale)) = (status, attempt, sent) {
-            if let Err(e) = renew_session(shared, &stale).await {
-                return warn!("sending {what}: {e}");
-            }
-            continue;
-        }
-        if is_auth_status(status) {
-            return shared.auth_failed(resp).await;
-        }
-        if !status.is_success() {
-            let e = shared.status_error(resp).await;
-            return warn!("sending {what}: {e}");
-        }
+    match post(shared, &msg.text).await {
         // Any 2xx will do; a body here would answer nothing we asked.
-        return;
+        Ok(_) => {}
+        Err(Failure::Auth(resp)) => shared.auth_failed(resp).await,
+        Err(Failure::Unreachable(e)) => warn!("sending {what}: {}", shared.cannot_reach(&e)),
+        Err(Failure::Reason(e)) => warn!("sending {what}: {e}"),
     }
 }
 
 async fn post_request(shared: &Arc<Shared>, msg: OutMsg) {
     let ids = msg.requests.clone();
+    match post(shared, &msg.text).await {
+        Ok(resp) => answer(shared, resp, ids).await,
+        Err(Failure::Auth(resp)) => shared.auth_failed(resp).await,
+        Err(Failure::Unreachable(e)) => {
+            shared.fail(&ids, &shared.cannot_reach(&e)).await;
+            shared.unreachable(&e).await;
+        }
+        Err(Failure::Reason(e)) => shared.fail(&ids, &e).await,
+    }
+}
+
+enum Failure {
+    /// 401/403, for [`Shared::auth_failed`] to read the challenge from.
+    Auth(reqwest::Response),
+    Unreachable(reqwest::Error),
+    Reason(String),
+}
+
+/// POST with the session; when the server has lost the session, renew it
+/// and POST once more. Ok is a 2xx.
+async fn post(shared: &Arc<Shared>, text: &str) -> Result<reqwest::Response, Failure> {
     for attempt in 0..2 {
         let sent = shared.session();
-        let resp = match build_post(shared, &msg.text, Headers::Session).send().await {
+        let resp = match build_post(shared, text, Headers::Session).send().await {
             Ok(r) => r,
-            Err(e) if e.is_connect() => {
-                shared.fail(&ids, &shared.cannot_reach(&e)).await;
-                return shared.unreachable(&e).await;
-            }
+            Err(e) if e.is_connect() => return Err(Failure::Unreachable(e)),
             Err(e) => {
                 let reason = format!("the HTTP request failed: {}", error_chain(&e));
-                return shared.fail(&ids, &reason).await;
+                return Err(Failure::Reason(reason));
             }
         };
         let status = resp.status();
-        if let (StatusCode::NOT_FOUND, 0, Some(stale)) = (status, attempt, sent) {
-            match renew_session(shared, &stale).await {
-                Ok(()) => continue,
-                Err(e) => return shared.fail(&ids, &e).await,
-            }
+        if status.is_success() {
+            return Ok(resp);
         }
         if is_auth_status(status) {
-            return shared.auth_failed(resp).await;
+            return Err(Failure::Auth(resp));
         }
-        if !status.is_success() {
-            let reason = shared.status_error(resp).await;
-            return shared.fail(&ids, &reason).await;
-        }
-        return answer(shared, resp, ids).await;
+        let error = match (status, attempt, sent) {
+            // The spec's answer to an unknown session.
+            (StatusCode::NOT_FOUND, 0, Some(stale)) => Ok(stale),
+            // Some servers (server-everything 2026.8.31: "No valid session
+            // ID provided") answer 400 instead.
+            (StatusCode::BAD_REQUEST, 0, Some(stale)) => {
+                let url = super::redact_url(resp.url().as_str());
+                let body = super::read_snippet(resp).await;
+                if body.to_ascii_lowercase().contains("session") {
+                    Ok(stale)
+                } else {
+                    Err(super::status_message(status, &url, &body))
+                }
+            }
+            _ => Err(shared.status_error(resp).await),
+        };
+        let stale = error.map_err(Failure::Reason)?;
+        renew_session(shared, &stale)
+            .await
+            .map_err(Failure::Reason)?;
     }
+    Err(Failure::Reason(
+        "the server lost the session again right after it was renewed".to_owned(),
+    ))
 }
 
 /// Deliver the answer to a POST: one JSON body, or an event stream that may
@@ -471,15 +493,18 @@ async fn renew_session(shared: &Arc<Shared>, stale: &str) -> Result<(), String> 
         Ok(r) => return Err(expired(shared.status_error(r).await)),
         Err(e) => return Err(expired(error_chain(&e))),
     }
-    start_get_stream(shared);
+    // Not awaited: the request being retried goes first.
+    drop(start_get_stream(shared));
     Ok(())
 }
 
 /// Open the optional GET stream for messages unrelated to our requests.
 /// Any 4xx means the server offers none: said once, never retried.
-fn start_get_stream(shared: &Arc<Shared>) {
+/// The receiver resolves once the first GET has an answer, whatever it is.
+fn start_get_stream(shared: &Arc<Shared>) -> tokio::sync::oneshot::Receiver<()> {
+    let (opened_tx, opened) = tokio::sync::oneshot::channel();
     if shared.kind.load(Ordering::SeqCst) != KIND_STREAMABLE {
-        return;
+        return opened;
     }
     let task = shared.clone();
     let handle = shared.tasks.spawn({
@@ -489,7 +514,7 @@ fn start_get_stream(shared: &Arc<Shared>) {
             async move {
                 tokio::select! {
                     _ = stop.cancelled() => {}
-                    _ = get_stream(&task) => {}
+                    _ = get_stream(&task, opened_tx) => {}
                 }
             },
             span,
@@ -498,14 +523,20 @@ fn start_get_stream(shared: &Arc<Shared>) {
     if let Some(old) = shared.state().get_stream.replace(handle.abort_handle()) {
         old.abort();
     }
+    opened
 }
 
-async fn get_stream(shared: &Arc<Shared>) {
+async fn get_stream(shared: &Arc<Shared>, opened: tokio::sync::oneshot::Sender<()>) {
+    let mut opened = Some(opened);
     let mut last: Option<String> = None;
     let mut retry = DEFAULT_RETRY;
     let mut failures = 0u32;
     loop {
-        match get(shared, last.as_deref()).await {
+        let resp = get(shared, last.as_deref()).await;
+        if let Some(tx) = opened.take() {
+            let _ = tx.send(());
+        }
+        match resp {
             Ok(resp) if resp.status().is_success() && body_kind(&resp) == BodyKind::EventStream => {
                 if failures > 0 || last.is_some() {
                     debug!("standalone stream reopened");
