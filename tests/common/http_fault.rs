@@ -1006,7 +1006,7 @@ async fn post(s: &Arc<Shared>, parts: &Parts, body: &[u8], script: &Script) -> R
         return plain(status(code), &format!("injected HTTP {code}"));
     }
     let is_init = method.as_deref() == Some("initialize");
-    if !is_init && let Some(st) = s.check_session(&parts.headers, &script) {
+    if !is_init && let Some(st) = s.check_session(&parts.headers, script) {
         return plain(st, "unknown or missing session");
     }
     if let Some(v) = parts.headers.get("mcp-protocol-version")
@@ -1052,7 +1052,7 @@ fn get(s: &Arc<Shared>, parts: &Parts, script: &Script) -> Response {
             "Accept must include text/event-stream",
         );
     }
-    if let Some(st) = s.check_session(&parts.headers, &script) {
+    if let Some(st) = s.check_session(&parts.headers, script) {
         return plain(st, "unknown or missing session");
     }
     if let Some(last) = parts
