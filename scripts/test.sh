@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The one command that runs every check and test of mcphost, from a clean
-# clone: installs the interop servers, then fmt, clippy and the test suite.
+# clone: installs the interop servers and the conformance suite, then fmt,
+# clippy, the test suite, the official MCP client conformance suite and a
+# fuzz smoke.
 #   scripts/test.sh            (CI runs it through .ci/run)
 set -euo pipefail
 
@@ -50,6 +52,10 @@ step "setup interop servers (scripts/setup-interop.sh)"
 "$ROOT/scripts/setup-interop.sh"
 step_done
 
+step "setup conformance suite (scripts/setup-conformance.sh)"
+"$ROOT/scripts/setup-conformance.sh"
+step_done
+
 step "cargo fmt --all -- --check"
 cargo fmt --all -- --check
 step_done
@@ -75,6 +81,12 @@ else
 	cargo test --workspace
 	step_done
 fi
+
+# After the cargo tests and on its own: sse-retry times a 450-700 ms
+# reconnect window, so nothing else should compete for the CPU.
+step "MCP client conformance suite (scripts/conformance.sh)"
+"$ROOT/scripts/conformance.sh"
+step_done
 
 # Fuzz smoke: 60 s of libFuzzer on the message decoder, on stable (no
 # sanitizer). New inputs go to a scratch corpus so the committed seeds stay put.

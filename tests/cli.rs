@@ -311,3 +311,16 @@ fn status_without_a_daemon_says_how_to_start_one() {
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("mcphost daemon"), "{r:?}");
 }
+
+#[test]
+fn inspect_json_relays_raw_values_it_cannot_parse() {
+    // The test server's `lossless` tool carries `1e400` in its inputSchema
+    // and result, which a `Value` round trip rejects.
+    let r = Sandbox::new().run(&["--json", "inspect", "--call", "lossless", "--", TESTSERVER]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.matches("1e400").count() >= 2, "{r:?}");
+    let v = common::lenient_json(&r.stdout);
+    assert_eq!(v["server"], "mcphost-testserver", "{v}");
+    assert_eq!(v["call"]["isError"], false, "{v}");
+    assert!(v["tools"].as_array().is_some_and(|t| t.len() == 9), "{v}");
+}

@@ -9,7 +9,7 @@ use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tracing::{Instrument, error, info, info_span, warn};
 
-use crate::client::ClientOptions;
+use crate::client::{ClientOptions, Host};
 use crate::config::location::ConfigLocation;
 use crate::config::shell_path::login_shell_path;
 use crate::config::store::ConfigStore;
@@ -39,6 +39,10 @@ pub struct DaemonOptions {
     /// Test-only: lets another uid reach the socket so the uid check can be
     /// tested for real.
     pub loosen_modes_for_tests: bool,
+    /// Answers the servers' sampling and elicitation requests (the CLI's
+    /// `--on-elicitation`/`--on-sampling` policy host); its capabilities are
+    /// the ones every server is offered.
+    pub host: Arc<dyn Host>,
 }
 
 /// Run until SIGINT or SIGTERM; every server is stopped before returning.
@@ -64,7 +68,10 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     };
     let registry = Registry::start(
         &cfg,
-        ClientOptions::default(),
+        ClientOptions {
+            host: opts.host.clone(),
+            ..Default::default()
+        },
         RestartPolicy::default(),
         shell_path,
     );

@@ -312,20 +312,25 @@ impl Daemon {
     }
 
     pub fn start_in(sb: Sandbox, config: &str) -> Daemon {
-        Daemon::spawn(sb, config, false)
+        Daemon::spawn(sb, config, false, &[])
+    }
+
+    /// As [`Daemon::start`], with extra flags after `daemon`.
+    pub fn start_with_flags(config: &str, flags: &[&str]) -> Daemon {
+        Daemon::spawn(Sandbox::new(), config, false, flags)
     }
 
     /// As [`Daemon::start`], with `--config config.json` relative to the
     /// daemon's working directory.
     pub fn start_relative(config: &str) -> Daemon {
-        Daemon::spawn(Sandbox::new(), config, true)
+        Daemon::spawn(Sandbox::new(), config, true, &[])
     }
 
-    fn spawn(sb: Sandbox, config: &str, relative: bool) -> Daemon {
+    fn spawn(sb: Sandbox, config: &str, relative: bool, flags: &[&str]) -> Daemon {
         sb.write_config(config);
         let log = sb.dir.path().join("daemon.log");
         let mut cmd = sb.command();
-        cmd.arg("daemon").arg("--config");
+        cmd.arg("daemon").args(flags).arg("--config");
         if relative {
             cmd.arg(sb.config.file_name().unwrap())
                 .current_dir(sb.config.parent().unwrap());

@@ -87,7 +87,7 @@ fn builtin_tool(name: &str) -> String {
         "elicit" => json!({
             "name": "elicit",
             "description": "Sends elicitation/create to the client and returns its answer.",
-            "inputSchema": {"type": "object", "properties": {"message": {"type": "string"}}}
+            "inputSchema": {"type": "object", "properties": {"message": {"type": "string"}, "requestedSchema": {"type": "object"}}}
         }),
         "roots" => json!({
             "name": "roots",

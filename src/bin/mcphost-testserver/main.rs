@@ -13,7 +13,8 @@
 //!   `notifications/cancelled` by never answering), `lossless` (a fixed raw result
 //!   with `12345678901234567890123`, `1.10`, `1e400`, unsorted keys and
 //!   `"x-unknown"`; its `inputSchema` is raw too), `huge` {bytes?}, `sample`
-//!   (sampling/createMessage), `elicit` (elicitation/create), `roots` (roots/list),
+//!   (sampling/createMessage), `elicit` {message?, requestedSchema?}
+//!   (elicitation/create; default schema: a required `name`), `roots` (roots/list),
 //!   plus `tool_NNNN` (`--tools`) and `dynamic_NNNN` (list-changed timer).
 //! * Resources `test://static/1..3`, `test://extra/NNNN`, `test://added/NNNN`;
 //!   template `test://dynamic/{id}`; unknown uri → -32002 with `data.uri`;

@@ -820,14 +820,14 @@ impl Server {
                 let message = arg("message")
                     .and_then(Value::as_str)
                     .unwrap_or("Please provide your name.");
-                let req = json!({
-                    "message": message,
-                    "requestedSchema": {
+                let schema = arg("requestedSchema").cloned().unwrap_or_else(|| {
+                    json!({
                         "type": "object",
                         "properties": {"name": {"type": "string", "description": "Your name"}},
                         "required": ["name"]
-                    }
+                    })
                 });
+                let req = json!({ "message": message, "requestedSchema": schema });
                 let resp = self.client_request("elicitation/create", Some(req), cancel)?;
                 Some(client_answer("elicitation/create", &resp))
             }

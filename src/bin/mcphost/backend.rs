@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
-use mcphost::client::{CallOptions, ClientOptions, ServerClient};
+use mcphost::client::{CallOptions, ClientOptions, Host, ServerClient};
 use mcphost::config::{
     HostConfig, ServerConfig, StdioServer, Timeouts, ToolFilter, TransportConfig,
 };
@@ -64,11 +64,16 @@ impl Backend {
         ))
     }
 
-    pub async fn direct(specs: &[String]) -> Result<Backend> {
+    /// An in-process engine over `specs`; `host` answers the servers'
+    /// elicitation and sampling requests.
+    pub async fn direct(specs: &[String], host: Arc<dyn Host>) -> Result<Backend> {
         let cfg = direct_config(specs).await?;
         let registry = Registry::start(
             &cfg,
-            ClientOptions::default(),
+            ClientOptions {
+                host,
+                ..Default::default()
+            },
             RestartPolicy::default(),
             None,
         );
@@ -307,7 +312,8 @@ async fn direct_config(specs: &[String]) -> Result<HostConfig> {
 /// `serverInfo.name`, sanitized to `[A-Za-z0-9_-]`.
 async fn probe_name(t: &TransportConfig) -> Option<String> {
     let TransportConfig::Stdio(s) = t else {
-        // No HTTP transport yet; name it after the host.
+        // Named after the host: learning serverInfo.name would cost the
+        // server an extra session (and confuse single-client test servers).
         let TransportConfig::Http(h) = t else {
             return None;
         };

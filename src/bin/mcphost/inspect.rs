@@ -1,10 +1,13 @@
 //! `mcphost inspect`: one stdio server, its handshake and catalog.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use mcphost::client::{CallOptions, ClientOptions, ServerClient};
-use mcphost::protocol::RawValue;
+use mcphost::client::{CallOptions, ClientOptions, Host, ServerClient};
+use mcphost::protocol::{
+    Prompt, ProtocolVersion, RawValue, Resource, ResourceTemplate, Tool, ToolResult,
+};
 use mcphost::transport::stdio::{StdioConfig, spawn};
 
 pub async fn inspect(
@@ -14,12 +17,14 @@ pub async fn inspect(
     arguments: Box<RawValue>,
     timeout: Duration,
     json: bool,
+    host: Arc<dyn Host>,
 ) -> Result<()> {
     let started = Instant::now();
     let conn = spawn(name, &cfg).await?;
     let opts = ClientOptions {
         request_timeout: timeout,
         max_request_timeout: timeout,
+        host,
         ..Default::default()
     };
     let client = ServerClient::connect(name, conn, opts).await?;
@@ -67,19 +72,36 @@ async fn report(
         None => None,
     };
     if json {
-        let out = serde_json::json!({
-            "server": client.name(),
-            "protocolVersion": n.protocol_version,
-            "serverInfo": n.server_info,
-            "capabilities": n.capabilities_raw,
-            "instructions": n.instructions,
-            "connectMs": connect_ms,
-            "tools": tools,
-            "resources": resources,
-            "resourceTemplates": templates,
-            "prompts": prompts,
-            "call": called,
-        });
+        // Serialised straight from the raw values: `json!` would route them
+        // through `Value`, which cannot hold e.g. `1e400`.
+        #[derive(serde::Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Report<'a> {
+            server: &'a str,
+            protocol_version: &'a ProtocolVersion,
+            server_info: &'a RawValue,
+            capabilities: &'a RawValue,
+            instructions: &'a Option<String>,
+            connect_ms: u128,
+            tools: &'a [Tool],
+            resources: &'a [Resource],
+            resource_templates: &'a [ResourceTemplate],
+            prompts: &'a [Prompt],
+            call: Option<&'a ToolResult>,
+        }
+        let out = serde_json::to_string(&Report {
+            server: client.name(),
+            protocol_version: &n.protocol_version,
+            server_info: &n.server_info,
+            capabilities: &n.capabilities_raw,
+            instructions: &n.instructions,
+            connect_ms,
+            tools: &tools,
+            resources: &resources,
+            resource_templates: &templates,
+            prompts: &prompts,
+            call: called.as_ref(),
+        })?;
         outln!("{out}");
         return Ok(());
     }

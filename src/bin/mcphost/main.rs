@@ -25,10 +25,12 @@ mod output;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
+use mcphost::client::{ElicitationPolicy, PolicyHost, SamplingPolicy};
 use mcphost::config::duration::parse_duration;
 use mcphost::protocol::RawValue;
 use mcphost::transport::stdio::StdioConfig;
@@ -60,8 +62,53 @@ struct Cli {
     /// More logging on stderr (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
+    /// Answer servers' elicitation requests without asking anyone, and
+    /// advertise the elicitation capability (form mode). For --direct,
+    /// `daemon` and `inspect`; without it elicitation is not advertised.
+    #[arg(long, global = true, value_enum, value_name = "POLICY")]
+    on_elicitation: Option<OnElicitation>,
+    /// Answer servers' sampling requests without asking anyone (`decline`:
+    /// the "user rejected" error, -1), and advertise the sampling capability.
+    /// For --direct, `daemon` and `inspect`.
+    #[arg(long, global = true, value_enum, value_name = "POLICY")]
+    on_sampling: Option<OnSampling>,
     #[command(subcommand)]
     command: Command,
+}
+
+/// `--on-elicitation`: what to answer to `elicitation/create`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum OnElicitation {
+    /// `{"action":"decline"}`.
+    Decline,
+    /// `{"action":"cancel"}`.
+    Cancel,
+    /// `{"action":"accept"}` with the schema's defaults; `cancel` when a
+    /// required field has no default.
+    AcceptDefaults,
+}
+
+/// `--on-sampling`: what to answer to `sampling/createMessage`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum OnSampling {
+    /// The spec's "User rejected sampling request" error (code -1).
+    Decline,
+}
+
+impl Cli {
+    /// The host the policy flags describe (no capabilities without flags).
+    fn policy_host(&self) -> PolicyHost {
+        PolicyHost::new(
+            self.on_elicitation.map(|p| match p {
+                OnElicitation::Decline => ElicitationPolicy::Decline,
+                OnElicitation::Cancel => ElicitationPolicy::Cancel,
+                OnElicitation::AcceptDefaults => ElicitationPolicy::AcceptDefaults,
+            }),
+            self.on_sampling.map(|p| match p {
+                OnSampling::Decline => SamplingPolicy::Decline,
+            }),
+        )
+    }
 }
 
 #[derive(Subcommand)]
@@ -215,6 +262,8 @@ async fn main() -> ExitCode {
 
 async fn run(cli: Cli, out: &Out) -> Result<u8> {
     let socket = mcphost::ipc::resolve_socket_path(cli.socket.clone());
+    let policy = cli.policy_host();
+    let host = Arc::new(policy);
     match cli.command {
         Command::Daemon {
             loosen_socket_modes_for_tests,
@@ -227,11 +276,13 @@ async fn run(cli: Cli, out: &Out) -> Result<u8> {
                 socket,
                 config,
                 loosen_modes_for_tests: loosen_socket_modes_for_tests,
+                host,
             })
             .await?;
             Ok(0)
         }
         Command::Bridge => {
+            refuse_policy_flags(&policy, "bridge")?;
             backend::bridge(&socket).await?;
             Ok(0)
         }
@@ -261,20 +312,33 @@ async fn run(cli: Cli, out: &Out) -> Result<u8> {
             cfg.env = key_values(&env, "--env")?;
             let arguments = RawValue::from_string(args.clone())
                 .with_context(|| format!("--args is not valid JSON: {args}"))?;
-            inspect::inspect(&name, cfg, call, arguments, timeout, cli.json).await?;
+            inspect::inspect(&name, cfg, call, arguments, timeout, cli.json, host).await?;
             Ok(0)
         }
         command => {
             let backend = if cli.direct.is_empty() {
+                refuse_policy_flags(&policy, "a command sent to the daemon")?;
                 Backend::daemon(&socket).await?
             } else {
-                Backend::direct(&cli.direct).await?
+                Backend::direct(&cli.direct, host).await?
             };
             let code = dispatch(&backend, command, out).await;
             backend.close().await;
             code
         }
     }
+}
+
+/// The policy flags answer requests from servers this process connects to;
+/// through the daemon, the daemon's own flags decide.
+fn refuse_policy_flags(policy: &PolicyHost, what: &str) -> Result<()> {
+    if *policy != PolicyHost::default() {
+        anyhow::bail!(
+            "--on-elicitation and --on-sampling do not apply to {what}: they work with \
+             --direct, `daemon` and `inspect` (through the daemon, the daemon's own flags decide)"
+        );
+    }
+    Ok(())
 }
 
 async fn dispatch(b: &Backend, command: Command, out: &Out) -> Result<u8> {
