@@ -619,9 +619,10 @@ fn cli_edits_keep_the_file_and_are_applied() {
         ),
     );
     assert_eq!(d.read_config(), with_web);
-    let web = poll("web to fail", SOON, || {
+    // Unreachable: retried (remote servers come back), with the reason.
+    let web = poll("web to be retried", SOON, || {
         let w = d.server("web")?;
-        (w["state"] == "failed").then_some(w)
+        (w["state"] == "restarting" && w["error"].is_string()).then_some(w)
     });
     assert_eq!(web["transport"], "http", "{web}");
     assert!(

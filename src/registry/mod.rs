@@ -516,14 +516,20 @@ impl Registry {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             let done = self.read().entries.iter().all(|e| {
+                let status = e.handle.status();
                 e.listed
                     || matches!(
-                        e.handle.status().state,
+                        status.state,
                         ServerState::Failed
                             | ServerState::AuthRequired
                             | ServerState::Disabled
                             | ServerState::Stopped
                     )
+                    // An unreachable HTTP server is retried without end;
+                    // its first failure is as settled as it gets.
+                    || (matches!(e.config.transport, TransportConfig::Http(_))
+                        && status.state == ServerState::Restarting
+                        && status.error.is_some())
             });
             if done {
                 return;

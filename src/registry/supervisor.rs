@@ -61,6 +61,9 @@ pub struct RestartPolicy {
     /// Running this long without a crash resets the backoff.
     pub reset_after: Duration,
     /// Consecutive failed starts (spawn or handshake) before `failed`.
+    /// HTTP servers are exempt: a remote server that cannot be reached is
+    /// usually being redeployed, so it is retried (with backoff) until it
+    /// answers; only errors that cannot fix themselves end in `failed`.
     pub max_start_failures: u32,
 }
 
@@ -341,7 +344,9 @@ impl Supervisor {
                     start_failures += 1;
                     let msg = e.to_string();
                     warn!(attempt = start_failures, "start failed: {msg}");
-                    if start_failures >= self.policy.max_start_failures || !retryable(&e) {
+                    let remote = matches!(self.launch, Launch::Http(_));
+                    let gave_up = start_failures >= self.policy.max_start_failures && !remote;
+                    if gave_up || !retryable(&e) {
                         let state = if e.auth_required() {
                             ServerState::AuthRequired
                         } else {
