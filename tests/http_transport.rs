@@ -579,6 +579,38 @@ async fn the_get_stream_delivers_list_changed() {
 // ---------------------------------------------------------------------------
 // Errors, timeouts, limits
 
+/// A JSON answer that holds no response to the request fails it at once,
+/// with what the server sent, instead of at its timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_json_answer_without_the_response_fails_the_call_at_once() {
+    let srv = FaultServer::start();
+    let Open { client, .. } = open(&srv).await;
+    srv.script(|s| {
+        *s = std::mem::take(s).reply(
+            "tools/call:slow",
+            Reply::json().body(
+                r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}"#,
+            ),
+        );
+    });
+    let started = std::time::Instant::now();
+    let err = client
+        .call_tool(
+            "slow",
+            args(json!({"ms": 1})),
+            timeout(Duration::from_secs(30)),
+        )
+        .await
+        .expect_err("a call with no response succeeded");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("'srv'") && msg.contains("Parse error"),
+        "{msg}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10), "{msg}");
+    echo(&client, 1).await;
+}
+
 /// server-everything answers 400 "No valid session ID provided", not the
 /// spec's 404, for a session it lost; that is renewed too. A 400 about
 /// something else is not.

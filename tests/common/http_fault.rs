@@ -170,6 +170,8 @@ pub struct Reply {
     pub cut: Option<Cut>,
     /// Wait this long before the response.
     pub delay: Duration,
+    /// Answer with this JSON body instead of the response (a broken server).
+    pub body: Option<String>,
 }
 
 impl Reply {
@@ -208,6 +210,10 @@ impl Reply {
     }
     pub fn delay(mut self, d: Duration) -> Reply {
         self.delay = d;
+        self
+    }
+    pub fn body(mut self, json: &str) -> Reply {
+        self.body = Some(json.to_owned());
         self
     }
 }
@@ -1033,6 +1039,11 @@ async fn post(s: &Arc<Shared>, parts: &Parts, body: &[u8], script: &Script) -> R
                 .run_post_stream(sid, reply, script.clone(), id, method, params),
         );
         sse_response(body)
+    } else if let Some(body) = &reply.body {
+        let mut r = plain(StatusCode::OK, body);
+        r.headers_mut()
+            .insert("content-type", "application/json".parse().unwrap());
+        r
     } else {
         tokio::time::sleep(reply.delay).await;
         let out = s.compute(&method, &params, script).await;

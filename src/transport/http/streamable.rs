@@ -273,8 +273,25 @@ async fn post(shared: &Arc<Shared>, text: &str) -> Result<reqwest::Response, Fai
 async fn answer(shared: &Arc<Shared>, resp: reqwest::Response, ids: Vec<Id>) {
     match body_kind(&resp) {
         BodyKind::Json => match read_limited(resp, shared.limit).await {
-            Ok(text) if text.trim().is_empty() => {}
-            Ok(text) => deliver(shared, text).await,
+            Ok(text) => {
+                // A JSON answer is the whole answer: a request it does not
+                // answer never will be, so fail it now, not at its timeout.
+                let answered = response_ids(&text);
+                let missed: Vec<Id> = ids
+                    .into_iter()
+                    .filter(|id| !answered.iter().any(|a| same_id(a, id)))
+                    .collect();
+                let snippet: String = text.chars().take(200).collect();
+                if !text.trim().is_empty() {
+                    deliver(shared, text).await;
+                }
+                if !missed.is_empty() {
+                    let reason = format!(
+                        "the server's JSON answer holds no response to this request: {snippet:?}"
+                    );
+                    shared.fail(&missed, &reason).await;
+                }
+            }
             Err(BodyError::Oversized) => {
                 for id in ids {
                     shared
