@@ -20,6 +20,8 @@ use crate::transport::TransportEvent;
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 const LAST_EVENT_ID: &str = "last-event-id";
+/// How long an answered response stream is read on, hoping for its end.
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
 /// Which session headers a request carries.
 #[derive(Clone, Copy)]
@@ -368,7 +370,7 @@ async fn read_stream(shared: &Arc<Shared>, mut stream: EventStream, mut pending:
                     pending.retain(|p| !answered.iter().any(|a| same_id(a, p)));
                     deliver(shared, data).await;
                     if pending.is_empty() {
-                        return;
+                        return drain(shared, stream).await;
                     }
                 }
                 Ok(_) => {}
@@ -431,6 +433,21 @@ async fn read_stream(shared: &Arc<Shared>, mut stream: EventStream, mut pending:
             }
         }
     }
+}
+
+/// Read an answered stream to its end, which servers reach right after the
+/// response: a connection whose body was not read to the end cannot go back
+/// to the pool, and the next request would pay for a new one. Anything
+/// still sent is delivered; a server that keeps the stream open is left.
+async fn drain(shared: &Arc<Shared>, mut stream: EventStream) {
+    let rest = async {
+        while let Some(Ok(ev)) = stream.next().await {
+            if let Event::Message(data) = ev {
+                deliver(shared, data).await;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DRAIN_LIMIT, rest).await;
 }
 
 async fn get(
