@@ -611,6 +611,53 @@ async fn a_json_answer_without_the_response_fails_the_call_at_once() {
     echo(&client, 1).await;
 }
 
+/// A renewed session is a blank slate on the server: the subscriptions and
+/// log level the client set are sent again, and their answers stay inside.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewed_session_gets_the_subscriptions_and_log_level_again() {
+    let srv = FaultServer::start();
+    let Open { client, .. } = open(&srv).await;
+    client.set_log_level("debug").await.unwrap();
+    for (method, uri) in [
+        ("resources/subscribe", "test://a"),
+        ("resources/subscribe", "test://b"),
+        ("resources/unsubscribe", "test://b"),
+    ] {
+        let params = raw(&json!({ "uri": uri }).to_string());
+        client
+            .request_raw(method, Some(params), CallOptions::default())
+            .await
+            .unwrap();
+    }
+    srv.expire_session();
+    echo(&client, 1).await;
+    let issued = srv.sessions_issued();
+    assert_eq!(issued.len(), 2, "{}", srv.summary());
+    let on_new: Vec<(String, Value)> = srv
+        .requests()
+        .into_iter()
+        .filter(|r| r.session() == Some(issued[1].as_str()))
+        .filter_map(|r| Some((r.rpc_method()?, r.json()?["params"].clone())))
+        .collect();
+    let methods: Vec<&str> = on_new.iter().map(|(m, _)| m.as_str()).collect();
+    assert_eq!(
+        methods,
+        [
+            "notifications/initialized",
+            "logging/setLevel",
+            "resources/subscribe",
+            "tools/call"
+        ],
+        "{}",
+        srv.summary()
+    );
+    assert_eq!(on_new[1].1["level"], "debug");
+    assert_eq!(on_new[2].1["uri"], "test://a");
+    // The replayed answers were not handed to the client as strays.
+    echo(&client, 2).await;
+    assert!(client.close_reason().is_none());
+}
+
 /// server-everything answers 400 "No valid session ID provided", not the
 /// spec's 404, for a session it lost; that is renewed too. A 400 about
 /// something else is not.

@@ -726,7 +726,9 @@ impl Shared {
                     "serverInfo": { "name": SERVER_NAME, "version": "1.0.0" },
                 }))
             }
-            "ping" | "logging/setLevel" => Ok(json!({})),
+            "ping" | "logging/setLevel" | "resources/subscribe" | "resources/unsubscribe" => {
+                Ok(json!({}))
+            }
             "tools/list" => {
                 let mut tools = vec![
                     json!({"name": "echo", "description": "Returns its arguments as text",

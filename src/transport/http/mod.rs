@@ -242,6 +242,10 @@ struct State {
     endpoint: Option<Url>,
     /// Streamable HTTP: the task reading each request's answer.
     in_flight: std::collections::HashMap<Id, tokio::task::AbortHandle>,
+    /// Session state the server forgets with the session (resource
+    /// subscriptions, the log level): requests to send again, in order,
+    /// after a renewal. Keyed by what they set.
+    replay: Vec<(String, String)>,
 }
 
 /// What the transport needs to know of an outgoing message.

@@ -38,6 +38,7 @@ pub(super) async fn send(shared: &Arc<Shared>, msg: OutMsg) {
     if msg.method.as_deref() == Some("initialize") {
         return initialize(shared, msg).await;
     }
+    remember_session_state(shared, &msg);
     if msg.requests.is_empty() {
         let sent = tokio::time::timeout(shared.send_timeout, post_other(shared, &msg)).await;
         if sent.is_err() {
@@ -83,6 +84,40 @@ pub(super) async fn send(shared: &Arc<Shared>, msg: OutMsg) {
     });
     for id in ids {
         st.in_flight.insert(id, handle.clone());
+    }
+}
+
+/// Note what a renewed session must be told again.
+fn remember_session_state(shared: &Shared, msg: &OutMsg) {
+    #[derive(serde::Deserialize)]
+    struct Note {
+        params: Params,
+    }
+    #[derive(serde::Deserialize)]
+    struct Params {
+        uri: String,
+    }
+    let uri = || {
+        serde_json::from_str::<Note>(&msg.text)
+            .ok()
+            .map(|n| n.params.uri)
+    };
+    let (key, keep) = match msg.method.as_deref() {
+        Some("logging/setLevel") => ("logging".to_owned(), true),
+        Some("resources/subscribe") => match uri() {
+            Some(u) => (format!("subscription {u}"), true),
+            None => return,
+        },
+        Some("resources/unsubscribe") => match uri() {
+            Some(u) => (format!("subscription {u}"), false),
+            None => return,
+        },
+        _ => return,
+    };
+    let replay = &mut shared.state().replay;
+    replay.retain(|(k, _)| *k != key);
+    if keep {
+        replay.push((key, msg.text.clone()));
     }
 }
 
@@ -527,9 +562,44 @@ async fn renew_session(shared: &Arc<Shared>, stale: &str) -> Result<(), String> 
         Ok(r) => return Err(expired(shared.status_error(r).await)),
         Err(e) => return Err(expired(error_chain(&e))),
     }
+    // The new session knows nothing of our subscriptions or log level.
+    let replay = shared.state().replay.clone();
+    for (what, text) in replay {
+        let outcome = match build_post(shared, &text, Headers::Session).send().await {
+            Ok(r) if r.status().is_success() => {
+                swallow_answer(shared, r).await;
+                "restored".to_owned()
+            }
+            Ok(r) => shared.status_error(r).await,
+            Err(e) => error_chain(&e),
+        };
+        debug!("renewed session: {what}: {outcome}");
+    }
     // Not awaited: the request being retried goes first.
     drop(start_get_stream(shared));
     Ok(())
+}
+
+/// Read the answer to a request we sent on our own, without delivering it.
+async fn swallow_answer(shared: &Shared, resp: reqwest::Response) {
+    match body_kind(&resp) {
+        BodyKind::EventStream => {
+            let mut s = EventStream::new(resp, shared.limit);
+            let done = async {
+                while let Some(Ok(ev)) = s.next().await {
+                    if let Event::Message(data) = ev
+                        && !response_ids(&data).is_empty()
+                    {
+                        return;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(shared.send_timeout, done).await;
+        }
+        _ => {
+            let _ = read_limited(resp, shared.limit).await;
+        }
+    }
 }
 
 /// Open the optional GET stream for messages unrelated to our requests.
