@@ -25,13 +25,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{Daemon, Interop, MCPHOST, Sandbox, TESTSERVER, interop, js, raw};
+use common::{Daemon, FullHost, Interop, MCPHOST, Sandbox, TESTSERVER, interop, js, raw};
 use http_server::HttpServer;
-use mcphost::client::{CallOptions, ClientOptions, Host, ServerClient, ServerEvent};
-use mcphost::protocol::capabilities::{ElicitationCap, RootsCap, SamplingCap};
-use mcphost::protocol::{ClientCapabilities, ErrorObject, RawValue};
+use mcphost::client::{CallOptions, ClientOptions, ServerClient, ServerEvent};
+use mcphost::protocol::RawValue;
+use mcphost::transport::TransportControl;
 use mcphost::transport::http::{HttpConfig, HttpMode};
-use mcphost::transport::{BoxFuture, TransportControl};
 use serde_json::{Value, json};
 
 /// How long a server may take to listen (Python imports are slow on a busy
@@ -397,44 +396,6 @@ async fn auto_detection_falls_back_to_legacy_sse_and_streamable_mode_does_not() 
         failed.contains("streamable-only") && failed.contains("404"),
         "{failed}"
     );
-}
-
-/// A host that enables sampling, elicitation and roots, with canned replies.
-struct FullHost;
-
-impl Host for FullHost {
-    fn capabilities(&self) -> ClientCapabilities {
-        ClientCapabilities {
-            roots: Some(RootsCap {
-                list_changed: false,
-            }),
-            sampling: Some(SamplingCap {}),
-            elicitation: Some(ElicitationCap::default()),
-        }
-    }
-    fn handle(
-        &self,
-        _: &str,
-        method: &str,
-        _: Option<Box<RawValue>>,
-    ) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
-        let reply = match method {
-            "sampling/createMessage" => {
-                r#"{"role":"assistant","content":{"type":"text","text":"sampled by the host"},"model":"host-model","stopReason":"endTurn"}"#
-            }
-            "elicitation/create" => r#"{"action":"decline"}"#,
-            "roots/list" => r#"{"roots":[]}"#,
-            _ => {
-                return Box::pin(std::future::ready(Err(ErrorObject::method_not_found(
-                    method,
-                ))));
-            }
-        };
-        Box::pin(std::future::ready(Ok(RawValue::from_string(
-            reply.to_owned(),
-        )
-        .unwrap())))
-    }
 }
 
 /// Server requests in the middle of a tool call: over Streamable HTTP they

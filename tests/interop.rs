@@ -11,11 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{Interop, interop, raw};
-use mcphost::client::{CallOptions, ClientError, ClientOptions, Host, ServerClient, ServerEvent};
-use mcphost::protocol::capabilities::{ElicitationCap, RootsCap, SamplingCap};
-use mcphost::protocol::{ClientCapabilities, ErrorObject, RawValue};
-use mcphost::transport::BoxFuture;
+use common::{FullHost, Interop, interop, raw};
+use mcphost::client::{CallOptions, ClientError, ClientOptions, ServerClient, ServerEvent};
+use mcphost::protocol::RawValue;
 use mcphost::transport::stdio::{StdioConfig, spawn};
 
 /// Launch configs for the interop servers.
@@ -83,44 +81,6 @@ fn counter() -> (Arc<AtomicUsize>, CallOptions) {
         ..Default::default()
     };
     (n, o)
-}
-
-/// A host that enables everything and answers with canned replies.
-struct FullHost;
-
-impl Host for FullHost {
-    fn capabilities(&self) -> ClientCapabilities {
-        ClientCapabilities {
-            roots: Some(RootsCap {
-                list_changed: false,
-            }),
-            sampling: Some(SamplingCap {}),
-            elicitation: Some(ElicitationCap::default()),
-        }
-    }
-    fn handle(
-        &self,
-        _: &str,
-        method: &str,
-        _: Option<Box<RawValue>>,
-    ) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
-        let reply = match method {
-            "sampling/createMessage" => {
-                r#"{"role":"assistant","content":{"type":"text","text":"sampled by the host"},"model":"host-model","stopReason":"endTurn"}"#
-            }
-            "elicitation/create" => r#"{"action":"decline"}"#,
-            "roots/list" => r#"{"roots":[]}"#,
-            _ => {
-                return Box::pin(std::future::ready(Err(ErrorObject::method_not_found(
-                    method,
-                ))));
-            }
-        };
-        Box::pin(std::future::ready(Ok(RawValue::from_string(
-            reply.to_owned(),
-        )
-        .unwrap())))
-    }
 }
 
 #[tokio::test]

@@ -452,3 +452,42 @@ pub fn text_of(result: &serde_json::Value) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// A host that enables sampling, elicitation and roots, with canned replies.
+pub struct FullHost;
+
+impl mcphost::client::Host for FullHost {
+    fn capabilities(&self) -> mcphost::protocol::ClientCapabilities {
+        use mcphost::protocol::capabilities::{ElicitationCap, RootsCap, SamplingCap};
+        mcphost::protocol::ClientCapabilities {
+            roots: Some(RootsCap {
+                list_changed: false,
+            }),
+            sampling: Some(SamplingCap {}),
+            elicitation: Some(ElicitationCap::default()),
+        }
+    }
+    fn handle(
+        &self,
+        _: &str,
+        method: &str,
+        _: Option<Box<mcphost::protocol::RawValue>>,
+    ) -> mcphost::transport::BoxFuture<
+        'static,
+        Result<Box<mcphost::protocol::RawValue>, mcphost::protocol::ErrorObject>,
+    > {
+        let reply = match method {
+            "sampling/createMessage" => {
+                r#"{"role":"assistant","content":{"type":"text","text":"sampled by the host"},"model":"host-model","stopReason":"endTurn"}"#
+            }
+            "elicitation/create" => r#"{"action":"decline"}"#,
+            "roots/list" => r#"{"roots":[]}"#,
+            _ => {
+                return Box::pin(std::future::ready(Err(
+                    mcphost::protocol::ErrorObject::method_not_found(method),
+                )));
+            }
+        };
+        Box::pin(std::future::ready(Ok(raw(reply))))
+    }
+}
