@@ -22,13 +22,15 @@ mod http_server;
 use std::collections::BTreeSet;
 use std::process::Command;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::{Daemon, FullHost, Interop, MCPHOST, Sandbox, TESTSERVER, interop, js, raw};
+use common::{
+    Daemon, FullHost, Interop, MCPHOST, Sandbox, TESTSERVER, interop, js,
+    progress_counter as counter, raw, raw_text_of as text_of,
+};
 use http_server::HttpServer;
 use mcphost::client::{CallOptions, ClientOptions, ServerClient, ServerEvent};
-use mcphost::protocol::RawValue;
 use mcphost::transport::TransportControl;
 use mcphost::transport::http::{HttpConfig, HttpMode};
 use serde_json::{Value, json};
@@ -99,23 +101,6 @@ async fn start(
         .await
         .unwrap_or_else(|e| panic!("{name}: {e}\nserver log:\n{}", srv.log_text()));
     (c, control)
-}
-
-fn text_of(r: &RawValue) -> String {
-    let v: Value = serde_json::from_str(r.get()).unwrap();
-    common::text_of(&v)
-}
-
-fn counter() -> (Arc<AtomicUsize>, CallOptions) {
-    let n = Arc::new(AtomicUsize::new(0));
-    let n2 = n.clone();
-    let o = CallOptions {
-        on_progress: Some(Arc::new(move |_| {
-            n2.fetch_add(1, Ordering::SeqCst);
-        })),
-        ..Default::default()
-    };
-    (n, o)
 }
 
 /// Waits for the first event `pick` accepts.
@@ -456,80 +441,7 @@ async fn python_sdk_server_over_streamable_http() {
     let srv = python_server(&env, "py_server.py");
     let (c, control) = start(&srv, "/mcp", HttpMode::Auto, opts()).await;
     assert_eq!(control.kind(), "streamable-http");
-    assert_eq!(
-        c.negotiated().server_name.as_deref(),
-        Some("mcphost-interop-py")
-    );
-    assert_eq!(c.negotiated().protocol_version.as_str(), "2025-11-25");
-    // Every list is paged two at a time; all pages must be followed.
-    let tools: Vec<_> = c
-        .list_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name)
-        .collect();
-    assert_eq!(tools, ["echo", "add", "fail", "slow", "notify"]);
-    assert_eq!(c.list_resources().await.unwrap().len(), 5);
-    assert_eq!(c.list_resource_templates().await.unwrap().len(), 3);
-    assert_eq!(c.list_prompts().await.unwrap().len(), 3);
-
-    let r = c
-        .call_tool(
-            "add",
-            Some(raw(r#"{"a":2,"b":3.5}"#)),
-            CallOptions::default(),
-        )
-        .await
-        .unwrap();
-    assert_eq!(
-        r.structured_content().unwrap().get().replace(' ', ""),
-        r#"{"sum":5.5}"#
-    );
-    let r = c
-        .call_tool(
-            "fail",
-            Some(raw(r#"{"message":"boom"}"#)),
-            CallOptions::default(),
-        )
-        .await
-        .unwrap();
-    assert!(r.is_error && text_of(&r.raw).contains("boom"));
-    let e = c
-        .call_tool("nope", None, CallOptions::default())
-        .await
-        .unwrap_err();
-    assert_eq!(e.rpc_error().map(|e| e.code), Some(-32602), "{e}");
-    let (seen, o) = counter();
-    c.call_tool("slow", Some(raw(r#"{"ms":300,"steps":3}"#)), o)
-        .await
-        .unwrap();
-    assert_eq!(seen.load(Ordering::SeqCst), 3);
-
-    let e = c
-        .read_resource("interop://nope", CallOptions::default())
-        .await
-        .unwrap_err();
-    assert_eq!(e.rpc_error().map(|e| e.code), Some(-32002), "{e}");
-    let read = c
-        .read_resource("interop://static/blob", CallOptions::default())
-        .await
-        .unwrap();
-    assert!(read.get().contains("AAECAwQFBgc="), "{}", read.get());
-    let p = c
-        .get_prompt(
-            "greet",
-            Some(raw(r#"{"name":"Ada","style":"pirate"}"#)),
-            CallOptions::default(),
-        )
-        .await
-        .unwrap();
-    assert!(p.get().contains("Ahoy, Ada!"));
-    let comp = c
-        .complete(raw(r#"{"ref":{"type":"ref/prompt","name":"greet"},"argument":{"name":"style","value":"f"}}"#))
-        .await
-        .unwrap();
-    assert!(comp.get().contains("formal"));
+    common::exercise_py_server(&c).await;
 
     // list_changed and a log message, sent on the GET stream: the client
     // re-lists (paged, over the same session) on its own.

@@ -8,12 +8,13 @@
 mod common;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::{FullHost, Interop, interop, raw};
+use common::{
+    FullHost, Interop, interop, progress_counter as counter, raw, raw_text_of as text_of,
+};
 use mcphost::client::{CallOptions, ClientError, ClientOptions, ServerClient, ServerEvent};
-use mcphost::protocol::RawValue;
 use mcphost::transport::stdio::{StdioConfig, spawn};
 
 /// Launch configs for the interop servers.
@@ -56,31 +57,6 @@ async fn start(name: &str, cfg: StdioConfig, o: ClientOptions) -> ServerClient {
     ServerClient::connect(name, conn, o)
         .await
         .unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn text_of(r: &RawValue) -> String {
-    let v: serde_json::Value = serde_json::from_str(r.get()).unwrap();
-    v["content"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|c| c["text"].as_str())
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
-        .unwrap_or_default()
-}
-
-fn counter() -> (Arc<AtomicUsize>, CallOptions) {
-    let n = Arc::new(AtomicUsize::new(0));
-    let n2 = n.clone();
-    let o = CallOptions {
-        on_progress: Some(Arc::new(move |_| {
-            n2.fetch_add(1, Ordering::SeqCst);
-        })),
-        ..Default::default()
-    };
-    (n, o)
 }
 
 #[tokio::test]
@@ -448,79 +424,7 @@ async fn time_server() {
 async fn python_sdk_server_with_pagination() {
     let Some(env) = interop() else { return };
     let c = start("py", env.python(&[&env.script("py_server.py")]), opts()).await;
-    assert_eq!(
-        c.negotiated().server_name.as_deref(),
-        Some("mcphost-interop-py")
-    );
-    // Every list is paged two at a time; all pages must be followed.
-    let tools: Vec<_> = c
-        .list_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name)
-        .collect();
-    assert_eq!(tools, ["echo", "add", "fail", "slow", "notify"]);
-    assert_eq!(c.list_resources().await.unwrap().len(), 5);
-    assert_eq!(c.list_resource_templates().await.unwrap().len(), 3);
-    assert_eq!(c.list_prompts().await.unwrap().len(), 3);
-
-    let r = c
-        .call_tool(
-            "add",
-            Some(raw(r#"{"a":2,"b":3.5}"#)),
-            CallOptions::default(),
-        )
-        .await
-        .unwrap();
-    assert_eq!(
-        r.structured_content().unwrap().get().replace(' ', ""),
-        r#"{"sum":5.5}"#
-    );
-    let r = c
-        .call_tool(
-            "fail",
-            Some(raw(r#"{"message":"boom"}"#)),
-            CallOptions::default(),
-        )
-        .await
-        .unwrap();
-    assert!(r.is_error && text_of(&r.raw).contains("boom"));
-    let e = c
-        .call_tool("nope", None, CallOptions::default())
-        .await
-        .unwrap_err();
-    assert_eq!(e.rpc_error().map(|e| e.code), Some(-32602));
-    let (seen, o) = counter();
-    c.call_tool("slow", Some(raw(r#"{"ms":300,"steps":3}"#)), o)
-        .await
-        .unwrap();
-    assert_eq!(seen.load(Ordering::SeqCst), 3);
-
-    let e = c
-        .read_resource("interop://nope", CallOptions::default())
-        .await
-        .unwrap_err();
-    assert_eq!(e.rpc_error().map(|e| e.code), Some(-32002));
-    let read = c
-        .read_resource("interop://item/42", CallOptions::default())
-        .await
-        .unwrap();
-    assert!(read.get().contains("item-42"));
-    let p = c
-        .get_prompt(
-            "greet",
-            Some(raw(r#"{"name":"Ada","style":"pirate"}"#)),
-            CallOptions::default(),
-        )
-        .await
-        .unwrap();
-    assert!(p.get().contains("Ahoy, Ada!"));
-    let comp = c
-        .complete(raw(r#"{"ref":{"type":"ref/prompt","name":"greet"},"argument":{"name":"style","value":"f"}}"#))
-        .await
-        .unwrap();
-    assert!(comp.get().contains("formal"));
+    common::exercise_py_server(&c).await;
 
     // list_changed from a real SDK: the client re-lists on its own.
     let mut events = c.subscribe();

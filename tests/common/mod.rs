@@ -491,3 +491,103 @@ impl mcphost::client::Host for FullHost {
         Box::pin(std::future::ready(Ok(raw(reply))))
     }
 }
+
+/// The text parts of a raw tool result, joined by newlines.
+pub fn raw_text_of(r: &mcphost::protocol::RawValue) -> String {
+    let v: serde_json::Value = serde_json::from_str(r.get()).unwrap();
+    text_of(&v)
+}
+
+/// Call options that count progress notifications.
+pub fn progress_counter() -> (
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    mcphost::client::CallOptions,
+) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let n = Arc::new(AtomicUsize::new(0));
+    let n2 = n.clone();
+    let o = mcphost::client::CallOptions {
+        on_progress: Some(Arc::new(move |_| {
+            n2.fetch_add(1, Ordering::SeqCst);
+        })),
+        ..Default::default()
+    };
+    (n, o)
+}
+
+/// What tests/interop/py_server.py (Python `mcp` SDK) offers, over any
+/// transport: every list paged two at a time, structured output, isError,
+/// progress, resources, prompts and completion.
+pub async fn exercise_py_server(c: &ServerClient) {
+    use mcphost::client::CallOptions;
+    use std::sync::atomic::Ordering;
+    assert_eq!(
+        c.negotiated().server_name.as_deref(),
+        Some("mcphost-interop-py")
+    );
+    assert_eq!(c.negotiated().protocol_version.as_str(), "2025-11-25");
+    let tools: Vec<_> = c
+        .list_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(tools, ["echo", "add", "fail", "slow", "notify"]);
+    assert_eq!(c.list_resources().await.unwrap().len(), 5);
+    assert_eq!(c.list_resource_templates().await.unwrap().len(), 3);
+    assert_eq!(c.list_prompts().await.unwrap().len(), 3);
+
+    let add = raw(r#"{"a":2,"b":3.5}"#);
+    let r = c
+        .call_tool("add", Some(add), CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        r.structured_content().unwrap().get().replace(' ', ""),
+        r#"{"sum":5.5}"#
+    );
+    let boom = raw(r#"{"message":"boom"}"#);
+    let r = c
+        .call_tool("fail", Some(boom), CallOptions::default())
+        .await
+        .unwrap();
+    assert!(r.is_error && raw_text_of(&r.raw).contains("boom"));
+    let e = c
+        .call_tool("nope", None, CallOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.rpc_error().map(|e| e.code), Some(-32602), "{e}");
+    let (seen, o) = progress_counter();
+    c.call_tool("slow", Some(raw(r#"{"ms":300,"steps":3}"#)), o)
+        .await
+        .unwrap();
+    assert_eq!(seen.load(Ordering::SeqCst), 3);
+
+    let e = c
+        .read_resource("interop://nope", CallOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.rpc_error().map(|e| e.code), Some(-32002), "{e}");
+    for (uri, has) in [
+        ("interop://item/42", "item-42"),
+        ("interop://static/blob", "AAECAwQFBgc="),
+    ] {
+        let read = c.read_resource(uri, CallOptions::default()).await.unwrap();
+        assert!(read.get().contains(has), "{uri}: {}", read.get());
+    }
+    let greet = raw(r#"{"name":"Ada","style":"pirate"}"#);
+    let p = c
+        .get_prompt("greet", Some(greet), CallOptions::default())
+        .await
+        .unwrap();
+    assert!(p.get().contains("Ahoy, Ada!"));
+    let comp = c
+        .complete(raw(
+            r#"{"ref":{"type":"ref/prompt","name":"greet"},"argument":{"name":"style","value":"f"}}"#,
+        ))
+        .await
+        .unwrap();
+    assert!(comp.get().contains("formal"));
+}
