@@ -173,7 +173,7 @@ impl fmt::Debug for StdioServer {
 pub struct HttpServer {
     pub url: String,
     pub headers: BTreeMap<String, String>,
-    pub kind: HttpKind,
+    pub kind: HttpMode,
 }
 
 impl fmt::Debug for HttpServer {
@@ -199,11 +199,7 @@ impl HttpServer {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        c.mode = match self.kind {
-            HttpKind::Auto => crate::transport::http::HttpMode::Auto,
-            HttpKind::Streamable => crate::transport::http::HttpMode::Streamable,
-            HttpKind::Sse => crate::transport::http::HttpMode::Sse,
-        };
+        c.mode = self.kind;
         // One slow connect must not eat the whole handshake budget.
         c.connect_timeout = timeouts.init.min(c.connect_timeout);
         c.send_timeout = timeouts.request;
@@ -211,16 +207,9 @@ impl HttpServer {
     }
 }
 
-/// Which HTTP transport to speak.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HttpKind {
-    /// `type: "http"` or no type: Streamable HTTP, falling back to SSE.
-    Auto,
-    /// `type: "streamable-http"`.
-    Streamable,
-    /// `type: "sse"`: the 2024-11-05 HTTP+SSE transport.
-    Sse,
-}
+/// Which HTTP transport an entry asks for: `type: "http"` (or none)
+/// auto-detects, `"streamable-http"` and `"sse"` do not.
+pub use crate::transport::http::HttpMode;
 
 /// Map values are secrets (tokens in env and headers): print names only.
 struct Redacted<'a>(&'a BTreeMap<String, String>);

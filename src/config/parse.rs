@@ -16,7 +16,7 @@ use super::duration::{no_unit_hint, parse_duration};
 use super::interpolate::interpolate;
 use super::tools::glob;
 use super::{
-    ConfigError, EnvLookup, HostConfig, HttpKind, HttpServer, Issue, Issues, Namespacing,
+    ConfigError, EnvLookup, HostConfig, HttpMode, HttpServer, Issue, Issues, Namespacing,
     ServerConfig, StdioServer, Timeouts, ToolFilter, TransportConfig,
 };
 
@@ -135,7 +135,7 @@ struct Defaults {
 
 enum Kind {
     Stdio,
-    Http(HttpKind),
+    Http(HttpMode),
 }
 
 struct Ctx<'a> {
@@ -494,9 +494,9 @@ impl<'a> Ctx<'a> {
             let field = child(field, "type");
             return match self.string(&prop.value, &field)? {
                 "stdio" => Some(Kind::Stdio),
-                "http" => Some(Kind::Http(HttpKind::Auto)),
-                "streamable-http" => Some(Kind::Http(HttpKind::Streamable)),
-                "sse" => Some(Kind::Http(HttpKind::Sse)),
+                "http" => Some(Kind::Http(HttpMode::Auto)),
+                "streamable-http" => Some(Kind::Http(HttpMode::Streamable)),
+                "sse" => Some(Kind::Http(HttpMode::Sse)),
                 other => {
                     self.error(
                         prop.value.start(),
@@ -512,7 +512,7 @@ impl<'a> Ctx<'a> {
         if command {
             Some(Kind::Stdio)
         } else if url {
-            Some(Kind::Http(HttpKind::Auto))
+            Some(Kind::Http(HttpMode::Auto))
         } else {
             self.error(
                 at,
@@ -667,7 +667,7 @@ impl<'a> Ctx<'a> {
         field: &str,
         server: &str,
         lenient: bool,
-        kind: HttpKind,
+        kind: HttpMode,
         at: usize,
     ) -> Option<HttpServer> {
         let url = match obj.get("url") {

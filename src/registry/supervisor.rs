@@ -108,11 +108,7 @@ impl ServerStatus {
             state,
             transport: match launch {
                 Launch::Stdio(_) => "stdio",
-                Launch::Http(c) => match c.mode {
-                    http::HttpMode::Auto => "http",
-                    http::HttpMode::Streamable => "streamable-http",
-                    http::HttpMode::Sse => "sse",
-                },
+                Launch::Http(c) => c.mode.label(),
             },
             protocol_version: None,
             pid: None,

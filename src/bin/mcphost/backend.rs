@@ -268,7 +268,7 @@ async fn direct_config(specs: &[String]) -> Result<HostConfig> {
             TransportConfig::Http(mcphost::config::HttpServer {
                 url: rest.to_owned(),
                 headers: Default::default(),
-                kind: mcphost::config::HttpKind::Auto,
+                kind: mcphost::config::HttpMode::Auto,
             })
         } else {
             let words = shell_words::split(rest)

@@ -44,6 +44,18 @@ pub enum HttpMode {
     Sse,
 }
 
+impl HttpMode {
+    /// As `servers` shows it (and the config's `type` spells it); `http`
+    /// is auto-detection that has not decided yet.
+    pub fn label(self) -> &'static str {
+        match self {
+            HttpMode::Auto => "http",
+            HttpMode::Streamable => "streamable-http",
+            HttpMode::Sse => "sse",
+        }
+    }
+}
+
 /// How to reach one HTTP server.
 #[derive(Clone)]
 pub struct HttpConfig {
@@ -244,8 +256,8 @@ struct State {
     in_flight: std::collections::HashMap<Id, tokio::task::AbortHandle>,
     /// Session state the server forgets with the session (resource
     /// subscriptions, the log level): requests to send again, in order,
-    /// after a renewal. Keyed by what they set.
-    replay: Vec<(String, String)>,
+    /// after a renewal: what they set, their id, their text.
+    replay: Vec<(String, Id, String)>,
 }
 
 /// What the transport needs to know of an outgoing message.
@@ -264,15 +276,20 @@ struct Probe {
     method: Option<String>,
 }
 
+/// The id and method of each message in a frame (one, or a batch).
+fn probes(text: &str) -> Vec<Probe> {
+    if text.trim_start().starts_with('[') {
+        serde_json::from_str(text).unwrap_or_default()
+    } else {
+        serde_json::from_str(text)
+            .map(|p| vec![p])
+            .unwrap_or_default()
+    }
+}
+
 impl OutMsg {
     fn classify(text: String) -> Self {
-        let probes: Vec<Probe> = if text.trim_start().starts_with('[') {
-            serde_json::from_str(&text).unwrap_or_default()
-        } else {
-            serde_json::from_str(&text)
-                .map(|p| vec![p])
-                .unwrap_or_default()
-        };
+        let probes = probes(&text);
         let method = match probes.as_slice() {
             [p] => p.method.clone(),
             _ => None,
@@ -292,14 +309,7 @@ impl OutMsg {
 
 /// The id of a response (not a request) in an incoming frame.
 fn response_ids(data: &str) -> Vec<Id> {
-    let probes: Vec<Probe> = if data.trim_start().starts_with('[') {
-        serde_json::from_str(data).unwrap_or_default()
-    } else {
-        serde_json::from_str(data)
-            .map(|p| vec![p])
-            .unwrap_or_default()
-    };
-    probes
+    probes(data)
         .into_iter()
         .filter(|p| p.method.is_none())
         .filter_map(|p| p.id)
@@ -335,6 +345,17 @@ impl Shared {
             self.emit(TransportEvent::Failed {
                 id: id.clone(),
                 reason: reason.to_owned(),
+            })
+            .await;
+        }
+    }
+
+    /// The answer to these requests was over the size limit and discarded.
+    async fn oversized(&self, ids: Vec<Id>) {
+        for id in ids {
+            self.emit(TransportEvent::Oversized {
+                limit: self.limit,
+                id: Some(id),
             })
             .await;
         }
@@ -563,11 +584,12 @@ impl TransportControl for HttpControl {
     }
 
     fn kind(&self) -> &'static str {
-        match self.shared.kind.load(Ordering::SeqCst) {
-            KIND_STREAMABLE => "streamable-http",
-            KIND_SSE => "sse",
-            _ => "http",
-        }
+        let detected = match self.shared.kind.load(Ordering::SeqCst) {
+            KIND_STREAMABLE => HttpMode::Streamable,
+            KIND_SSE => HttpMode::Sse,
+            _ => HttpMode::Auto,
+        };
+        detected.label()
     }
 }
 

@@ -114,10 +114,13 @@ fn remember_session_state(shared: &Shared, msg: &OutMsg) {
         },
         _ => return,
     };
+    let Some(id) = msg.requests.first() else {
+        return;
+    };
     let replay = &mut shared.state().replay;
-    replay.retain(|(k, _)| *k != key);
+    replay.retain(|(k, _, _)| *k != key);
     if keep {
-        replay.push((key, msg.text.clone()));
+        replay.push((key, id.clone(), msg.text.clone()));
     }
 }
 
@@ -329,16 +332,7 @@ async fn answer(shared: &Arc<Shared>, resp: reqwest::Response, ids: Vec<Id>) {
                     shared.fail(&missed, &reason).await;
                 }
             }
-            Err(BodyError::Oversized) => {
-                for id in ids {
-                    shared
-                        .emit(TransportEvent::Oversized {
-                            limit: shared.limit,
-                            id: Some(id),
-                        })
-                        .await;
-                }
-            }
+            Err(BodyError::Oversized) => shared.oversized(ids).await,
             Err(BodyError::Http(e)) => {
                 let reason = format!("reading the response failed: {}", error_chain(&e));
                 shared.fail(&ids, &reason).await;
@@ -409,16 +403,8 @@ async fn read_stream(shared: &Arc<Shared>, mut stream: EventStream, mut pending:
                     }
                 }
                 Ok(_) => {}
-                Err(SseError::Oversized { limit }) => {
-                    for id in pending {
-                        shared
-                            .emit(TransportEvent::Oversized {
-                                limit,
-                                id: Some(id),
-                            })
-                            .await;
-                    }
-                    return;
+                Err(SseError::Oversized { .. }) => {
+                    return shared.oversized(pending).await;
                 }
                 Err(e @ SseError::Stream(_)) => {
                     debug!("response stream broke: {e}");
@@ -532,26 +518,7 @@ async fn renew_session(shared: &Arc<Shared>, stale: &str) -> Result<(), String> 
     }
     capture_session(shared, resp.headers());
     // Our `initialize` answered already; this answer stays here.
-    let answered = match body_kind(&resp) {
-        BodyKind::Json => read_limited(resp, shared.limit)
-            .await
-            .is_ok_and(|t| response_ids(&t).iter().any(|a| same_id(a, &id))),
-        BodyKind::EventStream => {
-            let mut s = EventStream::new(resp, shared.limit);
-            let mut found = false;
-            while let Some(Ok(ev)) = s.next().await {
-                if let Event::Message(data) = ev
-                    && response_ids(&data).iter().any(|a| same_id(a, &id))
-                {
-                    found = true;
-                    break;
-                }
-            }
-            found
-        }
-        _ => false,
-    };
-    if !answered {
+    if !swallow_answer(shared, resp, &id).await {
         return Err(expired(
             "the server did not answer the new initialize".to_owned(),
         ));
@@ -564,11 +531,14 @@ async fn renew_session(shared: &Arc<Shared>, stale: &str) -> Result<(), String> 
     }
     // The new session knows nothing of our subscriptions or log level.
     let replay = shared.state().replay.clone();
-    for (what, text) in replay {
+    for (what, id, text) in replay {
         let outcome = match build_post(shared, &text, Headers::Session).send().await {
             Ok(r) if r.status().is_success() => {
-                swallow_answer(shared, r).await;
-                "restored".to_owned()
+                if swallow_answer(shared, r, &id).await {
+                    "restored".to_owned()
+                } else {
+                    "sent, but not answered".to_owned()
+                }
             }
             Ok(r) => shared.status_error(r).await,
             Err(e) => error_chain(&e),
@@ -581,24 +551,30 @@ async fn renew_session(shared: &Arc<Shared>, stale: &str) -> Result<(), String> 
 }
 
 /// Read the answer to a request we sent on our own, without delivering it.
-async fn swallow_answer(shared: &Shared, resp: reqwest::Response) {
+/// True when it held the response to `id`.
+async fn swallow_answer(shared: &Shared, resp: reqwest::Response, id: &Id) -> bool {
+    let answers = |data: &str| response_ids(data).iter().any(|a| same_id(a, id));
     match body_kind(&resp) {
+        BodyKind::Json => read_limited(resp, shared.limit)
+            .await
+            .is_ok_and(|t| answers(&t)),
         BodyKind::EventStream => {
             let mut s = EventStream::new(resp, shared.limit);
-            let done = async {
+            let found = async {
                 while let Some(Ok(ev)) = s.next().await {
                     if let Event::Message(data) = ev
-                        && !response_ids(&data).is_empty()
+                        && answers(&data)
                     {
-                        return;
+                        return true;
                     }
                 }
+                false
             };
-            let _ = tokio::time::timeout(shared.send_timeout, done).await;
+            tokio::time::timeout(shared.send_timeout, found)
+                .await
+                .unwrap_or(false)
         }
-        _ => {
-            let _ = read_limited(resp, shared.limit).await;
-        }
+        _ => false,
     }
 }
 
