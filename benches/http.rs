@@ -46,14 +46,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use mcphost::client::{CallOptions, ClientOptions, ServerClient};
-use mcphost::ipc;
 use mcphost::protocol::RawValue;
 use mcphost::transport::http::{HttpConfig, HttpMode};
 
-use common::{BenchResult, Round, env_usize, summarize, us};
+use common::{BenchResult, Daemon, Round, env_usize, start_daemon, summarize, us};
 use http_server::HttpServer;
 
-const MCPHOST: &str = env!("CARGO_BIN_EXE_mcphost");
 const SERVER: &str = "ev";
 const CATALOG_ECHO: &str = "ev__echo";
 
@@ -311,51 +309,14 @@ fn header<'a>(headers: &'a str, name: &str) -> Option<&'a str> {
     })
 }
 
-/// A real `mcphost daemon`; SIGTERMed and reaped on drop.
-struct Daemon {
-    child: Child,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let _ = self.child.wait();
-    }
-}
-
 async fn daemon(dir: &Path, url: &str) -> BenchResult<(Daemon, ServerClient)> {
-    let config = dir.join("daemon.json");
     let cfg = serde_json::json!({
         "mcpServers": { SERVER: { "url": url, "type": "streamable-http" } },
         "loginShellPath": false,
     });
-    std::fs::write(&config, cfg.to_string())?;
-    let socket = dir.join("daemon.sock");
-    let child = Command::new(MCPHOST)
-        .arg("--socket")
-        .arg(&socket)
-        .arg("--config")
-        .arg(&config)
-        .arg("daemon")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let d = Daemon { child };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let client = loop {
-        match ipc::connect(&socket, ipc::DEFAULT_MAX_MESSAGE_BYTES).await {
-            Ok(conn) => {
-                break ServerClient::connect("daemon", conn, ClientOptions::default()).await?;
-            }
-            Err(e) if Instant::now() > deadline => return Err(e.into()),
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    };
+    let (d, client) = start_daemon(dir, &cfg.to_string()).await?;
     // Until the server is ready and its tools are in the catalog.
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         match echo(&client, CATALOG_ECHO).await {
             Ok(()) => break,

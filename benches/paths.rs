@@ -54,10 +54,9 @@ use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
 
-use common::{BenchResult, Round, env_usize, summarize, us};
+use common::{BenchResult, Daemon, Round, env_usize, start_daemon, summarize, us};
 
 const TESTSERVER: &str = env!("CARGO_BIN_EXE_mcphost-testserver");
-const MCPHOST: &str = env!("CARGO_BIN_EXE_mcphost");
 const WARMUP: usize = 500;
 const CONCURRENCY: usize = 32;
 /// The server's name in the engine's config, so its echo is `testserver__echo`.
@@ -248,46 +247,10 @@ async fn socket_client(socket: &Path) -> BenchResult<ServerClient> {
     Ok(ServerClient::connect("socket", conn, ClientOptions::default()).await?)
 }
 
-/// A real `mcphost daemon`; killed on drop.
-struct Daemon {
-    child: std::process::Child,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        // SIGTERM lets it stop its test server; then reap it.
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let _ = self.child.wait();
-    }
-}
-
 async fn daemon(dir: &Path, log: Option<&Path>) -> BenchResult<(Daemon, ServerClient)> {
-    let config = dir.join("daemon.json");
-    std::fs::write(&config, config_json(&server_args(log))?)?;
-    let socket = dir.join("daemon.sock");
-    let child = std::process::Command::new(MCPHOST)
-        .arg("--socket")
-        .arg(&socket)
-        .arg("--config")
-        .arg(&config)
-        .arg("daemon")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let d = Daemon { child };
+    let (d, client) = start_daemon(dir, &config_json(&server_args(log))?).await?;
+    // Until the server's tools are listed.
     let deadline = Instant::now() + Duration::from_secs(30);
-    // Wait for the socket, then for the server's tools to be listed.
-    let client = loop {
-        match socket_client(&socket).await {
-            Ok(c) => break c,
-            Err(e) if Instant::now() > deadline => return Err(e),
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    };
     loop {
         match client_call(&client, CATALOG_ECHO, "ready").await {
             Ok(()) => break,

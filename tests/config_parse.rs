@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use mcphost::client::ClientOptions;
 use mcphost::config::{
-    ConfigError, ConfigLocation, ConfigSource, HostConfig, HttpKind, HttpServer, Namespacing,
+    ConfigError, ConfigLocation, ConfigSource, HostConfig, HttpMode, HttpServer, Namespacing,
     ServerConfig, StdioServer, Timeouts, ToolFilter, TransportConfig, default_config_path, load,
     load_from, parse, resolve_config_path_with,
 };
@@ -130,12 +130,12 @@ fn vscode_shape_with_types() {
         HttpServer {
             url: "https://mcp.example.com/mcp".into(),
             headers: map(&[("Authorization", "Bearer docs_secret456")]),
-            kind: HttpKind::Auto,
+            kind: HttpMode::Auto,
         }
     );
-    assert_eq!(http("stream").kind, HttpKind::Streamable);
-    assert_eq!(http("legacy").kind, HttpKind::Sse);
-    assert_eq!(http("inferred").kind, HttpKind::Auto);
+    assert_eq!(http("stream").kind, HttpMode::Streamable);
+    assert_eq!(http("legacy").kind, HttpMode::Sse);
+    assert_eq!(http("inferred").kind, HttpMode::Auto);
     assert!(matches!(
         config.server("memory").unwrap().transport,
         TransportConfig::Stdio(_)

@@ -17,7 +17,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{
-    Daemon, Interop, MCPHOST, Sandbox, TESTSERVER, alive, interop, js, lenient_json, poll, text_of,
+    Daemon, Interop, MCPHOST, Sandbox, TESTSERVER, alive, interop, js, lenient_json, output_within,
+    poll, text_of,
 };
 use serde_json::{Value, json};
 
@@ -78,28 +79,6 @@ fn pids(d: &Daemon) -> HashMap<String, Option<u64>> {
 
 fn call_json(d: &Daemon, tool: &str, args: &str) -> Value {
     d.json(&["call", tool, args])
-}
-
-/// Runs a child to completion within `limit`, killing it after that.
-fn output_within(mut cmd: std::process::Command, limit: Duration) -> std::process::Output {
-    let child = cmd
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            // SAFETY: kill(2) on a child we spawned and have not reaped.
-            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
-            panic!("{cmd:?} did not finish within {limit:?}");
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------

@@ -26,7 +26,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::{
-    Daemon, FullHost, Interop, MCPHOST, Sandbox, TESTSERVER, interop, js,
+    Daemon, FullHost, Interop, MCPHOST, Sandbox, TESTSERVER, interop, js, output_within,
     progress_counter as counter, raw, raw_text_of as text_of,
 };
 use http_server::HttpServer;
@@ -736,28 +736,6 @@ fn cli_direct_to_python_servers() {
 
 // ---------------------------------------------------------------------------
 // The daemon
-
-/// Runs `cmd` to completion within `limit`, or kills it and panics.
-fn output_within(mut cmd: Command, limit: Duration) -> std::process::Output {
-    let child = cmd
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            // SAFETY: kill(2) on a child we spawned and have not reaped.
-            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
-            panic!("{cmd:?} did not finish within {limit:?}");
-        }
-    }
-}
 
 #[test]
 fn daemon_serves_http_and_stdio_servers_side_by_side() {

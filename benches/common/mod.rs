@@ -1,4 +1,4 @@
-//! Statistics and settings shared by the benchmarks.
+//! Statistics, settings and the daemon process shared by the benchmarks.
 #![allow(dead_code)]
 
 use std::time::Duration;
@@ -62,4 +62,56 @@ pub fn summarize(rounds: &[Round]) -> Round {
 /// Microseconds with one decimal.
 pub fn us(d: Duration) -> String {
     format!("{:.1}", d.as_secs_f64() * 1e6)
+}
+
+/// A real `mcphost daemon` process, stopped by SIGTERM (so it stops its
+/// servers) and reaped on drop.
+pub struct Daemon {
+    child: std::process::Child,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts the daemon with `config` (JSON text) in `dir`, and connects a
+/// client to its socket once it listens (within 30 s).
+pub async fn start_daemon(
+    dir: &std::path::Path,
+    config: &str,
+) -> BenchResult<(Daemon, mcphost::client::ServerClient)> {
+    use std::process::Stdio;
+    let config_path = dir.join("daemon.json");
+    std::fs::write(&config_path, config)?;
+    let socket = dir.join("daemon.sock");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_mcphost"))
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--config")
+        .arg(&config_path)
+        .arg("daemon")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let d = Daemon { child };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let connect = || async {
+        let conn = mcphost::ipc::connect(&socket, mcphost::ipc::DEFAULT_MAX_MESSAGE_BYTES).await?;
+        let opts = mcphost::client::ClientOptions::default();
+        BenchResult::Ok(mcphost::client::ServerClient::connect("daemon", conn, opts).await?)
+    };
+    loop {
+        match connect().await {
+            Ok(client) => return Ok((d, client)),
+            Err(e) if std::time::Instant::now() > deadline => return Err(e),
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
 }

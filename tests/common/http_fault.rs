@@ -448,6 +448,21 @@ impl FaultServer {
         format!("{} requests:\n  {}", lines.len(), lines.join("\n  "))
     }
 
+    /// The first request matching `pred`; past `deadline`, the test fails.
+    fn received(
+        &self,
+        what: &str,
+        limit: Duration,
+        deadline: Instant,
+        pred: impl Fn(&Recorded) -> bool,
+    ) -> Option<Recorded> {
+        let found = self.requests().into_iter().find(|r| pred(r));
+        if found.is_none() && Instant::now() >= deadline {
+            panic!("{what}: not received within {limit:?}; {}", self.summary());
+        }
+        found
+    }
+
     /// Waits (async) for a request matching `pred`.
     pub async fn wait_for(
         &self,
@@ -457,11 +472,8 @@ impl FaultServer {
     ) -> Recorded {
         let deadline = Instant::now() + limit;
         loop {
-            if let Some(r) = self.requests().into_iter().find(|r| pred(r)) {
+            if let Some(r) = self.received(what, limit, deadline, &pred) {
                 return r;
-            }
-            if Instant::now() >= deadline {
-                panic!("{what}: not received within {limit:?}; {}", self.summary());
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -476,11 +488,8 @@ impl FaultServer {
     ) -> Recorded {
         let deadline = Instant::now() + limit;
         loop {
-            if let Some(r) = self.requests().into_iter().find(|r| pred(r)) {
+            if let Some(r) = self.received(what, limit, deadline, &pred) {
                 return r;
-            }
-            if Instant::now() >= deadline {
-                panic!("{what}: not received within {limit:?}; {}", self.summary());
             }
             std::thread::sleep(Duration::from_millis(20));
         }

@@ -591,3 +591,26 @@ pub async fn exercise_py_server(c: &ServerClient) {
         .unwrap();
     assert!(comp.get().contains("formal"));
 }
+
+/// Runs a child to completion within `limit`; past that it is killed and the
+/// test fails.
+pub fn output_within(mut cmd: std::process::Command, limit: Duration) -> std::process::Output {
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            // SAFETY: kill(2) on a child we spawned and have not reaped.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            panic!("{cmd:?} did not finish within {limit:?}");
+        }
+    }
+}
