@@ -525,9 +525,7 @@ impl Registry {
                             | ServerState::Disabled
                             | ServerState::Stopped
                     )
-                    // An unreachable HTTP server is retried without end;
-                    // its first failure is as settled as it gets.
-                    || (matches!(e.config.transport, TransportConfig::Http(_))
+                    || (status.retries_without_limit
                         && status.state == ServerState::Restarting
                         && status.error.is_some())
             });

@@ -99,6 +99,10 @@ pub struct ServerStatus {
     pub restarts: u32,
     #[serde(skip)]
     pub since: SystemTime,
+    /// Failed starts never end in `failed` (HTTP: remote servers come
+    /// back), so a first failure is as settled as this server gets.
+    #[serde(skip)]
+    pub retries_without_limit: bool,
 }
 
 impl ServerStatus {
@@ -117,6 +121,7 @@ impl ServerStatus {
             stderr_tail: Vec::new(),
             restarts: 0,
             since: SystemTime::now(),
+            retries_without_limit: matches!(launch, Launch::Http(_)),
         }
     }
 
@@ -340,8 +345,8 @@ impl Supervisor {
                     start_failures += 1;
                     let msg = e.to_string();
                     warn!(attempt = start_failures, "start failed: {msg}");
-                    let remote = matches!(self.launch, Launch::Http(_));
-                    let gave_up = start_failures >= self.policy.max_start_failures && !remote;
+                    let unlimited = self.status.borrow().retries_without_limit;
+                    let gave_up = start_failures >= self.policy.max_start_failures && !unlimited;
                     if gave_up || !retryable(&e) {
                         let state = if e.auth_required() {
                             ServerState::AuthRequired
