@@ -351,16 +351,24 @@ impl Engine {
                     entry: Box<RawValue>,
                 }
                 let p: AddParams = params_of(&params)?;
-                store.add(&p.name, p.entry.get())
+                store.add(&p.name, p.entry.get()).await
             }
-            "mcphost/servers/remove" => store.remove(&params_of::<NameParam>(&params)?.name),
+            "mcphost/servers/remove" => store.remove(&params_of::<NameParam>(&params)?.name).await,
             "mcphost/servers/enable" => {
-                store.set_disabled(&params_of::<NameParam>(&params)?.name, false)
+                store
+                    .set_disabled(&params_of::<NameParam>(&params)?.name, false)
+                    .await
             }
-            _ => store.set_disabled(&params_of::<NameParam>(&params)?.name, true),
+            _ => {
+                store
+                    .set_disabled(&params_of::<NameParam>(&params)?.name, true)
+                    .await
+            }
         };
-        let cfg = result.map_err(|e| invalid_params(e.to_string()))?;
-        self.registry.apply(&cfg).await;
+        // Applied while the edit holds its turn: edits reach the registry
+        // in file order.
+        let edited = result.map_err(|e| invalid_params(e.to_string()))?;
+        self.registry.apply(&edited.config).await;
         raw(&json!({}))
     }
 }

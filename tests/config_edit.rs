@@ -279,3 +279,41 @@ fn write_atomic_replaces_keeps_mode_and_follows_symlinks() {
     let err = write_atomic(&dir.path().join("missing/dir/c.json"), "{}").unwrap_err();
     assert!(matches!(err, ConfigError::Write { .. }), "{err:?}");
 }
+
+/// Two stores on one file stand for two processes: each opens the file on
+/// its own, so only the lock file between them keeps their edits apart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_stores_editing_one_file_lose_no_edit() {
+    use mcphost::config::location::{ConfigLocation, ConfigSource};
+    use mcphost::config::store::ConfigStore;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.json");
+    std::fs::write(&path, "{ \"mcpServers\": {} }\n").unwrap();
+    let open = || {
+        std::sync::Arc::new(
+            ConfigStore::open(ConfigLocation {
+                path: path.clone(),
+                source: ConfigSource::Flag,
+            })
+            .unwrap(),
+        )
+    };
+    let stores = [open(), open()];
+    let tasks: Vec<_> = (0..10)
+        .map(|i| {
+            let store = stores[i % 2].clone();
+            tokio::spawn(async move {
+                store.add(&format!("s{i}"), NPX).await.unwrap();
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let text = std::fs::read_to_string(&path).unwrap();
+    let servers = parsed(&text).servers.len();
+    assert_eq!(servers, 10, "{text}");
+    // The lock file stays beside the config, private like it.
+    let lock = std::fs::metadata(dir.path().join("config.json.lock")).unwrap();
+    assert_eq!(lock.permissions().mode() & 0o777, 0o600);
+}

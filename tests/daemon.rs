@@ -638,6 +638,41 @@ fn cli_edits_keep_the_file_and_are_applied() {
     assert_eq!(r["servers"], 2, "{r}");
 }
 
+#[test]
+fn parallel_servers_add_lose_no_edit() {
+    let d = Daemon::start(&config(&[("base", ts(&[]))]));
+    let names: Vec<String> = (0..10).map(|i| format!("p{i}")).collect();
+    let children: Vec<_> = names
+        .iter()
+        .map(|n| {
+            let mut c = d.command();
+            c.args(["servers", "add", n, "--", "true"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            (n.clone(), c.spawn().unwrap())
+        })
+        .collect();
+    for (n, child) in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "add {n}: {out:?}");
+    }
+    let cfg = mcphost::config::parse(&d.read_config(), &d.config, &|_| None).unwrap();
+    let in_file: BTreeSet<&str> = cfg.servers.iter().map(|s| s.name.as_str()).collect();
+    let missing: Vec<&String> = names
+        .iter()
+        .filter(|n| !in_file.contains(n.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "lost from the file: {missing:?} of {}",
+        names.len()
+    );
+    // The daemon runs what the file says, whatever order the edits landed in.
+    poll("all 11 servers listed", SOON, || {
+        (d.servers().len() == 11).then_some(())
+    });
+}
+
 // ---------------------------------------------------------------------------
 // The socket protocol, raw
 

@@ -77,6 +77,8 @@ pub enum ConfigError {
     Edit { reason: String },
     #[error("{}: cannot write the config file: {source}", path.display())]
     Write { path: PathBuf, source: io::Error },
+    #[error("{}: cannot lock the config for editing: {source}", path.display())]
+    Locked { path: PathBuf, source: io::Error },
 }
 
 impl ConfigError {

@@ -1,10 +1,27 @@
 //! The daemon's view of its config file: the last good config, the last
 //! error, reloads, and edits that keep the user's text intact.
+//!
+//! An edit is read → transform → write. Edits in this process take turns
+//! (one [`Edited`] at a time, held until the new config is applied), and
+//! edits by other processes on the same file are kept apart by an advisory
+//! lock on `<config>.lock`, so no edit is lost to a concurrent one.
 
-use std::sync::Mutex;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
+use tokio::sync::OwnedMutexGuard;
 
 use super::location::{ConfigLocation, load_from};
 use super::{ConfigError, HostConfig, edit, parse, process_env};
+
+/// How long an edit waits for another process's edit of the same file.
+const LOCK_WAIT: Duration = Duration::from_secs(10);
+const LOCK_POLL: Duration = Duration::from_millis(10);
 
 struct State {
     current: HostConfig,
@@ -14,6 +31,16 @@ struct State {
 pub struct ConfigStore {
     location: ConfigLocation,
     state: Mutex<State>,
+    /// One edit at a time, from its read until its config is applied.
+    turn: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// A config just written by an edit. It holds the edit turn: apply
+/// `config` before dropping it, so edits reach the servers in the order
+/// they reached the file.
+pub struct Edited {
+    pub config: HostConfig,
+    _turn: OwnedMutexGuard<()>,
 }
 
 impl ConfigStore {
@@ -26,6 +53,7 @@ impl ConfigStore {
                 current,
                 error: None,
             }),
+            turn: Arc::new(tokio::sync::Mutex::new(())),
         })
     }
 
@@ -44,7 +72,11 @@ impl ConfigStore {
 
     /// Re-read the file. `Ok(None)` when nothing that matters changed; an
     /// invalid file is rejected and remembered, and the last good config stays.
-    pub fn reload(&self) -> Result<Option<HostConfig>, ConfigError> {
+    ///
+    /// Waits for an edit in progress, and holds the turn like one, so a
+    /// reload never applies a file older than an edit already applied.
+    pub async fn reload(&self) -> Result<Option<Edited>, ConfigError> {
+        let turn = self.turn.clone().lock_owned().await;
         match load_from(&self.location, &process_env) {
             Ok(cfg) => {
                 let mut st = self.lock();
@@ -53,7 +85,10 @@ impl ConfigStore {
                     return Ok(None);
                 }
                 st.current = cfg.clone();
-                Ok(Some(cfg))
+                Ok(Some(Edited {
+                    config: cfg,
+                    _turn: turn,
+                }))
             }
             Err(e) => {
                 self.lock().error = Some(e.to_string());
@@ -62,11 +97,21 @@ impl ConfigStore {
         }
     }
 
-    fn edit(
+    async fn edit(
         &self,
         f: impl FnOnce(&str) -> Result<String, ConfigError>,
-    ) -> Result<HostConfig, ConfigError> {
+    ) -> Result<Edited, ConfigError> {
+        let turn = self.turn.clone().lock_owned().await;
         let path = &self.location.path;
+        if let Some(dir) = path.parent()
+            && !dir.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(dir).map_err(|source| ConfigError::Write {
+                path: path.clone(),
+                source,
+            })?;
+        }
+        let _file = lock_file(path).await?;
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -80,30 +125,64 @@ impl ConfigStore {
         let new_text = f(&text)?;
         // Never write a file the daemon would then refuse.
         let cfg = parse(&new_text, path, &process_env)?;
-        if let Some(dir) = path.parent()
-            && !dir.as_os_str().is_empty()
-        {
-            std::fs::create_dir_all(dir).map_err(|source| ConfigError::Write {
-                path: path.clone(),
-                source,
-            })?;
-        }
         edit::write_atomic(path, &new_text)?;
         let mut st = self.lock();
         st.current = cfg.clone();
         st.error = None;
-        Ok(cfg)
+        Ok(Edited {
+            config: cfg,
+            _turn: turn,
+        })
     }
 
-    pub fn add(&self, name: &str, entry_json: &str) -> Result<HostConfig, ConfigError> {
-        self.edit(|t| edit::add_server(t, name, entry_json))
+    pub async fn add(&self, name: &str, entry_json: &str) -> Result<Edited, ConfigError> {
+        self.edit(|t| edit::add_server(t, name, entry_json)).await
     }
 
-    pub fn remove(&self, name: &str) -> Result<HostConfig, ConfigError> {
-        self.edit(|t| edit::remove_server(t, name))
+    pub async fn remove(&self, name: &str) -> Result<Edited, ConfigError> {
+        self.edit(|t| edit::remove_server(t, name)).await
     }
 
-    pub fn set_disabled(&self, name: &str, disabled: bool) -> Result<HostConfig, ConfigError> {
-        self.edit(|t| edit::set_disabled(t, name, disabled))
+    pub async fn set_disabled(&self, name: &str, disabled: bool) -> Result<Edited, ConfigError> {
+        self.edit(|t| edit::set_disabled(t, name, disabled)).await
+    }
+}
+
+/// `<config>.lock` beside the file the edit replaces (a symlink's target,
+/// as [`edit::write_atomic`] does), locked exclusively. The lock file stays:
+/// removing it would let two editors lock different files.
+async fn lock_file(config: &Path) -> Result<Flock<File>, ConfigError> {
+    let target = std::fs::canonicalize(config).unwrap_or_else(|_| config.to_path_buf());
+    let mut name = target.file_name().unwrap_or_default().to_os_string();
+    name.push(".lock");
+    let path: PathBuf = target.with_file_name(name);
+    let locked = |source| ConfigError::Locked {
+        path: path.clone(),
+        source,
+    };
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&path)
+        .map_err(locked)?;
+    let started = tokio::time::Instant::now();
+    loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => return Ok(lock),
+            Err((f, Errno::EWOULDBLOCK | Errno::EINTR)) if started.elapsed() < LOCK_WAIT => {
+                file = f;
+                tokio::time::sleep(LOCK_POLL).await;
+            }
+            Err((_, Errno::EWOULDBLOCK)) => {
+                return Err(locked(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("another process has been editing it for {LOCK_WAIT:?}"),
+                )));
+            }
+            Err((_, errno)) => return Err(locked(errno.into())),
+        }
     }
 }

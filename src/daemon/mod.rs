@@ -104,10 +104,10 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
                 // Editors write in bursts; let them finish.
                 tokio::time::sleep(Duration::from_millis(150)).await;
                 while reload_rx.try_recv().is_ok() {}
-                match store.reload() {
-                    Ok(Some(cfg)) => {
+                match store.reload().await {
+                    Ok(Some(edited)) => {
                         info!("config changed; applying");
-                        registry.apply(&cfg).instrument(info_span!("reload")).await;
+                        registry.apply(&edited.config).instrument(info_span!("reload")).await;
                     }
                     Ok(None) => {}
                     Err(e) => error!("config rejected, keeping the last good one: {e}"),
