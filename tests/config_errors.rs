@@ -225,19 +225,19 @@ const CASES: &[(&str, &str, &[&str])] = &[
         "namespacing too small",
         "{\n\"namespacing\": {\"maxLength\": 20, \"reserve\": 10}\n}",
         &[
-            "/cfg/config.json:2: namespacing: maxLength (20) minus reserve (10) leaves 10 characters for tool names; at least 16 are needed",
+            "/cfg/config.json:2: namespacing: max length 20 minus reserve 10 leaves 10 characters for names; at least 12 are needed",
         ],
     ),
     (
         "namespacing reserve above maxLength",
         "{\"namespacing\": {\"reserve\": 100}}",
-        &["namespacing: maxLength (64) minus reserve (100) leaves 0 characters"],
+        &["namespacing: max length 64 minus reserve 100 leaves 0 characters"],
     ),
     (
         "namespacing wrong values",
         "{\"namespacing\": {\n\"separator\": \"\",\n\"maxLength\": -1,\n\"reserve\": 1.5}}",
         &[
-            "/cfg/config.json:2: namespacing.separator: must be a non-empty string without whitespace",
+            "/cfg/config.json:2: namespacing.separator: name separator \"\" must be non-empty and use only A-Z, a-z, 0-9, '_' and '-'",
             "/cfg/config.json:3: namespacing.maxLength: must be a non-negative integer",
             "/cfg/config.json:4: namespacing.reserve: must be a non-negative integer",
         ],
@@ -363,4 +363,52 @@ fn secrets_never_appear_in_errors() {
     let err = parse(text, Path::new(FILE), &env).unwrap_err();
     assert!(!err.to_string().contains("t0k3n"), "{err}");
     assert!(!err.to_string().contains("key="), "{err}");
+}
+
+/// The config accepts exactly the namespacing the catalog honours: one rule
+/// (`NamingRules::validate`), reported as `file:line: field: reason`.
+#[test]
+fn namespacing_is_checked_by_the_catalogs_naming_rule() {
+    use mcphost::registry::catalog::NamingRules;
+    let cases: &[(&str, usize, usize)] = &[
+        ("__", 64, 0),
+        ("-", 64, 0),
+        ("_x-1", 64, 0),
+        (".", 64, 0),
+        ("::", 64, 0),
+        ("é", 64, 0),
+        ("__", 14, 0),
+        ("__", 12, 0),
+        ("__", 11, 0),
+        ("__", 64, 52),
+        ("__", 64, 53),
+        ("", 64, 0),
+    ];
+    for &(separator, max_length, reserve) in cases {
+        let rules = NamingRules {
+            separator: separator.to_owned(),
+            max_length,
+            reserve,
+        };
+        let text = format!(
+            "{{\n\"namespacing\": {{\n\"separator\": {},\n\"maxLength\": {max_length},\n\"reserve\": {reserve}}}}}",
+            serde_json::json!(separator)
+        );
+        let parsed = parse(&text, Path::new(FILE), &env);
+        match (rules.validate(), parsed) {
+            (Ok(()), Ok(cfg)) => {
+                assert_eq!(cfg.namespacing.separator, separator);
+                assert_eq!(cfg.namespacing.max_length, max_length);
+            }
+            (Err(rule), Err(err)) => {
+                let shown = err.to_string();
+                assert_eq!(err.issues().len(), 1, "{shown}");
+                assert!(shown.starts_with("/cfg/config.json:"), "{shown}");
+                assert!(shown.contains(&rule.to_string()), "{rules:?}: {shown}");
+            }
+            (rule, parsed) => {
+                panic!("{rules:?}: the catalog says {rule:?}, the config {parsed:?}")
+            }
+        }
+    }
 }

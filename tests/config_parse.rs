@@ -170,7 +170,7 @@ fn defaults_apply_unless_overridden() {
         r#"{
   "loginShellPath": false,
   "defaults": {"timeouts": {"request": "30s", "shutdown": "500ms"}, "inheritEnv": true},
-  "namespacing": {"separator": ".", "maxLength": 48, "reserve": 8},
+  "namespacing": {"separator": "-", "maxLength": 48, "reserve": 8},
   "mcpServers": {
     "plain": {"command": "a"},
     "own": {"command": "b", "inheritEnv": false, "timeouts": {"init": "2m", "shutdown": "0s", "maxRequest": "1h"}}
@@ -181,7 +181,7 @@ fn defaults_apply_unless_overridden() {
     assert_eq!(
         config.namespacing,
         Namespacing {
-            separator: ".".into(),
+            separator: "-".into(),
             max_length: 48,
             reserve: 8
         }

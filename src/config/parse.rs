@@ -19,6 +19,7 @@ use super::{
     ConfigError, EnvLookup, HostConfig, HttpMode, HttpServer, Issue, Issues, Namespacing,
     ServerConfig, StdioServer, Timeouts, ToolFilter, TransportConfig,
 };
+use crate::registry::catalog::NamingRules;
 
 /// JSON plus comments and trailing commas, nothing looser: a config that
 /// other tools (Claude Desktop, VS Code) also read must stay close to JSON.
@@ -36,9 +37,6 @@ pub(crate) fn json_options() -> ParseOptions {
         allow_extended_string_escapes: false,
     }
 }
-
-/// Namespaced tool names need room after the host's reserve.
-const MIN_NAME_ROOM: usize = 16;
 
 const TOP_KEYS: &[&str] = &[
     "$schema",
@@ -297,14 +295,9 @@ impl<'a> Ctx<'a> {
         if let Some(prop) = obj.get("separator")
             && let Some(sep) = self.string(&prop.value, "namespacing.separator")
         {
-            if sep.is_empty() || sep.chars().any(|c| c.is_whitespace() || c.is_control()) {
-                self.error(
-                    prop.value.start(),
-                    "namespacing.separator",
-                    "must be a non-empty string without whitespace",
-                );
-            } else {
-                ns.separator = sep.to_owned();
+            match NamingRules::check_separator(sep) {
+                Ok(()) => ns.separator = sep.to_owned(),
+                Err(e) => self.error(prop.value.start(), "namespacing.separator", e.to_string()),
             }
         }
         let mut sizes_ok = true;
@@ -320,16 +313,8 @@ impl<'a> Ctx<'a> {
                 None => sizes_ok = false,
             }
         }
-        let room = ns.max_length.saturating_sub(ns.reserve);
-        if sizes_ok && room < MIN_NAME_ROOM {
-            self.error(
-                value.start(),
-                "namespacing",
-                format!(
-                    "maxLength ({}) minus reserve ({}) leaves {room} characters for tool names; at least {MIN_NAME_ROOM} are needed",
-                    ns.max_length, ns.reserve
-                ),
-            );
+        if sizes_ok && let Err(e) = NamingRules::check_budget(ns.max_length, ns.reserve) {
+            self.error(value.start(), "namespacing", e.to_string());
         }
         ns
     }

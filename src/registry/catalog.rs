@@ -104,7 +104,7 @@ pub enum NamingError {
     #[error("name separator {0:?} must be non-empty and use only A-Z, a-z, 0-9, '_' and '-'")]
     Separator(String),
     #[error(
-        "name budget is {budget} (max length {max_length} minus reserve {reserve}); it must be at least {MIN_BUDGET}"
+        "max length {max_length} minus reserve {reserve} leaves {budget} characters for names; at least {MIN_BUDGET} are needed"
     )]
     Budget {
         budget: usize,
@@ -120,19 +120,31 @@ impl NamingRules {
         self.max_length.saturating_sub(self.reserve).max(MIN_BUDGET)
     }
 
-    /// For the config layer: [`build`] copes with anything, but a separator
-    /// with illegal characters or a budget below [`MIN_BUDGET`] is a mistake
-    /// the user should hear about.
+    /// The one rule for namespacing settings, which the config layer
+    /// applies: [`build`] copes with anything, but a separator it would have
+    /// to sanitize or a budget it would have to raise to [`MIN_BUDGET`] is
+    /// a mistake the user should hear about.
     pub fn validate(&self) -> Result<(), NamingError> {
-        if self.separator.is_empty() || !self.separator.chars().all(is_allowed) {
-            return Err(NamingError::Separator(self.separator.clone()));
+        Self::check_separator(&self.separator)?;
+        Self::check_budget(self.max_length, self.reserve)
+    }
+
+    /// The separator part of [`Self::validate`].
+    pub fn check_separator(separator: &str) -> Result<(), NamingError> {
+        if separator.is_empty() || !separator.chars().all(is_allowed) {
+            return Err(NamingError::Separator(separator.to_owned()));
         }
-        let budget = self.max_length.saturating_sub(self.reserve);
+        Ok(())
+    }
+
+    /// The length part of [`Self::validate`].
+    pub fn check_budget(max_length: usize, reserve: usize) -> Result<(), NamingError> {
+        let budget = max_length.saturating_sub(reserve);
         if budget < MIN_BUDGET {
             return Err(NamingError::Budget {
                 budget,
-                max_length: self.max_length,
-                reserve: self.reserve,
+                max_length,
+                reserve,
             });
         }
         Ok(())
