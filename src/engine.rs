@@ -307,6 +307,7 @@ impl Engine {
             "servers": statuses.len(),
             "ready": ready,
             "tools": self.registry.catalog().tools().len(),
+            "separator": self.registry.naming().separator,
         }))
     }
 
@@ -440,7 +441,10 @@ impl Session {
                 "completions": {},
             },
             "serverInfo": { "name": "mcphost", "version": env!("CARGO_PKG_VERSION") },
-            "instructions": "mcphost aggregates the tools of many MCP servers. Tool names are <server>__<tool>.",
+            "instructions": format!(
+                "mcphost aggregates the tools of many MCP servers. Tool names are <server>{}<tool>.",
+                self.engine.registry.naming().separator
+            ),
         }))
     }
 }

@@ -673,6 +673,44 @@ fn parallel_servers_add_lose_no_edit() {
     });
 }
 
+#[test]
+fn configured_separator_reaches_instructions_and_cli_hints() {
+    let cfg = config(&[
+        ("ok", ts(&[])),
+        ("bad", r#""command": "/nonexistent/cmd""#.to_owned()),
+    ])
+    .replace(
+        "\"loginShellPath\"",
+        "\"namespacing\": { \"separator\": \"-\" },\n  \"loginShellPath\"",
+    );
+    let d = Daemon::start(&cfg);
+    d.wait_ready(&["ok"], SOON);
+    poll("bad to fail", SOON, || {
+        (d.server("bad")?["state"] == "failed").then_some(())
+    });
+    let tools = d.json(&["tools"]);
+    assert!(
+        tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "ok-echo"),
+        "{tools}"
+    );
+
+    let mut w = Wire::connect(&d.socket);
+    let init = w.initialize();
+    let instructions = init["result"]["instructions"].as_str().unwrap();
+    assert!(instructions.contains("<server>-<tool>"), "{instructions}");
+    assert!(!instructions.contains("__"), "{instructions}");
+
+    // The hint finds the server a name belongs to by the configured separator.
+    let r = d.run(&["call", "bad-echo", "{}"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("server 'bad' is failed"), "{r:?}");
+    assert!(r.stderr.contains("/nonexistent/cmd"), "{r:?}");
+}
+
 // ---------------------------------------------------------------------------
 // The socket protocol, raw
 

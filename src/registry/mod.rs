@@ -183,6 +183,11 @@ impl Registry {
         self.read().catalog.clone()
     }
 
+    /// The naming rules in force (the config's `namespacing`).
+    pub fn naming(&self) -> NamingRules {
+        self.read().rules.clone()
+    }
+
     pub fn prompts(&self) -> Arc<PromptCatalog> {
         self.read().prompts.clone()
     }

@@ -183,13 +183,20 @@ impl Backend {
                 // A server that is not ready has no tools listed; say which
                 // one, and why, rather than only that the name is unknown.
                 let down = self.servers_down().await.unwrap_or_default();
+                let sep = self.separator().await;
                 let owner = down.iter().find(|(name, _)| {
                     tool.strip_prefix(name.as_str())
-                        .is_some_and(|rest| rest.starts_with("__"))
+                        .is_some_and(|rest| rest.starts_with(&sep))
                 });
                 match (owner, down.as_slice()) {
                     (Some((_, why)), _) => bail!("no tool named {tool:?}: {why}"),
                     (None, []) => bail!("no tool named {tool:?}; `mcphost tools` lists them"),
+                    // `mcphost servers` would ask the daemon, which does not
+                    // run these servers: say why here.
+                    (None, down) if matches!(self, Backend::Direct(_)) => {
+                        let whys: Vec<&str> = down.iter().map(|(_, w)| w.as_str()).collect();
+                        bail!("no tool named {tool:?}; {}", whys.join("; "))
+                    }
                     (None, down) => {
                         let names: Vec<&str> = down.iter().map(|(n, _)| n.as_str()).collect();
                         bail!(
@@ -207,6 +214,16 @@ impl Backend {
                 )
             }
         }
+    }
+
+    /// The `namespacing.separator` in force (the default for a daemon too
+    /// old to say).
+    async fn separator(&self) -> String {
+        self.request("mcphost/status", None)
+            .await
+            .ok()
+            .and_then(|s| s["separator"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| mcphost::config::Namespacing::default().separator)
     }
 
     /// Servers that are neither ready nor disabled, with why.
