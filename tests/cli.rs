@@ -113,6 +113,71 @@ fn direct_mode_names_servers_and_calls_without_a_daemon() {
     assert!(!sb.config.exists(), "a config file was written");
 }
 
+/// A `--direct` server that does not start fails every command: exit 2 and
+/// one line naming the server and the reason, nothing on stdout.
+#[test]
+fn direct_server_that_fails_to_start_fails_every_command() {
+    let sb = Sandbox::new();
+    let old_revision = format!("x=env MCPHOST_TS_PROTOCOL_VERSION=1999-01-01 {TESTSERVER}");
+    let good = format!("ok={TESTSERVER}");
+    let cases: &[(&[&str], &[&str])] = &[
+        (
+            &["/nonexistent/cmd"],
+            &[
+                "server 'cmd'",
+                "'/nonexistent/cmd' not found",
+                "PATH searched",
+            ],
+        ),
+        (
+            &["http://127.0.0.1:9/mcp"],
+            &["server '127-0-0-1'", "http://127.0.0.1:9/mcp", "refused"],
+        ),
+        (
+            &[&old_revision],
+            &["server 'x'", "\"1999-01-01\"", "2025-11-25"],
+        ),
+        // One good server does not hide a failed one.
+        (
+            &[&good, "bad=/nonexistent/cmd"],
+            &["server 'bad'", "not found"],
+        ),
+    ];
+    for (specs, wanted) in cases {
+        let direct: Vec<&str> = specs.iter().flat_map(|s| ["--direct", *s]).collect();
+        for command in [
+            &["tools"][..],
+            &["servers"][..],
+            &["status"][..],
+            &["call", "x__echo", "{}"][..],
+        ] {
+            let mut cmd = sb.command();
+            cmd.args(&direct).args(command);
+            let out = common::output_within(cmd, Duration::from_secs(60));
+            let (stdout, stderr) = (
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr),
+            );
+            let what = format!("{specs:?} {command:?}: {out:?}");
+            assert_eq!(out.status.code(), Some(2), "{what}");
+            assert!(stdout.is_empty(), "{what}");
+            assert_eq!(stderr.lines().count(), 1, "{what}");
+            for w in *wanted {
+                assert!(stderr.contains(w), "{w:?} missing: {what}");
+            }
+            assert!(!stderr.contains("mcphost servers"), "{what}");
+        }
+    }
+    // --json: the same, as one JSON error object.
+    let r = sb.run(&["--json", "--direct", "/nonexistent/cmd", "tools"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    let message = r.stderr_json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(message.contains("server 'cmd'"), "{r:?}");
+}
+
 #[test]
 fn call_exit_codes_and_json_errors() {
     let d = Daemon::start(&ts_config(&["--stderr-lines", "3"]));

@@ -13,7 +13,7 @@ use mcphost::config::{
 use mcphost::engine::{Engine, EngineInfo};
 use mcphost::protocol::{ErrorObject, RawValue, raw_field, to_raw};
 use mcphost::registry::Registry;
-use mcphost::registry::supervisor::RestartPolicy;
+use mcphost::registry::supervisor::{RestartPolicy, ServerState};
 use mcphost::transport::TransportEvent;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -77,7 +77,14 @@ impl Backend {
             RestartPolicy::default(),
             None,
         );
-        registry.settled(Duration::from_secs(60)).await;
+        registry.settled(DIRECT_START_LIMIT).await;
+        // Every command would answer from a partial catalog (an empty table,
+        // exit 0): a server that did not start fails them all instead.
+        let failed = start_failures(&registry);
+        if !failed.is_empty() {
+            registry.shutdown().await;
+            bail!("{}", failed.join("\n"));
+        }
         Ok(Backend::Direct(Engine::new(
             registry,
             EngineInfo::default(),
@@ -265,6 +272,31 @@ impl Backend {
     }
 }
 
+/// How long `--direct` waits for its servers to be ready.
+const DIRECT_START_LIMIT: Duration = Duration::from_secs(60);
+
+/// One line per server that is not ready: its name and why.
+fn start_failures(registry: &Registry) -> Vec<String> {
+    registry
+        .statuses()
+        .iter()
+        .filter(|s| !matches!(s.state, ServerState::Ready | ServerState::Disabled))
+        .map(|s| {
+            let why = match &s.error {
+                Some(e) => e.clone(),
+                None => format!("not ready after {DIRECT_START_LIMIT:?}"),
+            };
+            // Most start errors already begin with the server's name.
+            let named = format!("server '{}'", s.name);
+            if why.starts_with(&named) {
+                why
+            } else {
+                format!("{named}: {why}")
+            }
+        })
+        .collect()
+}
+
 /// Build a config from `--direct` specs. Unnamed servers are named after
 /// their `serverInfo.name`, which takes a short probe to learn.
 async fn direct_config(specs: &[String]) -> Result<HostConfig> {
@@ -303,9 +335,10 @@ async fn direct_config(specs: &[String]) -> Result<HostConfig> {
         };
         let name = match name {
             Some(n) => n,
-            None => probe_name(&transport)
-                .await
-                .unwrap_or_else(|| "server".to_owned()),
+            None => match probe_name(&transport).await {
+                Some(n) => n,
+                None => fallback_name(&transport),
+            },
         };
         let mut unique = name.clone();
         let mut n = 2;
@@ -324,6 +357,18 @@ async fn direct_config(specs: &[String]) -> Result<HostConfig> {
         });
     }
     Ok(cfg)
+}
+
+/// A name for a server whose probe failed: its command's file name.
+fn fallback_name(t: &TransportConfig) -> String {
+    let stem = match t {
+        TransportConfig::Stdio(s) => Path::new(&s.command)
+            .file_stem()
+            .map(|f| sanitize(&f.to_string_lossy())),
+        TransportConfig::Http(_) => None,
+    };
+    stem.filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "server".to_owned())
 }
 
 /// `serverInfo.name`, sanitized to `[A-Za-z0-9_-]`.

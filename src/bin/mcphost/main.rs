@@ -204,8 +204,11 @@ enum ServersAction {
     },
 }
 
-fn init_tracing(verbose: u8, daemon: bool) {
+fn init_tracing(verbose: u8, daemon: bool, direct: bool) {
     let default = match (verbose, daemon) {
+        // A --direct server that fails to start fails the command, which
+        // says why in one line; the supervisor's warning would repeat it.
+        (0, false) if direct => "warn,mcphost::registry::supervisor=error",
         (0, false) => "warn",
         (0, true) | (1, _) => "info",
         (2, _) => "debug",
@@ -246,7 +249,11 @@ impl std::error::Error for Exit {}
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing(cli.verbose, matches!(cli.command, Command::Daemon { .. }));
+    init_tracing(
+        cli.verbose,
+        matches!(cli.command, Command::Daemon { .. }),
+        !cli.direct.is_empty(),
+    );
     let out = Out { json: cli.json };
     match run(cli, &out).await {
         Ok(code) => ExitCode::from(code),
