@@ -178,6 +178,32 @@ fn direct_server_that_fails_to_start_fails_every_command() {
     assert!(message.contains("server 'cmd'"), "{r:?}");
 }
 
+/// A closed stdout (`mcphost call … | true`) does not change the exit code:
+/// a tool error is still 1, a listing still 0.
+#[test]
+fn broken_stdout_pipe_keeps_the_exit_code() {
+    let sb = Sandbox::new();
+    let spec = format!("ts={TESTSERVER} --tools 300");
+    for (args, code) in [
+        (&["call", "ts__fail", "{}"][..], 1),
+        (&["--json", "call", "ts__fail", "{}"][..], 1),
+        (&["call", "ts__echo", r#"{"text":"x"}"#][..], 0),
+        (&["tools"][..], 0),
+    ] {
+        let mut cmd = sb.command();
+        cmd.args(["--direct", &spec])
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        // Closed before mcphost has started its server, so its first write fails.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {out:?}");
+        assert!(out.stderr.is_empty(), "{args:?}: {out:?}");
+    }
+}
+
 #[test]
 fn call_exit_codes_and_json_errors() {
     let d = Daemon::start(&ts_config(&["--stderr-lines", "3"]));

@@ -4,19 +4,26 @@
 //! Exit codes: 0 success, 1 a tool result with `isError`, 2 a protocol,
 //! transport or usage error.
 
-/// `println!` that ends the program quietly when stdout is a closed pipe
-/// (`mcphost tools | head`) instead of panicking.
+/// `println!` that goes quiet when stdout is a closed pipe (`mcphost tools
+/// | head`) instead of panicking; the command still ends with its own exit
+/// code (1 for a tool error, not 0).
 macro_rules! outln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let mut out = std::io::stdout().lock();
-        if let Err(e) = writeln!(out, $($arg)*).and_then(|_| out.flush()) {
-            if e.kind() == std::io::ErrorKind::BrokenPipe {
-                std::process::exit(0);
+        use std::sync::atomic::Ordering;
+        if !crate::STDOUT_CLOSED.load(Ordering::Relaxed) {
+            let mut out = std::io::stdout().lock();
+            if let Err(e) = writeln!(out, $($arg)*).and_then(|_| out.flush()) {
+                if e.kind() == std::io::ErrorKind::BrokenPipe {
+                    crate::STDOUT_CLOSED.store(true, Ordering::Relaxed);
+                }
             }
         }
     }};
 }
+
+/// Set by `outln!` once stdout is a closed pipe.
+static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 mod backend;
 mod inspect;
