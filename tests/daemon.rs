@@ -711,6 +711,28 @@ fn configured_separator_reaches_instructions_and_cli_hints() {
     assert!(r.stderr.contains("/nonexistent/cmd"), "{r:?}");
 }
 
+#[test]
+fn servers_pid_is_the_server_process_not_its_watchdog() {
+    let d = Daemon::start(&config(&[("ts", ts(&[]))]));
+    let pid = pid_of(&d.wait_ready(&["ts"], SOON)["ts"]);
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
+    assert_eq!(
+        exe,
+        Path::new(TESTSERVER),
+        "pid {pid} runs {}",
+        exe.display()
+    );
+    // It is the server that gets restarted, and the new pid is the new server.
+    let r = d.run(&["servers", "restart", "ts"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let new = poll("a new server process", SOON, || {
+        let s = d.server("ts")?;
+        (s["state"] == "ready" && s["pid"].as_u64() != Some(pid as u64)).then(|| pid_of(&s))
+    });
+    let exe = std::fs::read_link(format!("/proc/{new}/exe")).unwrap();
+    assert_eq!(exe, Path::new(TESTSERVER));
+}
+
 // ---------------------------------------------------------------------------
 // The socket protocol, raw
 

@@ -405,7 +405,7 @@ impl Supervisor {
     }
 
     async fn start_with(&mut self, conn: Connection) -> Result<ServerClient, StartError> {
-        let pid = conn.control.pid();
+        let pid = conn.control.server_pid();
         let control = conn.control.clone();
         self.update(|s| s.pid = pid);
         let client = ServerClient::connect(&self.name, conn, self.opts.clone())

@@ -78,8 +78,13 @@ pub trait TransportControl: Send + Sync + 'static {
     fn shutdown(&self) -> BoxFuture<'_, ()>;
     /// The last `n` stderr lines, oldest first (empty for non-stdio).
     fn stderr_tail(&self, n: usize) -> Vec<String>;
-    /// OS process id of the server (stdio only).
+    /// The process group of the server's processes (stdio only): what to
+    /// signal to reach all of them. For stdio it is the watchdog's pid.
     fn pid(&self) -> Option<u32>;
+    /// The server process itself (stdio only), as shown to users.
+    fn server_pid(&self) -> Option<u32> {
+        None
+    }
     /// The transport in use: "stdio", "streamable-http", "sse", or "http"
     /// while auto-detection has not decided yet.
     fn kind(&self) -> &'static str;

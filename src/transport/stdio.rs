@@ -15,7 +15,9 @@
 //!   which PDEATHSIG alone cannot reach. When the server exits, the watchdog
 //!   exits the same way (same code, or dies of the same signal), so the tokio
 //!   `Child` we hold is the watchdog and [`TransportControl::pid`] is its pid,
-//!   which is also the group id.
+//!   which is also the group id. The watchdog writes the server's pid to a
+//!   pipe before it closes its fds: that is [`TransportControl::server_pid`],
+//!   the process users see.
 //! - Shutdown closes stdin, waits, SIGTERMs the group, waits, SIGKILLs it.
 //!   Members left in the group after the leader is reaped (a server's stray
 //!   children) get SIGTERM and then SIGKILL too. Dropping the control without
@@ -24,7 +26,8 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ffi::{OsStr, OsString};
-use std::io;
+use std::io::{self, Read as _};
+use std::os::fd::AsRawFd;
 use std::os::unix::process::ExitStatusExt;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
@@ -175,14 +178,24 @@ pub async fn spawn(server: &str, cfg: &StdioConfig) -> Result<Connection, StdioE
         command.current_dir(dir);
     }
     let owner = nix::unistd::getpid().as_raw();
+    // Close-on-exec: the watchdog writes to it, the server never sees it.
+    let (mut pid_reader, pid_writer) = io::pipe().map_err(spawn_error)?;
+    let report = pid_writer.as_raw_fd();
     // SAFETY: the closure only makes async-signal-safe libc calls; see `watchdog`.
     unsafe {
-        command.pre_exec(move || watchdog::become_watchdog(owner));
+        command.pre_exec(move || watchdog::become_watchdog(owner, report));
     }
 
-    let mut child = spawn_on_spawner_thread(command)
-        .await
-        .map_err(spawn_error)?;
+    let spawned = spawn_on_spawner_thread(command).await;
+    drop(pid_writer);
+    let mut child = spawned.map_err(spawn_error)?;
+    // Written before the watchdog closed its fds, which is before spawn
+    // returned; with every writer gone the read cannot block.
+    let mut pid_bytes = [0u8; std::mem::size_of::<libc::pid_t>()];
+    let server_pid = pid_reader
+        .read_exact(&mut pid_bytes)
+        .ok()
+        .and_then(|()| u32::try_from(libc::pid_t::from_ne_bytes(pid_bytes)).ok());
     let pid = child
         .id()
         .ok_or_else(|| spawn_error(io::Error::other("the process was reaped at once")))?;
@@ -205,6 +218,7 @@ pub async fn spawn(server: &str, cfg: &StdioConfig) -> Result<Connection, StdioE
     let shared = Arc::new(Shared {
         server: server.to_owned(),
         pgid,
+        server_pid,
         span: span.clone(),
         stderr: Mutex::new(StderrRing::new(cfg.stderr_lines)),
         close_stdin: CancellationToken::new(),
@@ -380,6 +394,8 @@ struct Shared {
     server: String,
     /// Group id, equal to the watchdog's pid.
     pgid: Pid,
+    /// The server process, the watchdog's child.
+    server_pid: Option<u32>,
     span: Span,
     stderr: Mutex<StderrRing>,
     close_stdin: CancellationToken,
@@ -488,6 +504,10 @@ impl TransportControl for StdioControl {
     /// The watchdog's pid, which is also the process group id.
     fn pid(&self) -> Option<u32> {
         u32::try_from(self.shared.pgid.as_raw()).ok()
+    }
+
+    fn server_pid(&self) -> Option<u32> {
+        self.shared.server_pid
     }
 
     fn kind(&self) -> &'static str {
@@ -801,8 +821,9 @@ mod watchdog {
     const SIGNALS: [libc::c_int; 3] = [libc::SIGCHLD, libc::SIGTERM, libc::SIGUSR1];
 
     /// Forks the server off and, in the parent, never returns: that process
-    /// stays behind as the watchdog and group leader.
-    pub(super) fn become_watchdog(owner: libc::pid_t) -> io::Result<()> {
+    /// writes the server's pid to `report` and stays behind as the watchdog
+    /// and group leader.
+    pub(super) fn become_watchdog(owner: libc::pid_t, report: libc::c_int) -> io::Result<()> {
         // SAFETY: plain libc calls on local, initialised signal sets and actions.
         unsafe {
             let mut watched = empty_set();
@@ -842,7 +863,16 @@ mod watchdog {
                     libc::sigprocmask(libc::SIG_SETMASK, &old_mask, ptr::null_mut());
                     Ok(())
                 }
-                server => watch(server, &watched),
+                server => {
+                    // Tell the host which process is the server; if this
+                    // fails it shows none.
+                    libc::write(
+                        report,
+                        (&server as *const libc::pid_t).cast(),
+                        std::mem::size_of::<libc::pid_t>(),
+                    );
+                    watch(server, &watched)
+                }
             }
         }
     }
