@@ -28,6 +28,22 @@ async fn child_env(cfg: &StdioConfig) -> BTreeMap<String, String> {
     }
 }
 
+const PROXY_AND_CERTS: &[(&str, &str)] = &[
+    ("HTTPS_PROXY", "http://proxy.example:3128"),
+    ("https_proxy", "http://proxy.example:3129"),
+    ("HTTP_PROXY", "http://proxy.example:8080"),
+    ("http_proxy", "http://proxy.example:8081"),
+    ("NO_PROXY", "localhost,.corp"),
+    ("no_proxy", "127.0.0.1"),
+    ("SSL_CERT_FILE", "/etc/corp/ca.pem"),
+    ("SSL_CERT_DIR", "/etc/corp/certs"),
+    ("NODE_EXTRA_CA_CERTS", "/etc/corp/node-ca.pem"),
+    ("REQUESTS_CA_BUNDLE", "/etc/corp/py-ca.pem"),
+    ("DISPLAY", ":7"),
+    ("WAYLAND_DISPLAY", "wayland-7"),
+    ("XDG_RUNTIME_DIR", "/run/user/4242"),
+];
+
 #[test]
 fn minimal_env_by_default_full_env_on_request_configured_env_wins() {
     // SAFETY: the only test in this binary, run before any other thread exists.
@@ -36,6 +52,9 @@ fn minimal_env_by_default_full_env_on_request_configured_env_wins() {
         std::env::set_var("LC_MCPHOST_TEST", "lc");
         std::env::set_var("XDG_MCPHOST_TEST", "xdg");
         std::env::set_var("HOME", "/home/original");
+        for (k, v) in PROXY_AND_CERTS {
+            std::env::set_var(k, v);
+        }
     }
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
@@ -50,6 +69,10 @@ fn minimal_env_by_default_full_env_on_request_configured_env_wins() {
         assert_eq!(minimal["XDG_MCPHOST_TEST"], "xdg");
         assert_eq!(minimal["CONFIGURED"], "yes");
         assert_eq!(minimal["HOME"], "/home/configured");
+        // What npx/uvx servers behind a corporate proxy, or with a GUI, need.
+        for &(k, v) in PROXY_AND_CERTS {
+            assert_eq!(minimal.get(k).map(String::as_str), Some(v), "{k}");
+        }
         let allowed = |k: &str| {
             [
                 "PATH",
@@ -62,6 +85,7 @@ fn minimal_env_by_default_full_env_on_request_configured_env_wins() {
                 "CONFIGURED",
             ]
             .contains(&k)
+                || PROXY_AND_CERTS.iter().any(|(p, _)| *p == k)
                 || k.starts_with("LC_")
                 || k.starts_with("XDG_")
         };

@@ -52,8 +52,31 @@ use tracing::{Instrument, Span};
 use super::framing::{BoundedLineCodec, Frame, encode_line};
 use super::{BoxFuture, CloseReason, Connection, Outbound, TransportControl, TransportEvent};
 
-/// Variables passed through from our environment when `inherit_env` is off.
-const PASSTHROUGH: &[&str] = &["PATH", "HOME", "USER", "LANG", "TMPDIR", "SHELL", "TERM"];
+/// Variables passed through from our environment when `inherit_env` is off:
+/// the basics, then proxy and CA settings (`npx`/`uvx` servers behind a
+/// corporate proxy need them) and the display (servers that open a browser
+/// or window). docs/config.md lists them.
+const PASSTHROUGH: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LANG",
+    "TMPDIR",
+    "SHELL",
+    "TERM",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "NO_PROXY",
+    "no_proxy",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+    "DISPLAY",
+    "WAYLAND_DISPLAY",
+];
 const PASSTHROUGH_PREFIXES: &[&str] = &["LC_", "XDG_"];
 
 const INBOUND_CAPACITY: usize = 256;
@@ -76,8 +99,10 @@ pub struct StdioConfig {
     /// Configured variables, set on top of the inherited ones (they win).
     pub env: BTreeMap<String, String>,
     pub cwd: Option<PathBuf>,
-    /// `false` passes only PATH, HOME, USER, LANG, LC_*, TMPDIR, SHELL, TERM
-    /// and XDG_* through, so the host's secrets do not leak into servers.
+    /// `false` passes only a short list through (`PASSTHROUGH`: PATH, HOME,
+    /// USER, LANG, LC_*, TMPDIR, SHELL, TERM, XDG_*, the proxy and CA
+    /// variables, DISPLAY, WAYLAND_DISPLAY), so the host's secrets do not
+    /// leak into servers.
     pub inherit_env: bool,
     /// Longest accepted message; longer ones become [`TransportEvent::Oversized`].
     pub max_message_bytes: usize,
