@@ -48,19 +48,32 @@ fn config(servers: &[(&str, String)]) -> String {
     )
 }
 
+/// The node binary and its bare name, found in our PATH unless MCPHOST_NODE
+/// names it with a path.
+fn node_binary(env: &Interop) -> (std::path::PathBuf, String) {
+    let path = which::which(&env.node).unwrap_or_else(|e| panic!("{}: {e}", env.node));
+    let name = path.file_name().unwrap().to_string_lossy().into_owned();
+    (path, name)
+}
+
 /// The test server plus two real servers: mcp-server-time (PyPI) and
-/// server-memory (npm).
+/// server-memory (npm). server-memory's command is node's bare name, found
+/// in the `PATH` its entry sets.
 fn real_config(env: &Interop, sb: &Sandbox) -> String {
     let memory_file = sb.dir.path().join("memory.jsonl");
+    let (node, name) = node_binary(env);
+    let entry = env.node_entry("server-memory");
+    let args = &entry[entry.find(r#""args""#).unwrap()..];
     config(&[
         ("ts", ts(&["--tools", "2"])),
         ("time", env.time_entry()),
         (
             "memory",
             format!(
-                r#"{}, "env": {{ "MEMORY_FILE_PATH": {} }}"#,
-                env.node_entry("server-memory"),
-                js(&memory_file.display().to_string())
+                r#""command": {}, {args}, "env": {{ "MEMORY_FILE_PATH": {}, "PATH": {} }}"#,
+                js(&name),
+                js(&memory_file.display().to_string()),
+                js(&node.parent().unwrap().display().to_string())
             ),
         ),
     ])
@@ -68,6 +81,24 @@ fn real_config(env: &Interop, sb: &Sandbox) -> String {
 
 fn pid_of(s: &Value) -> u32 {
     s["pid"].as_u64().unwrap_or_else(|| panic!("no pid in {s}")) as u32
+}
+
+/// The process group of a live process (a server's: its watchdog's pid).
+fn group_of(pid: u32) -> u32 {
+    let pid = nix::unistd::Pid::from_raw(pid as i32);
+    nix::unistd::getpgid(Some(pid)).unwrap().as_raw() as u32
+}
+
+/// The environment a process was started with.
+fn environ(pid: u32) -> HashMap<String, String> {
+    let raw = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    raw.split(|b| *b == 0)
+        .filter_map(|kv| {
+            let kv = String::from_utf8_lossy(kv);
+            let (k, v) = kv.split_once('=')?;
+            Some((k.to_owned(), v.to_owned()))
+        })
+        .collect()
 }
 
 fn pids(d: &Daemon) -> HashMap<String, Option<u64>> {
@@ -113,15 +144,14 @@ fn real_servers_listed_called_and_reached_by_the_python_sdk() {
         assert_eq!(s["tools"].as_u64(), Some(listed as u64), "{s}");
     }
     assert_eq!(servers["ts"]["command"], TESTSERVER);
-    if !env.node.contains('/') {
-        // "node" was looked up in PATH.
-        assert!(
-            servers["memory"]["command"]
-                .as_str()
-                .unwrap()
-                .ends_with("/node")
-        );
-    }
+    // The bare node name was looked up in the PATH the entry sets.
+    let (node, _) = node_binary(&env);
+    assert_eq!(
+        servers["memory"]["command"],
+        node.display().to_string(),
+        "{}",
+        servers["memory"]
+    );
 
     // Namespaced names carry their server and original name.
     let mut names = BTreeSet::new();
@@ -267,7 +297,7 @@ fn killed_server_is_restarted_and_sigterm_leaves_no_process() {
     let victim = pid_of(&before["memory"]);
     // SAFETY: kill(2) on a process group the daemon made for its server.
     assert_eq!(
-        unsafe { libc::kill(-(victim as libc::pid_t), libc::SIGKILL) },
+        unsafe { libc::kill(-(group_of(victim) as libc::pid_t), libc::SIGKILL) },
         0
     );
     let after = poll("memory to be restarted", READY, || {
@@ -297,7 +327,7 @@ fn killed_server_is_restarted_and_sigterm_leaves_no_process() {
     assert_ne!(r["isError"], json!(true), "{r}");
 
     // SIGTERM: exit 0 promptly, nothing left behind.
-    let groups: BTreeSet<u32> = d.servers().iter().map(pid_of).collect();
+    let groups: BTreeSet<u32> = d.servers().iter().map(|s| group_of(pid_of(s))).collect();
     assert_eq!(groups.len(), 3);
     let daemon_pid = d.pid();
     let tree = family(daemon_pid, &groups);
@@ -524,6 +554,12 @@ fn cli_edits_keep_the_file_and_are_applied() {
     );
     let d = Daemon::start_in(sb, &original);
     let before = d.wait_ready(&["a", "b"], SOON);
+    assert_eq!(
+        environ(pid_of(&before["a"]))
+            .get("GREETING")
+            .map(String::as_str),
+        Some("hello")
+    );
     let inode = || std::fs::metadata(&d.config).unwrap().ino();
     let ino0 = inode();
 
@@ -586,6 +622,12 @@ fn cli_edits_keep_the_file_and_are_applied() {
     assert_ne!(a["pid"], before["a"]["pid"]);
     // The interpolated env reached the server again: it was started from
     // the parsed file, not from the text.
+    let env = environ(pid_of(&a));
+    assert_eq!(
+        env.get("GREETING").map(String::as_str),
+        Some("hello"),
+        "{env:?}"
+    );
     assert_eq!(pids(&d)["b"], before["b"]["pid"].as_u64(), "b restarted");
 
     // An HTTP server is accepted, and fails clearly instead of crashing.
