@@ -310,16 +310,16 @@ async fn memory_server() {
         .await
         .unwrap();
     assert!(r.structured_content().unwrap().get().contains("Ada"));
-    loop {
-        match tokio::time::timeout(Duration::from_secs(10), events.recv())
-            .await
-            .unwrap()
-            .unwrap()
-        {
-            ServerEvent::ResourceUpdated { uri: u } => break assert_eq!(u, uri),
-            _ => continue,
+    let updated = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if let ServerEvent::ResourceUpdated { uri: u } = events.recv().await.unwrap() {
+                break u;
+            }
         }
-    }
+    })
+    .await
+    .expect("no resources/updated within 10 s");
+    assert_eq!(updated, uri);
     let r = c
         .call_tool(
             "search_nodes",
@@ -536,12 +536,16 @@ async fn many_real_servers_at_once_and_one_dies() {
         nix::sys::signal::Signal::SIGKILL,
     )
     .unwrap();
-    let e = loop {
-        match b.list_tools().await {
-            Err(e) => break e,
-            Ok(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+    let e = tokio::time::timeout(Duration::from_secs(15), async {
+        loop {
+            match b.list_tools().await {
+                Err(e) => break e,
+                Ok(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
         }
-    };
+    })
+    .await
+    .expect("calls to the killed server still succeed after 15 s");
     assert!(e.to_string().contains("fs"), "{e}");
     let r = a
         .call_tool(
