@@ -57,19 +57,30 @@ expected() {
 	return 1
 }
 
-if (($# > 0)); then
-	SCENARIOS=("$@")
-else
-	mapfile -t AUTH < <("$NODE" "$SUITE" list --client | sed -n 's/^  - \(auth\/[^ ]*\).*/\1/p')
-	((${#AUTH[@]} > 0)) || die "the suite lists no auth scenarios"
-	SCENARIOS=("${REQUIRED[@]}" "${AUTH[@]}")
-fi
+mapfile -t KNOWN < <("$NODE" "$SUITE" list --client | sed -n 's/^  - \([^ ]*\).*/\1/p')
+((${#KNOWN[@]} > 0)) || die "the suite lists no client scenarios"
 # Every baseline entry must be a scenario the suite knows (a typo would
 # otherwise hide forever).
-mapfile -t KNOWN < <("$NODE" "$SUITE" list --client | sed -n 's/^  - \([^ ]*\).*/\1/p')
 for e in "${EXPECTED[@]}"; do
 	printf '%s\n' "${KNOWN[@]}" | grep -qxF -- "$e" || die "$BASELINE lists '$e', which the suite does not have"
 done
+if (($# > 0)); then
+	SCENARIOS=("$@")
+else
+	AUTH=()
+	for s in "${KNOWN[@]}"; do [[ "$s" == auth/* ]] && AUTH+=("$s"); done
+	((${#AUTH[@]} > 0)) || die "the suite lists no auth scenarios"
+	SCENARIOS=("${REQUIRED[@]}" "${AUTH[@]}")
+	# What runs, plus what is expected to fail, must be exactly what the
+	# suite has: a scenario it adds is classified here, never skipped.
+	want="$(printf '%s\n' "${KNOWN[@]}" | sort -u)"
+	have="$(printf '%s\n' "${SCENARIOS[@]}" "${EXPECTED[@]}" | sort -u)"
+	if [[ "$want" != "$have" ]]; then
+		die "the scenarios run ($(basename "$0")'s REQUIRED and auth/*) plus $BASELINE differ from the suite's \`list --client\`:
+$(diff <(printf '%s\n' "$want") <(printf '%s\n' "$have") | sed -n 's/^< /  not run: /p; s/^> /  not in the suite: /p')
+add a new scenario to REQUIRED (it must pass) or to the baseline (expected to fail)"
+	fi
+fi
 
 rm -rf "$RESULTS"
 mkdir -p "$RESULTS"

@@ -2,13 +2,22 @@
 # The main job on a built-in default, with nothing to install: build mcphost,
 # start the daemon on a private socket with a config of two bundled test
 # servers, use it through the CLI, and stop it (no process is left behind).
+#
+#   MCPHOST_DEMO_BIN  directory with built mcphost and mcphost-testserver
+#                     (default: cargo build --release, target/release);
+#                     scripts/test.sh passes its debug build
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-cargo build --release --bins -q
-BIN="$ROOT/target/release"
+if [[ -n "${MCPHOST_DEMO_BIN:-}" ]]; then
+	BIN="$MCPHOST_DEMO_BIN"
+else
+	cargo build --release --bins -q
+	BIN="$ROOT/target/release"
+fi
 DIR="$(mktemp -d)"
-trap 'kill -TERM "$DAEMON" 2>/dev/null; wait "$DAEMON" 2>/dev/null; rm -rf "$DIR"' EXIT
+DAEMON=""
+trap '[[ -n "$DAEMON" ]] && kill -TERM "$DAEMON" 2>/dev/null; wait 2>/dev/null; rm -rf "$DIR"' EXIT
 cat > "$DIR/config.json" <<JSON
 {
   // Two copies of the bundled scriptable test server.
@@ -22,15 +31,38 @@ JSON
 export MCPHOST_SOCKET="$DIR/mcphost.sock" MCPHOST_CONFIG="$DIR/config.json"
 "$BIN/mcphost" daemon 2> "$DIR/daemon.log" &
 DAEMON=$!
-for _ in $(seq 100); do
-	"$BIN/mcphost" status > /dev/null 2>&1 && break
-	sleep 0.1
-done
+
+# Polls until the command succeeds; fails the demo after 30 s or when the
+# daemon is gone.
+wait_until() {
+	local what="$1"
+	shift
+	local deadline=$((SECONDS + 30))
+	until "$@"; do
+		if ! kill -0 "$DAEMON" 2>/dev/null || ((SECONDS >= deadline)); then
+			printf 'demo: gave up waiting for %s; daemon log:\n' "$what" >&2
+			cat "$DIR/daemon.log" >&2
+			exit 1
+		fi
+		sleep 0.1
+	done
+}
+answers() { "$BIN/mcphost" status > /dev/null 2>&1; }
+# Both servers ready with their tools listed (`servers --json` keys are sorted).
+both_listed() {
+	local listed
+	listed="$("$BIN/mcphost" --json servers | grep -o '"state":"ready","tools":[1-9]' | wc -l)"
+	((listed == 2))
+}
+wait_until "the daemon to answer" answers
 run() { printf '\n$ mcphost %s\n' "$*"; "$BIN/mcphost" "$@"; }
 run status
-sleep 0.5
+wait_until "both servers to be ready" both_listed
 run servers
 run tools --server beta
 run call alpha__add '{"a":2,"b":40}'
 run --json call beta__lossless
 printf '\n(daemon log: %s lines; stopping it)\n' "$(wc -l < "$DIR/daemon.log")"
+kill -TERM "$DAEMON"
+wait "$DAEMON"
+DAEMON=""

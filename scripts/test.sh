@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The one command that runs every check and test of mcphost, from a clean
-# clone: installs the interop servers and the conformance suite, then fmt,
-# clippy, the test suite, the official MCP client conformance suite and a
-# fuzz smoke.
+# clone: installs the interop servers, the conformance suite and a pinned
+# cargo-nextest, then fmt, clippy, the test suite, the bench smoke, the demo,
+# the official MCP client conformance suite and a fuzz smoke.
 #   scripts/test.sh            (CI runs it through .ci/run)
 set -euo pipefail
 
@@ -64,23 +64,37 @@ step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets -- -D warnings
 step_done
 
-if cargo nextest --version >/dev/null 2>&1; then
-	# nextest does not run doctests; they run first so that nextest's summary
-	# is the last test-runner output.
-	step "cargo test --workspace --doc"
-	cargo test --workspace --doc
-	step_done
-	# .config/nextest.toml: profile "ci" (no fail-fast) when CI is set.
-	profile=default
-	[[ -n "${CI:-}" ]] && profile=ci
-	step "cargo nextest run --workspace (profile $profile)"
-	cargo nextest run --workspace --profile "$profile"
-	step_done
-else
-	step "cargo test --workspace (cargo-nextest not installed)"
-	cargo test --workspace
+# nextest enforces the per-test timeouts of .config/nextest.toml; plain
+# `cargo test` would not, so there is no fallback to it.
+NEXTEST_VERSION=0.9.143
+if [[ "$(cargo nextest --version 2>/dev/null | head -n 1)" != "cargo-nextest $NEXTEST_VERSION"* ]]; then
+	step "install cargo-nextest $NEXTEST_VERSION"
+	cargo install cargo-nextest --locked --version "$NEXTEST_VERSION"
 	step_done
 fi
+
+# nextest does not run doctests; they run first so that nextest's summary
+# is the last test-runner output.
+step "cargo test --workspace --doc"
+cargo test --workspace --doc
+step_done
+# .config/nextest.toml: profile "ci" (no fail-fast) when CI is set.
+profile=default
+[[ -n "${CI:-}" ]] && profile=ci
+step "cargo nextest run --workspace (profile $profile)"
+cargo nextest run --workspace --profile "$profile"
+step_done
+
+# The benches are harness=false binaries nextest cannot list; without
+# `--bench` on their command line each runs a short smoke.
+step "bench smoke: cargo test --bench '*'"
+cargo test --bench '*'
+step_done
+
+step "demo (scripts/demo.sh, debug build)"
+cargo build --bins
+MCPHOST_DEMO_BIN="$ROOT/target/debug" "$ROOT/scripts/demo.sh"
+step_done
 
 # After the cargo tests and on its own: sse-retry times a 450-700 ms
 # reconnect window, so nothing else should compete for the CPU.
