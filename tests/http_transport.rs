@@ -999,6 +999,426 @@ async fn streamable_mode_never_falls_back() {
 }
 
 // ---------------------------------------------------------------------------
+// Every HTTP step is bounded, and stop interrupts any of them
+
+/// An initialize the server never answers (JSON or a silent event stream).
+fn hung_initialize(sse: bool) -> FaultServer {
+    let reply = if sse { Reply::sse() } else { Reply::json() };
+    FaultServer::with(Script::default().reply("initialize", reply.delay(Duration::from_secs(3600))))
+}
+
+fn init_within(d: Duration) -> (ClientOptions, impl Fn(HttpConfig) -> HttpConfig) {
+    let opts = ClientOptions {
+        init_timeout: d,
+        ..quick_opts()
+    };
+    (opts, move |mut cfg: HttpConfig| {
+        cfg.init_timeout = d;
+        cfg
+    })
+}
+
+/// Connects, failing the test if that takes `limit`; the error text.
+async fn open_fails_within(cfg: HttpConfig, opts: ClientOptions, limit: Duration) -> String {
+    let t = Instant::now();
+    match tokio::time::timeout(limit, try_open_with(cfg, opts)).await {
+        Err(_) => panic!("connect still pending after {:?}", t.elapsed()),
+        Ok(Ok(_)) => panic!("connected to a server that never answers"),
+        Ok(Err(e)) => e,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_initialize_that_is_never_answered_fails_within_the_init_timeout_5() {
+    for sse in [false, true] {
+        let srv = hung_initialize(sse);
+        let (opts, bound) = init_within(Duration::from_secs(1));
+        let t = Instant::now();
+        let err = open_fails_within(bound(HttpConfig::new(srv.url())), opts, WAIT * 2).await;
+        let took = t.elapsed();
+        assert!(took < WAIT, "sse={sse}: took {took:?}: {err}");
+        assert!(
+            err.contains("'srv'") && err.contains("initialize"),
+            "sse={sse}: {err}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_interrupts_a_pending_initialize_5() {
+    let srv = hung_initialize(false);
+    let conn = mcphost::transport::http::connect("srv", HttpConfig::new(srv.url()))
+        .await
+        .unwrap();
+    let control = conn.control.clone();
+    // The handshake would wait a minute.
+    let connecting = tokio::spawn(ServerClient::connect("srv", conn, quick_opts()));
+    srv.wait_for("initialize", WAIT, |r| r.is_rpc("initialize"))
+        .await;
+    let t = Instant::now();
+    tokio::time::timeout(WAIT, control.shutdown())
+        .await
+        .unwrap_or_else(|_| panic!("shutdown still pending after {:?}", t.elapsed()));
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    let r = tokio::time::timeout(WAIT, connecting)
+        .await
+        .expect("the handshake still pending after shutdown")
+        .unwrap();
+    assert!(r.is_err(), "connected after shutdown");
+}
+
+/// The legacy event stream's GET that never answers bounds the handshake
+/// too, whether asked for (`type: "sse"`) or detected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_event_stream_that_never_opens_fails_within_the_init_timeout_5() {
+    for mode in [HttpMode::Sse, HttpMode::Auto] {
+        let srv = FaultServer::with(Script {
+            get_delay: Duration::from_secs(3600),
+            ..Script::legacy(405)
+        });
+        let (opts, bound) = init_within(Duration::from_secs(1));
+        let mut cfg = bound(HttpConfig::new(srv.url()));
+        cfg.mode = mode;
+        let t = Instant::now();
+        let err = open_fails_within(cfg, opts, WAIT * 2).await;
+        assert!(
+            t.elapsed() < WAIT,
+            "{mode:?}: took {:?}: {err}",
+            t.elapsed()
+        );
+        assert!(err.contains("srv"), "{mode:?}: {err}");
+        assert!(
+            srv.with_method("GET").len() == 1,
+            "{mode:?}: {}",
+            srv.summary()
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Servers that close streams to make us poll
+
+/// Each stream carries one priming event (a new id) and closes until the
+/// answer is ready, as 2025-11-25 allows: a new event id is progress, so the
+/// call lives until its own deadline, however many polls that takes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_closes_streams_to_make_us_poll_keeps_a_long_call_alive_10() {
+    let srv = FaultServer::with(
+        Script::default().reply("tools/call:slow", Reply::sse().retry(50).poll()),
+    );
+    let Open { client, .. } = open(&srv).await;
+    let r = client
+        .call_tool(
+            "slow",
+            args(json!({"ms": 2000})),
+            timeout(Duration::from_secs(30)),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}; {}", srv.summary()));
+    let v: Value = serde_json::from_str(r.raw.get()).unwrap();
+    assert_eq!(text_of(&v), "slept 2000 ms");
+    let polls = srv
+        .with_method("GET")
+        .into_iter()
+        .filter(|g| g.header("last-event-id").is_some())
+        .count();
+    assert!(
+        polls > 5,
+        "the server was polled {polls} times: {}",
+        srv.summary()
+    );
+
+    // The request's own deadline is the limit.
+    let t = Instant::now();
+    let err = client
+        .call_tool(
+            "slow",
+            args(json!({"ms": 5000})),
+            timeout(Duration::from_secs(1)),
+        )
+        .await
+        .expect_err("a 5 s call finished within 1 s");
+    assert!(err.to_string().contains("timed out"), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+    echo(&client, 1).await;
+}
+
+// ---------------------------------------------------------------------------
+// HTTP error bodies, and what counts as a lost session
+
+/// `data` with a big integer and a decimal: a `Value` round trip changes both.
+const ERROR_DATA: &str = r#"{"big":12345678901234567890123,"d":1.10}"#;
+
+/// The error as the caller sees it: code, message and `data` text.
+fn caller_error(err: &mcphost::client::ClientError) -> (i64, String, Option<String>) {
+    let e = err
+        .rpc_error()
+        .unwrap_or_else(|| panic!("not the server's JSON-RPC error: {err}"));
+    (
+        e.code,
+        e.message.clone(),
+        e.data.as_ref().map(|d| d.get().to_owned()),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jsonrpc_error_in_an_http_error_body_reaches_the_caller_intact_11() {
+    let srv = FaultServer::start();
+    let Open { client, .. } = open(&srv).await;
+    for status in [400, 404, 422, 500] {
+        let body =
+            format!(r#"{{"code":-32602,"message":"bad ms for {status}","data":{ERROR_DATA}}}"#);
+        srv.script(|s| {
+            *s = std::mem::take(s).fail_rpc(Some("tools/call:slow"), status, 1, &body, true);
+        });
+        let err = client
+            .call_tool("slow", args(json!({"ms": 1})), timeout(WAIT))
+            .await
+            .expect_err("a call answered with an error succeeded");
+        let (code, message, data) = caller_error(&err);
+        assert_eq!(code, -32602, "{status}: {err}");
+        assert_eq!(message, format!("bad ms for {status}"));
+        assert_eq!(
+            data.as_deref(),
+            Some(ERROR_DATA),
+            "{status}: the error's data was not relayed as sent: {err}"
+        );
+        // A 404 that answers the request is not a lost session.
+        assert_eq!(
+            srv.rpc("initialize").len(),
+            1,
+            "{status}: renewed the session: {}",
+            srv.summary()
+        );
+        echo(&client, u64::from(status)).await;
+    }
+    client.shutdown().await;
+}
+
+/// A 404 that is the server's JSON-RPC answer to the request (-32601, say)
+/// is that answer, not an expired session: no re-initialize.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_404_that_answers_the_request_does_not_renew_the_session_11() {
+    let srv = FaultServer::with(Script::default().fail_rpc(
+        Some("tools/call:slow"),
+        404,
+        1,
+        r#"{"code":-32601,"message":"Method not found"}"#,
+        true,
+    ));
+    let Open { client, .. } = open(&srv).await;
+    let err = client
+        .call_tool("slow", args(json!({"ms": 1})), timeout(WAIT))
+        .await
+        .expect_err("a call answered -32601 succeeded");
+    assert_eq!(caller_error(&err).0, -32601, "{err}");
+    assert_eq!(srv.rpc("initialize").len(), 1, "{}", srv.summary());
+    assert_eq!(srv.sessions_issued().len(), 1);
+    echo(&client, 1).await;
+}
+
+/// Only a 400 that rejects the message at the transport on an established
+/// session counts as a lost session (server-everything's "No valid session
+/// ID provided"); a 400 that answers the request, even one that mentions a
+/// session, is that answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_400_that_mentions_a_session_is_not_a_lost_session_11() {
+    let srv = FaultServer::with(Script::default().fail_rpc(
+        Some("tools/call:slow"),
+        400,
+        1,
+        r#"{"code":-32602,"message":"invalid argument: session_name"}"#,
+        true,
+    ));
+    let Open { client, .. } = open(&srv).await;
+    let err = client
+        .call_tool("slow", args(json!({"ms": 1})), timeout(WAIT))
+        .await
+        .expect_err("a call answered 400 succeeded");
+    assert_eq!(caller_error(&err).0, -32602, "{err}");
+    assert_eq!(srv.rpc("initialize").len(), 1, "{}", srv.summary());
+    // A plain-text 400 about "the session" is not one either.
+    srv.script(|s| {
+        *s = std::mem::take(s).fail(Some("tools/call:slow"), 400, 1);
+    });
+    let _ = client
+        .call_tool("slow", args(json!({"ms": 1})), timeout(WAIT))
+        .await
+        .expect_err("a call answered 400 succeeded");
+    assert_eq!(srv.rpc("initialize").len(), 1, "{}", srv.summary());
+    echo(&client, 1).await;
+}
+
+// ---------------------------------------------------------------------------
+// A renewed session brings the server's new state
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewed_session_updates_the_revision_and_capabilities_12() {
+    let srv = FaultServer::start();
+    let Open { client, .. } = open(&srv).await;
+    assert_eq!(client.negotiated().protocol_version.as_str(), LATEST);
+    assert!(client.negotiated().capabilities.prompts.is_none());
+    // Redeployed: another revision, and prompts now.
+    srv.script(|s| {
+        s.protocol_version = Some("2025-06-18".into());
+        s.capabilities =
+            Some(json!({"tools": {"listChanged": true}, "logging": {}, "prompts": {}}));
+    });
+    srv.expire_session();
+    echo(&client, 1).await;
+    assert_eq!(srv.rpc("initialize").len(), 2, "{}", srv.summary());
+    assert_eq!(
+        client.negotiated().protocol_version.as_str(),
+        "2025-06-18",
+        "the renewed session's revision was ignored"
+    );
+    assert!(client.negotiated().capabilities.prompts.is_some());
+    echo(&client, 2).await;
+    let last = srv
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|r| r.is_call_of("echo"))
+        .unwrap();
+    assert_eq!(last.header("mcp-protocol-version"), Some("2025-06-18"));
+}
+
+// ---------------------------------------------------------------------------
+// Malformed answers fail only their own call
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_answers_fail_only_their_own_call() {
+    let cases: Vec<(&str, Reply, &str)> = vec![
+        (
+            "a 200 with text/html",
+            Reply::json()
+                .body("<html><body>Bad gateway</body></html>")
+                .content_type("text/html"),
+            "text/html",
+        ),
+        (
+            "truncated JSON",
+            Reply::json().body(r#"{"jsonrpc":"2.0","id":"#),
+            "not valid JSON",
+        ),
+        (
+            "garbage SSE lines and no answer",
+            Reply::sse()
+                .raw("this is not sse\n")
+                .raw("data: {broken json\n\n")
+                .cut(Cut::Close),
+            "closed the response stream",
+        ),
+    ];
+    let srv = FaultServer::start();
+    let Open { client, .. } = open(&srv).await;
+    for (what, reply, reason) in cases {
+        srv.script(|s| {
+            s.replies.clear();
+            s.replies.insert("tools/call:slow".into(), reply);
+        });
+        let t = Instant::now();
+        let err = client
+            .call_tool(
+                "slow",
+                args(json!({"ms": 1})),
+                timeout(Duration::from_secs(30)),
+            )
+            .await
+            .expect_err(what)
+            .to_string();
+        assert!(
+            err.contains("'srv'") && err.contains(reason),
+            "{what}: {err}"
+        );
+        assert!(
+            t.elapsed() < WAIT,
+            "{what}: failed only after {:?}",
+            t.elapsed()
+        );
+        echo(&client, 1).await;
+    }
+    // Garbage before the answer is noise: the call succeeds.
+    srv.script(|s| {
+        s.replies.clear();
+        s.replies.insert(
+            "tools/call:echo".into(),
+            Reply::sse()
+                .raw("this is not sse\n")
+                .raw("data: {broken json\n\n"),
+        );
+    });
+    echo(&client, 2).await;
+    assert!(client.close_reason().is_none());
+    client.shutdown().await;
+}
+
+fn legacy_cfg(srv: &FaultServer) -> HttpConfig {
+    let mut cfg = HttpConfig::new(srv.url());
+    cfg.mode = HttpMode::Sse;
+    cfg
+}
+
+/// The legacy event stream carries every answer: when it drops, the calls
+/// waiting on it fail saying so, and the transport opens a new one (a new
+/// legacy session, initialized again) for the next call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_stream_dropped_mid_session_fails_only_the_calls_in_flight() {
+    let srv = FaultServer::with(Script::legacy(405));
+    let Open { client, .. } = open_with(legacy_cfg(&srv), quick_opts()).await;
+    echo(&client, 1).await;
+    let call = client.call_tool(
+        "slow",
+        args(json!({"ms": 3000})),
+        timeout(Duration::from_secs(30)),
+    );
+    let dropper = async {
+        srv.wait_for("the slow call", WAIT, |r| r.is_call_of("slow"))
+            .await;
+        assert_eq!(srv.drop_legacy_streams(), 1);
+    };
+    let t = Instant::now();
+    let (r, ()) = tokio::join!(call, dropper);
+    let err = r
+        .expect_err("a call whose answer was lost succeeded")
+        .to_string();
+    assert!(
+        err.contains("'srv'") && err.contains("event stream"),
+        "{err}"
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "{:?}: {err}",
+        t.elapsed()
+    );
+    echo(&client, 2).await;
+    assert_eq!(srv.rpc("initialize").len(), 2, "{}", srv.summary());
+    assert!(client.close_reason().is_none());
+    client.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_legacy_event_fails_its_call_and_the_server_stays_usable() {
+    const LIMIT: usize = 64 * 1024;
+    let srv = FaultServer::with(Script::legacy(405));
+    let mut cfg = legacy_cfg(&srv);
+    cfg.max_message_bytes = LIMIT;
+    let Open { client, .. } = open_with(cfg, quick_opts()).await;
+    let err = client
+        .call_tool("big", args(json!({"bytes": 4 * LIMIT})), timeout(WAIT))
+        .await
+        .expect_err("an answer 4x over the limit was accepted")
+        .to_string();
+    assert!(
+        err.contains("'srv'") && err.contains(&LIMIT.to_string()),
+        "{err}"
+    );
+    assert!(!err.contains("timed out"), "{err}");
+    echo(&client, 1).await;
+    client.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------
 // The CLI and the daemon
 
 #[test]

@@ -202,6 +202,7 @@ impl HttpServer {
         c.mode = self.kind;
         // One slow connect must not eat the whole handshake budget.
         c.connect_timeout = timeouts.init.min(c.connect_timeout);
+        c.init_timeout = timeouts.init;
         c.send_timeout = timeouts.request;
         c
     }

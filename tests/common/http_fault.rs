@@ -172,6 +172,14 @@ pub struct Reply {
     pub delay: Duration,
     /// Answer with this JSON body instead of the response (a broken server).
     pub body: Option<String>,
+    /// The Content-Type of `body` (default `application/json`).
+    pub content_type: Option<String>,
+    /// Raw SSE text written before the response (garbage lines, say).
+    pub raw_first: Vec<String>,
+    /// A polling server: every stream (the POST's and each resuming GET)
+    /// carries one priming event with a new id and closes, until the
+    /// response is ready; then a resuming GET gets the response.
+    pub poll: bool,
 }
 
 impl Reply {
@@ -216,6 +224,18 @@ impl Reply {
         self.body = Some(json.to_owned());
         self
     }
+    pub fn content_type(mut self, ct: &str) -> Reply {
+        self.content_type = Some(ct.to_owned());
+        self
+    }
+    pub fn raw(mut self, sse_text: &str) -> Reply {
+        self.raw_first.push(sse_text.to_owned());
+        self
+    }
+    pub fn poll(mut self) -> Reply {
+        self.poll = true;
+        self
+    }
 }
 
 /// The standalone GET stream.
@@ -237,6 +257,10 @@ pub struct Fail {
     pub status: u16,
     /// How many more times; `usize::MAX` for always.
     pub remaining: usize,
+    /// A JSON-RPC error object (JSON text, sent as written) for the body
+    /// (else plain text), in a response to the request's id, or with
+    /// `"id": null`.
+    pub rpc_error: Option<(String, bool)>,
 }
 
 /// Requests must carry `Authorization: Bearer <token>`, else `status`.
@@ -272,8 +296,13 @@ pub struct Script {
     /// How long a server request waits for the client's answer.
     pub answer_timeout: Duration,
     /// Status for an unknown session id: the spec says 404; some servers
-    /// (server-everything) say 400.
+    /// (server-everything) say 400. Either comes with the JSON-RPC error
+    /// body of the server it imitates (see `session_error`).
     pub unknown_session_status: u16,
+    /// The capabilities initialize declares (default: tools, logging).
+    pub capabilities: Option<Value>,
+    /// Legacy server: wait this long before answering the event stream's GET.
+    pub get_delay: Duration,
 }
 
 impl Default for Script {
@@ -292,6 +321,8 @@ impl Default for Script {
             extra_tools: Vec::new(),
             answer_timeout: Duration::from_secs(10),
             unknown_session_status: 404,
+            capabilities: None,
+            get_delay: Duration::ZERO,
         }
     }
 }
@@ -307,6 +338,25 @@ impl Script {
             rpc_method: rpc_method.map(str::to_owned),
             status,
             remaining: times,
+            rpc_error: None,
+        });
+        self
+    }
+    /// Like [`Script::fail`], with a JSON-RPC error body: addressed to the
+    /// request (`to_request`) or with `"id": null`.
+    pub fn fail_rpc(
+        mut self,
+        rpc_method: Option<&str>,
+        status: u16,
+        times: usize,
+        error: &str,
+        to_request: bool,
+    ) -> Script {
+        self.fails.push(Fail {
+            rpc_method: rpc_method.map(str::to_owned),
+            status,
+            remaining: times,
+            rpc_error: Some((error.to_owned(), to_request)),
         });
         self
     }
@@ -390,6 +440,12 @@ impl FaultServer {
     /// one are answered 404.
     pub fn expire_session(&self) {
         self.shared.sessions.lock().unwrap().valid.clear();
+    }
+
+    /// Ends every live legacy event stream, as a server restart or a proxy
+    /// timeout would; how many there were.
+    pub fn drop_legacy_streams(&self) -> usize {
+        self.shared.drop_legacy_streams()
     }
 
     /// Session ids issued, oldest first.
@@ -518,6 +574,8 @@ struct Stream {
     live: Option<mpsc::UnboundedSender<Chunk>>,
     /// The response was sent: a replay closes after it.
     done: bool,
+    /// Resuming GETs get a new priming event and are closed (`Reply::poll`).
+    poll: bool,
 }
 
 #[derive(Default)]
@@ -607,6 +665,7 @@ impl Shared {
                 events: Vec::new(),
                 live: Some(tx),
                 done: false,
+                poll: false,
             },
         );
         (sid, body_of(rx))
@@ -670,6 +729,23 @@ impl Shared {
             .push((sid.to_owned(), Instant::now()));
     }
 
+    fn set_poll(&self, sid: &str) {
+        if let Some(s) = self.streams.lock().unwrap().get_mut(sid) {
+            s.poll = true;
+        }
+    }
+
+    fn drop_legacy_streams(&self) -> usize {
+        let mut streams = self.streams.lock().unwrap();
+        let mut n = 0;
+        for (sid, st) in streams.iter_mut() {
+            if sid.starts_with('l') && st.live.take().is_some() {
+                n += 1;
+            }
+        }
+        n
+    }
+
     /// The response went out: close the live connection (if any).
     fn complete(&self, sid: &str) {
         let mut streams = self.streams.lock().unwrap();
@@ -686,6 +762,13 @@ impl Shared {
         let mut streams = self.streams.lock().unwrap();
         let s = streams.get_mut(sid)?;
         let (tx, rx) = mpsc::unbounded_channel::<Chunk>();
+        if s.poll && !s.done {
+            // A new priming event, and the stream ends.
+            let text = format!("id: {sid}-{}\ndata:\n\n", s.events.len());
+            s.events.push(text.clone());
+            let _ = tx.send(Ok(Bytes::from(text)));
+            return Some(body_of(rx));
+        }
         for e in s.events.iter().skip(idx + 1) {
             let _ = tx.send(Ok(Bytes::from(e.clone())));
         }
@@ -731,7 +814,8 @@ impl Shared {
                 };
                 Ok(json!({
                     "protocolVersion": version,
-                    "capabilities": { "tools": { "listChanged": true }, "logging": {} },
+                    "capabilities": script.capabilities.clone().unwrap_or_else(
+                        || json!({ "tools": { "listChanged": true }, "logging": {} })),
                     "serverInfo": { "name": SERVER_NAME, "version": "1.0.0" },
                 }))
             }
@@ -823,6 +907,18 @@ impl Shared {
         if let Some(ms) = reply.retry_ms {
             comment(&self);
             self.emit(&sid, None, Some(ms));
+        }
+        if reply.poll {
+            // Closed now; each resuming GET gets a new priming event and
+            // is closed too, until the response is there.
+            if reply.retry_ms.is_none() {
+                self.emit(&sid, None, None);
+            }
+            self.set_poll(&sid);
+            self.cut(&sid, Cut::Close);
+        }
+        for raw in &reply.raw_first {
+            self.write_raw(&sid, raw);
         }
         for n in &reply.notify_first {
             comment(&self);
@@ -968,7 +1064,7 @@ fn accepts(headers: &HeaderMap, what: &str) -> bool {
 }
 
 /// Takes one use of the first matching fail rule.
-fn take_fail(s: &Shared, method: Option<&str>, tool: Option<&str>) -> Option<u16> {
+fn take_fail(s: &Shared, method: Option<&str>, tool: Option<&str>) -> Option<Fail> {
     let mut script = s.script.lock().unwrap();
     let keyed = match (method, tool) {
         (Some(m), Some(t)) => Some(format!("{m}:{t}")),
@@ -984,7 +1080,45 @@ fn take_fail(s: &Shared, method: Option<&str>, tool: Option<&str>) -> Option<u16
     if f.remaining != usize::MAX {
         f.remaining -= 1;
     }
-    Some(f.status)
+    Some(f.clone())
+}
+
+/// The answer a fail rule makes to a message with this `id`.
+fn failed(f: &Fail, id: Option<&Value>) -> Response {
+    match &f.rpc_error {
+        Some((error, to_request)) => {
+            let id = match id {
+                Some(id) if *to_request => id.to_string(),
+                _ => "null".to_owned(),
+            };
+            let mut r = plain(
+                status(f.status),
+                &format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{error}}}"#),
+            );
+            r.headers_mut()
+                .insert("content-type", "application/json".parse().unwrap());
+            r
+        }
+        None => plain(status(f.status), &format!("injected HTTP {}", f.status)),
+    }
+}
+
+/// How servers say a session is unknown: the TypeScript SDK's 404 (a
+/// JSON-RPC error with `"id": null`), or server-everything's 400 (its error
+/// addressed to the request).
+fn session_error(code: StatusCode, id: Option<&Value>) -> Response {
+    if code == StatusCode::NOT_FOUND {
+        return json_response(
+            code,
+            &json!({"jsonrpc": "2.0", "id": null,
+                    "error": {"code": -32001, "message": "Session not found"}}),
+        );
+    }
+    json_response(
+        code,
+        &json!({"jsonrpc": "2.0", "id": id.cloned().unwrap_or(Value::Null),
+                "error": {"code": -32000, "message": "Bad Request: No valid session ID provided"}}),
+    )
 }
 
 async fn post(s: &Arc<Shared>, parts: &Parts, body: &[u8], script: &Script) -> Response {
@@ -1019,12 +1153,12 @@ async fn post(s: &Arc<Shared>, parts: &Parts, body: &[u8], script: &Script) -> R
     }
     let method = msg["method"].as_str().map(str::to_owned);
     let tool = msg["params"]["name"].as_str();
-    if let Some(code) = take_fail(s, method.as_deref(), tool) {
-        return plain(status(code), &format!("injected HTTP {code}"));
+    if let Some(f) = take_fail(s, method.as_deref(), tool) {
+        return failed(&f, msg.get("id"));
     }
     let is_init = method.as_deref() == Some("initialize");
     if !is_init && let Some(st) = s.check_session(&parts.headers, script) {
-        return plain(st, "unknown or missing session");
+        return session_error(st, msg.get("id"));
     }
     if let Some(v) = parts.headers.get("mcp-protocol-version")
         && !VERSIONS.contains(&v.to_str().unwrap_or(""))
@@ -1052,8 +1186,8 @@ async fn post(s: &Arc<Shared>, parts: &Parts, body: &[u8], script: &Script) -> R
         sse_response(body)
     } else if let Some(body) = &reply.body {
         let mut r = plain(StatusCode::OK, body);
-        r.headers_mut()
-            .insert("content-type", "application/json".parse().unwrap());
+        let ct = reply.content_type.as_deref().unwrap_or("application/json");
+        r.headers_mut().insert("content-type", ct.parse().unwrap());
         r
     } else {
         tokio::time::sleep(reply.delay).await;
@@ -1075,7 +1209,7 @@ fn get(s: &Arc<Shared>, parts: &Parts, script: &Script) -> Response {
         );
     }
     if let Some(st) = s.check_session(&parts.headers, script) {
-        return plain(st, "unknown or missing session");
+        return session_error(st, None);
     }
     if let Some(last) = parts
         .headers
@@ -1127,8 +1261,8 @@ async fn legacy(
             };
             let method = msg["method"].as_str().map(str::to_owned);
             let tool = msg["params"]["name"].as_str();
-            if let Some(code) = take_fail(s, method.as_deref(), tool) {
-                return plain(status(code), &format!("injected HTTP {code}"));
+            if let Some(f) = take_fail(s, method.as_deref(), tool) {
+                return failed(&f, msg.get("id"));
             }
             match (method, msg.get("id").cloned()) {
                 (None, _) => s.deliver_answer(&msg),
@@ -1156,6 +1290,7 @@ async fn legacy(
                     "Accept must include text/event-stream",
                 );
             }
+            tokio::time::sleep(script.get_delay).await;
             let (sid, body) = s.open("l");
             s.write_raw(
                 &sid,

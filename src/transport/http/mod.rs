@@ -64,6 +64,10 @@ pub struct HttpConfig {
     pub headers: Vec<(String, String)>,
     pub mode: HttpMode,
     pub connect_timeout: Duration,
+    /// Limit for the handshake's HTTP steps: the `initialize` POST and its
+    /// answer (also when a session is renewed), and opening the legacy
+    /// event stream up to its `endpoint` event.
+    pub init_timeout: Duration,
     /// Limit for one JSON body or one SSE event.
     pub max_message_bytes: usize,
     /// Limit for exchanges that carry no request of ours: notifications,
@@ -78,6 +82,7 @@ impl HttpConfig {
             headers: Vec::new(),
             mode: HttpMode::Auto,
             connect_timeout: Duration::from_secs(10),
+            init_timeout: Duration::from_secs(60),
             max_message_bytes: 64 * 1024 * 1024,
             send_timeout: Duration::from_secs(30),
         }
