@@ -1264,9 +1264,18 @@ async fn a_renewed_session_updates_the_revision_and_capabilities_12() {
         s.capabilities =
             Some(json!({"tools": {"listChanged": true}, "logging": {}, "prompts": {}}));
     });
+    let mut events = client.subscribe();
     srv.expire_session();
     echo(&client, 1).await;
     assert_eq!(srv.rpc("initialize").len(), 2, "{}", srv.summary());
+    // The client says so, for the supervisor to list everything again.
+    loop {
+        match tokio::time::timeout(WAIT, events.recv()).await {
+            Ok(Ok(ServerEvent::SessionRenewed)) => break,
+            Ok(Ok(_)) => {}
+            other => panic!("no SessionRenewed event: {other:?}"),
+        }
+    }
     assert_eq!(
         client.negotiated().protocol_version.as_str(),
         "2025-06-18",
@@ -1684,8 +1693,8 @@ fn daemon_http_session_expiry_is_invisible_to_callers() {
         .lines()
         .filter(|l| l.contains("GET") && l.contains("405"))
         .count();
-    assert!(
-        mentions <= 1,
+    assert_eq!(
+        mentions, 1,
         "the GET 405 was logged {mentions} times:\n{log}"
     );
     srv.expire_session();
@@ -1693,4 +1702,45 @@ fn daemon_http_session_expiry_is_invisible_to_callers() {
     assert_eq!((r.code, r.stdout.as_str()), (0, "{\"k\":2}\n"), "{r:?}");
     assert_eq!(srv.rpc("initialize").len(), 2, "{}", srv.summary());
     assert_eq!(d.server("x").unwrap()["state"], "ready");
+}
+
+fn tool_names(d: &Daemon) -> Vec<String> {
+    d.json(&["tools"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// A session renewed on a redeployed server: `servers` shows the new
+/// revision and the catalog is listed again (a new tool appears without any
+/// list_changed).
+#[test]
+fn daemon_relists_the_catalog_after_a_session_renewal_12() {
+    let srv = FaultServer::start();
+    let config = format!(
+        r#"{{ "loginShellPath": false, "servers": {{ "x": {} }} }}"#,
+        http_entry(&srv.url(), "")
+    );
+    let d = Daemon::start_in(Sandbox::new(), &config);
+    d.wait_ready(&["x"], WAIT * 3);
+    assert!(!tool_names(&d).contains(&"x__fresh".to_owned()));
+    let lists = srv.rpc("tools/list").len();
+    srv.script(|s| {
+        s.extra_tools = vec!["fresh".into()];
+        s.protocol_version = Some("2025-06-18".into());
+    });
+    srv.expire_session();
+    let r = d.run(&["call", "x__echo", r#"{"k":1}"#]);
+    assert_eq!((r.code, r.stdout.as_str()), (0, "{\"k\":1}\n"), "{r:?}");
+    poll("x__fresh in the catalog", WAIT, || {
+        tool_names(&d)
+            .contains(&"x__fresh".to_owned())
+            .then_some(())
+    });
+    assert!(srv.rpc("tools/list").len() > lists, "{}", srv.summary());
+    let s = d.server("x").unwrap();
+    assert_eq!(s["protocolVersion"], "2025-06-18", "{s}");
+    assert_eq!(s["state"], "ready", "{s}");
 }

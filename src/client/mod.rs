@@ -111,6 +111,10 @@ pub enum ServerEvent {
     },
     /// A `notifications/message` log entry, params untouched.
     Log(Box<RawValue>),
+    /// The transport renewed the session on its own (HTTP) and the server
+    /// answered `initialize` anew: [`ServerClient::negotiated`] holds what
+    /// it said now, and every list may have changed.
+    SessionRenewed,
     /// A re-list after a change notification failed.
     RelistFailed {
         what: &'static str,
@@ -123,7 +127,8 @@ pub enum ServerEvent {
 struct Core {
     name: String,
     peer: Peer,
-    negotiated: Negotiated,
+    /// Replaced when the transport renews the session.
+    negotiated: std::sync::Mutex<Arc<Negotiated>>,
     opts: ClientOptions,
     #[allow(dead_code)] // read once the stateless era lands
     era: Era,
@@ -178,7 +183,7 @@ impl ServerClient {
                 let core = Arc::new(core);
                 let (events, _) = broadcast::channel(256);
                 let watcher = tokio::spawn(
-                    watch_notifications(core.clone(), notes, events.clone())
+                    watch_notifications(core.clone(), notes, control.renewals(), events.clone())
                         .instrument(info_span!("server", server = name)),
                 );
                 Ok(ServerClient {
@@ -225,27 +230,7 @@ impl ServerClient {
             .request(methods::INITIALIZE, Some(params), req_opts)
             .await
             .map_err(|source| ClientError::request(name, methods::INITIALIZE, source))?;
-        let init: InitializeResult = serde_json::from_str(raw.get())
-            .map_err(|e| ClientError::invalid(name, methods::INITIALIZE, e))?;
-        let version = match init.protocol_version.parse::<ProtocolVersion>() {
-            Ok(v) if v.era() == Era::Handshake => v,
-            _ => {
-                return Err(ClientError::UnsupportedVersion {
-                    server: name.to_owned(),
-                    requested: requested.as_str().to_owned(),
-                    offered: init.protocol_version,
-                });
-            }
-        };
-        let capabilities_raw = init
-            .capabilities
-            .unwrap_or_else(crate::protocol::empty_object);
-        let capabilities: ServerCapabilities = serde_json::from_str(capabilities_raw.get())
-            .map_err(|e| ClientError::invalid(name, methods::INITIALIZE, e))?;
-        let server_info = init
-            .server_info
-            .unwrap_or_else(crate::protocol::empty_object);
-        let info: InfoKey = serde_json::from_str(server_info.get()).unwrap_or_default();
+        let negotiated = negotiate(name, raw.get())?;
         // Subscribe before `initialized` so no early notification is missed.
         let notes = peer.subscribe();
         peer.notify(methods::NOTIFICATION_INITIALIZED, None)
@@ -253,20 +238,12 @@ impl ServerClient {
             .map_err(|source| {
                 ClientError::request(name, methods::NOTIFICATION_INITIALIZED, source)
             })?;
-        debug!(version = %version, server_name = ?info.name, "initialized");
+        debug!(version = %negotiated.protocol_version, server_name = ?negotiated.server_name, "initialized");
         Ok((
             Core {
                 name: name.to_owned(),
                 peer,
-                negotiated: Negotiated {
-                    protocol_version: version,
-                    capabilities,
-                    capabilities_raw,
-                    server_info,
-                    server_name: info.name,
-                    server_version: info.version,
-                    instructions: init.instructions,
-                },
+                negotiated: std::sync::Mutex::new(Arc::new(negotiated)),
                 opts,
                 era: Era::Handshake,
             },
@@ -278,8 +255,9 @@ impl ServerClient {
         &self.core.name
     }
 
-    pub fn negotiated(&self) -> &Negotiated {
-        &self.core.negotiated
+    /// What the handshake settled (or the latest renewal of the session).
+    pub fn negotiated(&self) -> Arc<Negotiated> {
+        self.core.negotiated()
     }
 
     /// Server changes, with lists already re-fetched.
@@ -509,7 +487,65 @@ impl Cap {
     }
 }
 
+/// Read an `initialize` result: a handshake-era revision, the
+/// capabilities, `serverInfo` and `instructions`.
+fn negotiate(name: &str, result: &str) -> Result<Negotiated, ClientError> {
+    let init: InitializeResult = serde_json::from_str(result)
+        .map_err(|e| ClientError::invalid(name, methods::INITIALIZE, e))?;
+    let protocol_version = match init.protocol_version.parse::<ProtocolVersion>() {
+        Ok(v) if v.era() == Era::Handshake => v,
+        _ => {
+            return Err(ClientError::UnsupportedVersion {
+                server: name.to_owned(),
+                requested: ProtocolVersion::LATEST_HANDSHAKE.as_str().to_owned(),
+                offered: init.protocol_version,
+            });
+        }
+    };
+    let capabilities_raw = init
+        .capabilities
+        .unwrap_or_else(crate::protocol::empty_object);
+    let capabilities: ServerCapabilities = serde_json::from_str(capabilities_raw.get())
+        .map_err(|e| ClientError::invalid(name, methods::INITIALIZE, e))?;
+    let server_info = init
+        .server_info
+        .unwrap_or_else(crate::protocol::empty_object);
+    let info: InfoKey = serde_json::from_str(server_info.get()).unwrap_or_default();
+    Ok(Negotiated {
+        protocol_version,
+        capabilities,
+        capabilities_raw,
+        server_info,
+        server_name: info.name,
+        server_version: info.version,
+        instructions: init.instructions,
+    })
+}
+
 impl Core {
+    fn negotiated(&self) -> Arc<Negotiated> {
+        self.negotiated
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Take up the server's answer to an `initialize` the transport sent
+    /// again (a renewed session).
+    fn renewed(&self, frame: &str) -> Result<(), ClientError> {
+        #[derive(Deserialize)]
+        struct Response<'a> {
+            #[serde(borrow)]
+            result: &'a RawValue,
+        }
+        let r: Response<'_> = serde_json::from_str(frame)
+            .map_err(|e| ClientError::invalid(&self.name, methods::INITIALIZE, e))?;
+        let n = negotiate(&self.name, r.result.get())?;
+        debug!(version = %n.protocol_version, "session renewed");
+        *self.negotiated.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(n);
+        Ok(())
+    }
+
     fn encode<T: serde::Serialize + ?Sized>(
         &self,
         method: &str,
@@ -534,7 +570,7 @@ impl Core {
         opts: &CallOptions,
     ) -> Result<Box<RawValue>, ClientError> {
         if let Some(cap) = cap
-            && !cap.declared(&self.negotiated.capabilities)
+            && !cap.declared(&self.negotiated().capabilities)
         {
             return Err(ClientError::CapabilityNotDeclared {
                 server: self.name.clone(),
@@ -629,10 +665,27 @@ impl Dirty {
 async fn watch_notifications(
     core: Arc<Core>,
     mut rx: broadcast::Receiver<Arc<Notification>>,
+    mut renewals: Option<tokio::sync::watch::Receiver<Option<Arc<str>>>>,
     events: broadcast::Sender<ServerEvent>,
 ) {
     loop {
+        let renewed = async {
+            match renewals.as_mut() {
+                Some(r) => match r.changed().await {
+                    Ok(()) => r.borrow_and_update().clone(),
+                    Err(_) => std::future::pending().await,
+                },
+                None => std::future::pending().await,
+            }
+        };
         let first = tokio::select! {
+            Some(frame) = renewed => {
+                match core.renewed(&frame) {
+                    Ok(()) => drop(events.send(ServerEvent::SessionRenewed)),
+                    Err(e) => warn!("the renewed session's initialize answer: {e}; keeping what was negotiated before"),
+                }
+                continue;
+            }
             n = rx.recv() => n,
             _ = core.peer.closed() => {
                 if let Some(reason) = core.peer.close_reason() {

@@ -446,6 +446,13 @@ impl Supervisor {
                         }
                         return Outcome::Restart;
                     }
+                    Ok(ServerEvent::SessionRenewed) => {
+                        // A new session may be a redeployed server: show its
+                        // revision, and list everything again.
+                        let version = client.negotiated().protocol_version.as_str().to_owned();
+                        self.update(|s| s.protocol_version = Some(version));
+                        let _ = self.events.send(SupervisorEvent::Connected { server: self.name.clone() });
+                    }
                     Ok(event) => {
                         let _ = self.events.send(SupervisorEvent::Changed { server: self.name.clone(), event });
                     }

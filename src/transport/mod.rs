@@ -88,6 +88,14 @@ pub trait TransportControl: Send + Sync + 'static {
     /// The transport in use: "stdio", "streamable-http", "sse", or "http"
     /// while auto-detection has not decided yet.
     fn kind(&self) -> &'static str;
+    /// Sessions the transport renewed on its own (HTTP: an expired session,
+    /// a dropped legacy stream). Each value is the server's answer to the
+    /// `initialize` sent again, a JSON-RPC response frame: the server may
+    /// have been redeployed with another revision or capabilities. `None`
+    /// for transports without sessions.
+    fn renewals(&self) -> Option<tokio::sync::watch::Receiver<Option<std::sync::Arc<str>>>> {
+        None
+    }
 }
 
 /// A started transport.

@@ -180,8 +180,10 @@ pub async fn connect(name: &str, cfg: HttpConfig) -> Result<Connection, HttpErro
         url,
         limit: cfg.max_message_bytes,
         send_timeout: cfg.send_timeout,
+        init_timeout: cfg.init_timeout,
         mode: cfg.mode,
         inbound: in_tx,
+        renewed: watch::channel(None).0,
         state: Mutex::new(State::default()),
         reinit: tokio::sync::Mutex::new(()),
         kind: AtomicU8::new(KIND_UNDETECTED),
@@ -190,7 +192,7 @@ pub async fn connect(name: &str, cfg: HttpConfig) -> Result<Connection, HttpErro
         closed: AtomicBool::new(false),
     });
     if cfg.mode == HttpMode::Sse {
-        legacy::open(&shared)
+        legacy::start(&shared)
             .await
             .map_err(|(reason, auth_required)| HttpError::Connect {
                 server: name.to_owned(),
@@ -234,8 +236,12 @@ struct Shared {
     url: Url,
     limit: usize,
     send_timeout: Duration,
+    init_timeout: Duration,
     mode: HttpMode,
     inbound: mpsc::Sender<TransportEvent>,
+    /// The server's answer to each `initialize` sent again on our own
+    /// (a renewed session), for the client to take up.
+    renewed: watch::Sender<Option<Arc<str>>>,
     state: Mutex<State>,
     /// Serialises session renewal, so a burst of 404s renews once.
     reinit: tokio::sync::Mutex<()>,
@@ -259,6 +265,12 @@ struct State {
     endpoint: Option<Url>,
     /// Streamable HTTP: the task reading each request's answer.
     in_flight: std::collections::HashMap<Id, tokio::task::AbortHandle>,
+    /// The session a request was last accepted on: only an established
+    /// session can be lost (see `streamable::judge`).
+    accepted: Option<String>,
+    /// Legacy transport: requests whose answers are due on the event
+    /// stream, failed when it drops.
+    awaiting: Vec<Id>,
     /// Session state the server forgets with the session (resource
     /// subscriptions, the log level): requests to send again, in order,
     /// after a renewal: what they set, their id, their text.
@@ -448,10 +460,17 @@ impl Shared {
                 },
             };
             let msg = OutMsg::classify(text);
-            if self.kind.load(Ordering::SeqCst) == KIND_SSE {
-                legacy::send(&self, msg).await;
-            } else {
-                streamable::send(&self, msg).await;
+            let step = async {
+                if self.kind.load(Ordering::SeqCst) == KIND_SSE {
+                    legacy::send(&self, msg).await;
+                } else {
+                    streamable::send(&self, msg).await;
+                }
+            };
+            // Every step is bounded by its own timeout; stop cuts it short.
+            tokio::select! {
+                _ = self.stop.cancelled() => break,
+                _ = step => {}
             }
         }
         self.finish().await;
@@ -468,6 +487,22 @@ impl Shared {
         }
         self.close(CloseReason::new("shut down by mcphost")).await;
     }
+}
+
+/// `fut`, unless `deadline` passes first (`None`: never, as when the
+/// deadline overflowed).
+async fn within<F: std::future::Future>(
+    deadline: Option<tokio::time::Instant>,
+    fut: F,
+) -> Option<F::Output> {
+    match deadline {
+        Some(d) => tokio::time::timeout_at(d, fut).await.ok(),
+        None => Some(fut.await),
+    }
+}
+
+fn deadline_after(d: Duration) -> Option<tokio::time::Instant> {
+    tokio::time::Instant::now().checked_add(d)
 }
 
 fn status_message(status: StatusCode, url: &str, body: &str) -> String {
@@ -494,7 +529,11 @@ async fn read_snippet(mut resp: reqwest::Response) -> String {
             _ => break,
         }
     }
-    let text = String::from_utf8_lossy(&buf);
+    snippet(&String::from_utf8_lossy(&buf))
+}
+
+/// The first few hundred characters of a text, on one line.
+fn snippet(text: &str) -> String {
     let mut s: String = text
         .split_whitespace()
         .collect::<Vec<_>>()
@@ -586,6 +625,10 @@ impl TransportControl for HttpControl {
 
     fn pid(&self) -> Option<u32> {
         None
+    }
+
+    fn renewals(&self) -> Option<watch::Receiver<Option<Arc<str>>>> {
+        Some(self.shared.renewed.subscribe())
     }
 
     fn kind(&self) -> &'static str {

@@ -12,7 +12,8 @@ use tracing::{debug, info, warn};
 use super::sse::{Event, EventStream, SseError, error_chain};
 use super::{
     BodyError, BodyKind, DEFAULT_RETRY, HttpMode, KIND_SSE, KIND_STREAMABLE, MAX_RESUME_ATTEMPTS,
-    OutMsg, Shared, body_kind, is_auth_status, legacy, read_limited, response_ids, same_id,
+    OutMsg, Shared, body_kind, deadline_after, is_auth_status, legacy, read_limited, response_ids,
+    same_id, within,
 };
 use crate::protocol::Id;
 use crate::transport::TransportEvent;
@@ -88,7 +89,7 @@ pub(super) async fn send(shared: &Arc<Shared>, msg: OutMsg) {
 }
 
 /// Note what a renewed session must be told again.
-fn remember_session_state(shared: &Shared, msg: &OutMsg) {
+pub(super) fn remember_session_state(shared: &Shared, msg: &OutMsg) {
     #[derive(serde::Deserialize)]
     struct Note {
         params: Params,
@@ -174,6 +175,8 @@ fn capture_session(shared: &Shared, headers: &HeaderMap) {
     }
 }
 
+/// The handshake's `initialize`, every step of it (the POST, a fallback to
+/// the legacy transport, the answer) within the init timeout.
 async fn initialize(shared: &Arc<Shared>, msg: OutMsg) {
     let ids = msg.requests.clone();
     if let Some(id) = ids.first() {
@@ -182,12 +185,22 @@ async fn initialize(shared: &Arc<Shared>, msg: OutMsg) {
         st.session = None;
         st.version = None;
     }
-    let resp = match build_post(shared, &msg.text, Headers::Fresh).send().await {
-        Ok(r) => r,
-        Err(e) => {
-            shared.fail(&ids, &shared.cannot_reach(&e)).await;
-            return;
-        }
+    let deadline = deadline_after(shared.init_timeout);
+    let late = || {
+        format!(
+            "no answer to initialize within {:?} (the init timeout)",
+            shared.init_timeout
+        )
+    };
+    let resp = match within(
+        deadline,
+        build_post(shared, &msg.text, Headers::Fresh).send(),
+    )
+    .await
+    {
+        Some(Ok(r)) => r,
+        Some(Err(e)) => return shared.fail(&ids, &shared.cannot_reach(&e)).await,
+        None => return shared.fail(&ids, &late()).await,
     };
     let status = resp.status();
     if shared.mode == HttpMode::Auto
@@ -197,7 +210,10 @@ async fn initialize(shared: &Arc<Shared>, msg: OutMsg) {
         )
     {
         info!("initialize answered HTTP {status}: trying the legacy HTTP+SSE transport");
-        if let Err((reason, auth)) = legacy::open(shared).await {
+        let opened = within(deadline, legacy::start(shared))
+            .await
+            .unwrap_or_else(|| Err((late(), false)));
+        if let Err((reason, auth)) = opened {
             let reason = format!(
                 "neither transport answered: Streamable HTTP said HTTP {status}, and legacy HTTP+SSE failed: {reason}"
             );
@@ -228,12 +244,23 @@ async fn initialize(shared: &Arc<Shared>, msg: OutMsg) {
     }
     capture_session(shared, resp.headers());
     let task = shared.clone();
-    shared.spawn(async move { answer(&task, resp, ids).await });
+    shared.spawn(async move {
+        if within(deadline, answer(&task, resp, ids.clone()))
+            .await
+            .is_none()
+        {
+            let reason = format!(
+                "the server did not answer initialize within {:?} (the init timeout)",
+                task.init_timeout
+            );
+            task.fail(&ids, &reason).await;
+        }
+    });
 }
 
 async fn post_other(shared: &Arc<Shared>, msg: &OutMsg) {
     let what = msg.method.as_deref().unwrap_or("a response");
-    match post(shared, &msg.text).await {
+    match post(shared, &msg.text, &[]).await {
         // Any 2xx will do; a body here would answer nothing we asked.
         Ok(_) => {}
         Err(Failure::Auth(resp)) => shared.auth_failed(resp).await,
@@ -244,8 +271,9 @@ async fn post_other(shared: &Arc<Shared>, msg: &OutMsg) {
 
 async fn post_request(shared: &Arc<Shared>, msg: OutMsg) {
     let ids = msg.requests.clone();
-    match post(shared, &msg.text).await {
-        Ok(resp) => answer(shared, resp, ids).await,
+    match post(shared, &msg.text, &ids).await {
+        Ok(Posted::Stream(resp)) => answer(shared, resp, ids).await,
+        Ok(Posted::Answer(text)) => deliver_json(shared, text, ids).await,
         Err(Failure::Auth(resp)) => shared.auth_failed(resp).await,
         Err(Failure::Unreachable(e)) => {
             shared.fail(&ids, &shared.cannot_reach(&e)).await;
@@ -262,9 +290,18 @@ enum Failure {
     Reason(String),
 }
 
+/// What a POST brought back.
+enum Posted {
+    /// A 2xx, its body still to read.
+    Stream(reqwest::Response),
+    /// An HTTP error whose body is the server's JSON-RPC answer to our
+    /// request: delivered as it is, like any answer.
+    Answer(String),
+}
+
 /// POST with the session; when the server has lost the session, renew it
-/// and POST once more. Ok is a 2xx.
-async fn post(shared: &Arc<Shared>, text: &str) -> Result<reqwest::Response, Failure> {
+/// and POST once more.
+async fn post(shared: &Arc<Shared>, text: &str, requests: &[Id]) -> Result<Posted, Failure> {
     for attempt in 0..2 {
         let sent = shared.session();
         let resp = match build_post(shared, text, Headers::Session).send().await {
@@ -277,35 +314,113 @@ async fn post(shared: &Arc<Shared>, text: &str) -> Result<reqwest::Response, Fai
         };
         let status = resp.status();
         if status.is_success() {
-            return Ok(resp);
+            if sent.is_some() {
+                shared.state().accepted = sent;
+            }
+            return Ok(Posted::Stream(resp));
         }
         if is_auth_status(status) {
             return Err(Failure::Auth(resp));
         }
-        let error = match (status, attempt, sent) {
-            // The spec's answer to an unknown session.
-            (StatusCode::NOT_FOUND, 0, Some(stale)) => Ok(stale),
-            // Some servers (server-everything 2026.8.31: "No valid session
-            // ID provided") answer 400 instead.
-            (StatusCode::BAD_REQUEST, 0, Some(stale)) => {
-                let url = super::redact_url(resp.url().as_str());
-                let body = super::read_snippet(resp).await;
-                if body.to_ascii_lowercase().contains("session") {
-                    Ok(stale)
-                } else {
-                    Err(super::status_message(status, &url, &body))
-                }
+        let url = super::redact_url(resp.url().as_str());
+        let body = read_limited(resp, shared.limit).await.unwrap_or_default();
+        let established = sent.is_some() && shared.state().accepted == sent;
+        let verdict = judge(status, &body, sent.is_some(), established, requests);
+        let error = || super::status_message(status, &url, &super::snippet(&body));
+        match (verdict, sent) {
+            (Verdict::Answer, _) => return Ok(Posted::Answer(body)),
+            (Verdict::SessionLost, Some(stale)) if attempt == 0 => {
+                renew_session(shared, &stale)
+                    .await
+                    .map_err(Failure::Reason)?;
             }
-            _ => Err(shared.status_error(resp).await),
-        };
-        let stale = error.map_err(Failure::Reason)?;
-        renew_session(shared, &stale)
-            .await
-            .map_err(Failure::Reason)?;
+            (Verdict::SessionLost, _) => {
+                return Err(Failure::Reason(format!(
+                    "the server lost the session again right after it was renewed: {}",
+                    error()
+                )));
+            }
+            (Verdict::Error, _) => return Err(Failure::Reason(error())),
+        }
     }
     Err(Failure::Reason(
         "the server lost the session again right after it was renewed".to_owned(),
     ))
+}
+
+/// How to take an HTTP error status on a POST.
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    /// Renew the session and send again.
+    SessionLost,
+    /// The body is the server's JSON-RPC answer to our request.
+    Answer,
+    /// Anything else fails the request, quoting the body.
+    Error,
+}
+
+/// Decide what an HTTP error to a POST means.
+///
+/// - A body that is a JSON-RPC response to our request, with a code the
+///   JSON-RPC spec defines (-32700 … -32600) or any code outside the range
+///   servers keep for themselves (-32099 … -32000), is the server's answer:
+///   it goes to the caller as it is, code, message and `data` intact.
+/// - The spec's rule for a lost session: 404 to a request that carried our
+///   session id, unless it is such an answer (a -32601 in a 404 is "method
+///   not found", not "session expired").
+/// - server-everything (2026.8.31) answers an unknown session with 400 and
+///   `{"code":-32000,"message":"Bad Request: No valid session ID provided"}`
+///   addressed to our request. We take a 400 as a lost session only when
+///   its body is a JSON-RPC error in the server-defined range (which the
+///   SDKs use for transport-level rejections: they did not process our
+///   message) and the session was established, i.e. this server already
+///   accepted a request of ours on it: our headers, revision and framing
+///   are then known to be acceptable, so what changed is the session. No
+///   substring of the message is read. A wrong guess costs one renewal, as
+///   the request is sent again only once.
+fn judge(
+    status: StatusCode,
+    body: &str,
+    sent_session: bool,
+    established: bool,
+    requests: &[Id],
+) -> Verdict {
+    #[derive(serde::Deserialize)]
+    struct Reply {
+        #[serde(default)]
+        id: Option<Id>,
+        #[serde(default)]
+        error: Option<Code>,
+        #[serde(default)]
+        result: Option<serde::de::IgnoredAny>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Code {
+        code: i64,
+    }
+    let reply = serde_json::from_str::<Reply>(body).ok();
+    let code = reply
+        .as_ref()
+        .and_then(|r| r.error.as_ref())
+        .map(|e| e.code);
+    let server_defined = code.is_some_and(|c| (-32099..=-32000).contains(&c));
+    let answer = reply.as_ref().is_some_and(|r| {
+        (r.error.is_some() || r.result.is_some())
+            && r.id
+                .as_ref()
+                .is_some_and(|id| requests.iter().any(|q| same_id(q, id)))
+    }) && !server_defined;
+    if status == StatusCode::NOT_FOUND && sent_session && !answer {
+        return Verdict::SessionLost;
+    }
+    if status == StatusCode::BAD_REQUEST && sent_session && established && server_defined {
+        return Verdict::SessionLost;
+    }
+    if answer {
+        Verdict::Answer
+    } else {
+        Verdict::Error
+    }
 }
 
 /// Deliver the answer to a POST: one JSON body, or an event stream that may
@@ -313,25 +428,7 @@ async fn post(shared: &Arc<Shared>, text: &str) -> Result<reqwest::Response, Fai
 async fn answer(shared: &Arc<Shared>, resp: reqwest::Response, ids: Vec<Id>) {
     match body_kind(&resp) {
         BodyKind::Json => match read_limited(resp, shared.limit).await {
-            Ok(text) => {
-                // A JSON answer is the whole answer: a request it does not
-                // answer never will be, so fail it now, not at its timeout.
-                let answered = response_ids(&text);
-                let missed: Vec<Id> = ids
-                    .into_iter()
-                    .filter(|id| !answered.iter().any(|a| same_id(a, id)))
-                    .collect();
-                let snippet: String = text.chars().take(200).collect();
-                if !text.trim().is_empty() {
-                    deliver(shared, text).await;
-                }
-                if !missed.is_empty() {
-                    let reason = format!(
-                        "the server's JSON answer holds no response to this request: {snippet:?}"
-                    );
-                    shared.fail(&missed, &reason).await;
-                }
-            }
+            Ok(text) => deliver_json(shared, text, ids).await,
             Err(BodyError::Oversized) => shared.oversized(ids).await,
             Err(BodyError::Http(e)) => {
                 let reason = format!("reading the response failed: {}", error_chain(&e));
@@ -357,6 +454,34 @@ async fn answer(shared: &Arc<Shared>, resp: reqwest::Response, ids: Vec<Id>) {
     }
 }
 
+/// A JSON answer is the whole answer: a request it does not answer never
+/// will be, so fail it now, not at its timeout.
+async fn deliver_json(shared: &Arc<Shared>, text: String, ids: Vec<Id>) {
+    let answered = response_ids(&text);
+    let missed: Vec<Id> = ids
+        .into_iter()
+        .filter(|id| !answered.iter().any(|a| same_id(a, id)))
+        .collect();
+    if missed.is_empty() {
+        return deliver(shared, text).await;
+    }
+    let reason = if serde_json::from_str::<serde::de::IgnoredAny>(&text).is_err() {
+        format!(
+            "the server's JSON answer is not valid JSON: {:?}",
+            super::snippet(&text)
+        )
+    } else {
+        format!(
+            "the server's JSON answer holds no response to this request: {:?}",
+            super::snippet(&text)
+        )
+    };
+    if !text.trim().is_empty() {
+        deliver(shared, text).await;
+    }
+    shared.fail(&missed, &reason).await;
+}
+
 /// Hand a frame to the peer, noting the negotiated revision on the way.
 async fn deliver(shared: &Arc<Shared>, data: String) {
     note_version(shared, &data);
@@ -364,6 +489,18 @@ async fn deliver(shared: &Arc<Shared>, data: String) {
 }
 
 fn note_version(shared: &Shared, data: &str) {
+    let mut st = shared.state();
+    if st.version.is_some() {
+        return;
+    }
+    let Some((init_id, _)) = &st.init else { return };
+    if let Some(v) = answered_version(data, init_id) {
+        st.version = Some(v);
+    }
+}
+
+/// The revision in an answer to the `initialize` with this id.
+pub(super) fn answered_version(data: &str, init_id: &Id) -> Option<String> {
     #[derive(serde::Deserialize)]
     struct InitResponse {
         id: Id,
@@ -374,24 +511,27 @@ fn note_version(shared: &Shared, data: &str) {
     struct InitResult {
         protocol_version: String,
     }
-    let mut st = shared.state();
-    if st.version.is_some() {
-        return;
-    }
-    let Some((init_id, _)) = &st.init else { return };
-    if let Ok(r) = serde_json::from_str::<InitResponse>(data)
-        && same_id(&r.id, init_id)
-    {
-        st.version = Some(r.result.protocol_version);
-    }
+    serde_json::from_str::<InitResponse>(data)
+        .ok()
+        .filter(|r| same_id(&r.id, init_id))
+        .map(|r| r.result.protocol_version)
 }
 
 /// Read a POST's event stream until every request it carried is answered,
 /// resuming by GET with `Last-Event-ID` when it breaks.
 async fn read_stream(shared: &Arc<Shared>, mut stream: EventStream, mut pending: Vec<Id>) {
+    // Resumptions in a row that made no progress. A new event id is
+    // progress (a server may close each stream after a priming event to
+    // make us poll): the request's own deadline (the peer cancels it, which
+    // ends this task) is the limit then, not a count.
     let mut attempts = 0u32;
+    let mut seen = stream.last_id.clone();
     loop {
         while let Some(ev) = stream.next().await {
+            if stream.last_id != seen {
+                seen = stream.last_id.clone();
+                attempts = 0;
+            }
             match ev {
                 Ok(Event::Message(data)) => {
                     attempts = 0;
@@ -488,53 +628,48 @@ async fn get(
     req.send().await
 }
 
-/// The session expired (404 on a request that carried it): initialize
-/// again without it, then let the caller retry its request once.
+/// The session expired (see [`judge`]): initialize again without it,
+/// within the init timeout, then let the caller retry its request once.
 async fn renew_session(shared: &Arc<Shared>, stale: &str) -> Result<(), String> {
     let _one_at_a_time = shared.reinit.lock().await;
     if shared.session().as_deref() != Some(stale) {
         return Ok(()); // another request already renewed it
     }
     let Some((id, body)) = shared.state().init.clone() else {
-        return Err("the session expired (HTTP 404) before initialize was sent".to_owned());
+        return Err("the session expired before initialize was sent".to_owned());
     };
-    info!("the session expired (HTTP 404); initializing a new one");
+    info!("the session expired; initializing a new one");
     {
         let mut st = shared.state();
         st.session = None;
+        st.accepted = None;
         if let Some(h) = st.get_stream.take() {
             h.abort();
         }
     }
-    let expired = |e: String| {
-        format!("the session expired (HTTP 404) and initializing a new one failed: {e}")
-    };
-    let resp = build_post(shared, &body, Headers::Fresh)
-        .send()
-        .await
-        .map_err(|e| expired(error_chain(&e)))?;
-    if !resp.status().is_success() {
-        return Err(expired(shared.status_error(resp).await));
+    let expired = |e: String| format!("the session expired and initializing a new one failed: {e}");
+    let answer = within(
+        deadline_after(shared.init_timeout),
+        reinitialize(shared, &id, &body),
+    )
+    .await
+    .unwrap_or_else(|| {
+        Err(format!(
+            "no answer within {:?} (the init timeout)",
+            shared.init_timeout
+        ))
+    })
+    .map_err(expired)?;
+    if let Some(v) = answered_version(&answer, &id) {
+        shared.state().version = Some(v);
     }
-    capture_session(shared, resp.headers());
-    // Our `initialize` answered already; this answer stays here.
-    if !swallow_answer(shared, resp, &id).await {
-        return Err(expired(
-            "the server did not answer the new initialize".to_owned(),
-        ));
-    }
-    let note = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
-    match build_post(shared, note, Headers::Session).send().await {
-        Ok(r) if r.status().is_success() => {}
-        Ok(r) => return Err(expired(shared.status_error(r).await)),
-        Err(e) => return Err(expired(error_chain(&e))),
-    }
+    shared.renewed.send_replace(Some(answer.into()));
     // The new session knows nothing of our subscriptions or log level.
     let replay = shared.state().replay.clone();
     for (what, id, text) in replay {
         let outcome = match build_post(shared, &text, Headers::Session).send().await {
             Ok(r) if r.status().is_success() => {
-                if swallow_answer(shared, r, &id).await {
+                if swallow_answer(shared, r, &id).await.is_some() {
                     "restored".to_owned()
                 } else {
                     "sent, but not answered".to_owned()
@@ -550,14 +685,38 @@ async fn renew_session(shared: &Arc<Shared>, stale: &str) -> Result<(), String> 
     Ok(())
 }
 
-/// Read the answer to a request we sent on our own, without delivering it.
-/// True when it held the response to `id`.
-async fn swallow_answer(shared: &Shared, resp: reqwest::Response, id: &Id) -> bool {
+/// Send our `initialize` again, then `initialized`; the server's answer.
+async fn reinitialize(shared: &Arc<Shared>, id: &Id, body: &str) -> Result<String, String> {
+    let resp = build_post(shared, body, Headers::Fresh)
+        .send()
+        .await
+        .map_err(|e| error_chain(&e))?;
+    if !resp.status().is_success() {
+        return Err(shared.status_error(resp).await);
+    }
+    capture_session(shared, resp.headers());
+    // Our `initialize` answered already; this answer is for the client to
+    // take up, not a response to deliver.
+    let answer = swallow_answer(shared, resp, id)
+        .await
+        .ok_or_else(|| "the server did not answer the new initialize".to_owned())?;
+    let note = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    match build_post(shared, note, Headers::Session).send().await {
+        Ok(r) if r.status().is_success() => Ok(answer),
+        Ok(r) => Err(shared.status_error(r).await),
+        Err(e) => Err(error_chain(&e)),
+    }
+}
+
+/// Read the answer to a request we sent on our own, without delivering it:
+/// the frame holding the response to `id`.
+async fn swallow_answer(shared: &Shared, resp: reqwest::Response, id: &Id) -> Option<String> {
     let answers = |data: &str| response_ids(data).iter().any(|a| same_id(a, id));
     match body_kind(&resp) {
         BodyKind::Json => read_limited(resp, shared.limit)
             .await
-            .is_ok_and(|t| answers(&t)),
+            .ok()
+            .filter(|t| answers(t)),
         BodyKind::EventStream => {
             let mut s = EventStream::new(resp, shared.limit);
             let found = async {
@@ -565,16 +724,17 @@ async fn swallow_answer(shared: &Shared, resp: reqwest::Response, id: &Id) -> bo
                     if let Event::Message(data) = ev
                         && answers(&data)
                     {
-                        return true;
+                        return Some(data);
                     }
                 }
-                false
+                None
             };
             tokio::time::timeout(shared.send_timeout, found)
                 .await
-                .unwrap_or(false)
+                .ok()
+                .flatten()
         }
-        _ => false,
+        _ => None,
     }
 }
 
