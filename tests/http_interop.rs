@@ -451,6 +451,60 @@ async fn python_sdk_server_over_streamable_http() {
     c.shutdown().await;
 }
 
+/// server-everything forgets its sessions when it restarts, and answers the
+/// old id with 400 "Bad Request: No valid session ID provided" (addressed
+/// to the request, code -32000) where the spec says 404: the client takes
+/// that as a lost session, renews it and the call goes through.
+#[tokio::test]
+async fn everything_restarted_on_its_port_renews_the_session_on_its_400() {
+    let Some(env) = interop() else { return };
+    let entry = env
+        .dir
+        .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let make = |port: u16| {
+        let mut c = Command::new(&env.node);
+        c.arg(&entry)
+            .arg("streamableHttp")
+            .env("PORT", port.to_string());
+        c
+    };
+    let srv = HttpServer::start("everything", START, make).unwrap_or_else(|e| panic!("{e}"));
+    let port = srv.port;
+    let (c, _) = start(&srv, "/mcp", HttpMode::Streamable, opts()).await;
+    let echo = |m: &str| raw(&format!(r#"{{"message":"{m}"}}"#));
+    let r = c
+        .call_tool("echo", Some(echo("one")), CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(text_of(&r.raw), "Echo: one");
+    drop(srv);
+    let srv =
+        HttpServer::start_on("everything", port, START, make).unwrap_or_else(|e| panic!("{e}"));
+    // The first POST may go out on a pooled connection the killed server
+    // left behind, which fails it ("connection closed before message
+    // completed"): not what this test is about, so that one error is let
+    // through once. The 400 and the renewal are.
+    let call = || c.call_tool("echo", Some(echo("two")), CallOptions::default());
+    let r = match call().await {
+        Err(e)
+            if e.to_string()
+                .contains("connection closed before message completed") =>
+        {
+            call().await
+        }
+        other => other,
+    }
+    .unwrap_or_else(|e| panic!("{e}\nserver log:\n{}", srv.log_text()));
+    assert_eq!(text_of(&r.raw), "Echo: two");
+    assert!(
+        srv.log_text().contains("Session initialized with ID"),
+        "{}",
+        srv.log_text()
+    );
+    assert!(c.close_reason().is_none());
+    c.shutdown().await;
+}
+
 /// Calls py_server's `notify` until its three list_changed and its log
 /// message have all arrived and the lists are re-fetched in full. The server
 /// sends them outside the request (on the GET stream), and it drops what it
@@ -760,7 +814,10 @@ fn daemon_serves_http_and_stdio_servers_side_by_side() {
         js(&py.url("/mcp")),
         js(TESTSERVER)
     );
-    let mut d = Daemon::start(&cfg);
+    let mut sb = Sandbox::new();
+    // The re-list below is read off the requests the daemon logs.
+    sb.env.push(("RUST_LOG".into(), "mcphost=debug".into()));
+    let mut d = Daemon::start_in(sb, &cfg);
     let servers = d.wait_ready(&["ev", "evsse", "evauto", "py", "ts"], READY);
     for (name, transport) in [
         ("ev", "streamable-http"),
@@ -813,9 +870,26 @@ fn daemon_serves_http_and_stdio_servers_side_by_side() {
     assert_eq!(common::text_of(&r), "stdio too", "{r}");
     let r = d.run(&["call", "py__fail", r#"{"message":"boom"}"#]);
     assert_eq!(r.code, 1, "{r:?}");
-    // A list_changed from an HTTP server: re-listed, still 5 tools.
+    // A list_changed from an HTTP server: re-listed (its three tools/list
+    // pages are asked for again), still 5 tools.
+    let lists_sent = |d: &Daemon| {
+        d.log_text()
+            .lines()
+            .filter(|l| l.contains(r#"request{server=py method="tools/list""#))
+            .filter(|l| l.contains(": sending"))
+            .count()
+    };
+    let before = lists_sent(&d);
+    assert!(
+        before >= 3,
+        "py's first listing is not in the log:\n{}",
+        d.log_text()
+    );
     let r = d.json(&["call", "py__notify", "{}"]);
     assert!(common::text_of(&r).starts_with("sent 3"), "{r}");
+    common::poll("py's tools re-listed", Duration::from_secs(20), || {
+        (lists_sent(&d) >= before + 3).then_some(())
+    });
     assert_eq!(d.server("py").unwrap()["tools"], 5);
 
     // The official Python SDK, through `mcphost bridge`.
