@@ -3,14 +3,14 @@
 //!
 //! The peer above never sees HTTP. Everything HTTP-specific stays here:
 //! one POST per message, JSON or SSE answers, the session id and its
-//! transparent renewal on 404, `MCP-Protocol-Version`, resumption of broken
+//! transparent renewal when lost, `MCP-Protocol-Version`, resumption of broken
 //! streams by GET with `Last-Event-ID`, the optional GET stream, DELETE on
 //! shutdown, and detection of the legacy transport.
 //!
 //! A failed HTTP exchange fails only the requests it carried
 //! ([`TransportEvent::Failed`]). The connection closes when the server is
 //! unreachable, refuses our credentials (401/403, `auth_required`), or when
-//! the legacy event stream ends.
+//! a dropped legacy event stream cannot be opened again.
 
 mod legacy;
 mod sse;
@@ -225,7 +225,7 @@ const KIND_SSE: u8 = 2;
 
 /// Wait before resuming a stream whose server gave no `retry`.
 const DEFAULT_RETRY: Duration = Duration::from_secs(1);
-/// Resume attempts in a row that deliver nothing before a request fails.
+/// Resume attempts in a row that bring no new event before a request fails.
 const MAX_RESUME_ATTEMPTS: u32 = 5;
 /// How much of an error body goes into an error message.
 const ERROR_BODY_CHARS: usize = 300;

@@ -852,3 +852,49 @@ pub(super) async fn end_session(shared: &Arc<Shared>) {
         Err(_) => debug!("DELETE of the session timed out"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ME: &[Id] = &[Id::Number(7)];
+
+    fn verdict(status: u16, body: &str, established: bool) -> Verdict {
+        let status = StatusCode::from_u16(status).unwrap();
+        judge(status, body, true, established, ME)
+    }
+
+    #[test]
+    fn lost_sessions_and_answers() {
+        // The spec's 404, as the TypeScript and Python SDKs send it.
+        let ts =
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}"#;
+        let py = r#"{"jsonrpc":"2.0","id":"server-error","error":{"code":-32600,"message":"Not Found"}}"#;
+        for body in [ts, py, "Not Found", ""] {
+            assert_eq!(verdict(404, body, true), Verdict::SessionLost, "{body}");
+        }
+        // A 404 without our session id is just an error.
+        let s = StatusCode::NOT_FOUND;
+        assert_eq!(judge(s, "Not Found", false, false, ME), Verdict::Error);
+        // A 404 that answers the request is that answer.
+        let mnf =
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"Method not found"}}"#;
+        assert_eq!(verdict(404, mnf, true), Verdict::Answer);
+        // server-everything's 400, on an established session only.
+        let ev = r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":7}"#;
+        assert_eq!(verdict(400, ev, true), Verdict::SessionLost);
+        assert_eq!(verdict(400, ev, false), Verdict::Error);
+        // A 400 that mentions a session is not a lost one.
+        let arg =
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"bad session_name"}}"#;
+        assert_eq!(verdict(400, arg, true), Verdict::Answer);
+        assert_eq!(verdict(400, "invalid session header", true), Verdict::Error);
+        // Another request's answer is not ours.
+        let other = r#"{"jsonrpc":"2.0","id":8,"error":{"code":-32602,"message":"x"}}"#;
+        assert_eq!(verdict(500, other, true), Verdict::Error);
+        assert_eq!(
+            verdict(500, &other.replace("8", "7"), true),
+            Verdict::Answer
+        );
+    }
+}
