@@ -293,6 +293,12 @@ pub(super) async fn send(shared: &Arc<Shared>, msg: OutMsg) {
         // Kept to initialize the next event stream's session.
         shared.state().init = Some((id.clone(), msg.text.clone()));
     }
+    if msg.method.as_deref() == Some("notifications/cancelled")
+        && let Some(id) = super::streamable::cancelled_request(&msg.text)
+    {
+        // No longer waited for.
+        shared.state().awaiting.retain(|w| !same_id(w, &id));
+    }
     let Some(endpoint) = shared.state().endpoint.clone() else {
         return shared
             .fail(&msg.requests, "the legacy transport has no endpoint")

@@ -126,7 +126,7 @@ pub(super) fn remember_session_state(shared: &Shared, msg: &OutMsg) {
 }
 
 /// The `requestId` of a `notifications/cancelled`.
-fn cancelled_request(text: &str) -> Option<Id> {
+pub(super) fn cancelled_request(text: &str) -> Option<Id> {
     #[derive(serde::Deserialize)]
     struct Note {
         params: Params,
