@@ -7,6 +7,7 @@
 //! `Session` serves one client connection.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -40,6 +41,8 @@ pub struct Engine {
     /// Present when there is a config file to edit (daemon); absent in
     /// direct mode, where management methods are refused.
     store: Option<Arc<ConfigStore>>,
+    /// Live client sessions (see [`Engine::session_count`]).
+    sessions: AtomicUsize,
 }
 
 type Reply = Result<Box<RawValue>, ErrorObject>;
@@ -143,6 +146,7 @@ impl Engine {
             info,
             started: Instant::now(),
             store,
+            sessions: AtomicUsize::new(0),
         })
     }
 
@@ -150,8 +154,14 @@ impl Engine {
         &self.registry
     }
 
+    /// Client sessions whose connection has not been freed yet.
+    pub fn session_count(&self) -> usize {
+        self.sessions.load(Ordering::SeqCst)
+    }
+
     /// Serve one client over a connection until it closes.
     pub fn serve(self: &Arc<Self>, name: &str, conn: crate::transport::Connection) -> Peer {
+        self.sessions.fetch_add(1, Ordering::SeqCst);
         let session = Arc::new(Session {
             engine: self.clone(),
             initialized: Mutex::new(false),
@@ -415,6 +425,12 @@ struct Session {
 }
 
 struct SessionHandler(Arc<Session>);
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.engine.sessions.fetch_sub(1, Ordering::SeqCst);
+    }
+}
 
 impl Session {
     fn is_initialized(&self) -> bool {
