@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Instant;
 
 use serde::Deserialize;
@@ -22,10 +22,33 @@ use crate::config::store::ConfigStore;
 use crate::jsonrpc::{IncomingRequest, Peer, PeerError, Progress, RequestHandler};
 use crate::protocol::{ErrorObject, ProtocolVersion, error_codes, methods, raw_field, to_raw};
 use crate::registry::{Registry, RegistryError, RegistryEvent};
-use crate::transport::{BoxFuture, TransportControl};
+use crate::transport::{BoxFuture, Connection, TransportControl};
 
 /// Page size of the aggregated lists.
 const PAGE_SIZE: usize = 200;
+
+/// JSON-RPC error code for a request refused because a limit of the daemon
+/// is reached (clients connected, requests in flight); retrying later helps.
+pub const BUSY: i64 = -32000;
+
+/// Default of [`SessionLimits::max_in_flight`].
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 64;
+
+/// Limits of one client session.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionLimits {
+    /// Requests of this client handled at once; more are answered with
+    /// [`BUSY`] at once, so one client cannot exhaust the daemon.
+    pub max_in_flight: usize,
+}
+
+impl Default for SessionLimits {
+    fn default() -> Self {
+        SessionLimits {
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+        }
+    }
+}
 
 /// Facts about the running engine, for `mcphost/status`.
 #[derive(Debug, Clone, Default)]
@@ -159,15 +182,37 @@ impl Engine {
         self.sessions.load(Ordering::SeqCst)
     }
 
+    /// Serve one client over a connection until it closes, with the
+    /// default [`SessionLimits`].
+    pub fn serve(self: &Arc<Self>, name: &str, conn: Connection) {
+        self.serve_with(name, conn, SessionLimits::default());
+    }
+
     /// Serve one client over a connection until it closes.
-    pub fn serve(self: &Arc<Self>, name: &str, conn: crate::transport::Connection) -> Peer {
+    ///
+    /// One task owns the session and the connection's control for exactly
+    /// as long as the connection is open; the peer's handler holds the
+    /// session weakly, so a closed connection frees everything.
+    pub fn serve_with(self: &Arc<Self>, name: &str, conn: Connection, limits: SessionLimits) {
+        self.serve_events(name, conn, limits, self.registry.subscribe());
+    }
+
+    fn serve_events(
+        self: &Arc<Self>,
+        name: &str,
+        conn: Connection,
+        limits: SessionLimits,
+        events: broadcast::Receiver<RegistryEvent>,
+    ) {
         self.sessions.fetch_add(1, Ordering::SeqCst);
         let session = Arc::new(Session {
             engine: self.clone(),
             initialized: Mutex::new(false),
             peer: OnceLock::new(),
+            in_flight: AtomicUsize::new(0),
+            limits,
         });
-        let handler = SessionHandler(session.clone());
+        let handler = SessionHandler(Arc::downgrade(&session));
         let mut cfg = crate::jsonrpc::PeerConfig::new(name);
         // Host callbacks may wait on a person; be generous.
         cfg.timeout = std::time::Duration::from_secs(600);
@@ -176,10 +221,9 @@ impl Engine {
         let peer = Peer::start(cfg, conn.outbound, conn.inbound, Arc::new(handler));
         let _ = session.peer.set(peer.clone());
         tokio::spawn(
-            forward_events(session, self.registry.subscribe(), conn.control)
+            run_session(session, peer, events, conn.control)
                 .instrument(info_span!("session", client = name)),
         );
-        peer
     }
 
     /// Handle one request as the given session would (also used directly by
@@ -422,13 +466,41 @@ struct Session {
     engine: Arc<Engine>,
     initialized: Mutex<bool>,
     peer: OnceLock<Peer>,
+    /// Requests being handled, bounded by `limits.max_in_flight`.
+    in_flight: AtomicUsize,
+    limits: SessionLimits,
 }
 
-struct SessionHandler(Arc<Session>);
+/// Lives inside the session's own peer, so it must not keep the session
+/// alive: a strong reference here was a cycle that leaked every connection.
+struct SessionHandler(Weak<Session>);
 
 impl Drop for Session {
     fn drop(&mut self) {
         self.engine.sessions.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// One request's claim on its session's in-flight budget, released when the
+/// request's future ends (answered or aborted).
+struct InFlight(Arc<Session>);
+
+impl InFlight {
+    fn claim(session: Arc<Session>) -> Option<InFlight> {
+        let limit = session.limits.max_in_flight;
+        session
+            .in_flight
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < limit).then(|| n.saturating_add(1))
+            })
+            .ok()?;
+        Some(InFlight(session))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -467,8 +539,25 @@ impl Session {
 
 impl RequestHandler for SessionHandler {
     fn handle(&self, r: IncomingRequest) -> BoxFuture<'static, Reply> {
-        let session = self.0.clone();
+        let Some(session) = self.0.upgrade() else {
+            return Box::pin(std::future::ready(Err(rpc_err(
+                error_codes::INTERNAL_ERROR,
+                "the session is closing",
+            ))));
+        };
+        let limit = session.limits.max_in_flight;
+        // Claimed here, not in the future: the peer spawns it later.
+        let Some(claim) = InFlight::claim(session) else {
+            return Box::pin(std::future::ready(Err(rpc_err(
+                BUSY,
+                format!(
+                    "too many requests in flight on this connection (limit {limit}); \
+                     wait for some to finish"
+                ),
+            ))));
+        };
         Box::pin(async move {
+            let session = &claim.0;
             if r.method == methods::INITIALIZE {
                 return session.initialize(&r.params);
             }
@@ -514,16 +603,26 @@ impl RequestHandler for SessionHandler {
     }
 }
 
+/// Owns one session for as long as its connection is open. Dropping
+/// `control` closes the socket, so it is kept until the peer has closed.
+async fn run_session(
+    session: Arc<Session>,
+    peer: Peer,
+    events: broadcast::Receiver<RegistryEvent>,
+    control: Arc<dyn TransportControl>,
+) {
+    forward_events(&session, &peer, events, &*control).await;
+    peer.closed().await;
+}
+
 /// Push catalog changes and server states to one client; a client that does
 /// not read is disconnected rather than allowed to stall anyone.
 async fn forward_events(
-    session: Arc<Session>,
+    session: &Session,
+    peer: &Peer,
     mut events: broadcast::Receiver<RegistryEvent>,
-    control: Arc<dyn TransportControl>,
+    control: &dyn TransportControl,
 ) {
-    let Some(peer) = session.peer.get().cloned() else {
-        return;
-    };
     loop {
         let ev = tokio::select! {
             ev = events.recv() => ev,
