@@ -623,37 +623,64 @@ async fn forward_events(
     mut events: broadcast::Receiver<RegistryEvent>,
     control: &dyn TransportControl,
 ) {
+    const SERVER_STATE: &str = "notifications/mcphost/server_state";
+    let state = |s: &crate::registry::supervisor::ServerStatus| {
+        to_raw(s).ok().map(|p| (SERVER_STATE, Some(p)))
+    };
     loop {
         let ev = tokio::select! {
             ev = events.recv() => ev,
             _ = peer.closed() => return,
         };
-        let (method, params) = match ev {
-            Ok(RegistryEvent::ToolsChanged) => (methods::NOTIFICATION_TOOLS_LIST_CHANGED, None),
-            Ok(RegistryEvent::ResourcesChanged) => {
-                (methods::NOTIFICATION_RESOURCES_LIST_CHANGED, None)
+        let out: Vec<(&str, Option<Box<RawValue>>)> = match ev {
+            Ok(RegistryEvent::ToolsChanged) => {
+                vec![(methods::NOTIFICATION_TOOLS_LIST_CHANGED, None)]
             }
-            Ok(RegistryEvent::PromptsChanged) => (methods::NOTIFICATION_PROMPTS_LIST_CHANGED, None),
-            Ok(RegistryEvent::ServerState(s)) => match to_raw(&*s) {
-                Ok(p) => ("notifications/mcphost/server_state", Some(p)),
-                Err(_) => continue,
-            },
-            Err(broadcast::error::RecvError::Lagged(_)) => {
-                (methods::NOTIFICATION_TOOLS_LIST_CHANGED, None)
+            Ok(RegistryEvent::ResourcesChanged) => {
+                vec![(methods::NOTIFICATION_RESOURCES_LIST_CHANGED, None)]
+            }
+            Ok(RegistryEvent::PromptsChanged) => {
+                vec![(methods::NOTIFICATION_PROMPTS_LIST_CHANGED, None)]
+            }
+            Ok(RegistryEvent::ServerState(s)) => state(&s).into_iter().collect(),
+            // Which events were lost is unknown: the client must re-list
+            // everything and learn every server's state again.
+            Err(broadcast::error::RecvError::Lagged(missed)) => {
+                warn!(
+                    missed,
+                    "the client's event queue overflowed; resending every list and server state"
+                );
+                let lists = [
+                    methods::NOTIFICATION_TOOLS_LIST_CHANGED,
+                    methods::NOTIFICATION_RESOURCES_LIST_CHANGED,
+                    methods::NOTIFICATION_PROMPTS_LIST_CHANGED,
+                ]
+                .map(|m| (m, None));
+                let states = session.engine.registry.statuses();
+                lists
+                    .into_iter()
+                    .chain(states.iter().filter_map(|s| state(s)))
+                    .collect()
             }
             Err(broadcast::error::RecvError::Closed) => return,
         };
         if !session.is_initialized() {
             continue;
         }
-        match peer.try_notify(method, params) {
-            Ok(()) => {}
-            Err(PeerError::QueueFull) => {
-                warn!("client is not reading its messages; disconnecting it");
-                control.shutdown().await;
-                return;
+        for (method, params) in out {
+            match peer.try_notify(method, params) {
+                Ok(()) => {}
+                Err(PeerError::QueueFull) => {
+                    warn!("client is not reading its messages; disconnecting it");
+                    control.shutdown().await;
+                    return;
+                }
+                Err(_) => return,
             }
-            Err(_) => return,
         }
     }
 }
+
+#[cfg(test)]
+#[path = "engine_tests.rs"]
+mod tests;
