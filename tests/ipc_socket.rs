@@ -3,10 +3,13 @@
 
 use std::io::Write as _;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::uid::{self, OtherUid, our_uid};
 use mcphost::ipc::{IpcError, ListenOptions, Listener, connect, listen};
 use mcphost::jsonrpc::{NoHandler, Peer, PeerConfig, RequestOptions};
 use mcphost::transport::{Connection, TransportEvent};
@@ -215,11 +218,6 @@ async fn peers_talk_json_rpc_over_the_socket() {
     tokio::time::timeout(WAIT, server).await.unwrap().unwrap();
 }
 
-fn our_uid() -> u32 {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() }
-}
-
 #[tokio::test]
 async fn oversized_line_is_reported_and_the_connection_survives() {
     let tmp = tmp();
@@ -364,8 +362,10 @@ async fn closing_either_side_closes_the_other() {
     let summary = expect_closed(&mut client).await;
     assert!(summary.contains("the daemon at"), "{summary}");
     assert!(started.elapsed() < Duration::from_secs(2));
-    // Sending after close fails instead of hanging.
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Sending after close fails instead of hanging: the writer is gone.
+    tokio::time::timeout(WAIT, server_side.outbound.closed())
+        .await
+        .expect("the writer outlived the connection");
     assert!(server_side.outbound.send("late".into()).await.is_err());
 }
 
@@ -455,70 +455,12 @@ impl Captured {
     }
 }
 
-/// Connects, sends a ping line and prints REPLY, CLOSED or TIMEOUT.
-const PY_CLIENT: &str = r#"
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-s.connect(sys.argv[1])
-s.settimeout(5)
-try:
-    s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n')
-    data = s.recv(4096)
-    print("REPLY" if data else "CLOSED")
-except (ConnectionResetError, BrokenPipeError):
-    print("CLOSED")
-except socket.timeout:
-    print("TIMEOUT")
-"#;
-
-fn find_program(name: &str) -> Option<PathBuf> {
-    ["/usr/bin", "/bin", "/usr/sbin", "/sbin"]
-        .iter()
-        .map(|d| Path::new(d).join(name))
-        .find(|p| p.exists())
-}
-
-/// Runs the Python client, as uid/gid 65534 when `nobody`.
-async fn py_client(setpriv: &Path, python: &Path, socket: &Path, nobody: bool) -> (String, u32) {
-    let mut cmd = if nobody {
-        let mut cmd = tokio::process::Command::new(setpriv);
-        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(python);
-        cmd
-    } else {
-        tokio::process::Command::new(python)
-    };
-    cmd.arg("-c").arg(PY_CLIENT).arg(socket);
-    cmd.stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let child = cmd.spawn().unwrap();
-    // setpriv execs Python in place, so this is also Python's pid.
-    let pid = child.id().unwrap();
-    let out = tokio::time::timeout(WAIT, child.wait_with_output())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "client failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (String::from_utf8_lossy(&out.stdout).trim().to_owned(), pid)
-}
-
 // current_thread: the thread-local log subscriber then sees every task.
 #[tokio::test(flavor = "current_thread")]
 async fn other_uid_is_refused_and_logged() {
-    let (Some(setpriv), Some(python)) = (find_program("setpriv"), find_program("python3")) else {
-        eprintln!(
-            "SKIPPED other_uid_is_refused_and_logged: setpriv (util-linux) or python3 missing"
-        );
+    let Some(other) = OtherUid::get("other_uid_is_refused_and_logged") else {
         return;
     };
-    if our_uid() != 0 {
-        eprintln!("SKIPPED other_uid_is_refused_and_logged: switching uid needs root");
-        return;
-    }
     let logs = Captured::default();
     let writer = logs.clone();
     let subscriber = tracing_subscriber::fmt()
@@ -529,27 +471,24 @@ async fn other_uid_is_refused_and_logged() {
     let _guard = tracing::subscriber::set_default(subscriber);
 
     let tmp = tmp();
-    // uid 65534 must be able to walk to the socket.
-    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let dir = tmp.path().join("run");
     let path = dir.join("mcphost.sock");
-    let mut opts = ListenOptions::new(&path);
-    opts.loosen_modes_for_tests = true;
-    let listener = listen(opts).await.unwrap();
-    assert_eq!(mode(&dir), 0o755);
-    assert_eq!(mode(&path), 0o666);
+    let listener = listen(ListenOptions::new(&path)).await.unwrap();
+    assert_eq!((mode(&dir), mode(&path)), (0o700, 0o600));
+    // uid 65534 must be able to reach the socket, so the uid check is what
+    // refuses it.
+    uid::loosen(&path, tmp.path());
     let server = spawn_echo_server(listener);
 
     // Control: the same client as root gets its echo, so a CLOSED below is
     // the uid check and not a broken setup.
-    let (out, _) = py_client(&setpriv, &python, &path, false).await;
+    let (out, _) = other.ping(&path, false).await;
     assert_eq!(out, "REPLY");
 
-    let (out, pid) = py_client(&setpriv, &python, &path, true).await;
+    let (out, pid) = other.ping(&path, true).await;
     assert_eq!(out, "CLOSED", "uid 65534 was answered");
     let text = logs.text();
-    let expected =
-        format!("refused a connection from uid 65534 (pid {pid}): not the daemon's user");
+    let expected = uid::refusal_line(pid);
     assert!(
         text.contains(&expected),
         "missing log line {expected:?} in:\n{text}"
@@ -557,4 +496,108 @@ async fn other_uid_is_refused_and_logged() {
     assert!(text.contains("WARN"), "{text}");
     server.abort();
     let _ = std::io::stderr().flush();
+}
+
+// ---------------------------------------------------------------------------
+// The daemon's caps: connections at once, requests in flight per connection.
+
+fn initialize(id: u64) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"cap-test","version":"0"}}}}}}"#
+    )
+}
+
+fn parse(line: &str) -> serde_json::Value {
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+}
+
+/// Connects and initializes, retrying while the daemon is at its cap (the
+/// sessions of clients that just left are freed a moment later).
+async fn initialized(socket: &Path) -> Connection {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let mut conn = connect(socket, MAX).await.unwrap();
+        let reply = parse(&round_trip(&mut conn, &initialize(1)).await);
+        if reply.get("result").is_some() {
+            return conn;
+        }
+        assert_eq!(reply["error"]["code"], -32000, "{reply}");
+        assert!(Instant::now() < deadline, "still refused: {reply}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn connection_over_the_cap_gets_an_error_answer_then_is_closed() {
+    let d = common::Daemon::start_with_flags(r#"{"mcpServers":{}}"#, &["--max-connections", "2"]);
+    let first = initialized(&d.socket).await;
+    let _second = initialized(&d.socket).await;
+
+    let mut third = connect(&d.socket, MAX).await.unwrap();
+    let reply = parse(&round_trip(&mut third, &initialize(7)).await);
+    assert_eq!(reply["id"], 7, "the refusal answers the request: {reply}");
+    assert_eq!(reply["error"]["code"], -32000, "{reply}");
+    let message = reply["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("limit is 2 connected at once"),
+        "{message}"
+    );
+    assert!(message.contains("--max-connections"), "{message}");
+    let summary = expect_closed(&mut third).await;
+    assert!(summary.contains("closed the connection"), "{summary}");
+
+    // A CLI command is a connection too: it says why.
+    let r = d.run(&["status"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("--max-connections"), "{r:?}");
+    assert!(
+        d.log_text().contains("the connection cap is reached"),
+        "{}",
+        d.log_text()
+    );
+
+    // A slot freed is a slot again.
+    drop(first);
+    let _again = initialized(&d.socket).await;
+}
+
+#[tokio::test]
+async fn requests_over_the_in_flight_cap_get_an_error_and_the_rest_are_served() {
+    let d = common::Daemon::start_with_flags(
+        &common::ts_config(&[]),
+        &["--max-requests-per-connection", "2"],
+    );
+    d.wait_ready(&["ts"], Duration::from_secs(30));
+    let mut conn = initialized(&d.socket).await;
+    let call = |id: u64, tool: &str, args: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"ts__{tool}","arguments":{args}}}}}"#
+        )
+    };
+    // Two slow calls fill the budget; the third is refused at once.
+    for id in [10, 11, 12] {
+        conn.outbound
+            .send(call(id, "slow", r#"{"ms":3000}"#))
+            .await
+            .unwrap();
+    }
+    let mut order = Vec::new();
+    for _ in 0..3 {
+        let reply = parse(&next_line(&mut conn).await);
+        order.push(reply["id"].as_u64().unwrap());
+        if reply["id"] == 12 {
+            assert_eq!(reply["error"]["code"], -32000, "{reply}");
+            let message = reply["error"]["message"].as_str().unwrap();
+            assert!(message.contains("limit 2"), "{message}");
+        } else {
+            assert!(reply.get("result").is_some(), "{reply}");
+        }
+    }
+    assert_eq!(
+        order[0], 12,
+        "the refusal waited for the slow calls: {order:?}"
+    );
+    // The budget is back once they are answered.
+    let reply = parse(&round_trip(&mut conn, &call(13, "echo", r#"{"text":"hi"}"#)).await);
+    assert!(reply.get("result").is_some(), "{reply}");
 }

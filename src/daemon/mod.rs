@@ -13,10 +13,13 @@ use crate::client::{ClientOptions, Host};
 use crate::config::location::ConfigLocation;
 use crate::config::shell_path::login_shell_path;
 use crate::config::store::ConfigStore;
-use crate::engine::{Engine, EngineInfo};
+use crate::engine::{BUSY, Engine, EngineInfo, SessionLimits};
 use crate::ipc::{self, ListenOptions};
+use crate::jsonrpc::{Incoming, decode};
+use crate::protocol::{ErrorObject, Message, Response};
 use crate::registry::Registry;
 use crate::registry::supervisor::RestartPolicy;
+use crate::transport::{Connection, TransportEvent};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
@@ -33,12 +36,21 @@ pub enum DaemonError {
     Signals(std::io::Error),
 }
 
+/// Default of [`DaemonOptions::max_connections`].
+pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+
+/// How long a client over the connection cap has to send its first request,
+/// which is answered with the error; after that it gets one without an id.
+const REFUSE_WAIT: Duration = Duration::from_secs(2);
+
 pub struct DaemonOptions {
     pub socket: PathBuf,
     pub config: ConfigLocation,
-    /// Test-only: lets another uid reach the socket so the uid check can be
-    /// tested for real.
-    pub loosen_modes_for_tests: bool,
+    /// Clients connected at once; one more is answered with an error and
+    /// closed, so one misbehaving client cannot exhaust the daemon.
+    pub max_connections: usize,
+    /// Limits of each client's session (requests in flight).
+    pub session: SessionLimits,
     /// Answers the servers' sampling and elicitation requests (the CLI's
     /// `--on-elicitation`/`--on-sampling` policy host); its capabilities are
     /// the ones every server is offered.
@@ -53,10 +65,7 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
 
     let store = Arc::new(ConfigStore::open(opts.config.clone())?);
     let cfg = store.current();
-    let listen = ListenOptions {
-        loosen_modes_for_tests: opts.loosen_modes_for_tests,
-        ..ListenOptions::new(opts.socket.clone())
-    };
+    let listen = ListenOptions::new(opts.socket.clone());
     // Bind before starting servers: a second daemon must fail before it
     // spawns anything.
     let mut listener = ipc::listen(listen).await?;
@@ -93,10 +102,25 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
             accepted = listener.accept() => match accepted {
                 Ok((conn, cred)) => {
                     clients += 1;
-                    let name = format!("client-{clients}");
                     let span = info_span!("client", id = clients, pid = cred.pid);
+                    // Only this loop adds sessions, so the count cannot pass
+                    // the cap between this check and `serve`.
+                    let open = engine.session_count();
+                    if open >= opts.max_connections {
+                        span.in_scope(|| warn!(open, "refused a client: the connection cap is reached (--max-connections)"));
+                        let error = ErrorObject::new(
+                            BUSY,
+                            format!(
+                                "too many clients: the daemon's limit is {} connected at once \
+                                 (mcphost daemon --max-connections); try again when one disconnects",
+                                opts.max_connections
+                            ),
+                        );
+                        tokio::spawn(refuse(conn, error).instrument(span));
+                        continue;
+                    }
                     span.in_scope(|| info!("connected"));
-                    engine.serve(&name, conn);
+                    engine.serve_with(&format!("client-{clients}"), conn, opts.session);
                 }
                 Err(e) => warn!("accept failed: {e}"),
             },
@@ -121,6 +145,58 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     drop(listener);
     info!("stopped");
     Ok(())
+}
+
+/// Answers a client's first request with `error` (or sends it without an id
+/// if none comes in time), then closes: never a silent drop.
+async fn refuse(conn: Connection, error: ErrorObject) {
+    let Connection {
+        outbound,
+        mut inbound,
+        control,
+    } = conn;
+    let first = tokio::time::timeout(REFUSE_WAIT, async {
+        while let Some(ev) = inbound.recv().await {
+            match ev {
+                TransportEvent::Frame(line) => match decode(&line) {
+                    Ok(Incoming::Single(Ok(Message::Request(req)))) => return Some(Some(req.id)),
+                    // A notification needs no answer; wait for a request.
+                    Ok(Incoming::Single(Ok(Message::Notification(_)))) => {}
+                    _ => return Some(None),
+                },
+                TransportEvent::Closed(_) => return None,
+                TransportEvent::Oversized { .. } | TransportEvent::Failed { .. } => {
+                    return Some(None);
+                }
+            }
+        }
+        None
+    })
+    .await;
+    let id = match first {
+        Ok(Some(id)) => id,
+        Ok(None) => return, // gone before asking anything
+        Err(_) => None,
+    };
+    let reply = Message::Response(Response {
+        id,
+        outcome: Err(error),
+    });
+    if outbound.send(reply.to_line()).await.is_err() {
+        return;
+    }
+    // Without senders the writer flushes the answer and sends EOF; the
+    // client then hangs up, or is cut off when `control` goes.
+    drop(outbound);
+    let _ = tokio::time::timeout(REFUSE_WAIT, async {
+        while let Some(ev) = inbound.recv().await {
+            if matches!(ev, TransportEvent::Closed(_)) {
+                break;
+            }
+        }
+    })
+    .await;
+    drop(control);
 }
 
 /// Watch the config's directory, not the file: editors replace files by

@@ -19,8 +19,6 @@ use crate::transport::Connection;
 
 const DIR_MODE: u32 = 0o700;
 const SOCKET_MODE: u32 = 0o600;
-const LOOSE_DIR_MODE: u32 = 0o755;
-const LOOSE_SOCKET_MODE: u32 = 0o666;
 /// How long a live daemon may take to accept a probing connect.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Pause after running out of file descriptors, instead of spinning.
@@ -35,10 +33,6 @@ pub struct ListenOptions {
     /// Bound of each client's outbound queue. The daemon `try_send`s
     /// notifications and disconnects a client whose queue is full.
     pub outbound_capacity: usize,
-    /// TESTS ONLY: directory 0755 and socket 0666, so another uid can reach
-    /// the socket and the peer-uid check is what must refuse it. Never set
-    /// this in the daemon.
-    pub loosen_modes_for_tests: bool,
 }
 
 impl ListenOptions {
@@ -47,7 +41,6 @@ impl ListenOptions {
             path: path.into(),
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             outbound_capacity: DEFAULT_OUTBOUND_CAPACITY,
-            loosen_modes_for_tests: false,
         }
     }
 }
@@ -100,13 +93,8 @@ pub async fn listen(opts: ListenOptions) -> Result<Listener, IpcError> {
             reason: "the socket path has no parent directory".to_owned(),
         });
     };
-    let (dir_mode, socket_mode) = if opts.loosen_modes_for_tests {
-        (LOOSE_DIR_MODE, LOOSE_SOCKET_MODE)
-    } else {
-        (DIR_MODE, SOCKET_MODE)
-    };
     let uid = our_uid();
-    prepare_dir(dir, dir_mode, uid)?;
+    prepare_dir(dir, DIR_MODE, uid)?;
 
     let mut lock_name = file_name.to_owned();
     lock_name.push(".lock");
@@ -131,7 +119,7 @@ pub async fn listen(opts: ListenOptions) -> Result<Listener, IpcError> {
     let inner = ListenerOptions::new()
         .name(name)
         .reclaim_name(false)
-        .mode(socket_mode)
+        .mode(SOCKET_MODE)
         .create_tokio()
         .map_err(|e| match e.kind() {
             // Someone bound it between our check and bind(), ignoring the lock.
@@ -140,8 +128,8 @@ pub async fn listen(opts: ListenOptions) -> Result<Listener, IpcError> {
         })?;
     // bind() also applies the umask, which may have cleared bits we want
     // (the owner's write bit is what lets us connect). Setting the exact mode
-    // now can only widen 0600-or-less to 0600, or to 0666 in tests.
-    let bound = std::fs::set_permissions(&path, Permissions::from_mode(socket_mode))
+    // now can only widen 0600-or-less to 0600.
+    let bound = std::fs::set_permissions(&path, Permissions::from_mode(SOCKET_MODE))
         .map_err(IpcError::io("setting the mode of", &path))
         .and_then(|()| std::fs::symlink_metadata(&path).map_err(IpcError::io("inspecting", &path)));
     let meta = match bound {

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod http_fault;
+pub mod uid;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -171,6 +172,16 @@ impl Interop {
             serde_json::json!(self.python.display().to_string())
         )
     }
+}
+
+/// A config with the bundled test server as `ts` (these args) and no
+/// login-shell probe.
+pub fn ts_config(args: &[&str]) -> String {
+    format!(
+        r#"{{ "loginShellPath": false, "mcpServers": {{ "ts": {{ "command": {}, "args": {} }} }} }}"#,
+        js(TESTSERVER),
+        serde_json::to_string(args).unwrap()
+    )
 }
 
 /// A JSON string literal for `s` (for building config text).

@@ -122,9 +122,12 @@ impl Cli {
 enum Command {
     /// Run the daemon in the foreground (logs on stderr).
     Daemon {
-        /// Test-only: let other users reach the socket (the uid check still refuses them).
-        #[arg(long, hide = true)]
-        loosen_socket_modes_for_tests: bool,
+        /// Most clients connected at once; one more gets a JSON-RPC error and is closed.
+        #[arg(long, value_name = "N", default_value_t = mcphost::daemon::DEFAULT_MAX_CONNECTIONS, value_parser = at_least_one)]
+        max_connections: usize,
+        /// Most requests one client may have in flight; more get a JSON-RPC error.
+        #[arg(long, value_name = "N", default_value_t = mcphost::engine::DEFAULT_MAX_IN_FLIGHT, value_parser = at_least_one)]
+        max_requests_per_connection: usize,
     },
     /// Daemon version, socket, uptime, config path and any config error.
     Status,
@@ -231,6 +234,15 @@ fn init_tracing(verbose: u8, daemon: bool, direct: bool) {
         .init();
 }
 
+/// A count that must be at least 1.
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".to_owned()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 fn key_values(items: &[String], what: &str) -> Result<BTreeMap<String, String>> {
     items
         .iter()
@@ -280,7 +292,8 @@ async fn run(cli: Cli, out: &Out) -> Result<u8> {
     let host = Arc::new(policy);
     match cli.command {
         Command::Daemon {
-            loosen_socket_modes_for_tests,
+            max_connections,
+            max_requests_per_connection,
         } => {
             if !cli.direct.is_empty() {
                 anyhow::bail!("`daemon` does not take --direct");
@@ -289,7 +302,10 @@ async fn run(cli: Cli, out: &Out) -> Result<u8> {
             mcphost::daemon::run(mcphost::daemon::DaemonOptions {
                 socket,
                 config,
-                loosen_modes_for_tests: loosen_socket_modes_for_tests,
+                max_connections,
+                session: mcphost::engine::SessionLimits {
+                    max_in_flight: max_requests_per_connection,
+                },
                 host,
             })
             .await?;
