@@ -1,6 +1,7 @@
 //! Where CLI requests go: the daemon over its socket, or an in-process
 //! engine (`--direct`). Both speak the same method set.
 
+use std::io::BufRead as _;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +17,7 @@ use mcphost::registry::Registry;
 use mcphost::registry::supervisor::{RestartPolicy, ServerState};
 use mcphost::transport::TransportEvent;
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 
 pub struct ToolRow {
     pub name: String,
@@ -412,23 +413,29 @@ fn sanitize(s: &str) -> String {
 }
 
 /// Pump stdio to the daemon socket, so any MCP host can use the daemon.
+/// Losing the daemon while the host is still talking is an error: the host
+/// must learn that its server is gone, not see a clean exit.
 pub async fn bridge(socket: &Path) -> Result<()> {
     let mut conn = mcphost::ipc::connect(socket, mcphost::ipc::DEFAULT_MAX_MESSAGE_BYTES)
         .await
         .map_err(|e| anyhow!("{e}; is the daemon running? Start it with `mcphost daemon`"))?;
+    // A plain thread, not tokio's stdin: a read blocked in the runtime's pool
+    // would keep the process alive after the daemon is gone. Dropping
+    // `stdin_done` says stdin has ended.
     let outbound = conn.outbound.clone();
-    let upstream = tokio::spawn(async move {
-        let mut lines = BufReader::new(tokio::io::stdin()).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
+    let (stdin_done, mut stdin_ended) = tokio::sync::oneshot::channel::<()>();
+    std::thread::spawn(move || {
+        let _stdin_done = stdin_done;
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
             if line.trim().is_empty() {
                 continue;
             }
-            if outbound.send(line).await.is_err() {
+            if outbound.blocking_send(line).is_err() {
                 break;
             }
         }
     });
-    let mut upstream = upstream;
     let mut stdin_open = true;
     let mut stdout = tokio::io::stdout();
     loop {
@@ -451,9 +458,14 @@ pub async fn bridge(socket: &Path) -> Result<()> {
                 }
                 // The socket transport fails no single request.
                 Some(TransportEvent::Failed { .. }) => {}
-                Some(TransportEvent::Closed(_)) | None => break,
+                Some(TransportEvent::Closed(reason)) if stdin_open => {
+                    bail!("lost the connection to the daemon mid-session: {reason}");
+                }
+                Some(TransportEvent::Closed(_)) => break,
+                None if stdin_open => bail!("lost the connection to the daemon mid-session"),
+                None => break,
             },
-            _ = &mut upstream, if stdin_open => stdin_open = false,
+            _ = &mut stdin_ended, if stdin_open => stdin_open = false,
             _ = idle => break,
         }
     }

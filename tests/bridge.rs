@@ -1,0 +1,174 @@
+//! `mcphost bridge` without the interop install: raw JSON-RPC on its stdio
+//! relayed to a daemon that runs the bundled test server.
+
+mod common;
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::{Daemon, TESTSERVER, lenient_json, poll, ts_config};
+use serde_json::Value;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A running `mcphost bridge`: lines to its stdin, JSON from its stdout.
+struct Bridge {
+    child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Bridge {
+    fn start(d: &Daemon) -> Bridge {
+        let mut child = d
+            .command()
+            .arg("bridge")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Bridge {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    fn send(&mut self, msg: &str) {
+        writeln!(self.stdin, "{msg}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// The next message that `wanted` accepts; others (notifications) are
+    /// skipped.
+    fn until(&self, what: &str, wanted: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + WAIT;
+        let mut skipped = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let msg = lenient_json(&line);
+                    if wanted(&msg) {
+                        return msg;
+                    }
+                    skipped.push(line);
+                }
+                Err(e) => panic!("no {what} from the bridge ({e}); got instead: {skipped:#?}"),
+            }
+        }
+    }
+
+    fn request(&mut self, id: u64, method: &str, params: &str) -> Value {
+        self.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{params}}}"#
+        ));
+        let reply = self.until(&format!("answer to {method}"), |m| m["id"] == id);
+        assert!(reply.get("result").is_some(), "{method}: {reply}");
+        reply["result"].clone()
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn bridge_relays_a_session_and_exits_nonzero_when_the_daemon_dies() {
+    let mut d = Daemon::start(&ts_config(&["--tools", "250"]));
+    d.wait_ready(&["ts"], WAIT);
+    let mut b = Bridge::start(&d);
+
+    let init = b.request(
+        1,
+        "initialize",
+        r#"{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bridge-test","version":"0"}}"#,
+    );
+    assert_eq!(init["protocolVersion"], "2025-11-25");
+    assert_eq!(init["serverInfo"]["name"], "mcphost");
+    b.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+
+    // Paged tools/list: more tools than one page holds.
+    let mut names = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    for id in 2.. {
+        let params = match &cursor {
+            Some(c) => serde_json::json!({ "cursor": c }).to_string(),
+            None => "{}".to_owned(),
+        };
+        let page = b.request(id, "tools/list", &params);
+        pages += 1;
+        names.extend(
+            page["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["name"].as_str().unwrap().to_owned()),
+        );
+        cursor = page["nextCursor"].as_str().map(str::to_owned);
+        if cursor.is_none() {
+            break;
+        }
+        assert!(pages < 10, "pagination does not end");
+    }
+    assert!(pages >= 2, "one page held all {} tools", names.len());
+    let unique: HashSet<_> = names.iter().collect();
+    assert_eq!(unique.len(), names.len(), "a tool was listed twice");
+    assert!(names.len() > 250, "{} tools", names.len());
+    assert!(
+        names.iter().any(|n| n == "ts__tool_0249"),
+        "the last generated tool is missing from {} names",
+        names.len()
+    );
+
+    let result = b.request(
+        20,
+        "tools/call",
+        r#"{"name":"ts__echo","arguments":{"text":"through the bridge"}}"#,
+    );
+    assert_eq!(common::text_of(&result), "through the bridge", "{result}");
+
+    // A second server joins: the catalog changes and the bridge forwards it.
+    let r = d.run(&["servers", "add", "more", "--", TESTSERVER]);
+    assert_eq!(r.code, 0, "{r:?}");
+    b.until("notifications/tools/list_changed", |m| {
+        m["method"] == "notifications/tools/list_changed"
+    });
+
+    // The daemon dies mid-session: the bridge must say so and fail.
+    // SAFETY: kill(2) on the daemon we started.
+    unsafe { libc::kill(d.pid() as libc::pid_t, libc::SIGKILL) };
+    let status = poll("the bridge to exit", Duration::from_secs(20), || {
+        b.child.try_wait().unwrap()
+    });
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(b.child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(
+        !status.success(),
+        "the bridge exited with {status}; stderr: {stderr}"
+    );
+    assert!(
+        stderr.contains("lost the connection to the daemon"),
+        "unclear message: {stderr}"
+    );
+    d.terminate(Duration::from_secs(5));
+}
