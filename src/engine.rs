@@ -358,6 +358,7 @@ impl Engine {
             "configPath": self.info.config_path,
             "configError": self.store.as_ref().and_then(|s| s.last_error()),
             "uptimeSeconds": self.started.elapsed().as_secs(),
+            "clients": self.session_count(),
             "servers": statuses.len(),
             "ready": ready,
             "tools": self.registry.catalog().tools().len(),

@@ -70,6 +70,12 @@ pub struct Daemon {
     child: std::process::Child,
 }
 
+impl Daemon {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = nix::sys::signal::kill(
@@ -80,8 +86,9 @@ impl Drop for Daemon {
     }
 }
 
-/// Starts the daemon with `config` (JSON text) in `dir`, and connects a
-/// client to its socket once it listens (within 30 s).
+/// Starts the daemon with `config` (JSON text) in `dir` (its socket is
+/// `dir/daemon.sock`), and connects a client to it once it listens (within
+/// 30 s).
 pub async fn start_daemon(
     dir: &std::path::Path,
     config: &str,
