@@ -1512,11 +1512,17 @@ fn direct_url_with_refused_credentials_says_auth_required() {
     let t = Instant::now();
     let r = sb.run(&["--json", "--direct", &spec, "servers"]);
     let took = t.elapsed();
-    let servers = r.json();
-    let s = &servers[0];
-    assert_eq!(s["state"], "auth_required", "{r:?}");
-    let e = s["error"].as_str().unwrap_or_default();
-    assert!(e.contains("401"), "{r:?}");
+    // A --direct server that did not start fails every command (exit 2),
+    // with one error naming the server, the 401 and the fix.
+    assert_eq!(r.code, 2, "{r:?}");
+    let err: serde_json::Value =
+        serde_json::from_str(r.stderr.trim_end().lines().last().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("--json error is not JSON ({e}): {r:?}"));
+    let msg = err["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("locked") && msg.contains("401") && msg.contains("headers"),
+        "{r:?}"
+    );
     if took > Duration::from_secs(15) {
         problems.push(format!("`servers` took {took:?}"));
     }
