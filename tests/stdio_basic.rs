@@ -183,8 +183,8 @@ async fn oversized_message_reports_its_id_and_the_stream_goes_on() {
             &events[0],
             TransportEvent::Oversized {
                 limit: 4096,
-                id: Some(Id::Number(5))
-            }
+                id: Some(id)
+            } if *id == Id::number(5)
         ),
         "{:?}",
         events[0]

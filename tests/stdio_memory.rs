@@ -55,8 +55,8 @@ async fn a_200_mib_line_is_dropped_without_buffering_it() {
             &events[0],
             TransportEvent::Oversized {
                 limit: 1048576,
-                id: Some(Id::Number(77))
-            }
+                id: Some(id)
+            } if *id == Id::number(77)
         ),
         "{}",
         briefs[0]

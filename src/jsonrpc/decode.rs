@@ -18,6 +18,10 @@ pub enum Incoming {
 pub enum DecodeError {
     #[error("not JSON ({reason}): {preview}")]
     NotJson { preview: String, reason: String },
+    /// JSON without `"jsonrpc":"2.0"`: noise such as a log line, never
+    /// taken for a message.
+    #[error("not JSON-RPC: {preview}")]
+    NotJsonRpc { preview: String },
     #[error("empty batch")]
     EmptyBatch,
     #[error("invalid JSON-RPC message: {reason}")]
@@ -82,26 +86,32 @@ fn invalid(id: Option<Id>, reason: impl Into<String>) -> DecodeError {
 
 fn decode_one(text: &str) -> Result<Message, DecodeError> {
     let w: WireIn = serde_json::from_str(text).map_err(|e| invalid(None, e.to_string()))?;
+    // Without `"jsonrpc":"2.0"` an object is not JSON-RPC (typically a
+    // server's structured log line), and its "id" is none of ours.
+    match w.jsonrpc.as_deref() {
+        Some("2.0") => {}
+        None => {
+            return Err(DecodeError::NotJsonRpc {
+                preview: preview(text),
+            });
+        }
+        Some(other) => {
+            return Err(invalid(
+                None,
+                format!("unsupported jsonrpc version {other:?}"),
+            ));
+        }
+    }
     let id = match &w.id {
         None => None,
         Some(raw) if raw.get() == "null" => None,
-        Some(raw) => Some(serde_json::from_str::<Id>(raw.get()).map_err(|_| {
+        Some(raw) => Some(Id::from_json(raw.get()).ok_or_else(|| {
             invalid(
                 None,
                 format!("id must be a string or integer, got {}", raw.get()),
             )
         })?),
     };
-    // A stray JSON log line has no "jsonrpc"; a present but wrong one is bad.
-    match w.jsonrpc.as_deref() {
-        Some("2.0") | None => {}
-        Some(other) => {
-            return Err(invalid(
-                id,
-                format!("unsupported jsonrpc version {other:?}"),
-            ));
-        }
-    }
     let params = w.params.filter(|p| p.get() != "null");
     match (w.method, w.result, w.error) {
         (Some(method), None, None) => match (id, w.id.is_some()) {
@@ -124,7 +134,6 @@ fn decode_one(text: &str) -> Result<Message, DecodeError> {
                 outcome: Err(err),
             }))
         }
-        (None, None, None) if w.jsonrpc.is_none() => Err(invalid(id, "not a JSON-RPC message")),
         _ => Err(invalid(
             id,
             "a message must have exactly one of method, result or error",
@@ -147,7 +156,7 @@ mod tests {
     fn classifies_messages() {
         assert!(matches!(
             single(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
-            Ok(Message::Request(r)) if r.id == Id::Number(1) && r.params.is_none()
+            Ok(Message::Request(r)) if r.id == Id::number(1) && r.params.is_none()
         ));
         assert!(matches!(
             single(r#"{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}"#),
@@ -155,7 +164,7 @@ mod tests {
         ));
         assert!(matches!(
             single(r#"{"jsonrpc":"2.0","id":"0","result":null}"#),
-            Ok(Message::Response(Response { id: Some(Id::String(s)), outcome: Ok(r) })) if s == "0" && r.get() == "null"
+            Ok(Message::Response(Response { id: Some(id), outcome: Ok(r) })) if id == Id::string("0") && r.get() == "null"
         ));
         assert!(matches!(
             single(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse"}}"#),
@@ -177,11 +186,26 @@ mod tests {
         assert!(matches!(
             single(r#"{"jsonrpc":"2.0","id":4,"error":{"code":"x"}}"#),
             Err(DecodeError::Invalid {
-                id: Some(Id::Number(4)),
+                id: Some(id),
                 ..
-            })
+            }) if id == Id::number(4)
         ));
         assert!(single("5").is_err());
+        // Noise, whatever its "id": never a message, never an id to fail.
+        for noise in [
+            r#"{"id":0,"level":"info"}"#,
+            r#"{"id":0,"error":"boom"}"#,
+            r#"{"id":0,"result":{}}"#,
+        ] {
+            assert!(
+                matches!(single(noise), Err(DecodeError::NotJsonRpc { .. })),
+                "{noise}"
+            );
+        }
+        assert!(matches!(
+            single(r#"{"jsonrpc":"1.0","id":0,"error":{"code":1,"message":""}}"#),
+            Err(DecodeError::Invalid { id: None, .. })
+        ));
     }
 
     #[test]

@@ -152,8 +152,21 @@ struct State {
     close_reason: Option<Arc<CloseReason>>,
 }
 
+/// Lines from the other side that are not JSON-RPC (banners, log lines):
+/// the first is logged at warn, later ones are counted and summarised at
+/// most once per [`NOISE_SUMMARY_EVERY`], so a chatty server cannot flood
+/// the log.
+#[derive(Default)]
+struct Noise {
+    last_warned: Option<Instant>,
+    since_warned: u64,
+}
+
+const NOISE_SUMMARY_EVERY: Duration = Duration::from_secs(60);
+
 struct Inner {
     cfg: PeerConfig,
+    noise: Mutex<Noise>,
     next_id: AtomicI64,
     outbound: mpsc::Sender<Outbound>,
     state: Mutex<State>,
@@ -179,6 +192,7 @@ impl Peer {
         let (notifications, _) = broadcast::channel(1024);
         let inner = Arc::new(Inner {
             cfg,
+            noise: Mutex::default(),
             next_id: AtomicI64::new(0),
             outbound,
             state: Mutex::new(State::default()),
@@ -235,7 +249,7 @@ impl Peer {
             cancellable: opts.cancellable,
         };
         let line = Message::Request(Request {
-            id: Id::Number(id),
+            id: Id::number(id),
             method: method.to_owned(),
             params,
         })
@@ -427,6 +441,29 @@ impl Inner {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn noise(&self, preview: &str) {
+        let mut n = self.noise.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        match n.last_warned {
+            None => warn!(
+                server = %self.cfg.name,
+                "skipping output that is not JSON-RPC: {preview} (more such lines are only counted)"
+            ),
+            Some(at) if now.saturating_duration_since(at) >= NOISE_SUMMARY_EVERY => warn!(
+                server = %self.cfg.name,
+                skipped = n.since_warned,
+                "skipped more output that is not JSON-RPC; the latest: {preview}"
+            ),
+            Some(_) => {
+                n.since_warned = n.since_warned.saturating_add(1);
+                debug!("skipping output that is not JSON-RPC: {preview}");
+                return;
+            }
+        }
+        n.last_warned = Some(now);
+        n.since_warned = 0;
+    }
+
     fn close_reason_or_default(&self) -> Arc<CloseReason> {
         self.lock()
             .close_reason
@@ -612,9 +649,7 @@ async fn on_frame(inner: &Arc<Inner>, text: &str) {
             };
             inner.answer_error(None, code, e.to_string()).await;
         }
-        Err(DecodeError::NotJson { preview, .. }) => {
-            warn!("skipping a non-JSON line from the server: {preview}");
-        }
+        Err(DecodeError::NotJson { preview, .. }) => inner.noise(&preview),
         Err(e) => warn!("skipping an invalid frame: {e}"),
         Ok(Incoming::Single(Ok(msg))) => dispatch(inner, msg).await,
         Ok(Incoming::Single(Err(e))) => on_invalid(inner, e, text).await,
@@ -668,7 +703,10 @@ async fn on_invalid(inner: &Arc<Inner>, e: DecodeError, text: &str) {
             .await;
         return;
     }
-    warn!("skipping an invalid message: {e}");
+    match e {
+        DecodeError::NotJsonRpc { preview } => inner.noise(&preview),
+        e => warn!("skipping an invalid message: {e}"),
+    }
 }
 
 fn looks_like_response(text: &str) -> bool {

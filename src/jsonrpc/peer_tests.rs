@@ -267,7 +267,7 @@ async fn oversized_response_fails_its_request() {
     let p = f.peer.clone();
     let a = tokio::spawn(async move { p.request("x", None, opts()).await });
     let req = f.next().await;
-    let id = Id::Number(req["id"].as_i64().unwrap());
+    let id = Id::number(req["id"].as_i64().unwrap());
     f.to_peer
         .send(TransportEvent::Oversized {
             limit: 1024,
@@ -352,4 +352,57 @@ async fn a_server_that_stops_reading_cannot_block_a_request_past_its_timeout() {
     assert!(matches!(err, PeerError::Timeout { .. }), "{err}");
     assert!(started.elapsed() < Duration::from_secs(6));
     assert_eq!(peer.pending_count(), 0);
+}
+
+#[tokio::test]
+async fn stray_json_log_line_does_not_fail_request_0() {
+    let mut f = Fake::new(Arc::new(NoHandler));
+    let p = f.peer.clone();
+    let a = tokio::spawn(async move { p.request("initialize", None, opts()).await });
+    let req = f.next().await;
+    assert_eq!(req["id"], json!(0));
+    // Structured logs a server prints on stdout: no "jsonrpc", but an "id"
+    // (and even an "error") of their own.
+    f.send(r#"{"id":0,"level":"info"}"#).await;
+    f.send(r#"{"id":0,"level":"error","error":"boom"}"#).await;
+    f.send(r#"{"id":0,"result":"a log line too"}"#).await;
+    f.send(r#"{"jsonrpc":"2.0","id":0,"result":{"ok":1}}"#)
+        .await;
+    assert_eq!(a.await.unwrap().unwrap().get(), r#"{"ok":1}"#);
+}
+
+#[tokio::test]
+async fn server_requests_with_ids_outside_i64_are_answered_byte_for_byte() {
+    struct Roots;
+    impl RequestHandler for Roots {
+        fn handle(
+            &self,
+            _: IncomingRequest,
+        ) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
+            Box::pin(async { Ok(to_raw(&json!({"roots": []})).unwrap()) })
+        }
+    }
+    let mut f = Fake::new(Arc::new(Roots));
+    for id in [
+        "12345678901234567890",
+        "-99999999999999999999999",
+        "123456789012345678901234567890",
+        r#""caf\u00e9""#,
+        "0",
+    ] {
+        for method in ["ping", "roots/list"] {
+            f.send(&format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}"}}"#
+            ))
+            .await;
+            let line = tokio::time::timeout(Duration::from_secs(10), f.from_peer.recv())
+                .await
+                .unwrap_or_else(|_| panic!("no reply to {method} with id {id}"))
+                .unwrap();
+            assert!(
+                line.starts_with(&format!(r#"{{"jsonrpc":"2.0","id":{id},"result":"#)),
+                "{method} {id}: {line}"
+            );
+        }
+    }
 }

@@ -20,31 +20,122 @@ pub mod error_codes {
     pub const REQUEST_CANCELLED: i64 = -32800;
 }
 
-/// A request id. Integers and strings are distinct ids on the wire, but
-/// [`Id::as_number`] lets us match servers that echo `"7"` for `7`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum Id {
-    Number(i64),
-    String(String),
-}
+/// A request id exactly as it was on the wire: the text of a JSON string or
+/// integer. JSON-RPC bounds neither, so an id we answer is kept as text and
+/// echoed byte for byte (an integer past `i64`, a string with escapes). Ids
+/// we allocate are integers; [`Id::as_number`] also matches a server that
+/// echoes `"7"` for `7`.
+#[derive(Clone)]
+pub struct Id(Box<RawValue>);
 
 impl Id {
+    pub fn number(n: i64) -> Id {
+        Id::raw(n.to_string())
+    }
+
+    pub fn string(s: &str) -> Id {
+        // Encoding a `&str` cannot fail.
+        Id::raw(serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_owned()))
+    }
+
+    /// The id a JSON value's text denotes: a string or an integer of any
+    /// size. `None` for anything else (`null`, `1.5`, `1e3`, objects).
+    pub fn from_json(text: &str) -> Option<Id> {
+        let text = text.trim();
+        let ok = match text.as_bytes().first()? {
+            b'"' => serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok(),
+            b'-' | b'0'..=b'9' => is_integer(text),
+            _ => false,
+        };
+        ok.then(|| Id::raw(text.to_owned()))
+    }
+
+    fn raw(text: String) -> Id {
+        // Callers pass valid JSON; the fallback only avoids an unwrap.
+        Id(RawValue::from_string(text).unwrap_or_default())
+    }
+
+    /// The id's JSON text, as received.
+    pub fn as_json(&self) -> &str {
+        self.0.get()
+    }
+
     /// The integer this id denotes, also when a server stringified it.
     pub fn as_number(&self) -> Option<i64> {
-        match self {
-            Id::Number(n) => Some(*n),
-            Id::String(s) => s.parse().ok(),
+        match self.key() {
+            Key::Number(n) => n.parse().ok(),
+            Key::String(s) => s.parse().ok(),
         }
+    }
+
+    /// What the id means: two spellings of one string (`"ab"`, `"a\u0062"`)
+    /// are the same id.
+    fn key(&self) -> Key<'_> {
+        let text = self.0.get();
+        match text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
+            Some(plain) if !plain.contains('\\') => Key::String(plain.into()),
+            Some(_) => Key::String(
+                serde_json::from_str::<String>(text)
+                    .unwrap_or_default()
+                    .into(),
+            ),
+            None => Key::Number(text),
+        }
+    }
+}
+
+/// `-?(0|[1-9][0-9]*)`, JSON's integer syntax.
+fn is_integer(text: &str) -> bool {
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'))
+}
+
+#[derive(PartialEq, Eq, Hash)]
+enum Key<'a> {
+    Number(&'a str),
+    String(std::borrow::Cow<'a, str>),
+}
+
+impl PartialEq for Id {
+    fn eq(&self, other: &Id) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Id {}
+
+impl std::hash::Hash for Id {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.key().hash(state)
+    }
+}
+
+impl fmt::Debug for Id {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Id({})", self.as_json())
     }
 }
 
 impl fmt::Display for Id {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Id::Number(n) => write!(f, "{n}"),
-            Id::String(s) => write!(f, "{s:?}"),
-        }
+        f.write_str(self.as_json())
+    }
+}
+
+impl Serialize for Id {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Id {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Id, D::Error> {
+        let raw = Box::<RawValue>::deserialize(d)?;
+        Id::from_json(raw.get()).ok_or_else(|| {
+            serde::de::Error::custom(format!("id must be a string or integer, got {}", raw.get()))
+        })
     }
 }
 

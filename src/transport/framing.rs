@@ -190,9 +190,29 @@ impl Discard {
     }
 
     fn finish(self, limit: usize) -> Frame {
-        let id = match id_from_head(&self.head) {
-            Some(found) => found,
-            None => id_from_tail(&self.tail),
+        // Without `"jsonrpc":"2.0"` it is not JSON-RPC (say, a huge log
+        // line), and its "id" must not fail one of our requests.
+        let json_rpc = [
+            value_from_head(&self.head, b"jsonrpc").map(|at| (&self.head, at)),
+            value_from_tail(&self.tail, b"jsonrpc").map(|at| (&self.tail, at)),
+        ]
+        .into_iter()
+        .flatten()
+        .any(|(w, at)| w[at..].starts_with(b"\"2.0\""));
+        let id = if !json_rpc {
+            None
+        } else {
+            let head = value_from_head(&self.head, b"id").map(|at| id_value(&self.head, at));
+            match head {
+                Some(IdValue::Id(id)) => Some(id),
+                Some(IdValue::NotAnId) => None,
+                Some(IdValue::Cut) | None => value_from_tail(&self.tail, b"id").and_then(|at| {
+                    match id_value(&self.tail, at) {
+                        IdValue::Id(id) => Some(id),
+                        IdValue::NotAnId | IdValue::Cut => None,
+                    }
+                }),
+            }
         };
         Frame::Oversized { limit, id }
     }
@@ -207,9 +227,9 @@ enum IdValue {
     Cut,
 }
 
-/// Scans forward from the start of a message for a top-level `"id"`.
-/// `Some(None)` means the key was found but holds no usable id.
-fn id_from_head(w: &[u8]) -> Option<Option<Id>> {
+/// Scans forward from the start of a message for a top-level member `key`;
+/// returns where its value starts (which may be past the window's end).
+fn value_from_head(w: &[u8], key: &[u8]) -> Option<usize> {
     let mut i = skip_ws(w, 0);
     if w.get(i) != Some(&b'{') {
         return None;
@@ -219,14 +239,10 @@ fn id_from_head(w: &[u8]) -> Option<Option<Id>> {
         match w[i] {
             b'"' => {
                 let end = string_end(w, i)?;
-                if depth == 1 && &w[i + 1..end] == b"id" {
+                if depth == 1 && &w[i + 1..end] == key {
                     let colon = skip_ws(w, end + 1);
                     if w.get(colon) == Some(&b':') {
-                        return match id_value(w, skip_ws(w, colon + 1)) {
-                            IdValue::Id(id) => Some(Some(id)),
-                            IdValue::NotAnId => Some(None),
-                            IdValue::Cut => None,
-                        };
+                        return Some(skip_ws(w, colon + 1));
                     }
                 }
                 i = end;
@@ -245,11 +261,11 @@ fn id_from_head(w: &[u8]) -> Option<Option<Id>> {
     None
 }
 
-/// Scans backward from the end of a message for a top-level `"id"`, as
-/// TypeScript SDK servers write it last. Going backward from outside any
-/// string, each unescaped quote toggles between string and structure, so the
-/// nesting depth stays exact within the window.
-fn id_from_tail(w: &[u8]) -> Option<Id> {
+/// Scans backward from the end of a message for a top-level member `key`
+/// (TypeScript SDK servers write `jsonrpc` and `id` last). Going backward
+/// from outside any string, each unescaped quote toggles between string and
+/// structure, so the nesting depth stays exact within the window.
+fn value_from_tail(w: &[u8], key: &[u8]) -> Option<usize> {
     let mut i = w.len();
     while i > 0 && w[i - 1].is_ascii_whitespace() {
         i -= 1;
@@ -264,13 +280,10 @@ fn id_from_tail(w: &[u8]) -> Option<Id> {
         match w[i] {
             b'"' => {
                 let start = string_start(w, i)?;
-                if depth == 1 && &w[start + 1..i] == b"id" {
+                if depth == 1 && &w[start + 1..i] == key {
                     let colon = skip_ws(w, i + 1);
                     if w.get(colon) == Some(&b':') {
-                        return match id_value(w, skip_ws(w, colon + 1)) {
-                            IdValue::Id(id) => Some(id),
-                            IdValue::NotAnId | IdValue::Cut => None,
-                        };
+                        return Some(skip_ws(w, colon + 1));
                     }
                 }
                 i = start;
@@ -289,14 +302,11 @@ fn id_from_tail(w: &[u8]) -> Option<Id> {
 }
 
 fn id_value(w: &[u8], at: usize) -> IdValue {
-    match w.get(at) {
-        None => IdValue::Cut,
+    let end = match w.get(at) {
+        None => return IdValue::Cut,
         Some(b'"') => match string_end(w, at) {
-            None => IdValue::Cut,
-            Some(end) => match serde_json::from_slice::<String>(&w[at..=end]) {
-                Ok(s) => IdValue::Id(Id::String(s)),
-                Err(_) => IdValue::NotAnId,
-            },
+            None => return IdValue::Cut,
+            Some(end) => end + 1,
         },
         Some(b'-' | b'0'..=b'9') => {
             let digits = at + usize::from(w[at] == b'-');
@@ -306,16 +316,17 @@ fn id_value(w: &[u8], at: usize) -> IdValue {
                     .take_while(|b| b.is_ascii_digit())
                     .count();
             match w.get(end) {
-                None => IdValue::Cut,
-                Some(b'.' | b'e' | b'E') => IdValue::NotAnId,
-                Some(_) => std::str::from_utf8(&w[at..end])
-                    .ok()
-                    .and_then(|s| s.parse().ok())
-                    .map_or(IdValue::NotAnId, |n| IdValue::Id(Id::Number(n))),
+                None => return IdValue::Cut,
+                Some(b'.' | b'e' | b'E') => return IdValue::NotAnId,
+                Some(_) => end,
             }
         }
-        Some(_) => IdValue::NotAnId,
-    }
+        Some(_) => return IdValue::NotAnId,
+    };
+    std::str::from_utf8(&w[at..end])
+        .ok()
+        .and_then(Id::from_json)
+        .map_or(IdValue::NotAnId, IdValue::Id)
 }
 
 fn skip_ws(w: &[u8], mut i: usize) -> usize {
@@ -434,7 +445,7 @@ mod tests {
         assert_eq!(
             frames,
             vec![
-                oversized(1000, Some(Id::Number(42))),
+                oversized(1000, Some(Id::number(42))),
                 line("{\"next\":true}")
             ]
         );
@@ -450,7 +461,7 @@ mod tests {
         let frames = decode_chunks(&mut BoundedLineCodec::new(100), &chunks);
         assert_eq!(
             frames,
-            vec![oversized(100, Some(Id::Number(5))), line("{}")]
+            vec![oversized(100, Some(Id::number(5))), line("{}")]
         );
     }
 
@@ -476,18 +487,17 @@ mod tests {
     #[test]
     fn string_id_with_escapes_and_spacing() {
         let big = "w".repeat(3000);
-        let msg = format!("{{ \"id\" : \"a\\\"b\" , \"result\":\"{big}\"}}\n");
+        let msg =
+            format!("{{ \"id\" : \"a\\\"b\" , \"jsonrpc\" : \"2.0\", \"result\":\"{big}\"}}\n");
         let frames = decode_chunks(&mut BoundedLineCodec::new(100), &[msg.as_bytes()]);
-        assert_eq!(
-            frames,
-            vec![oversized(100, Some(Id::String("a\"b".into())))]
-        );
+        assert_eq!(frames, vec![oversized(100, Some(Id::string("a\"b")))]);
     }
 
     #[test]
     fn null_id_in_head_means_none() {
         let big = "w".repeat(3000);
-        let msg = format!("{{\"id\":null,\"error\":\"{big}\",\"x\":{{\"id\":4}}}}\n");
+        let msg =
+            format!("{{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":\"{big}\",\"x\":{{\"id\":4}}}}\n");
         let frames = decode_chunks(&mut BoundedLineCodec::new(100), &[msg.as_bytes()]);
         assert_eq!(frames, vec![oversized(100, None)]);
     }
@@ -497,16 +507,13 @@ mod tests {
         let big = "v".repeat(3000);
         // After the top-level id come a nested id and a string holding an
         // escaped quote, braces and a trailing backslash.
-        let msg =
-            format!(r#"{{"result":"{big}","id":"req-9","meta":{{"id":1}},"s":"a\\\"}}{{\\"}}"#)
-                + "\n";
+        let msg = format!(
+            r#"{{"jsonrpc":"2.0","result":"{big}","id":"req-9","meta":{{"id":1}},"s":"a\\\"}}{{\\"}}"#
+        ) + "\n";
         let parsed: serde_json::Value = serde_json::from_str(msg.trim_end()).unwrap();
         assert_eq!(parsed["s"], "a\\\"}{\\");
         let frames = decode_chunks(&mut BoundedLineCodec::new(100), &[msg.as_bytes()]);
-        assert_eq!(
-            frames,
-            vec![oversized(100, Some(Id::String("req-9".into())))]
-        );
+        assert_eq!(frames, vec![oversized(100, Some(Id::string("req-9")))]);
     }
 
     #[test]
@@ -516,14 +523,16 @@ mod tests {
             "{{\"jsonrpc\":\"2.0\",\"meta\":{{\"id\":1}},\"id\":2,\"result\":\"{big}\"}}\n"
         );
         let frames = decode_chunks(&mut BoundedLineCodec::new(100), &[msg.as_bytes()]);
-        assert_eq!(frames, vec![oversized(100, Some(Id::Number(2)))]);
+        assert_eq!(frames, vec![oversized(100, Some(Id::number(2)))]);
     }
 
     #[test]
     fn id_cut_at_head_window_falls_back_to_tail() {
         let pad = "p".repeat(WINDOW - 17);
         let big = "b".repeat(3000);
-        let msg = format!("{{\"pad\":\"{pad}\",\"id\":123456,\"result\":\"{big}\"}}\n");
+        let msg = format!(
+            "{{\"pad\":\"{pad}\",\"id\":123456,\"result\":\"{big}\",\"jsonrpc\":\"2.0\"}}\n"
+        );
         let frames = decode_chunks(&mut BoundedLineCodec::new(100), &[msg.as_bytes()]);
         // The head window ends inside the digits: claiming `12` would be wrong.
         assert_eq!(frames, vec![oversized(100, None)]);
@@ -539,9 +548,32 @@ mod tests {
 
     #[test]
     fn oversized_at_eof_without_newline() {
-        let msg = format!("{{\"id\":-3,\"x\":\"{}", "c".repeat(3000));
+        let msg = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":-3,\"x\":\"{}",
+            "c".repeat(3000)
+        );
         let frames = decode_chunks(&mut BoundedLineCodec::new(100), &[msg.as_bytes()]);
-        assert_eq!(frames, vec![oversized(100, Some(Id::Number(-3)))]);
+        assert_eq!(frames, vec![oversized(100, Some(Id::number(-3)))]);
+    }
+
+    #[test]
+    fn oversized_json_log_line_without_jsonrpc_yields_no_id() {
+        let big = "l".repeat(3000);
+        for msg in [
+            format!("{{\"id\":0,\"level\":\"info\",\"msg\":\"{big}\"}}\n"),
+            format!("{{\"msg\":\"{big}\",\"level\":\"info\",\"id\":0}}\n"),
+            format!("{{\"jsonrpc\":\"1.0\",\"id\":0,\"msg\":\"{big}\"}}\n"),
+        ] {
+            let frames = decode_chunks(&mut BoundedLineCodec::new(100), &[msg.as_bytes()]);
+            assert_eq!(frames, vec![oversized(100, None)], "{}", &msg[..40]);
+        }
+        // An id past i64 is still an id.
+        let msg = format!("{{\"jsonrpc\":\"2.0\",\"id\":12345678901234567890,\"x\":\"{big}\"}}\n");
+        let frames = decode_chunks(&mut BoundedLineCodec::new(100), &[msg.as_bytes()]);
+        assert_eq!(
+            frames,
+            vec![oversized(100, Id::from_json("12345678901234567890"))]
+        );
     }
 
     #[test]

@@ -153,6 +153,11 @@ pub struct Cli {
     #[arg(long, env = "MCPHOST_TS_UNKNOWN_IDS", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
     pub unknown_ids: bool,
 
+    /// Before every response, print a structured log line on stdout that carries
+    /// the response's id but no `jsonrpc`: `{"id":ID,"level":"info","msg":"answering"}`.
+    #[arg(long, env = "MCPHOST_TS_JSON_LOGS", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    pub json_logs: bool,
+
     /// On receiving the Nth request (initialize = 1 if it comes first; every request
     /// including ping counts), print `fatal: simulated crash` to stderr and exit with
     /// status 3 without answering it.

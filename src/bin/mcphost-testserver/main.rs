@@ -39,6 +39,7 @@
 //! | `--list-changed-after-ms MS` | after `notifications/initialized`, every MS add a tool/resource/prompt and emit list_changed |
 //! | `--list-changed-count K` | stop that timer after K rounds |
 //! | `--garbage` | non-JSON lines on stdout at startup and before every message |
+//! | `--json-logs` | a log line `{"id":ID,"level":"info",…}` (no `jsonrpc`) on stdout before every response |
 //! | `--unknown-ids` | an extra response with an id nobody asked for before every response |
 //! | `--crash-after N` | on the Nth request print `fatal: simulated crash` to stderr and exit 3 without answering |
 //! | `--hang-after N` | never answer the Nth and later requests (keeps reading stdin) |

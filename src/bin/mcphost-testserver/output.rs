@@ -160,6 +160,11 @@ impl<W: Write> Out<W> {
         }
     }
 
+    /// Writes a log line that looks like a response to `id` (--json-logs).
+    pub fn json_log(&mut self, id: &Value) -> io::Result<()> {
+        self.line(&json!({"id": id, "level": "info", "msg": "answering"}).to_string())
+    }
+
     /// Writes several messages, as one batch array line or as separate lines.
     pub fn messages(&mut self, msgs: &[String], as_batch: bool) -> io::Result<()> {
         if as_batch {

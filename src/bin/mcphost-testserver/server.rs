@@ -513,6 +513,9 @@ impl Server {
             if self.cfg.unknown_ids {
                 out.unknown_response()?;
             }
+            if self.cfg.json_logs {
+                out.json_log(&reply.id)?;
+            }
             match &reply.payload {
                 Payload::Huge(n) => {
                     out.huge(&reply.id, *n, self.cfg.huge_id_first, batch)?;

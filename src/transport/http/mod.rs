@@ -649,7 +649,7 @@ mod tests {
     fn classify_requests_notifications_and_batches() {
         let m = OutMsg::classify(r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#.into());
         assert_eq!(m.method.as_deref(), Some("tools/list"));
-        assert_eq!(m.requests, vec![Id::Number(3)]);
+        assert_eq!(m.requests, vec![Id::number(3)]);
         let n =
             OutMsg::classify(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.into());
         assert!(n.requests.is_empty());
@@ -659,13 +659,13 @@ mod tests {
             r#"[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","method":"n"},{"jsonrpc":"2.0","id":2,"result":1}]"#
                 .into(),
         );
-        assert_eq!(b.requests, vec![Id::Number(1)]);
+        assert_eq!(b.requests, vec![Id::number(1)]);
         assert_eq!(
             response_ids(r#"{"jsonrpc":"2.0","id":"7","result":{}}"#),
-            vec![Id::String("7".into())]
+            vec![Id::string("7")]
         );
         assert!(response_ids(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).is_empty());
-        assert!(same_id(&Id::String("7".into()), &Id::Number(7)));
+        assert!(same_id(&Id::string("7"), &Id::number(7)));
     }
 
     #[test]
