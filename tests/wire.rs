@@ -52,3 +52,42 @@ fn stray_json_log_lines_are_logged_once_with_the_server_name_then_counted() {
     );
     assert!(warned[0].contains(r#""level":"info""#), "{}", warned[0]);
 }
+
+#[tokio::test]
+async fn a_large_duration_in_call_options_does_not_panic_the_caller() {
+    let c = std::sync::Arc::new(connect("patient", &[]).await);
+    let c2 = c.clone();
+    let call = tokio::spawn(async move {
+        c2.call_tool(
+            "echo",
+            Some(raw(r#"{"text":"whenever"}"#)),
+            CallOptions {
+                timeout: Some(Duration::MAX),
+                ..CallOptions::default()
+            },
+        )
+        .await
+    });
+    let r = call.await.expect("call_tool panicked").unwrap();
+    assert!(r.raw.get().contains("whenever"), "{}", r.raw.get());
+    c.shutdown().await;
+}
+
+#[test]
+fn absurd_durations_in_the_config_are_refused_with_file_line_and_field() {
+    let text = "{\n  \"mcpServers\": {\n    \"x\": {\n      \"command\": \"a\",\n      \"timeouts\": {\n        \"request\": \"300000000000y\",\n        \"maxRequest\": \"300000000000y\"\n      }\n    }\n  },\n  \"defaults\": { \"timeouts\": { \"shutdown\": \"2y\" } }\n}\n";
+    let err = mcphost::config::parse(text, std::path::Path::new("/cfg/config.json"), &|_| None)
+        .expect_err("absurd durations were accepted");
+    let msg = err.to_string();
+    for want in [
+        "/cfg/config.json:6: mcpServers.x.timeouts.request: \"300000000000y\" is longer than the maximum of 1year",
+        "/cfg/config.json:7: mcpServers.x.timeouts.maxRequest: \"300000000000y\" is longer than the maximum of 1year",
+        "/cfg/config.json:11: defaults.timeouts.shutdown: \"2y\" is longer than the maximum of 1year",
+    ] {
+        assert!(msg.contains(want), "missing {want:?} in:\n{msg}");
+    }
+    // The maximum itself is fine.
+    let ok = text.replace("300000000000y", "1y").replace("2y", "1y");
+    mcphost::config::parse(&ok, std::path::Path::new("/cfg/config.json"), &|_| None)
+        .unwrap_or_else(|e| panic!("1y refused: {e}"));
+}

@@ -2,7 +2,13 @@
 
 use std::time::Duration;
 
-/// Parses `"500ms"`, `"30s"`, `"5m"`, `"1h"`, `"1m30s"` (humantime syntax).
+/// The longest duration accepted: one (Julian) year, `"1y"`. A wait that
+/// long is as good as none, and anything larger is a typo, or would
+/// overflow the clock arithmetic of a deadline.
+pub const MAX_DURATION: Duration = Duration::from_secs(31_557_600);
+
+/// Parses `"500ms"`, `"30s"`, `"5m"`, `"1h"`, `"1m30s"` (humantime syntax),
+/// up to [`MAX_DURATION`].
 ///
 /// A unitless value is refused rather than guessed: `30` meaning seconds in
 /// one tool and milliseconds in another is how timeouts end up 1000× off.
@@ -11,6 +17,17 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     if is_number(trimmed) {
         return Err(no_unit_hint(trimmed));
     }
+    let d = parse_any(text, trimmed)?;
+    if d > MAX_DURATION {
+        return Err(format!(
+            "\"{text}\" is longer than the maximum of {}; \"1y\" is as good as no limit",
+            humantime::format_duration(MAX_DURATION)
+        ));
+    }
+    Ok(d)
+}
+
+fn parse_any(text: &str, trimmed: &str) -> Result<Duration, String> {
     humantime::parse_duration(trimmed).map_err(|err| match err {
         humantime::DurationError::UnknownUnit { unit, value, .. } if unit.is_empty() => {
             format!("\"{text}\": {value} has no unit; write \"{value}s\" or \"{value}ms\"")
@@ -60,6 +77,15 @@ mod tests {
                 .contains("unknown time unit")
         );
         assert!(parse_duration("").is_err());
+        assert_eq!(parse_duration("1y"), Ok(MAX_DURATION));
+        assert_eq!(parse_duration("365d"), Ok(Duration::from_secs(365 * 86400)));
+        assert!(
+            parse_duration("1y 1s")
+                .unwrap_err()
+                .contains("longer than the maximum of 1year")
+        );
+        // Past u64 seconds humantime itself refuses.
+        assert!(parse_duration("99999999999999999999y").is_err());
         assert!(
             parse_duration("1m30")
                 .unwrap_err()

@@ -187,7 +187,7 @@ async fn query_shell(shell: &Path, timeout: Duration) -> Result<String, ShellPat
         .id()
         .and_then(|pid| i32::try_from(pid).ok())
         .map(Pid::from_raw);
-    let deadline = Instant::now() + timeout;
+    let started = Instant::now();
 
     let read = tokio::time::timeout(timeout, read_until_end(&mut child, &start, &end)).await;
     let output = match read {
@@ -203,9 +203,7 @@ async fn query_shell(shell: &Path, timeout: Duration) -> Result<String, ShellPat
     };
     // Give the shell a moment to exit by itself (logout hooks); then make sure
     // nothing it started lingers.
-    let remaining = deadline
-        .saturating_duration_since(Instant::now())
-        .max(EXIT_GRACE);
+    let remaining = timeout.saturating_sub(started.elapsed()).max(EXIT_GRACE);
     let status = match tokio::time::timeout(remaining, child.wait()).await {
         Ok(Ok(status)) => Some(status),
         _ => {

@@ -259,8 +259,11 @@ impl Peer {
             debug!("sending");
             let timeout = opts.timeout.unwrap_or(inner.cfg.timeout);
             let start = Instant::now();
-            let hard = start + opts.max_timeout.unwrap_or(inner.cfg.max_timeout).max(timeout);
-            let mut deadline = (start + timeout).min(hard);
+            let hard = deadline_after(
+                start,
+                opts.max_timeout.unwrap_or(inner.cfg.max_timeout).max(timeout),
+            );
+            let mut deadline = deadline_after(start, timeout).min(hard);
             let cancel = opts.cancel;
             let cancelled = cancelled_or_never(cancel.as_ref());
             tokio::pin!(cancelled);
@@ -300,7 +303,7 @@ impl Peer {
                     }
                     Some(p) = recv_progress(&mut prx) => {
                         if opts.reset_timeout_on_progress {
-                            deadline = (Instant::now() + timeout).min(hard);
+                            deadline = deadline_after(Instant::now(), timeout).min(hard);
                             sleep.as_mut().reset(deadline);
                         }
                         if let Some(cb) = &opts.on_progress {
@@ -375,6 +378,15 @@ impl Peer {
     pub fn pending_count(&self) -> usize {
         self.inner.lock().pending.len()
     }
+}
+
+/// `from + d`; a timeout too large for the clock (say `Duration::MAX`)
+/// means "never", and must not overflow.
+fn deadline_after(from: Instant, d: Duration) -> Instant {
+    const NEVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+    from.checked_add(d)
+        .or_else(|| from.checked_add(NEVER))
+        .unwrap_or(from)
 }
 
 async fn cancelled_or_never(token: Option<&CancellationToken>) {

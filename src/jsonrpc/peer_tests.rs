@@ -406,3 +406,30 @@ async fn server_requests_with_ids_outside_i64_are_answered_byte_for_byte() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_large_duration_does_not_panic_a_request() {
+    let mut f = Fake::new(Arc::new(NoHandler));
+    let o = RequestOptions {
+        timeout: Some(Duration::MAX),
+        max_timeout: Some(Duration::MAX),
+        on_progress: Some(Arc::new(|_| {})),
+        reset_timeout_on_progress: true,
+        ..Default::default()
+    };
+    let p = f.peer.clone();
+    let a = tokio::spawn(async move { p.request("x", None, o).await });
+    let req = f.next().await;
+    let token = req["params"]["_meta"]["progressToken"].clone();
+    // Progress restarts the timeout: `now + Duration::MAX` again.
+    f.send(&format!(
+        r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progressToken":{token},"progress":1}}}}"#
+    ))
+    .await;
+    f.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":{{}}}}"#,
+        req["id"]
+    ))
+    .await;
+    assert_eq!(a.await.expect("the request panicked").unwrap().get(), "{}");
+}

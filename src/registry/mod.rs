@@ -518,7 +518,9 @@ impl Registry {
     /// passes): the CLI's direct mode answers only once it has a catalog.
     pub async fn settled(&self, limit: std::time::Duration) {
         let mut rx = self.inner.settled.subscribe();
-        let deadline = tokio::time::Instant::now() + limit;
+        // `sleep` saturates a huge `limit`; `Instant + limit` would panic.
+        let deadline = tokio::time::sleep(limit);
+        tokio::pin!(deadline);
         loop {
             let done = self.read().entries.iter().all(|e| {
                 let status = e.handle.status();
@@ -542,7 +544,7 @@ impl Registry {
             tokio::select! {
                 _ = rx.changed() => {}
                 _ = tick => {}
-                _ = tokio::time::sleep_until(deadline) => return,
+                _ = &mut deadline => return,
             }
         }
     }

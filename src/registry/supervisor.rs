@@ -380,7 +380,7 @@ impl Supervisor {
                     }
                 }
             }
-            backoff = (backoff * 2).min(self.policy.max_backoff);
+            backoff = backoff.saturating_mul(2).min(self.policy.max_backoff);
         }
     }
 

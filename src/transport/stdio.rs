@@ -820,18 +820,18 @@ fn live_members_in_proc(pgid: Pid) -> Option<usize> {
 
 /// Polls with backoff until the group has no live members, up to `limit`.
 async fn wait_group_gone(pgid: Pid, limit: Duration) -> bool {
-    let deadline = tokio::time::Instant::now() + limit;
+    let started = tokio::time::Instant::now();
     let mut pause = Duration::from_millis(5);
     loop {
         if !group_has_live_members(pgid) {
             return true;
         }
-        let now = tokio::time::Instant::now();
-        if now >= deadline {
+        let left = limit.saturating_sub(started.elapsed());
+        if left.is_zero() {
             return false;
         }
-        tokio::time::sleep(pause.min(deadline - now)).await;
-        pause = (pause * 2).min(Duration::from_millis(100));
+        tokio::time::sleep(pause.min(left)).await;
+        pause = pause.saturating_mul(2).min(Duration::from_millis(100));
     }
 }
 

@@ -57,6 +57,14 @@ struct Outcome {
 
 type Handled = Result<Outcome, RpcError>;
 
+/// When a reply delayed by `--delay-ms` is due (a huge delay: never overflow).
+fn delay_due(ms: u64) -> Instant {
+    let now = Instant::now();
+    now.checked_add(Duration::from_millis(ms))
+        .or_else(|| now.checked_add(Duration::from_secs(u32::MAX.into())))
+        .unwrap_or(now)
+}
+
 fn ok_raw(raw: String) -> Handled {
     Ok(Outcome {
         payload: Payload::Result(raw),
@@ -286,7 +294,7 @@ impl Server {
                 }
                 match &self.delay_tx {
                     Some(tx) => {
-                        let due = Instant::now() + Duration::from_millis(self.cfg.delay_ms);
+                        let due = delay_due(self.cfg.delay_ms);
                         if let Err(mpsc::SendError((_, Delayed::Many(v)))) =
                             tx.send((due, Delayed::Many(replies)))
                         {
@@ -495,7 +503,7 @@ impl Server {
     fn dispatch(&self, reply: Reply) {
         match &self.delay_tx {
             Some(tx) => {
-                let due = Instant::now() + Duration::from_millis(self.cfg.delay_ms);
+                let due = delay_due(self.cfg.delay_ms);
                 if let Err(mpsc::SendError((_, Delayed::One(r)))) =
                     tx.send((due, Delayed::One(reply)))
                 {

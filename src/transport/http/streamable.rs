@@ -832,7 +832,7 @@ async fn get_stream(shared: &Arc<Shared>, opened: tokio::sync::oneshot::Sender<(
             }
         }
         // The server's `retry` is a floor; repeated failures back off.
-        let backoff = retry * 2u32.saturating_pow(failures.min(5));
+        let backoff = retry.saturating_mul(2u32.saturating_pow(failures.min(5)));
         tokio::time::sleep(backoff.min(Duration::from_secs(30)).max(retry)).await;
     }
 }
