@@ -439,16 +439,10 @@ pub struct ProgressSink {
 impl ProgressSink {
     fn callback(self) -> crate::jsonrpc::ProgressCallback {
         Arc::new(move |p: Progress| {
-            let mut params = json!({ "progress": p.progress });
-            if let Some(t) = p.total {
-                params["total"] = json!(t);
-            }
-            if let Some(m) = p.message {
-                params["message"] = json!(m);
-            }
-            let Ok(fields) = to_raw(&params) else { return };
+            // The server's params go on byte for byte; only the token is
+            // swapped for the one the caller chose.
             let Ok(with_token) = crate::protocol::set_fields(
-                Some(&fields),
+                Some(&p.params),
                 [("progressToken".to_owned(), self.token.clone())],
             ) else {
                 return;

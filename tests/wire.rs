@@ -91,3 +91,85 @@ fn absurd_durations_in_the_config_are_refused_with_file_line_and_field() {
     mcphost::config::parse(&ok, std::path::Path::new("/cfg/config.json"), &|_| None)
         .unwrap_or_else(|e| panic!("1y refused: {e}"));
 }
+
+/// A raw JSON-RPC session on the daemon's socket: what the host sees, byte
+/// for byte.
+struct RawSession {
+    conn: mcphost::transport::Connection,
+}
+
+impl RawSession {
+    async fn open(d: &Daemon) -> RawSession {
+        let conn = mcphost::ipc::connect(&d.socket, 1 << 20).await.unwrap();
+        let mut s = RawSession { conn };
+        s.send(r#"{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#).await;
+        s.until_response(r#""id":"init""#).await;
+        s.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+            .await;
+        s
+    }
+
+    async fn send(&self, line: &str) {
+        self.conn.outbound.send(line.to_owned()).await.unwrap();
+    }
+
+    /// Every frame up to and including the one containing `id_member`.
+    async fn until_response(&mut self, id_member: &str) -> Vec<String> {
+        let mut frames = Vec::new();
+        loop {
+            let ev = tokio::time::timeout(Duration::from_secs(30), self.conn.inbound.recv())
+                .await
+                .unwrap_or_else(|_| panic!("no response {id_member} after {frames:#?}"))
+                .expect("the daemon closed the connection");
+            let mcphost::transport::TransportEvent::Frame(f) = ev else {
+                panic!("unexpected {ev:?}");
+            };
+            let done = f.contains(id_member) && !f.contains(r#""method""#);
+            frames.push(f);
+            if done {
+                return frames;
+            }
+        }
+    }
+}
+
+fn ts_daemon(args: &[&str]) -> Daemon {
+    let config = format!(
+        r#"{{ "loginShellPath": false, "mcpServers": {{ "ts": {{ "command": {}, "args": {} }} }} }}"#,
+        js(TESTSERVER),
+        serde_json::to_string(args).unwrap()
+    );
+    let d = Daemon::start(&config);
+    d.wait_ready(&["ts"], Duration::from_secs(30));
+    d
+}
+
+#[tokio::test]
+async fn relayed_progress_keeps_numbers_meta_and_unknown_members_byte_for_byte() {
+    let d = ts_daemon(&[]);
+    let mut s = RawSession::open(&d).await;
+    s.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ts__slow","arguments":{"ms":450},"_meta":{"progressToken":"caller-token"}}}"#).await;
+    let frames = s.until_response(r#""id":2"#).await;
+    let progress: Vec<&String> = frames
+        .iter()
+        .filter(|f| f.contains("notifications/progress"))
+        .collect();
+    assert!(!progress.is_empty(), "no progress relayed: {frames:#?}");
+    for p in progress {
+        let v: serde_json::Value = serde_json::from_str(p).unwrap();
+        let params = &v["params"];
+        assert_eq!(params["progressToken"], "caller-token", "{p}");
+        let done = params["progress"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("progress is not an integer: {p}"));
+        // The server's own text, not a re-encoding (`100` became `100.0`).
+        for member in [
+            format!(r#""progress":{done},"#),
+            r#""total":450,"#.to_owned(),
+            format!(r#""_meta":{{"elapsedMs":{done}}}"#),
+            r#""x-unknown":[1,"two"]"#.to_owned(),
+        ] {
+            assert!(p.contains(&member), "{member} missing in {p}");
+        }
+    }
+}

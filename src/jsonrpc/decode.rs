@@ -221,6 +221,23 @@ mod tests {
     }
 
     #[test]
+    fn error_objects_keep_data_and_unknown_members_raw() {
+        let text = r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32000,"message":"m","data":{"big":12345678901234567890123,"d":1.10},"x-retry-after":5,"x-more":{"k":1e400}}}"#;
+        let Ok(Message::Response(
+            r @ Response {
+                outcome: Err(_), ..
+            },
+        )) = single(text)
+        else {
+            panic!()
+        };
+        assert_eq!(Message::Response(r).to_line(), text);
+        let null_data = r#"{"jsonrpc":"2.0","id":3,"error":{"code":1,"message":"","data":null}}"#;
+        let Ok(m) = single(null_data) else { panic!() };
+        assert_eq!(m.to_line(), null_data);
+    }
+
+    #[test]
     fn relayed_payloads_stay_byte_identical() {
         let text = r#"{"jsonrpc":"2.0","id":2,"result":{"z":12345678901234567890123,"a":1.10,"n":1e400,"x-unknown":{"k":[1.0]}}}"#;
         let Ok(Message::Response(Response { outcome: Ok(r), .. })) = single(text) else {

@@ -48,14 +48,24 @@ impl PeerConfig {
     }
 }
 
-/// One `notifications/progress` for a request we sent.
-#[derive(Debug, Clone, Deserialize)]
+/// One `notifications/progress` for a request we sent: its params exactly as
+/// the server sent them (what a relay forwards), and the fields read from them.
+#[derive(Debug, Clone)]
 pub struct Progress {
     pub progress: f64,
-    #[serde(default)]
     pub total: Option<f64>,
-    #[serde(default)]
     pub message: Option<String>,
+    /// The notification's params, untouched; `progressToken` is ours.
+    pub params: Box<RawValue>,
+}
+
+#[derive(Deserialize)]
+struct ProgressFields {
+    progress: f64,
+    #[serde(default)]
+    total: Option<f64>,
+    #[serde(default)]
+    message: Option<String>,
 }
 
 pub type ProgressCallback = Arc<dyn Fn(Progress) + Send + Sync>;
@@ -556,14 +566,20 @@ impl Inner {
     }
 
     fn on_progress(&self, n: Notification) {
-        let Some(params) = n.params.as_deref() else {
+        let Some(params) = n.params else {
             return;
         };
-        let token = raw_field::<Id>(params, "progressToken").ok().flatten();
-        let progress = serde_json::from_str::<Progress>(params.get());
-        let (Some(token), Ok(progress)) = (token, progress) else {
+        let token = raw_field::<Id>(&params, "progressToken").ok().flatten();
+        let fields = serde_json::from_str::<ProgressFields>(params.get());
+        let (Some(token), Ok(f)) = (token, fields) else {
             warn!("malformed notifications/progress: {}", params.get());
             return;
+        };
+        let progress = Progress {
+            progress: f.progress,
+            total: f.total,
+            message: f.message,
+            params,
         };
         let st = self.lock();
         match token

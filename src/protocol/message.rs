@@ -139,13 +139,66 @@ impl<'de> Deserialize<'de> for Id {
     }
 }
 
-/// A JSON-RPC error object. `data` is relayed untouched.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// A JSON-RPC error object. `data` and members we do not know (a server's
+/// extensions) are relayed untouched.
+#[derive(Debug, Clone)]
 pub struct ErrorObject {
     pub code: i64,
     pub message: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<Box<RawValue>>,
+    /// Members other than `code`, `message` and `data`, in their order.
+    pub extra: Vec<(String, Box<RawValue>)>,
+}
+
+impl Serialize for ErrorObject {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("code", &self.code)?;
+        map.serialize_entry("message", &self.message)?;
+        if let Some(d) = &self.data {
+            map.serialize_entry("data", d)?;
+        }
+        for (k, v) in &self.extra {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for ErrorObject {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(ErrorVisitor)
+    }
+}
+
+struct ErrorVisitor;
+
+impl<'de> serde::de::Visitor<'de> for ErrorVisitor {
+    type Value = ErrorObject;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON-RPC error object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<ErrorObject, A::Error> {
+        use serde::de::Error;
+        let (mut code, mut message, mut data, mut extra) = (None, None, None, Vec::new());
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match &*key {
+                "code" => code = Some(map.next_value::<i64>()?),
+                "message" => message = Some(map.next_value::<String>()?),
+                "data" => data = Some(map.next_value::<Box<RawValue>>()?),
+                _ => extra.push((key.into_owned(), map.next_value::<Box<RawValue>>()?)),
+            }
+        }
+        Ok(ErrorObject {
+            code: code.ok_or_else(|| A::Error::missing_field("code"))?,
+            message: message.ok_or_else(|| A::Error::missing_field("message"))?,
+            data,
+            extra,
+        })
+    }
 }
 
 impl ErrorObject {
@@ -154,6 +207,7 @@ impl ErrorObject {
             code,
             message: message.into(),
             data: None,
+            extra: Vec::new(),
         }
     }
     pub fn method_not_found(method: &str) -> Self {

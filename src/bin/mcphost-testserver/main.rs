@@ -9,7 +9,8 @@
 //! # Features
 //!
 //! * Tools: `echo` {text}, `add` {a,b} (structuredContent + outputSchema), `fail`
-//!   (isError), `slow` {ms} (progress every ~100 ms with a progressToken; honours
+//!   (isError), `slow` {ms} (progress every ~100 ms with a progressToken, with
+//!   integer numbers, `_meta` and an unknown member `x-unknown`; honours
 //!   `notifications/cancelled` by never answering), `lossless` (a fixed raw result
 //!   with `12345678901234567890123`, `1.10`, `1e400`, unsorted keys and
 //!   `"x-unknown"`; its `inputSchema` is raw too), `huge` {bytes?}, `sample`

@@ -874,7 +874,7 @@ impl Server {
                 let done = start.elapsed().as_millis() as u64;
                 self.send_notifications(&[notification(
                     "notifications/progress",
-                    json!({"progressToken": t, "progress": done, "total": ms, "message": format!("slept {done} of {ms} ms")}),
+                    json!({"progressToken": t, "progress": done, "total": ms, "message": format!("slept {done} of {ms} ms"), "_meta": {"elapsedMs": done}, "x-unknown": [1, "two"]}),
                 )]);
             }
         }
