@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use mcphost::client::{CallOptions, ClientError, ClientOptions, Host, ServerEvent};
 use mcphost::jsonrpc::PeerError;
-use mcphost::protocol::{ClientCapabilities, ErrorObject, ProtocolVersion, RawValue};
+use mcphost::protocol::{ClientCapabilities, Era, ErrorObject, ProtocolVersion, RawValue};
 use mcphost::transport::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
@@ -113,9 +113,17 @@ async fn pagination_follows_every_cursor() {
     .await;
     let tools = c.list_tools().await.unwrap();
     assert_eq!(tools.len(), 9 + 20);
-    let mut names: Vec<_> = tools.iter().map(|t| t.name.clone()).collect();
-    names.dedup();
-    assert_eq!(names.len(), 29, "no page repeated");
+    // Every tool once: a repeated page anywhere (not only next to itself)
+    // would show as a duplicate and a missing name.
+    let names: std::collections::BTreeSet<String> = tools.iter().map(|t| t.name.clone()).collect();
+    let mut want: std::collections::BTreeSet<String> = [
+        "echo", "add", "fail", "slow", "lossless", "huge", "sample", "elicit", "roots",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    want.extend((0..20).map(|i| format!("tool_{i:04}")));
+    assert_eq!(names, want, "no page repeated or skipped");
     assert_eq!(c.list_resources().await.unwrap().len(), 3 + 7);
     assert_eq!(c.list_resource_templates().await.unwrap().len(), 1);
     assert_eq!(c.list_prompts().await.unwrap().len(), 1 + 5);
@@ -610,7 +618,17 @@ async fn exits_right_after_initialized_reports_closed() {
     c.shutdown().await;
 }
 
-#[test]
-fn newest_handshake_revision_is_what_we_offer() {
-    assert_eq!(ProtocolVersion::LATEST_HANDSHAKE.as_str(), "2025-11-25");
+#[tokio::test]
+async fn newest_handshake_revision_is_what_we_offer() {
+    let newest = ProtocolVersion::ALL
+        .into_iter()
+        .filter(|v| v.era() == Era::Handshake)
+        .max()
+        .unwrap();
+    let log = RequestLog::new();
+    let c = connect("offer", &["--log-requests", &log.arg()]).await;
+    let init = log.wait_for("initialize").await;
+    assert_eq!(init["params"]["protocolVersion"], newest.as_str());
+    assert_eq!(c.negotiated().protocol_version, newest);
+    c.shutdown().await;
 }

@@ -494,11 +494,11 @@ async fn fastmcp_server() {
         .await
         .unwrap();
     assert!(r.is_error);
-    let (seen, o) = counter();
+    let (seen, o) = common::progress_recorder();
     c.call_tool("slow", Some(raw(r#"{"ms":300,"steps":3}"#)), o)
         .await
         .unwrap();
-    assert!(seen.load(Ordering::SeqCst) >= 1);
+    common::assert_three_steps(&seen.lock().unwrap());
     let p = c
         .get_prompt(
             "greet",

@@ -527,6 +527,32 @@ pub fn progress_counter() -> (
     (n, o)
 }
 
+/// Call options that record every progress notification's
+/// (progress, total, message).
+pub fn progress_recorder() -> (
+    std::sync::Arc<std::sync::Mutex<Vec<(f64, Option<f64>, Option<String>)>>>,
+    mcphost::client::CallOptions,
+) {
+    use std::sync::{Arc, Mutex};
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    let o = mcphost::client::CallOptions {
+        on_progress: Some(Arc::new(move |p: mcphost::jsonrpc::Progress| {
+            s2.lock().unwrap().push((p.progress, p.total, p.message));
+        })),
+        ..Default::default()
+    };
+    (seen, o)
+}
+
+/// fastmcp's `slow` with 3 steps reports 1, 2, 3 of 3, in order.
+pub fn assert_three_steps(seen: &[(f64, Option<f64>, Option<String>)]) {
+    let want: Vec<_> = (1..=3)
+        .map(|i| (f64::from(i), Some(3.0), Some(format!("step {i}/3"))))
+        .collect();
+    assert_eq!(seen, want, "one progress per step");
+}
+
 /// What tests/interop/py_server.py (Python `mcp` SDK) offers, over any
 /// transport: every list paged two at a time, structured output, isError,
 /// progress, resources, prompts and completion.
