@@ -102,14 +102,27 @@ step "MCP client conformance suite (scripts/conformance.sh)"
 "$ROOT/scripts/conformance.sh"
 step_done
 
-# Fuzz smoke: 60 s of libFuzzer on the message decoder, on stable (no
-# sanitizer). New inputs go to a scratch corpus so the committed seeds stay put.
-step "fuzz smoke: cargo fuzz run decode (60 s)"
+# Fuzz smoke: 60 s of libFuzzer in all, shared by the targets (the message
+# decoder, stdio line framing, SSE parser, socket reader, config loader), on
+# stable (no sanitizer). New inputs go to a scratch corpus so the committed
+# seeds stay put. MCPHOST_FUZZ_SECONDS is the total.
+FUZZ_TARGETS=(decode framing sse socket config)
+FUZZ_TOTAL="${MCPHOST_FUZZ_SECONDS:-60}"
+FUZZ_EACH=$((FUZZ_TOTAL / ${#FUZZ_TARGETS[@]}))
+((FUZZ_EACH >= 1)) || FUZZ_EACH=1
+step "fuzz smoke: ${FUZZ_TARGETS[*]} (${FUZZ_EACH} s each)"
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
 	cargo install cargo-fuzz --locked --version 0.13.2
 fi
 FUZZ_SCRATCH="$(mktemp -d)"
-(cd "$ROOT/fuzz" && cargo fuzz run decode -s none "$FUZZ_SCRATCH" corpus/decode -- \
-	-max_total_time="${MCPHOST_FUZZ_SECONDS:-60}" -max_len=65536)
+(
+	cd "$ROOT/fuzz"
+	cargo fuzz build -s none
+	for t in "${FUZZ_TARGETS[@]}"; do
+		mkdir -p "$FUZZ_SCRATCH/$t"
+		cargo fuzz run "$t" -s none "$FUZZ_SCRATCH/$t" "corpus/$t" -- \
+			-max_total_time="$FUZZ_EACH" -max_len=65536
+	done
+)
 rm -rf "$FUZZ_SCRATCH"
 step_done

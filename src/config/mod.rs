@@ -291,3 +291,39 @@ pub fn load(path: &Path, env: EnvLookup<'_>) -> Result<HostConfig, ConfigError> 
 pub fn parse(text: &str, path: &Path, env: EnvLookup<'_>) -> Result<HostConfig, ConfigError> {
     parse::parse(text, path, env)
 }
+
+/// Fuzzing entry point: the JSONC config loader and the `envFile` parser.
+/// Bytes before the first NUL are the config; the rest is the env file
+/// `fuzz.env` next to it, which the config may name. Errors must name the file.
+#[doc(hidden)]
+pub fn fuzz_config(data: &[u8]) {
+    static DIR: std::sync::OnceLock<Option<tempfile::TempDir>> = std::sync::OnceLock::new();
+    let (config, env_file) = match data.iter().position(|&b| b == 0) {
+        Some(i) => (&data[..i], &data[i + 1..]),
+        None => (data, &[][..]),
+    };
+    let (Ok(config), Ok(env_file)) = (std::str::from_utf8(config), std::str::from_utf8(env_file))
+    else {
+        return;
+    };
+    let _ = dotenv::parse_dotenv(env_file);
+    let Some(dir) = DIR.get_or_init(|| tempfile::tempdir().ok()) else {
+        return;
+    };
+    if std::fs::write(dir.path().join("fuzz.env"), env_file).is_err() {
+        return;
+    }
+    let path = dir.path().join("config.json");
+    let env = |name: &str| match name {
+        "HOME" => Some("/home/fuzz".to_owned()),
+        "TOKEN" => Some("t0k3n".to_owned()),
+        _ => None,
+    };
+    if let Err(e) = parse(config, &path, &env) {
+        let text = e.to_string();
+        assert!(
+            text.contains(&*path.to_string_lossy()),
+            "an error without the file name: {text}"
+        );
+    }
+}

@@ -344,3 +344,64 @@ fn into_io(e: FramingError) -> io::Error {
         other => io::Error::other(other),
     }
 }
+
+/// Fuzzing entry point: the daemon's socket reader over a real socket pair.
+/// The first byte picks the size limit, the second the write size; the rest
+/// is what a client sends. Every frame must fit the limit and decode (or fail
+/// to) without a panic, and the reader must end at EOF.
+#[doc(hidden)]
+pub fn fuzz_socket_reader(data: &[u8]) {
+    use tokio::io::AsyncWriteExt;
+    let [limit, chunk, sent @ ..] = data else {
+        return;
+    };
+    let limit = usize::from(*limit) * 16;
+    let chunk = usize::from(*chunk).max(1);
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return;
+    };
+    let sent = sent.to_vec();
+    rt.block_on(async move {
+        let Ok((mut client, daemon)) = UnixStream::pair() else {
+            return;
+        };
+        let (read, _write) = daemon.into_split();
+        let (tx, mut rx) = mpsc::channel(INBOUND_CAPACITY);
+        let shared = Arc::new(Shared {
+            stop: CancellationToken::new(),
+            why: Mutex::new(None),
+            tasks: TaskTracker::new(),
+            pid: None,
+        });
+        let reader = tokio::spawn(read_loop(read, limit, tx, shared));
+        tokio::spawn(async move {
+            for part in sent.chunks(chunk) {
+                if client.write_all(part).await.is_err() {
+                    return;
+                }
+            }
+        });
+        while let Some(ev) = rx.recv().await {
+            match ev {
+                TransportEvent::Frame(line) => {
+                    assert!(
+                        line.len() <= limit.saturating_mul(3),
+                        "a {}-byte frame",
+                        line.len()
+                    );
+                    assert!(!line.contains('\n'));
+                    let _ = crate::jsonrpc::decode(&line);
+                }
+                TransportEvent::Oversized { limit: l, .. } => assert_eq!(l, limit),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert!(
+            matches!(reader.await, Ok(Ended::Eof)),
+            "the reader did not end at EOF"
+        );
+    });
+}

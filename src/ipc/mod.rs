@@ -47,6 +47,8 @@ use std::io;
 use std::path::PathBuf;
 
 pub use conn::connect;
+#[doc(hidden)]
+pub use conn::fuzz_socket_reader;
 pub use listen::{ListenOptions, Listener, PeerCred, listen};
 pub use path::{SOCKET_ENV, default_socket_path, resolve_socket_path};
 

@@ -120,7 +120,13 @@ impl Decoder for BoundedLineCodec {
         }
         self.scanned = 0;
         let rest = buf.split();
-        Ok(to_text(trim_cr(&rest)).map(Frame::Line))
+        let content = trim_cr(&rest);
+        if content.len() > self.max_bytes {
+            let mut discard = Discard::default();
+            discard.push(content);
+            return Ok(Some(discard.finish(self.max_bytes)));
+        }
+        Ok(to_text(content).map(Frame::Line))
     }
 }
 
@@ -356,6 +362,72 @@ fn string_start(w: &[u8], close: usize) -> Option<usize> {
     })
 }
 
+/// Fuzzing entry point: the first byte picks the size limit, the second the
+/// read size; the rest is the stream. Decoded in chunks, the frames must be
+/// those of the same bytes decoded at once, and both must match the
+/// reference: split at `\n`, drop one trailing `\r`, skip blank lines, and
+/// anything longer than the limit is `Oversized`.
+#[doc(hidden)]
+pub fn fuzz_framing(data: &[u8]) {
+    let [limit, chunk, stream @ ..] = data else {
+        return;
+    };
+    let limit = usize::from(*limit) * 4;
+    let chunk = usize::from(*chunk).max(1);
+    let run = |chunk: usize| {
+        let mut codec = BoundedLineCodec::new(limit);
+        let mut buf = BytesMut::new();
+        let mut frames = Vec::new();
+        for part in stream.chunks(chunk) {
+            buf.extend_from_slice(part);
+            while let Ok(Some(f)) = codec.decode(&mut buf) {
+                frames.push(f);
+            }
+            assert!(
+                buf.len() <= limit + 1 + chunk,
+                "buffer grew to {} past the {limit}-byte limit",
+                buf.len()
+            );
+        }
+        while let Ok(Some(f)) = codec.decode_eof(&mut buf) {
+            frames.push(f);
+        }
+        frames
+    };
+    let chunked = run(chunk);
+    assert_eq!(
+        chunked,
+        run(stream.len().max(1)),
+        "chunking changed the frames"
+    );
+    let mut lines: Vec<&[u8]> = stream.split(|&b| b == b'\n').collect();
+    if stream.ends_with(b"\n") {
+        lines.pop();
+    }
+    let reference: Vec<Option<String>> = lines
+        .into_iter()
+        .map(trim_cr)
+        .filter_map(|l| {
+            if l.len() > limit {
+                Some(None)
+            } else {
+                to_text(l).map(Some)
+            }
+        })
+        .collect();
+    let kinds: Vec<Option<String>> = chunked
+        .iter()
+        .map(|f| match f {
+            Frame::Line(l) => Some(l.clone()),
+            Frame::Oversized { limit: l, .. } => {
+                assert_eq!(*l, limit);
+                None
+            }
+        })
+        .collect();
+    assert_eq!(kinds, reference, "frames differ from the reference split");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -544,6 +616,14 @@ mod tests {
         let msg = format!("[{{\"id\":1,\"result\":\"{big}\"}},{{\"id\":2}}]\n");
         let frames = decode_chunks(&mut BoundedLineCodec::new(100), &[msg.as_bytes()]);
         assert_eq!(frames, vec![oversized(100, None)]);
+    }
+
+    #[test]
+    fn last_line_just_over_the_limit_without_newline_is_oversized() {
+        // One byte over: short of the discard threshold (which spares a
+        // byte for `\r`), so only the end-of-stream path sees it.
+        let frames = decode_chunks(&mut BoundedLineCodec::new(5), &[b"ok\n123456"]);
+        assert_eq!(frames, vec![line("ok"), oversized(5, None)]);
     }
 
     #[test]

@@ -14,6 +14,8 @@
 
 mod legacy;
 mod sse;
+#[doc(hidden)]
+pub use sse::fuzz_sse;
 mod streamable;
 
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};

@@ -38,10 +38,17 @@ pub(super) struct EventStream {
 
 impl EventStream {
     pub fn new(resp: reqwest::Response, limit: usize) -> Self {
+        Self::from_chunks(resp.bytes_stream(), limit)
+    }
+
+    fn from_chunks(
+        chunks: impl Stream<Item = Result<bytes::Bytes, reqwest::Error>> + Send + 'static,
+        limit: usize,
+    ) -> Self {
         let since_event = Arc::new(AtomicUsize::new(0));
         let counter = since_event.clone();
         // Counting whole chunks: the limit is exact to within one chunk.
-        let bytes = resp.bytes_stream().map(move |chunk| {
+        let bytes = chunks.map(move |chunk| {
             let chunk = chunk?;
             let seen = counter.fetch_add(chunk.len(), Ordering::Relaxed) + chunk.len();
             if seen > limit {
@@ -107,4 +114,44 @@ pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
         last = cause;
     }
     last.to_string()
+}
+
+/// Fuzzing entry point: the first byte picks the size limit, the second the
+/// chunk size; the rest is the body. Events are read until the stream ends or
+/// fails; none may carry blank data, a data longer than the limit allows, or
+/// an id with a line break.
+#[doc(hidden)]
+pub fn fuzz_sse(data: &[u8]) {
+    let [limit, chunk, body @ ..] = data else {
+        return;
+    };
+    let limit = usize::from(*limit) * 16;
+    let chunk = usize::from(*chunk).max(1);
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread().build() else {
+        return;
+    };
+    let chunks: Vec<Result<bytes::Bytes, reqwest::Error>> = body
+        .chunks(chunk)
+        .map(|c| Ok(bytes::Bytes::copy_from_slice(c)))
+        .collect();
+    rt.block_on(async {
+        let mut events = EventStream::from_chunks(futures_util::stream::iter(chunks), limit);
+        while let Some(ev) = events.next().await {
+            match ev {
+                Ok(Event::Message(d) | Event::Endpoint(d)) => {
+                    assert!(!d.trim().is_empty(), "an event with blank data");
+                    assert!(
+                        d.len() <= limit + chunk,
+                        "{} bytes passed the limit",
+                        d.len()
+                    );
+                }
+                Ok(Event::Other) => {}
+                Err(_) => break,
+            }
+            if let Some(id) = &events.last_id {
+                assert!(!id.contains(['\n', '\r']), "event id with a line break");
+            }
+        }
+    });
 }
