@@ -5,8 +5,10 @@
 use std::fs;
 use std::path::Path;
 
-/// (target, entry point, the fewest seeds its corpus must have)
-const TARGETS: &[(&str, fn(&[u8]), usize)] = &[
+/// A target: its name, its entry point, the fewest seeds its corpus must have.
+type Target = (&'static str, fn(&[u8]), usize);
+
+const TARGETS: &[Target] = &[
     ("decode", mcphost::jsonrpc::fuzz_decode, 10),
     ("framing", mcphost::transport::framing::fuzz_framing, 10),
     ("sse", mcphost::transport::http::fuzz_sse, 10),

@@ -527,10 +527,12 @@ pub fn progress_counter() -> (
     (n, o)
 }
 
-/// Call options that record every progress notification's
-/// (progress, total, message).
+/// One progress notification's (progress, total, message).
+pub type ProgressSeen = (f64, Option<f64>, Option<String>);
+
+/// Call options that record every progress notification.
 pub fn progress_recorder() -> (
-    std::sync::Arc<std::sync::Mutex<Vec<(f64, Option<f64>, Option<String>)>>>,
+    std::sync::Arc<std::sync::Mutex<Vec<ProgressSeen>>>,
     mcphost::client::CallOptions,
 ) {
     use std::sync::{Arc, Mutex};
@@ -546,7 +548,7 @@ pub fn progress_recorder() -> (
 }
 
 /// fastmcp's `slow` with 3 steps reports 1, 2, 3 of 3, in order.
-pub fn assert_three_steps(seen: &[(f64, Option<f64>, Option<String>)]) {
+pub fn assert_three_steps(seen: &[ProgressSeen]) {
     let want: Vec<_> = (1..=3)
         .map(|i| (f64::from(i), Some(3.0), Some(format!("step {i}/3"))))
         .collect();
