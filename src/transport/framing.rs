@@ -99,8 +99,10 @@ impl Decoder for BoundedLineCodec {
             let line = buf.split_to(end + 1);
             let content = trim_cr(&line[..end]);
             if content.len() > self.max_bytes {
+                // The windows see the raw bytes, `\r` included, as they do
+                // when the line is dropped piecemeal: same id either way.
                 let mut discard = Discard::default();
-                discard.push(content);
+                discard.push(&line[..end]);
                 return Ok(Some(discard.finish(self.max_bytes)));
             }
             if let Some(text) = to_text(content) {
@@ -123,7 +125,7 @@ impl Decoder for BoundedLineCodec {
         let content = trim_cr(&rest);
         if content.len() > self.max_bytes {
             let mut discard = Discard::default();
-            discard.push(content);
+            discard.push(&rest);
             return Ok(Some(discard.finish(self.max_bytes)));
         }
         Ok(to_text(content).map(Frame::Line))
