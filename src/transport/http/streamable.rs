@@ -857,11 +857,13 @@ pub(super) async fn end_session(shared: &Arc<Shared>) {
 mod tests {
     use super::*;
 
-    const ME: &[Id] = &[Id::Number(7)];
+    fn me() -> [Id; 1] {
+        [Id::number(7)]
+    }
 
     fn verdict(status: u16, body: &str, established: bool) -> Verdict {
         let status = StatusCode::from_u16(status).unwrap();
-        judge(status, body, true, established, ME)
+        judge(status, body, true, established, &me())
     }
 
     #[test]
@@ -875,7 +877,7 @@ mod tests {
         }
         // A 404 without our session id is just an error.
         let s = StatusCode::NOT_FOUND;
-        assert_eq!(judge(s, "Not Found", false, false, ME), Verdict::Error);
+        assert_eq!(judge(s, "Not Found", false, false, &me()), Verdict::Error);
         // A 404 that answers the request is that answer.
         let mnf =
             r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"Method not found"}}"#;
