@@ -4,7 +4,7 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 use mcphost::client::CallOptions;
@@ -88,24 +88,78 @@ async fn calls_to_a_down_server_fail_fast_with_the_reason() {
             "2",
         ])),
     );
-    // It keeps dying right after the handshake; catch it between lives.
-    let mut reason = None;
+    // It dies right after each handshake: a call made on a live client
+    // fails once the process is gone, long before the 20 s request timeout.
+    let mut failed = None;
     for _ in 0..400 {
-        match h.client() {
-            Err(status) if status.state != ServerState::Starting => {
-                reason = Some(status.unavailable_reason());
+        if let Ok(c) = h.client() {
+            let t = Instant::now();
+            if let Err(e) = c.call_tool("echo", None, CallOptions::default()).await {
+                failed = Some((t.elapsed(), e.to_string()));
                 break;
             }
-            Ok(c) => {
-                let _ = c.call_tool("echo", None, CallOptions::default()).await;
-            }
-            Err(_) => {}
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let reason = reason.expect("saw it down");
+    let (took, e) = failed.expect("no call failed");
+    assert!(took < Duration::from_secs(5), "the call took {took:?}: {e}");
+    assert!(e.contains("quitter"), "{e}");
+    assert!(e.contains("stderr line"), "no stderr in: {e}");
+    // Between lives, the handle says why there is no client.
+    let reason = poll_down(&h).await;
     assert!(reason.contains("quitter"), "{reason}");
     h.stop().await;
+}
+
+/// The reason a server without a client gives, caught between its lives.
+async fn poll_down(h: &SupervisorHandle) -> String {
+    for _ in 0..400 {
+        match h.client() {
+            Err(status) if status.state != ServerState::Starting => {
+                return status.unavailable_reason();
+            }
+            _ => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+    panic!("never saw {} down: {:?}", h.name(), h.status());
+}
+
+/// Defect 4: stop waited out the whole init timeout of a server that never
+/// answers `initialize`.
+#[tokio::test]
+async fn stop_interrupts_a_start_that_never_answers_initialize() {
+    let (tx, _) = broadcast::channel(64);
+    let opts = mcphost::client::ClientOptions {
+        init_timeout: Duration::from_secs(60),
+        ..quick_opts()
+    };
+    let h = spawn(
+        "hung",
+        Launch::Stdio(testserver(&["--hang-on", "initialize"])),
+        opts,
+        policy(),
+        false,
+        tx,
+    );
+    let mut pid = None;
+    for _ in 0..400 {
+        let s = h.status();
+        if s.state == ServerState::Starting && s.pid.is_some() {
+            pid = s.pid;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let pid = pid.expect("the handshake started");
+    let t = Instant::now();
+    // The grace after stdin EOF is 2 s; the init timeout is 60 s.
+    tokio::time::timeout(Duration::from_secs(15), h.stop())
+        .await
+        .unwrap_or_else(|_| panic!("stop still waiting after 15 s: {:?}", h.status()));
+    eprintln!("stop during a hung initialize: {:?}", t.elapsed());
+    assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
+    assert_eq!(h.status().state, ServerState::Stopped);
+    assert!(!pid_alive(pid), "the process outlived the stop");
 }
 
 #[tokio::test]

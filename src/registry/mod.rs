@@ -110,7 +110,20 @@ impl Registry {
         policy: RestartPolicy,
         shell_path: Option<String>,
     ) -> Registry {
-        let (supervisor_events, sup_rx) = broadcast::channel(1024);
+        Registry::start_with_event_capacity(cfg, base, policy, shell_path, 1024)
+    }
+
+    /// [`Registry::start`] with room for `capacity` unread supervisor events;
+    /// tests make it tiny to exercise the resync after a lag.
+    #[doc(hidden)]
+    pub fn start_with_event_capacity(
+        cfg: &HostConfig,
+        base: ClientOptions,
+        policy: RestartPolicy,
+        shell_path: Option<String>,
+        capacity: usize,
+    ) -> Registry {
+        let (supervisor_events, sup_rx) = broadcast::channel(capacity.max(1));
         let (events, _) = broadcast::channel(1024);
         let rules = rules_of(cfg);
         let inner = Arc::new(Inner {

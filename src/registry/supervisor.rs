@@ -325,6 +325,7 @@ impl Supervisor {
                                 s.state = ServerState::Stopped;
                                 s.pid = None;
                             });
+                            info!("supervisor stopped");
                             return;
                         }
                         Outcome::Restart => {}

@@ -191,6 +191,21 @@ pub struct Cli {
     #[arg(long, env = "MCPHOST_TS_IGNORE_SIGTERM", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
     pub ignore_sigterm: bool,
 
+    /// At startup, start one child process of its own (a copy of this server
+    /// with --ignore-eof, and --ignore-sigterm if set here) in the same process
+    /// group, and print `child pid N` to stderr.
+    #[arg(long, env = "MCPHOST_TS_SPAWN_CHILD", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    pub spawn_child: bool,
+
+    /// Answer the first N `tools/list` requests with an internal error (-32603).
+    #[arg(
+        long,
+        env = "MCPHOST_TS_FAIL_TOOLS_LIST",
+        value_name = "N",
+        default_value_t = 0
+    )]
+    pub fail_tools_list: u64,
+
     /// Minimum size in bytes of the single-line response of the `huge` tool (streamed
     /// in 64 KiB chunks; the id comes last unless --huge-id-first). A call may
     /// override it with `{"bytes": N}`.

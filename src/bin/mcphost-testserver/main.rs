@@ -48,6 +48,8 @@
 //! | `--hang` | never answer anything but `initialize` and `ping` |
 //! | `--ignore-eof` | keep running after stdin EOF (and ignore stdout write errors) |
 //! | `--ignore-sigterm` | ignore SIGTERM |
+//! | `--spawn-child` | start a child of its own (a copy with `--ignore-eof`, and `--ignore-sigterm` if set) in its group |
+//! | `--fail-tools-list N` | answer the first N `tools/list` requests with -32603 |
 //! | `--huge-bytes N` | size of the `huge` tool's single-line response (default 1 MiB), streamed |
 //! | `--huge-id-first` | put `jsonrpc`/`id` first in the `huge` response (default: last) |
 //! | `--stderr-lines N` | print N numbered stderr lines at startup |

@@ -139,6 +139,8 @@ pub struct Server {
     /// Items added at runtime by the list-changed timer.
     dynamic: AtomicU64,
     requests_seen: AtomicU64,
+    /// `tools/list` requests answered so far (for --fail-tools-list).
+    tools_lists: AtomicU64,
     next_out_id: AtomicU64,
     list_changed_started: AtomicBool,
     stdout_broken: AtomicBool,
@@ -170,6 +172,7 @@ impl Server {
             initialized: AtomicBool::new(false),
             dynamic: AtomicU64::new(0),
             requests_seen: AtomicU64::new(0),
+            tools_lists: AtomicU64::new(0),
             next_out_id: AtomicU64::new(0),
             list_changed_started: AtomicBool::new(false),
             stdout_broken: AtomicBool::new(false),
@@ -223,6 +226,9 @@ impl Server {
                 log!("could not start the stderr flood: {e}");
             }
         }
+        if self.cfg.spawn_child {
+            self.spawn_child();
+        }
         if self.cfg.garbage {
             let r = lock(&self.out).all_garbage();
             if let Err(e) = r {
@@ -230,6 +236,29 @@ impl Server {
             }
         }
         log!("ready (pid {})", std::process::id());
+    }
+
+    /// A process of its own under this one, in the same group, that outlives
+    /// stdin EOF (and SIGTERM with --ignore-sigterm): what a server's own
+    /// helper processes look like to whoever has to stop the group.
+    fn spawn_child(&self) {
+        let exe = match std::env::current_exe() {
+            Ok(e) => e,
+            Err(e) => return log!("cannot find my own executable: {e}"),
+        };
+        let mut cmd = std::process::Command::new(exe);
+        cmd.arg("--ignore-eof")
+            .env_remove("MCPHOST_TS_SPAWN_CHILD")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null());
+        if self.cfg.ignore_sigterm {
+            cmd.arg("--ignore-sigterm");
+        }
+        match cmd.spawn() {
+            // Never waited for: it is meant to outlive us unless the group is killed.
+            Ok(child) => log!("child pid {}", child.id()),
+            Err(e) => log!("cannot start a child: {e}"),
+        }
     }
 
     /// Flushes stdout (used before exiting).
@@ -609,6 +638,14 @@ impl Server {
         match method {
             "initialize" => self.initialize(params),
             "ping" => ok_raw("{}".into()),
+            "tools/list"
+                if self.tools_lists.fetch_add(1, Ordering::SeqCst) < self.cfg.fail_tools_list =>
+            {
+                Err(RpcError::new(
+                    INTERNAL_ERROR,
+                    "simulated tools/list failure (--fail-tools-list)",
+                ))
+            }
             "tools/list" => self.list(
                 "tools",
                 &catalog::tools(self.cfg.tools, self.dynamic()),
