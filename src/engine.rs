@@ -424,7 +424,7 @@ impl Engine {
         // Applied while the edit holds its turn: edits reach the registry
         // in file order.
         let edited = result.map_err(|e| invalid_params(e.to_string()))?;
-        self.registry.apply(&edited.config).await;
+        self.registry.apply(&edited.config);
         raw(&json!({}))
     }
 }

@@ -38,6 +38,20 @@ fn config_text(servers: &[(&str, Value)]) -> String {
         .unwrap()
 }
 
+/// The fields of /proc/PID/stat after "(name)": state ppid pgrp ...
+fn stat(pid: u32) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    Some(rest.split_whitespace().map(str::to_owned).collect())
+}
+
+/// The process group of a live process (a server's: its watchdog's pid).
+fn group_of(pid: u32) -> u32 {
+    stat(pid)
+        .and_then(|f| f.get(2)?.parse().ok())
+        .unwrap_or_else(|| panic!("no process {pid}"))
+}
+
 /// Members of process group `pgid` that are alive (not zombies), from /proc.
 fn group_members(pgid: u32) -> Vec<u32> {
     let mut out = Vec::new();
@@ -45,15 +59,8 @@ fn group_members(pgid: u32) -> Vec<u32> {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
             continue;
         };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // After "(name)": state ppid pgrp ...
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        if f.first() != Some(&"Z") && f.get(2).and_then(|g| g.parse().ok()) == Some(pgid) {
+        let Some(f) = stat(pid) else { continue };
+        if f[0] != "Z" && f.get(2).and_then(|g| g.parse().ok()) == Some(pgid) {
             out.push(pid);
         }
     }
@@ -76,7 +83,12 @@ fn log_count(d: &Daemon, needle: &str) -> usize {
 /// one was listed, and its final `stopped` wiped the new instance's tools.
 #[test]
 fn reload_keeps_the_tools_of_a_server_whose_old_instance_stops_slowly() {
-    let slow = |v: &str| entry(&["--ignore-eof", "--tools", "2"], json!({ "env": { "V": v } }));
+    let slow = |v: &str| {
+        entry(
+            &["--ignore-eof", "--tools", "2"],
+            json!({ "env": { "V": v } }),
+        )
+    };
     let d = Daemon::start(&config_text(&[("s", slow("1"))]));
     let before = d.wait_ready(&["s"], SOON);
     let old = pid_of(&before["s"]);
@@ -91,7 +103,11 @@ fn reload_keeps_the_tools_of_a_server_whose_old_instance_stops_slowly() {
     let s = d.server("s").unwrap();
     assert_eq!(s["state"], "ready", "{s}");
     assert_ne!(pid_of(&s), old, "{s}");
-    assert_eq!(s["tools"].as_u64(), Some(tools), "new instance lost its tools: {s}");
+    assert_eq!(
+        s["tools"].as_u64(),
+        Some(tools),
+        "new instance lost its tools: {s}"
+    );
     let r = d.json(&["call", "s__echo", r#"{"text":"still listed"}"#]);
     assert_eq!(text_of(&r), "still listed");
 }
@@ -131,7 +147,10 @@ fn reload_does_not_block_accept_calls_or_signals() {
     assert_eq!(text_of(&r), "during the reload");
     eprintln!("call during the reload: {call:?}");
     // The old instance's stop takes 6 s; the call must not wait for it.
-    assert!(call < Duration::from_secs(3), "a call waited {call:?} for the reload");
+    assert!(
+        call < Duration::from_secs(3),
+        "a call waited {call:?} for the reload"
+    );
     let new = poll("the new instance to be listed", SOON, || {
         let s = d.server("stubborn")?;
         (s["state"] == "ready" && pid_of(&s) != old && s["tools"].as_u64() > Some(0)).then_some(s)
@@ -140,12 +159,17 @@ fn reload_does_not_block_accept_calls_or_signals() {
     assert!(alive(old), "the old instance is still being stopped");
 
     // SIGTERM now: the daemon waits for the old instance too.
+    let groups = [group_of(old), group_of(pid_of(&new))];
     let t = Instant::now();
     let status = d.terminate(SOON).expect("the daemon did not exit");
     eprintln!("SIGTERM during the reload: exit after {:?}", t.elapsed());
     assert!(status.success(), "{status}");
-    for g in [old, pid_of(&new)] {
-        assert_eq!(group_members(g), Vec::<u32>::new(), "group {g} outlived the daemon");
+    for g in groups {
+        assert_eq!(
+            group_members(g),
+            Vec::<u32>::new(),
+            "group {g} outlived the daemon"
+        );
     }
 }
 
@@ -154,8 +178,9 @@ fn reload_does_not_block_accept_calls_or_signals() {
 /// SIGTERM waited for it (SIGTERM took 18.5 s with `init: 20s`).
 #[test]
 fn lifecycle_commands_interrupt_a_hung_initialize() {
+    // It also ignores stdin EOF: a stop takes the SIGTERM after the grace.
     let hung = entry(
-        &["--hang-on", "initialize"],
+        &["--hang-on", "initialize", "--ignore-eof"],
         json!({ "timeouts": { "init": "60s", "shutdown": "1s" } }),
     );
     let cfg = config_text(&[("h1", hung.clone()), ("h2", hung.clone()), ("h3", hung)]);
@@ -183,7 +208,7 @@ fn lifecycle_commands_interrupt_a_hung_initialize() {
     poll("remove to stop h2", limit, || (!alive(h2)).then_some(()));
     eprintln!("remove during a hung initialize: {:?}", t.elapsed());
 
-    let h3 = started("h3");
+    let h3 = group_of(started("h3"));
     let t = Instant::now();
     let status = d
         .terminate(Duration::from_secs(15))
@@ -206,8 +231,11 @@ fn sigint_and_sigterm_leave_no_process_of_a_stubborn_group() {
     );
     for signal in [libc::SIGINT, libc::SIGTERM] {
         let mut d = Daemon::start(&config_text(&[("stubborn", stubborn.clone())]));
-        let s = d.wait_ready(&["stubborn"], SOON).remove("stubborn").unwrap();
-        let group = pid_of(&s);
+        let s = d
+            .wait_ready(&["stubborn"], SOON)
+            .remove("stubborn")
+            .unwrap();
+        let group = group_of(pid_of(&s));
         // The watchdog, the server and the server's child.
         let members = poll("the server's child to start", SOON, || {
             let m = group_members(group);
@@ -254,7 +282,10 @@ fn a_failed_first_listing_is_retried_and_shown() {
     assert_eq!(failing["state"], "ready", "{failing}");
     poll("the table to show the listing error", SOON, || {
         let table = d.run(&["servers"]);
-        table.stdout.contains("simulated tools/list failure").then_some(())
+        table
+            .stdout
+            .contains("simulated tools/list failure")
+            .then_some(())
     });
     let listed = poll("the listing to be retried", SOON, || {
         let s = d.server("flaky")?;
@@ -312,7 +343,11 @@ async fn a_call_during_a_restart_waits_for_the_server() {
     .await;
     let t = Instant::now();
     let r = reg
-        .call_tool("s__echo", Some(common::raw(r#"{"text":"waited"}"#)), CallOptions::default())
+        .call_tool(
+            "s__echo",
+            Some(common::raw(r#"{"text":"waited"}"#)),
+            CallOptions::default(),
+        )
         .await;
     let r = r.unwrap_or_else(|e| panic!("the call failed after {:?}: {e}", t.elapsed()));
     assert!(!r.is_error, "{r:?}");
@@ -364,11 +399,21 @@ async fn a_lagged_event_channel_resyncs_every_server() {
     const SERVERS: usize = 6;
     const ROUNDS: u64 = 5;
     let rounds = ROUNDS.to_string();
-    let args = ["--tools", "2", "--list-changed-after-ms", "10", "--list-changed-count", &rounds];
+    let args = [
+        "--tools",
+        "2",
+        "--list-changed-after-ms",
+        "10",
+        "--list-changed-count",
+        &rounds,
+    ];
     let servers: Vec<(String, Value)> = (0..SERVERS)
         .map(|i| (format!("s{i}"), entry(&args, json!({}))))
         .collect();
-    let servers: Vec<(&str, Value)> = servers.iter().map(|(n, e)| (n.as_str(), e.clone())).collect();
+    let servers: Vec<(&str, Value)> = servers
+        .iter()
+        .map(|(n, e)| (n.as_str(), e.clone()))
+        .collect();
     let cfg = parsed(&config_text(&servers));
     // Room for one event: nearly every burst overflows it.
     let reg = Registry::start_with_event_capacity(&cfg, quick_opts(), quick_policy(), None, 1);
@@ -381,10 +426,18 @@ async fn a_lagged_event_channel_resyncs_every_server() {
         if counts.iter().all(|&c| c == want) {
             break;
         }
-        assert!(Instant::now() < deadline, "tool counts {counts:?}, want {want} each");
+        assert!(
+            Instant::now() < deadline,
+            "tool counts {counts:?}, want {want} each"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let names: BTreeSet<String> = reg.catalog().tools().iter().map(|t| t.server.clone()).collect();
+    let names: BTreeSet<String> = reg
+        .catalog()
+        .tools()
+        .iter()
+        .map(|t| t.server.clone())
+        .collect();
     assert_eq!(names.len(), SERVERS);
     reg.shutdown().await;
 }

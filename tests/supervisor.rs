@@ -102,6 +102,7 @@ async fn calls_to_a_down_server_fail_fast_with_the_reason() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let (took, e) = failed.expect("no call failed");
+    eprintln!("a call to a server that died: failed after {took:?}");
     assert!(took < Duration::from_secs(5), "the call took {took:?}: {e}");
     assert!(e.contains("quitter"), "{e}");
     assert!(e.contains("stderr line"), "no stderr in: {e}");

@@ -94,8 +94,13 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     );
     info!(socket = %listener.path().display(), config = %opts.config.path.display(), servers = cfg.servers.len(), "daemon ready");
 
-    let (reload_tx, mut reload_rx) = mpsc::channel::<()>(1);
+    let (reload_tx, reload_rx) = mpsc::channel::<()>(1);
     let _watcher = watch_config(&opts.config.path, reload_tx)?;
+    // Reloads run beside the loop: accept and signals never wait for one.
+    let reloader = tokio::spawn(
+        reload_on_change(store.clone(), registry.clone(), reload_rx)
+            .instrument(info_span!("reload")),
+    );
     let mut clients = 0u64;
     loop {
         tokio::select! {
@@ -124,23 +129,15 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
                 }
                 Err(e) => warn!("accept failed: {e}"),
             },
-            Some(()) = reload_rx.recv() => {
-                // Editors write in bursts; let them finish.
-                tokio::time::sleep(Duration::from_millis(150)).await;
-                while reload_rx.try_recv().is_ok() {}
-                match store.reload().await {
-                    Ok(Some(edited)) => {
-                        info!("config changed; applying");
-                        registry.apply(&edited.config).instrument(info_span!("reload")).await;
-                    }
-                    Ok(None) => {}
-                    Err(e) => error!("config rejected, keeping the last good one: {e}"),
-                }
-            }
             _ = sigterm.recv() => { info!("SIGTERM: stopping"); break; }
             _ = sigint.recv() => { info!("SIGINT: stopping"); break; }
         }
     }
+    // `apply` never awaits, so an abort cannot leave half a reload; the
+    // await makes sure none runs once shutdown has begun.
+    reloader.abort();
+    let _ = reloader.await;
+    // Also waits for servers a reload is still stopping.
     registry.shutdown().await;
     drop(listener);
     info!("stopped");
@@ -197,6 +194,27 @@ async fn refuse(conn: Connection, error: ErrorObject) {
     })
     .await;
     drop(control);
+}
+
+/// Apply each config change; a rejected one keeps the last good config.
+async fn reload_on_change(
+    store: Arc<ConfigStore>,
+    registry: Registry,
+    mut changes: mpsc::Receiver<()>,
+) {
+    while changes.recv().await.is_some() {
+        // Editors write in bursts; let them finish.
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        while changes.try_recv().is_ok() {}
+        match store.reload().await {
+            Ok(Some(edited)) => {
+                info!("config changed; applying");
+                registry.apply(&edited.config);
+            }
+            Ok(None) => {}
+            Err(e) => error!("config rejected, keeping the last good one: {e}"),
+        }
+    }
 }
 
 /// Watch the config's directory, not the file: editors replace files by

@@ -3,18 +3,27 @@
 //!
 //! Every server starts concurrently and independently; a slow or broken one
 //! only affects its own entry. Lists are fetched when a server becomes ready
-//! and again when it says a list changed; each change rebuilds the catalog
-//! and is announced as a [`RegistryEvent`].
+//! (retried with backoff when that fails) and again when it says a list
+//! changed; each change rebuilds the catalog, and a list whose bytes changed
+//! is announced as a [`RegistryEvent`].
+//!
+//! Supervisor events carry their instance's generation: events from an
+//! instance a reload replaced are dropped. A lagged event channel resyncs
+//! every server from its supervisor. Reloads never wait for old servers to
+//! stop; [`Registry::shutdown`] does.
 
 pub mod catalog;
 pub mod supervisor;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
+use std::time::Duration;
 
 use serde_json::value::RawValue;
 use tokio::sync::broadcast;
-use tracing::{debug, warn};
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info, warn};
 
 use crate::client::{CallOptions, ClientError, ClientOptions, ServerClient, ServerEvent};
 use crate::config::{HostConfig, ServerConfig, TransportConfig};
@@ -60,12 +69,52 @@ struct Lists {
     prompts: Vec<Prompt>,
 }
 
+/// What one listing of a server fetched: `None` for a list that failed
+/// (the entry keeps its previous one).
+struct Fetched {
+    tools: Option<Vec<Tool>>,
+    resources: Option<Vec<Resource>>,
+    templates: Option<Vec<ResourceTemplate>>,
+    prompts: Option<Vec<Prompt>>,
+    errors: Vec<String>,
+}
+
 struct Entry {
     config: ServerConfig,
     handle: SupervisorHandle,
     lists: Lists,
     /// Lists fetched at least once since the server last became ready.
     listed: bool,
+    /// Why the last listing failed; cleared by a good one or a new state.
+    list_error: Option<String>,
+    /// Bumped by every listing started, so only the newest one retries.
+    listing: u64,
+}
+
+impl Entry {
+    fn new(config: ServerConfig, handle: SupervisorHandle) -> Entry {
+        Entry {
+            config,
+            handle,
+            lists: Lists::default(),
+            listed: false,
+            list_error: None,
+            listing: 0,
+        }
+    }
+
+    /// The supervisor's status plus what only the registry knows.
+    fn status(&self) -> Arc<ServerStatus> {
+        let status = self.handle.status();
+        match &self.list_error {
+            Some(e) if status.state == ServerState::Ready => {
+                let mut s = (*status).clone();
+                s.list_error = Some(e.clone());
+                Arc::new(s)
+            }
+            _ => status,
+        }
+    }
 }
 
 struct State {
@@ -86,6 +135,10 @@ struct Inner {
     supervisor_events: broadcast::Sender<SupervisorEvent>,
     events: broadcast::Sender<RegistryEvent>,
     settled: tokio::sync::watch::Sender<()>,
+    /// Stops of servers a reload removed or replaced; shutdown waits for them.
+    stopping: TaskTracker,
+    /// Set by shutdown: later config changes start nothing.
+    closed: AtomicBool,
 }
 
 /// Cloneable handle to the registry.
@@ -140,6 +193,8 @@ impl Registry {
             supervisor_events,
             events,
             settled: tokio::sync::watch::channel(()).0,
+            stopping: TaskTracker::new(),
+            closed: AtomicBool::new(false),
         });
         let reg = Registry { inner };
         tokio::spawn(reg.clone().pump(sup_rx));
@@ -147,12 +202,7 @@ impl Registry {
             let mut st = reg.write();
             for sc in &cfg.servers {
                 let handle = reg.launch(sc);
-                st.entries.push(Entry {
-                    config: sc.clone(),
-                    handle,
-                    lists: Lists::default(),
-                    listed: false,
-                });
+                st.entries.push(Entry::new(sc.clone(), handle));
             }
         }
         reg
@@ -210,11 +260,7 @@ impl Registry {
     }
 
     pub fn statuses(&self) -> Vec<Arc<ServerStatus>> {
-        self.read()
-            .entries
-            .iter()
-            .map(|e| e.handle.status())
-            .collect()
+        self.read().entries.iter().map(Entry::status).collect()
     }
 
     pub fn server_names(&self) -> Vec<String> {
@@ -241,6 +287,36 @@ impl Registry {
             .map_err(|st| RegistryError::Unavailable(st.unavailable_reason()))
     }
 
+    /// The ready client of `server` for a call with this timeout (`None`:
+    /// the server's request timeout). A server that is starting or
+    /// restarting is waited for, up to that timeout; the call then gets
+    /// what is left of it.
+    async fn client_for_call(
+        &self,
+        server: &str,
+        timeout: Option<Duration>,
+    ) -> Result<(Arc<ServerClient>, Option<Duration>), RegistryError> {
+        let (handle, default) = {
+            let st = self.read();
+            let e = st
+                .entries
+                .iter()
+                .find(|e| e.config.name == server)
+                .ok_or_else(|| RegistryError::UnknownServer(server.to_owned()))?;
+            (e.handle.clone(), e.config.timeouts.request)
+        };
+        if let Ok(c) = handle.client() {
+            return Ok((c, timeout));
+        }
+        let limit = timeout.unwrap_or(default);
+        let waited = tokio::time::Instant::now();
+        let client = handle
+            .ready_client(limit)
+            .await
+            .map_err(|st| RegistryError::Unavailable(st.unavailable_reason()))?;
+        Ok((client, Some(limit.saturating_sub(waited.elapsed()))))
+    }
+
     /// Call a tool by its catalog name.
     pub async fn call_tool(
         &self,
@@ -253,7 +329,8 @@ impl Registry {
             .route(name)
             .cloned()
             .ok_or_else(|| RegistryError::UnknownTool(name.to_owned()))?;
-        let client = self.client(&route.server)?;
+        let (client, timeout) = self.client_for_call(&route.server, opts.timeout).await?;
+        let opts = CallOptions { timeout, ..opts };
         Ok(client.call_tool(&route.tool, arguments, opts).await?)
     }
 
@@ -268,10 +345,12 @@ impl Registry {
             .route(name)
             .cloned()
             .ok_or_else(|| RegistryError::UnknownPrompt(name.to_owned()))?;
-        let client = self.client(&route.server)?;
-        Ok(client
-            .get_prompt(&route.tool, arguments, CallOptions::default())
-            .await?)
+        let (client, timeout) = self.client_for_call(&route.server, None).await?;
+        let opts = CallOptions {
+            timeout,
+            ..CallOptions::default()
+        };
+        Ok(client.get_prompt(&route.tool, arguments, opts).await?)
     }
 
     /// Read a resource from the server that listed its URI (or, failing
@@ -295,8 +374,12 @@ impl Registry {
                 }
             }
         };
-        let client = self.client(&server)?;
-        Ok(client.read_resource(uri, CallOptions::default()).await?)
+        let (client, timeout) = self.client_for_call(&server, None).await?;
+        let opts = CallOptions {
+            timeout,
+            ..CallOptions::default()
+        };
+        Ok(client.read_resource(uri, opts).await?)
     }
 
     /// `completion/complete`, routed by its `ref`: a prompt's catalog name
@@ -346,7 +429,7 @@ impl Registry {
         };
         let params = set_fields(Some(params), [("ref".to_owned(), new_ref)])
             .map_err(|e| bad(e.to_string()))?;
-        let client = self.client(&server)?;
+        let (client, _) = self.client_for_call(&server, None).await?;
         Ok(client.complete(params).await?)
     }
 
@@ -356,11 +439,17 @@ impl Registry {
     }
 
     /// Apply a new config: stop removed servers, start new ones, restart
-    /// changed ones; unchanged servers keep running untouched.
-    pub async fn apply(&self, cfg: &HostConfig) {
+    /// changed ones; unchanged servers keep running untouched. Returns at
+    /// once: the old instances stop in the background (shutdown waits for
+    /// them), and their late events are told apart by generation.
+    pub fn apply(&self, cfg: &HostConfig) {
         let mut to_stop = Vec::new();
         {
             let mut st = self.write();
+            // Checked under the lock shutdown takes to set it.
+            if self.inner.closed.load(Ordering::SeqCst) {
+                return;
+            }
             let mut old: HashMap<String, Entry> = st
                 .entries
                 .drain(..)
@@ -373,19 +462,9 @@ impl Registry {
                     Some(e) => {
                         debug!(server = %sc.name, "config changed; restarting");
                         to_stop.push(e.handle);
-                        entries.push(Entry {
-                            config: sc.clone(),
-                            handle: self.launch(sc),
-                            lists: Lists::default(),
-                            listed: false,
-                        });
+                        entries.push(Entry::new(sc.clone(), self.launch(sc)));
                     }
-                    None => entries.push(Entry {
-                        config: sc.clone(),
-                        handle: self.launch(sc),
-                        lists: Lists::default(),
-                        listed: false,
-                    }),
+                    None => entries.push(Entry::new(sc.clone(), self.launch(sc))),
                 }
             }
             to_stop.extend(old.into_values().map(|e| e.handle));
@@ -394,19 +473,44 @@ impl Registry {
         }
         self.rebuild(true, true, true);
         for h in to_stop {
-            h.stop().await;
+            self.inner.stopping.spawn(async move { h.stop().await });
         }
     }
 
-    /// Stop every server; resolves when all processes are gone.
+    /// Stop every server, including those a reload is still stopping;
+    /// resolves when all processes are gone. Later config changes are
+    /// ignored.
     pub async fn shutdown(&self) {
-        let handles: Vec<_> = self
+        let handles: Vec<_> = {
+            let st = self.write();
+            self.inner.closed.store(true, Ordering::SeqCst);
+            st.entries.iter().map(|e| e.handle.clone()).collect()
+        };
+        futures_util::future::join_all(handles.iter().map(|h| h.stop())).await;
+        self.inner.stopping.close();
+        self.inner.stopping.wait().await;
+    }
+
+    /// Whether `server`'s current entry is the instance `generation`:
+    /// `None` when no entry has that name (removed).
+    fn is_current(&self, server: &str, generation: u64) -> Option<bool> {
+        self.read()
+            .entries
+            .iter()
+            .find(|e| e.config.name == server)
+            .map(|e| e.handle.generation() == generation)
+    }
+
+    fn send_state(&self, server: &str) {
+        let status = self
             .read()
             .entries
             .iter()
-            .map(|e| e.handle.clone())
-            .collect();
-        futures_util::future::join_all(handles.iter().map(|h| h.stop())).await;
+            .find(|e| e.config.name == server)
+            .map(Entry::status);
+        if let Some(s) = status {
+            let _ = self.inner.events.send(RegistryEvent::ServerState(s));
+        }
     }
 
     async fn pump(self, mut rx: broadcast::Receiver<SupervisorEvent>) {
@@ -419,43 +523,57 @@ impl Registry {
             let ev = match rx.recv().await {
                 Ok(ev) => ev,
                 Err(broadcast::error::RecvError::Lagged(n)) => {
-                    warn!(missed = n, "registry fell behind its supervisors");
+                    warn!(
+                        missed = n,
+                        "registry fell behind its supervisors; resyncing"
+                    );
+                    self.resync();
                     continue;
                 }
                 Err(broadcast::error::RecvError::Closed) => return,
             };
+            let (server, generation) = ev.source();
+            match self.is_current(server, generation) {
+                Some(true) => {}
+                // A removed server's last states still interest clients.
+                None => {
+                    if let SupervisorEvent::State(status) = ev {
+                        let _ = self.inner.events.send(RegistryEvent::ServerState(status));
+                    }
+                    continue;
+                }
+                // An instance a reload replaced: its news is not the server's.
+                Some(false) => {
+                    debug!(
+                        server,
+                        generation, "dropping an event of a replaced instance"
+                    );
+                    continue;
+                }
+            }
             match ev {
                 SupervisorEvent::State(status) => {
-                    let gone = matches!(
-                        status.state,
-                        ServerState::Failed | ServerState::Stopped | ServerState::Disabled
-                    );
-                    if status.state != ServerState::Ready
-                        && let Some(e) = self
-                            .write()
-                            .entries
-                            .iter_mut()
-                            .find(|e| e.config.name == status.name)
-                    {
-                        e.listed = false;
+                    if status.state != ServerState::Ready {
+                        self.unlisted(&status.name, status.generation);
                     }
-                    if gone && self.set_lists(&status.name, |l| *l = Lists::default()) {
-                        self.rebuild(true, true, true);
-                    }
+                    // This transition, not the latest state: clients see each.
                     let _ = self.inner.events.send(RegistryEvent::ServerState(status));
                 }
-                SupervisorEvent::Connected { server } => {
-                    let reg = self.clone();
-                    tokio::spawn(async move { reg.refresh(&server).await });
+                SupervisorEvent::Connected { server, generation } => {
+                    self.spawn_refresh(server, generation);
                 }
-                SupervisorEvent::Changed { server, event } => {
+                SupervisorEvent::Changed {
+                    server,
+                    generation,
+                    event,
+                } => {
                     let kinds = match &event {
                         ServerEvent::ToolsChanged(_) => (true, false, false),
                         ServerEvent::ResourcesChanged { .. } => (false, true, false),
                         ServerEvent::PromptsChanged(_) => (false, false, true),
                         _ => continue,
                     };
-                    let updated = self.set_lists(&server, |l| match event {
+                    let updated = self.set_lists(&server, generation, |l| match event {
                         ServerEvent::ToolsChanged(t) => l.tools = (*t).clone(),
                         ServerEvent::ResourcesChanged {
                             resources,
@@ -475,43 +593,145 @@ impl Registry {
         }
     }
 
-    /// Fetch every list a newly ready server offers.
-    async fn refresh(&self, server: &str) {
-        let Ok(client) = self.client(server) else {
-            return;
+    /// The server left `ready`: its lists need fetching again when it is
+    /// back, and a server that is gone (failed, stopped, disabled) lists
+    /// nothing. Its tools stay listed while it restarts.
+    fn unlisted(&self, server: &str, generation: u64) {
+        let gone = {
+            let mut st = self.write();
+            let Some(e) = st
+                .entries
+                .iter_mut()
+                .find(|e| e.config.name == server && e.handle.generation() == generation)
+            else {
+                return;
+            };
+            e.listed = false;
+            e.list_error = None;
+            let gone = matches!(
+                e.handle.status().state,
+                ServerState::Failed | ServerState::Stopped | ServerState::Disabled
+            );
+            if gone {
+                e.lists = Lists::default();
+            }
+            gone
         };
-        let caps = client.negotiated().capabilities.clone();
-        let mut lists = Lists::default();
-        let mut failed = Vec::new();
-        if caps.tools.is_some() {
-            match client.list_tools().await {
-                Ok(t) => lists.tools = t,
-                Err(e) => failed.push(e),
-            }
+        if gone {
+            self.rebuild(true, true, true);
         }
-        if caps.resources.is_some() {
-            match client.list_resources().await {
-                Ok(r) => lists.resources = r,
-                Err(e) => failed.push(e),
+    }
+
+    /// After a lag, events were lost: take every server's state from its
+    /// supervisor again, re-list the ready ones and tell clients each state.
+    fn resync(&self) {
+        let entries: Vec<(String, u64, ServerState)> = self
+            .read()
+            .entries
+            .iter()
+            .map(|e| {
+                let h = &e.handle;
+                (e.config.name.clone(), h.generation(), h.status().state)
+            })
+            .collect();
+        for (server, generation, state) in entries {
+            if state == ServerState::Ready {
+                self.spawn_refresh(server.clone(), generation);
+            } else {
+                self.unlisted(&server, generation);
             }
-            match client.list_resource_templates().await {
-                Ok(t) => lists.templates = t,
-                Err(e) => failed.push(e),
+            self.send_state(&server);
+        }
+    }
+
+    fn spawn_refresh(&self, server: String, generation: u64) {
+        let reg = self.clone();
+        tokio::spawn(async move { reg.refresh(&server, generation).await });
+    }
+
+    /// List a ready server's catalog; while that fails, retry with the
+    /// restart backoff, showing the error in its status. Ends when a newer
+    /// listing starts or the instance is no longer ready.
+    async fn refresh(&self, server: &str, generation: u64) {
+        let ticket = {
+            let mut st = self.write();
+            let Some(e) = st
+                .entries
+                .iter_mut()
+                .find(|e| e.config.name == server && e.handle.generation() == generation)
+            else {
+                return;
+            };
+            e.listing = e.listing.wrapping_add(1);
+            e.listing
+        };
+        let mut backoff = self.inner.policy.initial_backoff;
+        loop {
+            let Ok(client) = self.client(server) else {
+                return;
+            };
+            let fetched = fetch_lists(&client).await;
+            let error = (!fetched.errors.is_empty()).then(|| fetched.errors.join("; "));
+            if let Some(e) = &error {
+                warn!(server, "listing failed: {e}");
             }
-        }
-        if caps.prompts.is_some() {
-            match client.list_prompts().await {
-                Ok(p) => lists.prompts = p,
-                Err(e) => failed.push(e),
+            let (stored, error_changed) = {
+                let mut st = self.write();
+                match st.entries.iter_mut().find(|e| {
+                    e.config.name == server
+                        && e.handle.generation() == generation
+                        && e.listing == ticket
+                }) {
+                    Some(e) => {
+                        let l = &mut e.lists;
+                        let Fetched {
+                            tools,
+                            resources,
+                            templates,
+                            prompts,
+                            ..
+                        } = fetched;
+                        if let Some(t) = tools {
+                            l.tools = t;
+                            let filter = &e.config.tools;
+                            l.tools.retain(|t| filter.allows(&t.name));
+                        }
+                        if let Some(r) = resources {
+                            l.resources = r;
+                        }
+                        if let Some(t) = templates {
+                            l.templates = t;
+                        }
+                        if let Some(p) = prompts {
+                            l.prompts = p;
+                        }
+                        let changed = e.list_error != error;
+                        e.list_error = error.clone();
+                        (true, changed)
+                    }
+                    None => (false, false),
+                }
+            };
+            if !stored {
+                return;
             }
-        }
-        for e in failed {
-            warn!(server, "listing failed: {e}");
-        }
-        if self.set_lists(server, |l| *l = lists) {
             // Catalog first: `settled` waiters read it as soon as it is marked.
             self.rebuild(true, true, true);
+            // Listed even when a list failed: the error is in the status,
+            // and waiting for a retry would hold `--direct` up.
             self.mark_listed(server);
+            if error_changed {
+                self.send_state(server);
+            }
+            if error.is_none() {
+                return;
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = backoff.saturating_mul(2).min(self.inner.policy.max_backoff);
+            if self.is_current(server, generation) != Some(true) {
+                return;
+            }
+            info!(server, "listing again");
         }
     }
 
@@ -562,12 +782,17 @@ impl Registry {
         }
     }
 
-    /// Returns false when the server is no longer configured. The entry's
-    /// allow/deny filter is applied here, once per listing, since a changed
-    /// filter means a changed entry and fresh lists.
-    fn set_lists(&self, server: &str, f: impl FnOnce(&mut Lists)) -> bool {
+    /// Returns false when the server is no longer configured, or
+    /// configured as another instance. The entry's allow/deny filter is
+    /// applied here, once per listing, since a changed filter means a
+    /// changed entry and fresh lists.
+    fn set_lists(&self, server: &str, generation: u64, f: impl FnOnce(&mut Lists)) -> bool {
         let mut st = self.write();
-        match st.entries.iter_mut().find(|e| e.config.name == server) {
+        match st
+            .entries
+            .iter_mut()
+            .find(|e| e.config.name == server && e.handle.generation() == generation)
+        {
             Some(e) => {
                 f(&mut e.lists);
                 let filter = &e.config.tools;
@@ -581,9 +806,16 @@ impl Registry {
     /// Rebuild the flagged catalogs from every server's lists; the others
     /// cannot have changed.
     fn rebuild(&self, tools: bool, resources: bool, prompts: bool) {
-        let changed = {
+        // Names alone miss a changed schema or description: compare bytes.
+        fn differ<'a>(
+            a: impl Iterator<Item = &'a RawValue>,
+            b: impl Iterator<Item = &'a RawValue>,
+        ) -> bool {
+            a.map(RawValue::get).ne(b.map(RawValue::get))
+        }
+        let (tools_changed, resources_changed, prompts_changed) = {
             let mut st = self.write();
-            let mut changed = false;
+            let mut changed = (false, false, false);
             if tools {
                 let inputs: Vec<ServerTools<'_>> = st
                     .entries
@@ -595,12 +827,10 @@ impl Registry {
                     })
                     .collect();
                 let new = catalog::build(&inputs, &st.rules);
-                // Names alone miss a changed schema or description.
-                changed = new.tools().iter().map(|t| t.raw.get()).ne(st
-                    .catalog
-                    .tools()
-                    .iter()
-                    .map(|t| t.raw.get()));
+                changed.0 = differ(
+                    new.tools().iter().map(|t| &*t.raw),
+                    st.catalog.tools().iter().map(|t| &*t.raw),
+                );
                 st.catalog = Arc::new(new);
             }
             if prompts {
@@ -614,6 +844,10 @@ impl Registry {
                     })
                     .collect();
                 let new = catalog::build_prompts(&inputs, &st.rules);
+                changed.2 = differ(
+                    new.prompts().iter().map(|p| &*p.raw),
+                    st.prompts.prompts().iter().map(|p| &*p.raw),
+                );
                 st.prompts = Arc::new(new);
             }
             if resources {
@@ -627,18 +861,53 @@ impl Registry {
                     })
                     .collect();
                 let new = catalog::build_resources(&inputs);
+                // One notification covers both resources and templates.
+                changed.1 = differ(
+                    new.resources().iter().map(|r| &*r.raw),
+                    st.resources.resources().iter().map(|r| &*r.raw),
+                ) || differ(
+                    new.templates().iter().map(|t| &*t.raw),
+                    st.resources.templates().iter().map(|t| &*t.raw),
+                );
                 st.resources = Arc::new(new);
             }
             changed
         };
-        if tools && changed {
+        if tools_changed {
             let _ = self.inner.events.send(RegistryEvent::ToolsChanged);
         }
-        if resources {
+        if resources_changed {
             let _ = self.inner.events.send(RegistryEvent::ResourcesChanged);
         }
-        if prompts {
+        if prompts_changed {
             let _ = self.inner.events.send(RegistryEvent::PromptsChanged);
         }
     }
+}
+
+/// Every list a ready server offers; a failed list is `None`, with its error.
+async fn fetch_lists(client: &ServerClient) -> Fetched {
+    fn keep<T>(r: Result<Vec<T>, ClientError>, errors: &mut Vec<String>) -> Option<Vec<T>> {
+        r.map_err(|e| errors.push(e.to_string())).ok()
+    }
+    let caps = client.negotiated().capabilities.clone();
+    // A list the server does not offer is empty, not failed.
+    let mut f = Fetched {
+        tools: Some(Vec::new()),
+        resources: Some(Vec::new()),
+        templates: Some(Vec::new()),
+        prompts: Some(Vec::new()),
+        errors: Vec::new(),
+    };
+    if caps.tools.is_some() {
+        f.tools = keep(client.list_tools().await, &mut f.errors);
+    }
+    if caps.resources.is_some() {
+        f.resources = keep(client.list_resources().await, &mut f.errors);
+        f.templates = keep(client.list_resource_templates().await, &mut f.errors);
+    }
+    if caps.prompts.is_some() {
+        f.prompts = keep(client.list_prompts().await, &mut f.errors);
+    }
+    f
 }

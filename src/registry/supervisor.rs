@@ -1,11 +1,18 @@
 //! One supervisor task per server: start it, watch it, restart it with
 //! backoff, and give up into `failed` when the handshake keeps failing.
 //!
-//! The supervisor owns the [`ServerClient`]; callers get a cheap
+//! The supervisor owns the [`ServerClient`] and its start: a start in
+//! progress is part of the supervisor's select loop, so stop and restart
+//! cancel it (architecture decision 9). Callers get a cheap
 //! [`SupervisorHandle`] with the current client (if ready), the status, and
 //! commands (restart, stop).
+//!
+//! Every supervisor instance has a generation, carried in its statuses and
+//! events: after a reload replaced a server, the old instance's last events
+//! can be told apart from the new one's.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
@@ -15,9 +22,9 @@ use tracing::{Instrument, info, info_span, warn};
 
 use crate::client::{ClientError, ClientOptions, ServerClient, ServerEvent};
 use crate::jsonrpc::PeerError;
-use crate::transport::Connection;
 use crate::transport::http::{self, HttpConfig, HttpError};
 use crate::transport::stdio::{self, StdioConfig};
+use crate::transport::{Connection, TransportControl};
 
 /// Lifecycle states, as reported by `servers` and `mcphost/servers/list`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -103,10 +110,17 @@ pub struct ServerStatus {
     /// back), so a first failure is as settled as this server gets.
     #[serde(skip)]
     pub retries_without_limit: bool,
+    /// The supervisor instance this status comes from.
+    #[serde(skip)]
+    pub generation: u64,
+    /// Why the last listing of the ready server failed (set by the
+    /// registry, which retries it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub list_error: Option<String>,
 }
 
 impl ServerStatus {
-    fn new(name: &str, launch: &Launch, state: ServerState) -> Self {
+    fn new(name: &str, launch: &Launch, state: ServerState, generation: u64) -> Self {
         ServerStatus {
             name: name.to_owned(),
             state,
@@ -122,6 +136,8 @@ impl ServerStatus {
             restarts: 0,
             since: SystemTime::now(),
             retries_without_limit: matches!(launch, Launch::Http(_)),
+            generation,
+            list_error: None,
         }
     }
 
@@ -145,16 +161,38 @@ impl ServerStatus {
     }
 }
 
-/// What a supervisor tells the registry.
+/// What a supervisor tells the registry. Each event names the server and
+/// the supervisor instance (generation) it comes from.
 #[derive(Debug, Clone)]
 pub enum SupervisorEvent {
     /// The state changed (includes a fresh status).
     State(Arc<ServerStatus>),
     /// A new client is ready: list its catalog.
-    Connected { server: String },
+    Connected { server: String, generation: u64 },
     /// The ready client re-listed something after list_changed.
-    Changed { server: String, event: ServerEvent },
+    Changed {
+        server: String,
+        generation: u64,
+        event: ServerEvent,
+    },
 }
+
+impl SupervisorEvent {
+    /// The server and the supervisor instance this event comes from.
+    pub fn source(&self) -> (&str, u64) {
+        match self {
+            SupervisorEvent::State(s) => (&s.name, s.generation),
+            SupervisorEvent::Connected { server, generation }
+            | SupervisorEvent::Changed {
+                server, generation, ..
+            } => (server, *generation),
+        }
+    }
+}
+
+/// Generations are unique in the process, so no two instances of a server
+/// (or of two servers with the same name in turn) share one.
+static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
 
 enum Command {
     Restart,
@@ -165,6 +203,7 @@ enum Command {
 #[derive(Clone)]
 pub struct SupervisorHandle {
     name: String,
+    generation: u64,
     client: watch::Receiver<Option<Arc<ServerClient>>>,
     status: watch::Receiver<Arc<ServerStatus>>,
     commands: mpsc::Sender<Command>,
@@ -173,6 +212,46 @@ pub struct SupervisorHandle {
 impl SupervisorHandle {
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// This supervisor instance's generation (as in its statuses and events).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The ready client; while the server is starting or restarting, wait
+    /// for it up to `limit`. A server that is down for good (failed,
+    /// disabled, stopped, auth_required) answers at once with its status.
+    pub async fn ready_client(
+        &self,
+        limit: Duration,
+    ) -> Result<Arc<ServerClient>, Arc<ServerStatus>> {
+        let mut client = self.client.clone();
+        let mut status = self.status.clone();
+        let wait = async {
+            loop {
+                if let Some(c) = &*client.borrow_and_update() {
+                    return Ok(c.clone());
+                }
+                let st = status.borrow_and_update().clone();
+                // `ready` without a client: just connected, or just crashed
+                // and being shut down before `restarting`.
+                if !matches!(
+                    st.state,
+                    ServerState::Starting | ServerState::Restarting | ServerState::Ready
+                ) {
+                    return Err(st);
+                }
+                tokio::select! {
+                    r = client.changed() => if r.is_err() { return Err(st) },
+                    r = status.changed() => if r.is_err() { return Err(st) },
+                }
+            }
+        };
+        match tokio::time::timeout(limit, wait).await {
+            Ok(r) => r,
+            Err(_) => Err(self.status()),
+        }
     }
 
     /// The ready client, or why there is none.
@@ -217,7 +296,8 @@ pub fn spawn(
     } else {
         ServerState::Starting
     };
-    let status = Arc::new(ServerStatus::new(name, &launch, initial));
+    let generation = NEXT_GENERATION.fetch_add(1, Ordering::Relaxed);
+    let status = Arc::new(ServerStatus::new(name, &launch, initial, generation));
     let (status_tx, status_rx) = watch::channel(status);
     let (client_tx, client_rx) = watch::channel(None);
     let (cmd_tx, cmd_rx) = mpsc::channel(8);
@@ -229,18 +309,17 @@ pub fn spawn(
         status: status_tx,
         client: client_tx,
         events,
-        commands: cmd_rx,
+        generation,
     };
+    let span = info_span!("supervisor", server = name);
     if !disabled {
-        tokio::spawn(
-            sup.run()
-                .instrument(info_span!("supervisor", server = name)),
-        );
+        tokio::spawn(sup.run(cmd_rx).instrument(span));
     } else {
-        tokio::spawn(sup.idle_disabled());
+        tokio::spawn(sup.idle_disabled(cmd_rx).instrument(span));
     }
     SupervisorHandle {
         name: name.to_owned(),
+        generation,
         client: client_rx,
         status: status_rx,
         commands: cmd_tx,
@@ -255,7 +334,15 @@ struct Supervisor {
     status: watch::Sender<Arc<ServerStatus>>,
     client: watch::Sender<Option<Arc<ServerClient>>>,
     events: broadcast::Sender<SupervisorEvent>,
-    commands: mpsc::Receiver<Command>,
+    generation: u64,
+}
+
+/// How a start attempt ended.
+enum Started {
+    Ready(ServerClient),
+    Failed(StartError),
+    /// A command came first; `None` means every handle is gone (a stop).
+    Interrupted(Option<Command>),
 }
 
 enum Outcome {
@@ -275,19 +362,40 @@ impl Supervisor {
         let _ = self.events.send(SupervisorEvent::State(s));
     }
 
-    async fn idle_disabled(mut self) {
+    fn connected(&self) {
+        let _ = self.events.send(SupervisorEvent::Connected {
+            server: self.name.clone(),
+            generation: self.generation,
+        });
+    }
+
+    /// The last state of this instance: its process (if any) is gone.
+    fn stopped(&self) {
+        self.update(|s| {
+            s.state = ServerState::Stopped;
+            s.pid = None;
+        });
+        info!("supervisor stopped");
+    }
+
+    async fn idle_disabled(self, mut commands: mpsc::Receiver<Command>) {
         // A disabled server has no process; it only answers `stop`.
-        while let Some(cmd) = self.commands.recv().await {
-            if let Command::Stop = cmd {
-                self.update(|s| s.state = ServerState::Stopped);
-                return;
+        loop {
+            match commands.recv().await {
+                Some(Command::Restart) => {}
+                Some(Command::Stop) | None => return self.stopped(),
             }
         }
     }
 
     /// Sit in `failed` or `auth_required` until told otherwise. True means
     /// "start again"; false means stopped.
-    async fn stay_down(&mut self, state: ServerState, error: Option<String>) -> bool {
+    async fn stay_down(
+        &self,
+        commands: &mut mpsc::Receiver<Command>,
+        state: ServerState,
+        error: Option<String>,
+    ) -> bool {
         self.update(|s| {
             s.state = state;
             if let Some(e) = error {
@@ -295,42 +403,48 @@ impl Supervisor {
             }
             s.pid = None;
         });
-        match self.commands.recv().await {
+        match commands.recv().await {
             Some(Command::Restart) => true,
             Some(Command::Stop) | None => {
-                self.update(|s| s.state = ServerState::Stopped);
+                self.stopped();
                 false
             }
         }
     }
 
-    async fn run(mut self) {
+    async fn run(self, mut commands: mpsc::Receiver<Command>) {
         let mut start_failures = 0u32;
         let mut backoff = self.policy.initial_backoff;
         let mut restarts = 0u32;
         loop {
-            match self.start().await {
-                Ok(client) => {
+            match self.start_or_command(&mut commands).await {
+                Started::Interrupted(Some(Command::Restart)) => {
+                    // Asked for a fresh start: not a failure.
+                    start_failures = 0;
+                    backoff = self.policy.initial_backoff;
+                    continue;
+                }
+                Started::Interrupted(Some(Command::Stop) | None) => return self.stopped(),
+                Started::Ready(client) => {
                     start_failures = 0;
                     let client = Arc::new(client);
                     let started = Instant::now();
-                    let outcome = self.serve(client.clone()).await;
+                    let outcome = self.serve(&mut commands, client.clone()).await;
                     self.client.send_replace(None);
                     // In-flight calls may still hold the client; they fail
                     // with the close reason once it is shut down.
                     client.shutdown().await;
                     match outcome {
                         Outcome::Stop => {
-                            self.update(|s| {
-                                s.state = ServerState::Stopped;
-                                s.pid = None;
-                            });
-                            info!("supervisor stopped");
+                            self.stopped();
                             return;
                         }
                         Outcome::Restart => {}
                         Outcome::AuthRequired => {
-                            if self.stay_down(ServerState::AuthRequired, None).await {
+                            if self
+                                .stay_down(&mut commands, ServerState::AuthRequired, None)
+                                .await
+                            {
                                 start_failures = 0;
                                 backoff = self.policy.initial_backoff;
                                 continue;
@@ -342,8 +456,8 @@ impl Supervisor {
                         backoff = self.policy.initial_backoff;
                     }
                 }
-                Err(e) => {
-                    start_failures += 1;
+                Started::Failed(e) => {
+                    start_failures = start_failures.saturating_add(1);
                     let msg = e.to_string();
                     warn!(attempt = start_failures, "start failed: {msg}");
                     let unlimited = self.status.borrow().retries_without_limit;
@@ -354,7 +468,7 @@ impl Supervisor {
                         } else {
                             ServerState::Failed
                         };
-                        if self.stay_down(state, Some(msg)).await {
+                        if self.stay_down(&mut commands, state, Some(msg)).await {
                             start_failures = 0;
                             backoff = self.policy.initial_backoff;
                             continue;
@@ -364,7 +478,7 @@ impl Supervisor {
                     self.update(|s| s.error = Some(msg));
                 }
             }
-            restarts += 1;
+            restarts = restarts.saturating_add(1);
             self.update(|s| {
                 s.state = ServerState::Restarting;
                 s.restarts = restarts;
@@ -373,19 +487,49 @@ impl Supervisor {
             // Back off, but a command cuts the wait short.
             tokio::select! {
                 _ = tokio::time::sleep(backoff) => {}
-                cmd = self.commands.recv() => match cmd {
+                cmd = commands.recv() => match cmd {
                     Some(Command::Restart) => {}
-                    Some(Command::Stop) | None => {
-                        self.update(|s| s.state = ServerState::Stopped);
-                        return;
-                    }
+                    Some(Command::Stop) | None => return self.stopped(),
                 }
             }
             backoff = backoff.saturating_mul(2).min(self.policy.max_backoff);
         }
     }
 
-    async fn start(&mut self) -> Result<ServerClient, StartError> {
+    /// One start attempt, cut short by the first command: a stop or restart
+    /// never waits out a handshake (the init timeout can be minutes).
+    async fn start_or_command(&self, commands: &mut mpsc::Receiver<Command>) -> Started {
+        let control = Mutex::new(None);
+        let raced = tokio::select! {
+            r = self.start(&control) => Ok(r),
+            cmd = commands.recv() => Err(cmd),
+        };
+        match raced {
+            Ok(Ok(client)) => Started::Ready(client),
+            Ok(Err(e)) => Started::Failed(e),
+            Err(cmd) => {
+                info!("start interrupted");
+                // The start is dropped; its process (if one was spawned)
+                // gets the usual stdin EOF, SIGTERM, SIGKILL.
+                let control = control
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take();
+                if let Some(control) = control {
+                    control.shutdown().await;
+                }
+                Started::Interrupted(cmd)
+            }
+        }
+    }
+
+    /// Spawn or connect, then the handshake. The transport's control goes
+    /// into `control` as soon as there is one, so a cancelled start can
+    /// still stop what it started.
+    async fn start(
+        &self,
+        control: &Mutex<Option<Arc<dyn TransportControl>>>,
+    ) -> Result<ServerClient, StartError> {
         if !matches!(self.status.borrow().state, ServerState::Restarting) {
             self.update(|s| s.state = ServerState::Starting);
         }
@@ -402,10 +546,11 @@ impl Supervisor {
                 .await
                 .map_err(StartError::Http)?,
         };
+        *control.lock().unwrap_or_else(PoisonError::into_inner) = Some(conn.control.clone());
         self.start_with(conn).await
     }
 
-    async fn start_with(&mut self, conn: Connection) -> Result<ServerClient, StartError> {
+    async fn start_with(&self, conn: Connection) -> Result<ServerClient, StartError> {
         let pid = conn.control.server_pid();
         let control = conn.control.clone();
         self.update(|s| s.pid = pid);
@@ -426,12 +571,14 @@ impl Supervisor {
     }
 
     /// Run while the client is healthy; return why we stopped.
-    async fn serve(&mut self, client: Arc<ServerClient>) -> Outcome {
+    async fn serve(
+        &self,
+        commands: &mut mpsc::Receiver<Command>,
+        client: Arc<ServerClient>,
+    ) -> Outcome {
         let mut events = client.subscribe();
         self.client.send_replace(Some(client.clone()));
-        let _ = self.events.send(SupervisorEvent::Connected {
-            server: self.name.clone(),
-        });
+        self.connected();
         loop {
             tokio::select! {
                 ev = events.recv() => match ev {
@@ -452,18 +599,20 @@ impl Supervisor {
                         // revision, and list everything again.
                         let version = client.negotiated().protocol_version.as_str().to_owned();
                         self.update(|s| s.protocol_version = Some(version));
-                        let _ = self.events.send(SupervisorEvent::Connected { server: self.name.clone() });
+                        self.connected();
                     }
                     Ok(event) => {
-                        let _ = self.events.send(SupervisorEvent::Changed { server: self.name.clone(), event });
+                        let _ = self.events.send(SupervisorEvent::Changed {
+                            server: self.name.clone(),
+                            generation: self.generation,
+                            event,
+                        });
                     }
-                    Err(broadcast::error::RecvError::Lagged(_)) => {
-                        // Re-list everything rather than guess what was missed.
-                        let _ = self.events.send(SupervisorEvent::Connected { server: self.name.clone() });
-                    }
+                    // Re-list everything rather than guess what was missed.
+                    Err(broadcast::error::RecvError::Lagged(_)) => self.connected(),
                     Err(broadcast::error::RecvError::Closed) => return Outcome::Restart,
                 },
-                cmd = self.commands.recv() => match cmd {
+                cmd = commands.recv() => match cmd {
                     Some(Command::Restart) => {
                         self.update(|s| s.error = None);
                         return Outcome::Restart;

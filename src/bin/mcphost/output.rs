@@ -113,8 +113,9 @@ impl Out {
         ];
         let list = v.as_array().cloned().unwrap_or_default();
         for sv in &list {
-            let detail = match &sv["error"] {
-                Value::String(e) => e.lines().next().unwrap_or("").to_owned(),
+            let detail = match (&sv["error"], &sv["listError"]) {
+                (Value::String(e), _) => e.lines().next().unwrap_or("").to_owned(),
+                (_, Value::String(e)) => format!("listing: {}", e.lines().next().unwrap_or("")),
                 _ => s(&sv["command"]),
             };
             rows.push(vec![
