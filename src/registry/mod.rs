@@ -126,6 +126,19 @@ struct State {
     resources: Arc<ResourceCatalog>,
 }
 
+impl State {
+    fn entry(&self, server: &str) -> Option<&Entry> {
+        self.entries.iter().find(|e| e.config.name == server)
+    }
+
+    /// `server`'s entry if it is still the instance `generation`.
+    fn instance_mut(&mut self, server: &str, generation: u64) -> Option<&mut Entry> {
+        self.entries
+            .iter_mut()
+            .find(|e| e.config.name == server && e.handle.generation() == generation)
+    }
+}
+
 struct Inner {
     state: RwLock<State>,
     base: ClientOptions,
@@ -273,9 +286,7 @@ impl Registry {
 
     fn handle(&self, server: &str) -> Result<SupervisorHandle, RegistryError> {
         self.read()
-            .entries
-            .iter()
-            .find(|e| e.config.name == server)
+            .entry(server)
             .map(|e| e.handle.clone())
             .ok_or_else(|| RegistryError::UnknownServer(server.to_owned()))
     }
@@ -299,9 +310,7 @@ impl Registry {
         let (handle, default) = {
             let st = self.read();
             let e = st
-                .entries
-                .iter()
-                .find(|e| e.config.name == server)
+                .entry(server)
                 .ok_or_else(|| RegistryError::UnknownServer(server.to_owned()))?;
             (e.handle.clone(), e.config.timeouts.request)
         };
@@ -495,19 +504,12 @@ impl Registry {
     /// `None` when no entry has that name (removed).
     fn is_current(&self, server: &str, generation: u64) -> Option<bool> {
         self.read()
-            .entries
-            .iter()
-            .find(|e| e.config.name == server)
+            .entry(server)
             .map(|e| e.handle.generation() == generation)
     }
 
     fn send_state(&self, server: &str) {
-        let status = self
-            .read()
-            .entries
-            .iter()
-            .find(|e| e.config.name == server)
-            .map(Entry::status);
+        let status = self.read().entry(server).map(Entry::status);
         if let Some(s) = status {
             let _ = self.inner.events.send(RegistryEvent::ServerState(s));
         }
@@ -599,11 +601,7 @@ impl Registry {
     fn unlisted(&self, server: &str, generation: u64) {
         let gone = {
             let mut st = self.write();
-            let Some(e) = st
-                .entries
-                .iter_mut()
-                .find(|e| e.config.name == server && e.handle.generation() == generation)
-            else {
+            let Some(e) = st.instance_mut(server, generation) else {
                 return;
             };
             e.listed = false;
@@ -655,11 +653,7 @@ impl Registry {
     async fn refresh(&self, server: &str, generation: u64) {
         let ticket = {
             let mut st = self.write();
-            let Some(e) = st
-                .entries
-                .iter_mut()
-                .find(|e| e.config.name == server && e.handle.generation() == generation)
-            else {
+            let Some(e) = st.instance_mut(server, generation) else {
                 return;
             };
             e.listing = e.listing.wrapping_add(1);
@@ -677,11 +671,10 @@ impl Registry {
             }
             let (stored, error_changed) = {
                 let mut st = self.write();
-                match st.entries.iter_mut().find(|e| {
-                    e.config.name == server
-                        && e.handle.generation() == generation
-                        && e.listing == ticket
-                }) {
+                match st
+                    .instance_mut(server, generation)
+                    .filter(|e| e.listing == ticket)
+                {
                     Some(e) => {
                         let l = &mut e.lists;
                         let Fetched {
@@ -719,7 +712,7 @@ impl Registry {
             self.rebuild(true, true, true);
             // Listed even when a list failed: the error is in the status,
             // and waiting for a retry would hold `--direct` up.
-            self.mark_listed(server);
+            self.mark_listed(server, generation);
             if error_changed {
                 self.send_state(server);
             }
@@ -735,13 +728,8 @@ impl Registry {
         }
     }
 
-    fn mark_listed(&self, server: &str) {
-        if let Some(e) = self
-            .write()
-            .entries
-            .iter_mut()
-            .find(|e| e.config.name == server)
-        {
+    fn mark_listed(&self, server: &str, generation: u64) {
+        if let Some(e) = self.write().instance_mut(server, generation) {
             e.listed = true;
         }
         self.inner.settled.send_replace(());
@@ -787,12 +775,7 @@ impl Registry {
     /// applied here, once per listing, since a changed filter means a
     /// changed entry and fresh lists.
     fn set_lists(&self, server: &str, generation: u64, f: impl FnOnce(&mut Lists)) -> bool {
-        let mut st = self.write();
-        match st
-            .entries
-            .iter_mut()
-            .find(|e| e.config.name == server && e.handle.generation() == generation)
-        {
+        match self.write().instance_mut(server, generation) {
             Some(e) => {
                 f(&mut e.lists);
                 let filter = &e.config.tools;
