@@ -82,47 +82,40 @@ async fn a_crashed_server_is_restarted() {
 async fn calls_to_a_down_server_fail_fast_with_the_reason() {
     let h = start(
         "quitter",
-        Launch::Stdio(testserver(&[
-            "--exit-on-initialized",
-            "--stderr-lines",
-            "2",
-        ])),
+        Launch::Stdio(testserver(&["--crash-after", "2", "--stderr-lines", "2"])),
     );
-    // It dies right after each handshake: a call made on a live client
-    // fails once the process is gone, long before the 20 s request timeout.
-    let mut failed = None;
-    for _ in 0..400 {
-        if let Ok(c) = h.client() {
-            let t = Instant::now();
-            if let Err(e) = c.call_tool("echo", None, CallOptions::default()).await {
-                failed = Some((t.elapsed(), e.to_string()));
-                break;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    wait_state(&h, ServerState::Ready).await;
+    let c = h.client().unwrap();
+    // Request 2 (after initialize) kills it: the call in flight fails at
+    // once with the server's stderr, long before the 20 s request timeout.
+    let args = || Some(common::raw(r#"{"text":"x"}"#));
+    let t = Instant::now();
+    let e = c
+        .call_tool("echo", args(), CallOptions::default())
+        .await
+        .unwrap_err()
+        .to_string();
+    let took = t.elapsed();
+    eprintln!("a call in flight when the server died: failed after {took:?}");
+    assert!(took < Duration::from_secs(5), "the call took {took:?}: {e}");
+    for want in ["quitter", "simulated crash", "stderr line"] {
+        assert!(e.contains(want), "no {want:?} in: {e}");
     }
-    let (took, e) = failed.expect("no call failed");
+    // A call on the dead server's client fails at once too, saying why.
+    let t = Instant::now();
+    let e = c
+        .call_tool("echo", args(), CallOptions::default())
+        .await
+        .unwrap_err()
+        .to_string();
+    let took = t.elapsed();
     eprintln!("a call to a server that died: failed after {took:?}");
     assert!(took < Duration::from_secs(5), "the call took {took:?}: {e}");
-    assert!(e.contains("quitter"), "{e}");
-    assert!(e.contains("stderr line"), "no stderr in: {e}");
-    // Between lives, the handle says why there is no client.
-    let reason = poll_down(&h).await;
-    assert!(reason.contains("quitter"), "{reason}");
+    assert!(
+        e.contains("quitter") && e.contains("simulated crash"),
+        "{e}"
+    );
     h.stop().await;
-}
-
-/// The reason a server without a client gives, caught between its lives.
-async fn poll_down(h: &SupervisorHandle) -> String {
-    for _ in 0..400 {
-        match h.client() {
-            Err(status) if status.state != ServerState::Starting => {
-                return status.unavailable_reason();
-            }
-            _ => tokio::time::sleep(Duration::from_millis(10)).await,
-        }
-    }
-    panic!("never saw {} down: {:?}", h.name(), h.status());
 }
 
 /// Defect 4: stop waited out the whole init timeout of a server that never
