@@ -1290,6 +1290,21 @@ async fn a_renewed_session_updates_the_revision_and_capabilities_12() {
         .find(|r| r.is_call_of("echo"))
         .unwrap();
     assert_eq!(last.header("mcp-protocol-version"), Some("2025-06-18"));
+    // The renewal's own `initialized` is on the new session already: a
+    // redeployed server may refuse the old revision's header.
+    let renewed: Vec<_> = srv
+        .requests()
+        .into_iter()
+        .skip_while(|r| !r.is_rpc("initialize"))
+        .skip(1)
+        .skip_while(|r| !r.is_rpc("initialize"))
+        .filter(|r| r.is_rpc("notifications/initialized"))
+        .collect();
+    assert!(!renewed.is_empty(), "{}", srv.summary());
+    for r in renewed {
+        let version = r.header("mcp-protocol-version");
+        assert_eq!(version, Some("2025-06-18"), "{}", srv.summary());
+    }
 }
 
 // ---------------------------------------------------------------------------

@@ -660,9 +660,6 @@ async fn renew_session(shared: &Arc<Shared>, stale: &str) -> Result<(), String> 
         ))
     })
     .map_err(expired)?;
-    if let Some(v) = answered_version(&answer, &id) {
-        shared.state().version = Some(v);
-    }
     shared.renewed.send_replace(Some(answer.into()));
     // The new session knows nothing of our subscriptions or log level.
     let replay = shared.state().replay.clone();
@@ -700,6 +697,11 @@ async fn reinitialize(shared: &Arc<Shared>, id: &Id, body: &str) -> Result<Strin
     let answer = swallow_answer(shared, resp, id)
         .await
         .ok_or_else(|| "the server did not answer the new initialize".to_owned())?;
+    // `initialized` already belongs to the new session: a redeployed server
+    // may refuse the old revision's header.
+    if let Some(v) = answered_version(&answer, id) {
+        shared.state().version = Some(v);
+    }
     let note = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
     match build_post(shared, note, Headers::Session).send().await {
         Ok(r) if r.status().is_success() => Ok(answer),
