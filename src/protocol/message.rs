@@ -65,6 +65,7 @@ impl Id {
         match self.key() {
             Key::Number(n) => n.parse().ok(),
             Key::String(s) => s.parse().ok(),
+            Key::Undecodable(_) => None,
         }
     }
 
@@ -74,11 +75,12 @@ impl Id {
         let text = self.0.get();
         match text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
             Some(plain) if !plain.contains('\\') => Key::String(plain.into()),
-            Some(_) => Key::String(
-                serde_json::from_str::<String>(text)
-                    .unwrap_or_default()
-                    .into(),
-            ),
+            Some(_) => match serde_json::from_str::<String>(text) {
+                Ok(s) => Key::String(s.into()),
+                // A lone surrogate (`"\ud800"`) is valid JSON but no
+                // string: only the same text is the same id.
+                Err(_) => Key::Undecodable(text),
+            },
             None => Key::Number(text),
         }
     }
@@ -96,6 +98,7 @@ fn is_integer(text: &str) -> bool {
 enum Key<'a> {
     Number(&'a str),
     String(std::borrow::Cow<'a, str>),
+    Undecodable(&'a str),
 }
 
 impl PartialEq for Id {
@@ -376,6 +379,16 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Box<RawValue
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_compare_by_meaning() {
+        assert_eq!(Id::from_json(r#""a\u0062""#), Some(Id::string("ab")));
+        assert_ne!(Id::number(7), Id::string("7"));
+        let lone = Id::from_json(r#""\ud800""#).expect("valid JSON, so an id");
+        assert_ne!(lone, Id::string(""));
+        assert_ne!(lone, Id::from_json(r#""\udc00""#).unwrap());
+        assert_eq!(lone, Id::from_json(r#""\ud800""#).unwrap());
+    }
 
     #[test]
     fn lines_never_contain_newlines_even_from_relayed_whitespace() {
