@@ -361,13 +361,13 @@ enum Verdict {
 
 /// Decide what an HTTP error to a POST means.
 ///
-/// - A body that is a JSON-RPC response to our request, with a code the
-///   JSON-RPC spec defines (-32700 … -32600) or any code outside the range
-///   servers keep for themselves (-32099 … -32000), is the server's answer:
-///   it goes to the caller as it is, code, message and `data` intact.
+/// - A body that is a JSON-RPC response to our request is the server's
+///   answer: it goes to the caller as it is, code, message and `data`
+///   intact, unless one of the two lost-session rules below takes it.
 /// - The spec's rule for a lost session: 404 to a request that carried our
-///   session id, unless it is such an answer (a -32601 in a 404 is "method
-///   not found", not "session expired").
+///   session id, unless the body answers it with a code outside the range
+///   servers keep for themselves (-32099 … -32000): a -32601 in a 404 is
+///   "method not found", not "session expired".
 /// - server-everything (2026.8.31) answers an unknown session with 400 and
 ///   `{"code":-32000,"message":"Bad Request: No valid session ID provided"}`
 ///   addressed to our request. We take a 400 as a lost session only when
@@ -409,8 +409,8 @@ fn judge(
             && r.id
                 .as_ref()
                 .is_some_and(|id| requests.iter().any(|q| same_id(q, id)))
-    }) && !server_defined;
-    if status == StatusCode::NOT_FOUND && sent_session && !answer {
+    });
+    if status == StatusCode::NOT_FOUND && sent_session && !(answer && !server_defined) {
         return Verdict::SessionLost;
     }
     if status == StatusCode::BAD_REQUEST && sent_session && established && server_defined {
@@ -887,7 +887,12 @@ mod tests {
         // server-everything's 400, on an established session only.
         let ev = r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":7}"#;
         assert_eq!(verdict(400, ev, true), Verdict::SessionLost);
-        assert_eq!(verdict(400, ev, false), Verdict::Error);
+        // Before that, it is the server's answer, kept whole.
+        assert_eq!(verdict(400, ev, false), Verdict::Answer);
+        // A server's own error code in a 500 is its answer too, not a string.
+        let own = r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32050,"message":"busy","data":{"retry":12345678901234567890}}}"#;
+        assert_eq!(verdict(500, own, true), Verdict::Answer);
+        assert_eq!(verdict(503, own, false), Verdict::Answer);
         // A 400 that mentions a session is not a lost one.
         let arg =
             r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"bad session_name"}}"#;
