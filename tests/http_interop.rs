@@ -44,15 +44,26 @@ const EVENT: Duration = Duration::from_secs(15);
 // ---------------------------------------------------------------------------
 // Servers
 
-fn everything(env: &Interop, mode: &str) -> HttpServer {
+/// How to start server-everything in this mode on a given port.
+fn everything_command(env: &Interop, mode: &str) -> impl Fn(u16) -> Command {
     let entry = env
         .dir
         .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    HttpServer::start(&format!("everything-{mode}"), START, |port| {
-        let mut c = Command::new(&env.node);
-        c.arg(&entry).arg(mode).env("PORT", port.to_string());
+    let node = env.node.clone();
+    let mode = mode.to_owned();
+    move |port| {
+        let mut c = Command::new(&node);
+        c.arg(&entry).arg(&mode).env("PORT", port.to_string());
         c
-    })
+    }
+}
+
+fn everything(env: &Interop, mode: &str) -> HttpServer {
+    HttpServer::start(
+        &format!("everything-{mode}"),
+        START,
+        everything_command(env, mode),
+    )
     .unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -458,17 +469,8 @@ async fn python_sdk_server_over_streamable_http() {
 #[tokio::test]
 async fn everything_restarted_on_its_port_renews_the_session_on_its_400() {
     let Some(env) = interop() else { return };
-    let entry = env
-        .dir
-        .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    let make = |port: u16| {
-        let mut c = Command::new(&env.node);
-        c.arg(&entry)
-            .arg("streamableHttp")
-            .env("PORT", port.to_string());
-        c
-    };
-    let srv = HttpServer::start("everything", START, make).unwrap_or_else(|e| panic!("{e}"));
+    let make = everything_command(&env, "streamableHttp");
+    let srv = HttpServer::start("everything", START, &make).unwrap_or_else(|e| panic!("{e}"));
     let port = srv.port;
     let (c, _) = start(&srv, "/mcp", HttpMode::Streamable, opts()).await;
     let echo = |m: &str| raw(&format!(r#"{{"message":"{m}"}}"#));
@@ -479,7 +481,7 @@ async fn everything_restarted_on_its_port_renews_the_session_on_its_400() {
     assert_eq!(text_of(&r.raw), "Echo: one");
     drop(srv);
     let srv =
-        HttpServer::start_on("everything", port, START, make).unwrap_or_else(|e| panic!("{e}"));
+        HttpServer::start_on("everything", port, START, &make).unwrap_or_else(|e| panic!("{e}"));
     // The first POST may go out on a pooled connection the killed server
     // left behind, which fails it ("connection closed before message
     // completed"): not what this test is about, so that one error is let
@@ -934,17 +936,8 @@ fn daemon_serves_http_and_stdio_servers_side_by_side() {
 #[test]
 fn daemon_reconnects_when_an_http_server_comes_back() {
     let Some(env) = interop() else { return };
-    let entry = env
-        .dir
-        .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    let make = |port: u16| {
-        let mut c = Command::new(&env.node);
-        c.arg(&entry)
-            .arg("streamableHttp")
-            .env("PORT", port.to_string());
-        c
-    };
-    let srv = HttpServer::start("everything", START, make).unwrap_or_else(|e| panic!("{e}"));
+    let make = everything_command(&env, "streamableHttp");
+    let srv = HttpServer::start("everything", START, &make).unwrap_or_else(|e| panic!("{e}"));
     let port = srv.port;
     let cfg = format!(
         r#"{{ "loginShellPath": false, "mcpServers": {{ "ev": {{ "url": {} }} }} }}"#,
@@ -978,7 +971,7 @@ fn daemon_reconnects_when_an_http_server_comes_back() {
     );
 
     let srv =
-        HttpServer::start_on("everything", port, START, make).unwrap_or_else(|e| panic!("{e}"));
+        HttpServer::start_on("everything", port, START, &make).unwrap_or_else(|e| panic!("{e}"));
     common::poll("the daemon to reach the server again", READY, || {
         let r = d.run(&["--json", "call", "ev__echo", r#"{"message":"back"}"#]);
         (r.code == 0).then(|| assert_eq!(common::text_of(&r.json()), "Echo: back"))

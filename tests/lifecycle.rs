@@ -118,11 +118,11 @@ fn reload_keeps_the_tools_of_a_server_whose_old_instance_stops_slowly() {
 /// wait for it.
 #[test]
 fn reload_does_not_block_accept_calls_or_signals() {
-    // Ignores EOF and SIGTERM: its stop takes 3 s + 3 s, then SIGKILL.
+    // Ignores EOF and SIGTERM: its stop takes 5 s + 5 s, then SIGKILL.
     let stubborn = |v: &str| {
         entry(
             &["--ignore-eof", "--ignore-sigterm", "--tools", "1"],
-            json!({ "env": { "V": v }, "timeouts": { "shutdown": "3s" } }),
+            json!({ "env": { "V": v }, "timeouts": { "shutdown": "5s" } }),
         )
     };
     let steady = entry(&["--tools", "1"], json!({}));
@@ -146,9 +146,10 @@ fn reload_does_not_block_accept_calls_or_signals() {
     let call = t.elapsed();
     assert_eq!(text_of(&r), "during the reload");
     eprintln!("call during the reload: {call:?}");
-    // The old instance's stop takes 6 s; the call must not wait for it.
+    // The old instance's stop takes 10 s; the call must not wait for it
+    // (6 s: slack for a loaded machine, still well below the 10 s).
     assert!(
-        call < Duration::from_secs(3),
+        call < Duration::from_secs(6),
         "a call waited {call:?} for the reload"
     );
     let new = poll("the new instance to be listed", SOON, || {
@@ -192,8 +193,8 @@ fn lifecycle_commands_interrupt_a_hung_initialize() {
         })
     };
     // Each within the grace (1 s after stdin EOF, 1 s after SIGTERM) plus
-    // generous slack, far below the 60 s init timeout.
-    let limit = Duration::from_secs(8);
+    // generous slack for a loaded machine, far below the 60 s init timeout.
+    let limit = Duration::from_secs(15);
 
     let h1 = started("h1");
     let t = Instant::now();
@@ -211,8 +212,8 @@ fn lifecycle_commands_interrupt_a_hung_initialize() {
     let h3 = group_of(started("h3"));
     let t = Instant::now();
     let status = d
-        .terminate(Duration::from_secs(15))
-        .expect("SIGTERM did not stop the daemon within 15 s");
+        .terminate(SOON)
+        .expect("SIGTERM did not stop the daemon in time");
     let took = t.elapsed();
     eprintln!("SIGTERM during a hung initialize: {took:?}");
     assert!(status.success(), "{status}");
@@ -256,7 +257,7 @@ fn sigint_and_sigterm_leave_no_process_of_a_stubborn_group() {
             assert!(status.success(), "{status}");
         }
         // The daemon waits for its servers; allow only the kernel's reaping lag.
-        let left = poll("the group to be empty", Duration::from_secs(2), || {
+        let left = poll("the group to be empty", Duration::from_secs(10), || {
             let m = group_members(group);
             m.is_empty().then_some(m)
         });
@@ -419,19 +420,14 @@ async fn a_lagged_event_channel_resyncs_every_server() {
     let reg = Registry::start_with_event_capacity(&cfg, quick_opts(), quick_policy(), None, 1);
     // The server's nine built-in tools, the generated and the dynamic ones.
     let want = 9 + 2 + ROUNDS as usize;
-    let deadline = Instant::now() + SOON;
-    loop {
+    wait_until(&format!("{want} tools for each server"), || {
         let catalog = reg.catalog();
-        let counts: Vec<usize> = servers.iter().map(|(n, _)| catalog.count_for(n)).collect();
-        if counts.iter().all(|&c| c == want) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "tool counts {counts:?}, want {want} each"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        servers
+            .iter()
+            .all(|(n, _)| catalog.count_for(n) == want)
+            .then_some(())
+    })
+    .await;
     let names: BTreeSet<String> = reg
         .catalog()
         .tools()

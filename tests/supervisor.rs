@@ -27,15 +27,42 @@ fn start(name: &str, launch: Launch) -> SupervisorHandle {
     spawn(name, launch, quick_opts(), policy(), false, tx)
 }
 
-async fn wait_state(h: &SupervisorHandle, want: ServerState) -> Arc<ServerStatus> {
-    for _ in 0..400 {
+/// Polls the status until `pick` accepts it, for up to 20 s.
+async fn wait_status(
+    h: &SupervisorHandle,
+    what: &str,
+    pick: impl Fn(&ServerStatus) -> bool,
+) -> Arc<ServerStatus> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
         let s = h.status();
-        if s.state == want {
+        if pick(&s) {
             return s;
+        }
+        if Instant::now() >= deadline {
+            panic!("{}: no {what} within 20 s: {s:?}", h.name());
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    panic!("{} never reached {want:?}: {:?}", h.name(), h.status());
+}
+
+async fn wait_state(h: &SupervisorHandle, want: ServerState) -> Arc<ServerStatus> {
+    wait_status(h, &format!("{want:?}"), |s| s.state == want).await
+}
+
+/// Calls `echo`, which must fail long before the 20 s request timeout
+/// (10 s: generous for a loaded machine); the error text.
+async fn echo_fails_fast(c: &mcphost::client::ServerClient, what: &str) -> String {
+    let t = Instant::now();
+    let e = c
+        .call_tool("echo", Some(raw(r#"{"text":"x"}"#)), CallOptions::default())
+        .await
+        .expect_err(what)
+        .to_string();
+    let took = t.elapsed();
+    eprintln!("{what}: failed after {took:?}");
+    assert!(took < Duration::from_secs(10), "{what}: took {took:?}: {e}");
+    e
 }
 
 fn pid_alive(pid: u32) -> bool {
@@ -88,29 +115,12 @@ async fn calls_to_a_down_server_fail_fast_with_the_reason() {
     let c = h.client().unwrap();
     // Request 2 (after initialize) kills it: the call in flight fails at
     // once with the server's stderr, long before the 20 s request timeout.
-    let args = || Some(common::raw(r#"{"text":"x"}"#));
-    let t = Instant::now();
-    let e = c
-        .call_tool("echo", args(), CallOptions::default())
-        .await
-        .unwrap_err()
-        .to_string();
-    let took = t.elapsed();
-    eprintln!("a call in flight when the server died: failed after {took:?}");
-    assert!(took < Duration::from_secs(5), "the call took {took:?}: {e}");
+    let e = echo_fails_fast(&c, "a call in flight when the server died").await;
     for want in ["quitter", "simulated crash", "stderr line"] {
         assert!(e.contains(want), "no {want:?} in: {e}");
     }
     // A call on the dead server's client fails at once too, saying why.
-    let t = Instant::now();
-    let e = c
-        .call_tool("echo", args(), CallOptions::default())
-        .await
-        .unwrap_err()
-        .to_string();
-    let took = t.elapsed();
-    eprintln!("a call to a server that died: failed after {took:?}");
-    assert!(took < Duration::from_secs(5), "the call took {took:?}: {e}");
+    let e = echo_fails_fast(&c, "a call to a server that died").await;
     assert!(
         e.contains("quitter") && e.contains("simulated crash"),
         "{e}"
@@ -135,23 +145,18 @@ async fn stop_interrupts_a_start_that_never_answers_initialize() {
         false,
         tx,
     );
-    let mut pid = None;
-    for _ in 0..400 {
-        let s = h.status();
-        if s.state == ServerState::Starting && s.pid.is_some() {
-            pid = s.pid;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    let pid = pid.expect("the handshake started");
+    let started = wait_status(&h, "handshake under way", |s| {
+        s.state == ServerState::Starting && s.pid.is_some()
+    })
+    .await;
+    let pid = started.pid.unwrap();
     let t = Instant::now();
-    // The grace after stdin EOF is 2 s; the init timeout is 60 s.
-    tokio::time::timeout(Duration::from_secs(15), h.stop())
+    // The grace after stdin EOF is 2 s; the init timeout is 60 s. 20 s is
+    // generous for a loaded machine and still far below the 60 s.
+    tokio::time::timeout(Duration::from_secs(20), h.stop())
         .await
-        .unwrap_or_else(|_| panic!("stop still waiting after 15 s: {:?}", h.status()));
+        .unwrap_or_else(|_| panic!("stop still waiting after 20 s: {:?}", h.status()));
     eprintln!("stop during a hung initialize: {:?}", t.elapsed());
-    assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
     assert_eq!(h.status().state, ServerState::Stopped);
     assert!(!pid_alive(pid), "the process outlived the stop");
 }
@@ -223,15 +228,7 @@ async fn unreachable_http_server_is_retried_with_the_reason() {
     // Remote servers come back (redeploys), so it is retried past the
     // stdio limit of failed starts instead of ending in `failed`.
     let limit = policy().max_start_failures;
-    let mut status = h.status();
-    for _ in 0..2000 {
-        status = h.status();
-        if status.restarts > limit {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    assert!(status.restarts > limit, "{status:?}");
+    let status = wait_status(&h, "restart past the limit", |s| s.restarts > limit).await;
     assert_eq!(status.state, ServerState::Restarting, "{status:?}");
     let e = status.error.as_deref().unwrap();
     assert!(e.contains("remote") && e.contains("cannot reach"), "{e}");

@@ -14,16 +14,7 @@ async fn stray_json_log_line_does_not_fail_request_0() {
     // with that response's id, so the first one arrives while our
     // `initialize` (request 0) waits.
     let c = connect("chatty", &["--json-logs"]).await;
-    assert_eq!(c.list_tools().await.unwrap().len(), 9);
-    let r = c
-        .call_tool(
-            "echo",
-            Some(raw(r#"{"text":"ok"}"#)),
-            CallOptions::default(),
-        )
-        .await
-        .unwrap();
-    assert!(r.raw.get().contains("ok"), "{}", r.raw.get());
+    lists_and_echoes(&c, "--json-logs").await;
     c.shutdown().await;
 }
 
@@ -134,12 +125,7 @@ impl RawSession {
 }
 
 fn ts_daemon(args: &[&str]) -> Daemon {
-    let config = format!(
-        r#"{{ "loginShellPath": false, "mcpServers": {{ "ts": {{ "command": {}, "args": {} }} }} }}"#,
-        js(TESTSERVER),
-        serde_json::to_string(args).unwrap()
-    );
-    let d = Daemon::start(&config);
+    let d = Daemon::start(&ts_config(args));
     d.wait_ready(&["ts"], Duration::from_secs(30));
     d
 }

@@ -49,6 +49,21 @@ pub async fn connect(name: &str, args: &[&str]) -> ServerClient {
         .unwrap_or_else(|e| panic!("connect {name} {args:?}: {e}"))
 }
 
+/// The bundled test server works through `c`: its 9 tools are listed and
+/// `echo` answers (`what` names the case in a failure).
+pub async fn lists_and_echoes(c: &ServerClient, what: &str) {
+    assert_eq!(c.list_tools().await.unwrap().len(), 9, "{what}");
+    let r = c
+        .call_tool(
+            "echo",
+            Some(raw(r#"{"text":"ok"}"#)),
+            mcphost::client::CallOptions::default(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{what}: echo: {e}"));
+    assert!(r.raw.get().contains("ok"), "{what}: {}", r.raw.get());
+}
+
 /// A file the test server appends every received line to.
 pub struct RequestLog {
     _dir: tempfile::TempDir,
