@@ -120,6 +120,8 @@ fn direct_server_that_fails_to_start_fails_every_command() {
     let sb = Sandbox::new();
     let old_revision = format!("x=env MCPHOST_TS_PROTOCOL_VERSION=1999-01-01 {TESTSERVER}");
     let good = format!("ok={TESTSERVER}");
+    // Ready, but its catalog cannot be listed: an empty table would lie.
+    let unlisted = format!("l={TESTSERVER} --fail-tools-list 1000000");
     let cases: &[(&[&str], &[&str])] = &[
         (
             &["/nonexistent/cmd"],
@@ -136,6 +138,14 @@ fn direct_server_that_fails_to_start_fails_every_command() {
         (
             &[&old_revision],
             &["server 'x'", "\"1999-01-01\"", "2025-11-25"],
+        ),
+        (
+            &[&unlisted],
+            &[
+                "server 'l'",
+                "listing failed",
+                "simulated tools/list failure",
+            ],
         ),
         // One good server does not hide a failed one.
         (

@@ -276,19 +276,26 @@ impl Backend {
 /// How long `--direct` waits for its servers to be ready.
 const DIRECT_START_LIMIT: Duration = Duration::from_secs(60);
 
-/// One line per server that is not ready: its name and why.
+/// One line per server that is not ready, or ready with a catalog that
+/// could not be listed: its name and why.
 fn start_failures(registry: &Registry) -> Vec<String> {
     registry
         .statuses()
         .iter()
-        .filter(|s| !matches!(s.state, ServerState::Ready | ServerState::Disabled))
+        .filter(|s| {
+            s.list_error.is_some() || !matches!(s.state, ServerState::Ready | ServerState::Disabled)
+        })
         .map(|s| {
-            let why = match &s.error {
-                Some(e) => e.clone(),
-                None => format!("not ready after {DIRECT_START_LIMIT:?}"),
+            let named = format!("server '{}'", s.name);
+            let why = match (&s.error, &s.list_error) {
+                (Some(e), _) => e.clone(),
+                (None, Some(e)) => {
+                    let e = e.strip_prefix(&format!("{named}: ")).unwrap_or(e);
+                    format!("listing failed: {e}")
+                }
+                (None, None) => format!("not ready after {DIRECT_START_LIMIT:?}"),
             };
             // Most start errors already begin with the server's name.
-            let named = format!("server '{}'", s.name);
             if why.starts_with(&named) {
                 why
             } else {

@@ -216,9 +216,10 @@ enum ServersAction {
 
 fn init_tracing(verbose: u8, daemon: bool, direct: bool) {
     let default = match (verbose, daemon) {
-        // A --direct server that fails to start fails the command, which
-        // says why in one line; the supervisor's warning would repeat it.
-        (0, false) if direct => "warn,mcphost::registry::supervisor=error",
+        // A --direct server that fails to start or to list fails the
+        // command, which says why in one line; the supervisor's and the
+        // registry's warnings would repeat it.
+        (0, false) if direct => "warn,mcphost::registry=error",
         (0, false) => "warn",
         (0, true) | (1, _) => "info",
         (2, _) => "debug",
