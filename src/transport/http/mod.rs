@@ -290,6 +290,8 @@ struct OutMsg {
 #[derive(Deserialize)]
 struct Probe {
     #[serde(default)]
+    jsonrpc: Option<String>,
+    #[serde(default)]
     id: Option<Id>,
     #[serde(default)]
     method: Option<String>,
@@ -326,11 +328,12 @@ impl OutMsg {
     }
 }
 
-/// The id of a response (not a request) in an incoming frame.
+/// The id of a response (not a request) in an incoming frame. Without
+/// `"jsonrpc":"2.0"` an object is noise to the peer, so it answers nothing.
 fn response_ids(data: &str) -> Vec<Id> {
     probes(data)
         .into_iter()
-        .filter(|p| p.method.is_none())
+        .filter(|p| p.method.is_none() && p.jsonrpc.as_deref() == Some("2.0"))
         .filter_map(|p| p.id)
         .collect()
 }
@@ -668,6 +671,17 @@ mod tests {
         );
         assert!(response_ids(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).is_empty());
         assert!(same_id(&Id::string("7"), &Id::number(7)));
+    }
+
+    #[test]
+    fn an_object_without_jsonrpc_on_a_stream_answers_no_request() {
+        // A log line shaped like a response must not end request 7's stream.
+        assert!(response_ids(r#"{"id":7,"level":"info"}"#).is_empty());
+        assert!(response_ids(r#"{"jsonrpc":"1.0","id":7,"result":{}}"#).is_empty());
+        assert_eq!(
+            response_ids(r#"[{"id":1,"result":1},{"jsonrpc":"2.0","id":2,"result":1}]"#),
+            vec![Id::number(2)]
+        );
     }
 
     #[test]

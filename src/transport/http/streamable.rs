@@ -388,6 +388,8 @@ fn judge(
     #[derive(serde::Deserialize)]
     struct Reply {
         #[serde(default)]
+        jsonrpc: Option<String>,
+        #[serde(default)]
         id: Option<Id>,
         #[serde(default)]
         error: Option<Code>,
@@ -405,7 +407,8 @@ fn judge(
         .map(|e| e.code);
     let server_defined = code.is_some_and(|c| (-32099..=-32000).contains(&c));
     let answer = reply.as_ref().is_some_and(|r| {
-        (r.error.is_some() || r.result.is_some())
+        r.jsonrpc.as_deref() == Some("2.0")
+            && (r.error.is_some() || r.result.is_some())
             && r.id
                 .as_ref()
                 .is_some_and(|id| requests.iter().any(|q| same_id(q, id)))
@@ -898,6 +901,11 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"bad session_name"}}"#;
         assert_eq!(verdict(400, arg, true), Verdict::Answer);
         assert_eq!(verdict(400, "invalid session header", true), Verdict::Error);
+        // Without "jsonrpc":"2.0" it is no answer: the peer would drop it
+        // as noise and the call would wait out its timeout.
+        let bare = r#"{"id":7,"error":{"code":-32602,"message":"x"}}"#;
+        assert_eq!(verdict(400, bare, true), Verdict::Error);
+        assert_eq!(verdict(500, bare, false), Verdict::Error);
         // Another request's answer is not ours.
         let other = r#"{"jsonrpc":"2.0","id":8,"error":{"code":-32602,"message":"x"}}"#;
         assert_eq!(verdict(500, other, true), Verdict::Error);
