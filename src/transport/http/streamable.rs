@@ -413,7 +413,9 @@ fn judge(
                 .as_ref()
                 .is_some_and(|id| requests.iter().any(|q| same_id(q, id)))
     });
-    if status == StatusCode::NOT_FOUND && sent_session && !(answer && !server_defined) {
+    // An answer with a spec-defined code is no lost session even in a 404.
+    let spec_answer = answer && !server_defined;
+    if status == StatusCode::NOT_FOUND && sent_session && !spec_answer {
         return Verdict::SessionLost;
     }
     if status == StatusCode::BAD_REQUEST && sent_session && established && server_defined {
