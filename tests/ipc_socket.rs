@@ -561,6 +561,42 @@ async fn connection_over_the_cap_gets_an_error_answer_then_is_closed() {
     let _again = initialized(&d.socket).await;
 }
 
+/// A flood of silent clients over the cap must not pin a descriptor each
+/// for the whole wait for a first request: past a bounded number of
+/// patient refusals, the error (id null) goes out at once.
+#[tokio::test]
+async fn a_flood_over_the_connection_cap_is_refused_at_once_not_held() {
+    const FLOOD: usize = 200;
+    let d = common::Daemon::start_with_flags(r#"{"mcpServers":{}}"#, &["--max-connections", "1"]);
+    let _held = initialized(&d.socket).await;
+    let started = Instant::now();
+    let mut waits = Vec::with_capacity(FLOOD);
+    for _ in 0..FLOOD {
+        let mut conn = connect(&d.socket, MAX).await.unwrap();
+        waits.push(tokio::spawn(async move {
+            let reply = parse(&next_line(&mut conn).await);
+            let at = started.elapsed();
+            expect_closed(&mut conn).await;
+            (reply, at)
+        }));
+    }
+    // Each silent client still gets the error (never a silent drop); count
+    // those answered long before the 2 s a patient refusal waits.
+    let mut prompt = 0;
+    for w in waits {
+        let (reply, at) = w.await.unwrap();
+        assert_eq!(reply["error"]["code"], -32000, "{reply}");
+        assert!(reply["id"].is_null(), "{reply}");
+        if at < Duration::from_millis(1500) {
+            prompt += 1;
+        }
+    }
+    assert!(
+        prompt >= FLOOD / 2,
+        "only {prompt} of {FLOOD} flooding clients were refused at once"
+    );
+}
+
 #[tokio::test]
 async fn requests_over_the_in_flight_cap_get_an_error_and_the_rest_are_served() {
     let d = common::Daemon::start_with_flags(

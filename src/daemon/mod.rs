@@ -43,6 +43,15 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 /// which is answered with the error; after that it gets one without an id.
 const REFUSE_WAIT: Duration = Duration::from_secs(2);
 
+/// Refusals that wait for the client's first request. Past this many (a
+/// flood), a refused client gets the error without an id at once, so
+/// refusals cannot pin a descriptor each for seconds.
+const PATIENT_REFUSALS: usize = 32;
+
+/// How long an impatient refusal waits for the client to hang up after the
+/// error went out.
+const IMPATIENT_WAIT: Duration = Duration::from_millis(200);
+
 pub struct DaemonOptions {
     pub socket: PathBuf,
     pub config: ConfigLocation,
@@ -102,6 +111,7 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
             .instrument(info_span!("reload")),
     );
     let mut clients = 0u64;
+    let patience = Arc::new(tokio::sync::Semaphore::new(PATIENT_REFUSALS));
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -121,7 +131,8 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
                                 opts.max_connections
                             ),
                         );
-                        tokio::spawn(refuse(conn, error).instrument(span));
+                        let patient = patience.clone().try_acquire_owned().ok();
+                        tokio::spawn(refuse(conn, error, patient).instrument(span));
                         continue;
                     }
                     span.in_scope(|| info!("connected"));
@@ -145,14 +156,23 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
 }
 
 /// Answers a client's first request with `error` (or sends it without an id
-/// if none comes in time), then closes: never a silent drop.
-async fn refuse(conn: Connection, error: ErrorObject) {
+/// if none comes in time), then closes: never a silent drop. Without a
+/// `patient` permit the error goes out at once, without an id.
+async fn refuse(
+    conn: Connection,
+    error: ErrorObject,
+    patient: Option<tokio::sync::OwnedSemaphorePermit>,
+) {
     let Connection {
         outbound,
         mut inbound,
         control,
     } = conn;
-    let first = tokio::time::timeout(REFUSE_WAIT, async {
+    let (wait, linger) = match &patient {
+        Some(_) => (REFUSE_WAIT, REFUSE_WAIT),
+        None => (Duration::ZERO, IMPATIENT_WAIT),
+    };
+    let first = tokio::time::timeout(wait, async {
         while let Some(ev) = inbound.recv().await {
             match ev {
                 TransportEvent::Frame(line) => match decode(&line) {
@@ -185,7 +205,7 @@ async fn refuse(conn: Connection, error: ErrorObject) {
     // Without senders the writer flushes the answer and sends EOF; the
     // client then hangs up, or is cut off when `control` goes.
     drop(outbound);
-    let _ = tokio::time::timeout(REFUSE_WAIT, async {
+    let _ = tokio::time::timeout(linger, async {
         while let Some(ev) = inbound.recv().await {
             if matches!(ev, TransportEvent::Closed(_)) {
                 break;
@@ -194,6 +214,7 @@ async fn refuse(conn: Connection, error: ErrorObject) {
     })
     .await;
     drop(control);
+    drop(patient);
 }
 
 /// Apply each config change; a rejected one keeps the last good config.
