@@ -10,8 +10,8 @@ use url::Url;
 
 use super::sse::{Event, EventStream, SseError, error_chain};
 use super::{
-    BodyKind, DEFAULT_RETRY, KIND_SSE, OutMsg, Shared, auth_message, body_kind, deadline_after,
-    is_auth_status, response_ids, same_id, within,
+    BodyKind, DEFAULT_RETRY, KIND_SSE, OutMsg, Shared, auth_message, body_kind, is_auth_status,
+    response_ids, same_id,
 };
 use crate::protocol::Id;
 use crate::transport::{CloseReason, TransportEvent};
@@ -28,8 +28,9 @@ pub(super) async fn start(shared: &Arc<Shared>) -> Result<(), (String, bool)> {
 /// GET the event stream and wait for its `endpoint` event, within the init
 /// timeout (it is part of the handshake).
 async fn open(shared: &Arc<Shared>) -> Result<EventStream, (String, bool)> {
-    within(deadline_after(shared.init_timeout), open_unbounded(shared))
+    tokio::time::timeout(shared.init_timeout, open_unbounded(shared))
         .await
+        .ok()
         .unwrap_or_else(|| {
             Err((
                 format!(
@@ -218,8 +219,9 @@ async fn reconnect(shared: &Arc<Shared>) -> Result<EventStream, (String, bool)> 
         .await?;
         Ok::<_, String>(answer)
     };
-    let answer = within(deadline_after(shared.init_timeout), init)
+    let answer = tokio::time::timeout(shared.init_timeout, init)
         .await
+        .ok()
         .unwrap_or_else(|| Err("the new session was not initialized in time".to_owned()))
         .map_err(|e| (e, false))?;
     shared.renewed.send_replace(Some(answer.into()));

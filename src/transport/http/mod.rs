@@ -495,7 +495,8 @@ impl Shared {
 }
 
 /// `fut`, unless `deadline` passes first (`None`: never, as when the
-/// deadline overflowed).
+/// deadline overflowed): for several steps under one deadline; a single
+/// step is `tokio::time::timeout`.
 async fn within<F: std::future::Future>(
     deadline: Option<tokio::time::Instant>,
     fut: F,

@@ -653,18 +653,16 @@ async fn renew_session(shared: &Arc<Shared>, stale: &str) -> Result<(), String> 
         }
     }
     let expired = |e: String| format!("the session expired and initializing a new one failed: {e}");
-    let answer = within(
-        deadline_after(shared.init_timeout),
-        reinitialize(shared, &id, &body),
-    )
-    .await
-    .unwrap_or_else(|| {
-        Err(format!(
-            "no answer within {:?} (the init timeout)",
-            shared.init_timeout
-        ))
-    })
-    .map_err(expired)?;
+    let answer = tokio::time::timeout(shared.init_timeout, reinitialize(shared, &id, &body))
+        .await
+        .ok()
+        .unwrap_or_else(|| {
+            Err(format!(
+                "no answer within {:?} (the init timeout)",
+                shared.init_timeout
+            ))
+        })
+        .map_err(expired)?;
     shared.renewed.send_replace(Some(answer.into()));
     // The new session knows nothing of our subscriptions or log level.
     let replay = shared.state().replay.clone();
