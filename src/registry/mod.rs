@@ -103,6 +103,13 @@ impl Entry {
         }
     }
 
+    /// The entry's allow/deny filter, applied once per listing: a changed
+    /// filter means a changed entry and fresh lists.
+    fn drop_filtered_tools(&mut self) {
+        let filter = &self.config.tools;
+        self.lists.tools.retain(|t| filter.allows(&t.name));
+    }
+
     /// The supervisor's status plus what only the registry knows.
     fn status(&self) -> Arc<ServerStatus> {
         let status = self.handle.status();
@@ -686,8 +693,6 @@ impl Registry {
                         } = fetched;
                         if let Some(t) = tools {
                             l.tools = t;
-                            let filter = &e.config.tools;
-                            l.tools.retain(|t| filter.allows(&t.name));
                         }
                         if let Some(r) = resources {
                             l.resources = r;
@@ -698,6 +703,7 @@ impl Registry {
                         if let Some(p) = prompts {
                             l.prompts = p;
                         }
+                        e.drop_filtered_tools();
                         let changed = e.list_error != error;
                         e.list_error = error.clone();
                         (true, changed)
@@ -771,15 +777,12 @@ impl Registry {
     }
 
     /// Returns false when the server is no longer configured, or
-    /// configured as another instance. The entry's allow/deny filter is
-    /// applied here, once per listing, since a changed filter means a
-    /// changed entry and fresh lists.
+    /// configured as another instance.
     fn set_lists(&self, server: &str, generation: u64, f: impl FnOnce(&mut Lists)) -> bool {
         match self.write().instance_mut(server, generation) {
             Some(e) => {
                 f(&mut e.lists);
-                let filter = &e.config.tools;
-                e.lists.tools.retain(|t| filter.allows(&t.name));
+                e.drop_filtered_tools();
                 true
             }
             None => false,
