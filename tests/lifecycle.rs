@@ -93,6 +93,7 @@ fn reload_keeps_the_tools_of_a_server_whose_old_instance_stops_slowly() {
     let before = d.wait_ready(&["s"], SOON);
     let old = pid_of(&before["s"]);
     let tools = before["s"]["tools"].as_u64().unwrap();
+    let states = StateWatcher::start(&d.socket);
 
     d.write_config(&config_text(&[("s", slow("2"))]));
     // The old instance ignores stdin EOF: it is gone only after the SIGTERM
@@ -100,6 +101,22 @@ fn reload_keeps_the_tools_of_a_server_whose_old_instance_stops_slowly() {
     poll("the old instance to stop", SOON, || {
         (!alive(old) && log_count(&d, "supervisor stopped") >= 1).then_some(())
     });
+    // States reach clients in the order the registry sees them: once a
+    // server added after the old instance stopped is seen ready, a stale
+    // `stopped` would have been seen already.
+    d.write_config(&config_text(&[
+        ("s", slow("2")),
+        ("t", entry(&[], json!({}))),
+    ]));
+    poll("t's ready state to reach the client", SOON, || {
+        states.of("t").contains(&"ready".to_owned()).then_some(())
+    });
+    let seen = states.of("s");
+    assert_eq!(
+        seen.last().map(String::as_str),
+        Some("ready"),
+        "a client was told a running server stopped: {seen:?}"
+    );
     let s = d.server("s").unwrap();
     assert_eq!(s["state"], "ready", "{s}");
     assert_ne!(pid_of(&s), old, "{s}");
@@ -110,6 +127,55 @@ fn reload_keeps_the_tools_of_a_server_whose_old_instance_stops_slowly() {
     );
     let r = d.json(&["call", "s__echo", r#"{"text":"still listed"}"#]);
     assert_eq!(text_of(&r), "still listed");
+}
+
+/// Every `notifications/mcphost/server_state` one socket client receives.
+struct StateWatcher {
+    seen: Arc<std::sync::Mutex<Vec<(String, String)>>>,
+}
+
+impl StateWatcher {
+    fn start(socket: &Path) -> StateWatcher {
+        use std::io::{BufRead, BufReader, Write};
+        let mut stream = std::os::unix::net::UnixStream::connect(socket).unwrap();
+        let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"watcher","version":"0"}}}"#;
+        writeln!(stream, "{init}").unwrap();
+        let mut lines = BufReader::new(stream.try_clone().unwrap()).lines();
+        let answer = lines.next().unwrap().unwrap();
+        assert!(answer.contains("\"result\""), "{answer}");
+        writeln!(
+            stream,
+            r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+        )
+        .unwrap();
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        std::thread::spawn(move || {
+            let _keep_open = stream;
+            for line in lines.map_while(Result::ok) {
+                let v: Value = serde_json::from_str(&line).unwrap_or_default();
+                if v["method"] == "notifications/mcphost/server_state" {
+                    let p = &v["params"];
+                    let entry = (s_of(&p["name"]), s_of(&p["state"]));
+                    sink.lock().unwrap().push(entry);
+                }
+            }
+        });
+        StateWatcher { seen }
+    }
+
+    /// The states told for `server`, in order.
+    fn of(&self, server: &str) -> Vec<String> {
+        let seen = self.seen.lock().unwrap();
+        seen.iter()
+            .filter(|(n, _)| n == server)
+            .map(|(_, s)| s.clone())
+            .collect()
+    }
+}
+
+fn s_of(v: &Value) -> String {
+    v.as_str().unwrap_or_default().to_owned()
 }
 
 /// Defect 3: a reload awaited every old server's stop inside the daemon's
