@@ -43,12 +43,26 @@ async fn cycles(socket: &std::path::Path, n: usize) {
     }
 }
 
-/// Waits (up to 20 s) until no session is left; the live sessions and
-/// runtime tasks then.
-async fn settle(engine: &Engine) -> (usize, usize) {
+/// Waits (up to 20 s) until no session is left and the runtime's task count
+/// has come down to `tasks` (or, with `None`, has held still for 200 ms); the
+/// live sessions and tasks then. A connection's reader and writer tasks end a
+/// moment after its session, so the count is polled, not read once (CI once
+/// read 5 where 2 were left a few ms later).
+async fn settle(engine: &Engine, tasks: Option<usize>) -> (usize, usize) {
     let metrics = tokio::runtime::Handle::current().metrics();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while engine.session_count() > 0 && Instant::now() < deadline {
+    let (mut last, mut still) = (usize::MAX, 0);
+    while Instant::now() < deadline {
+        let alive = metrics.num_alive_tasks();
+        still = if alive == last { still + 1 } else { 0 };
+        last = alive;
+        let settled = match tasks {
+            Some(target) => alive <= target,
+            None => still >= 10,
+        };
+        if engine.session_count() == 0 && settled {
+            break;
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     (engine.session_count(), metrics.num_alive_tasks())
@@ -84,12 +98,12 @@ async fn closed_socket_connections_leave_no_session_task_or_memory_behind() {
 
     // Warm up allocator arenas and runtime buffers before the baseline.
     cycles(&socket, 300).await;
-    let (_, tasks_before) = settle(&engine).await;
+    let (_, tasks_before) = settle(&engine, None).await;
     let rss_before = rss_kib();
 
     const CYCLES: usize = 3000;
     cycles(&socket, CYCLES).await;
-    let (sessions, tasks_after) = settle(&engine).await;
+    let (sessions, tasks_after) = settle(&engine, Some(tasks_before)).await;
     let rss_after = rss_kib();
     eprintln!(
         "after {CYCLES} cycles: {sessions} live sessions, tasks {tasks_before} -> {tasks_after}, \
