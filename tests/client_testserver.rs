@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::*;
-use mcphost::client::{CallOptions, ClientError, ClientOptions, Host, ServerEvent};
+use mcphost::client::{CallOptions, ClientError, ClientOptions, Host, HostRequest, ServerEvent};
 use mcphost::jsonrpc::PeerError;
 use mcphost::protocol::{ClientCapabilities, Era, ErrorObject, ProtocolVersion, RawValue};
 use mcphost::transport::BoxFuture;
@@ -503,13 +503,9 @@ impl Host for SamplingHost {
             ..Default::default()
         }
     }
-    fn handle(
-        &self,
-        server: &str,
-        method: &str,
-        _: Option<Box<RawValue>>,
-    ) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
-        assert_eq!(method, "sampling/createMessage");
+    fn handle(&self, r: HostRequest) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
+        let server = r.server;
+        assert_eq!(r.method, "sampling/createMessage");
         let text = format!(
             r#"{{"role":"assistant","content":{{"type":"text","text":"answer for {server}"}},"model":"test-model"}}"#
         );

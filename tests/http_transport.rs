@@ -355,10 +355,9 @@ impl Host for RootsHost {
     }
     fn handle(
         &self,
-        _: &str,
-        method: &str,
-        _: Option<Box<RawValue>>,
+        r: mcphost::client::HostRequest,
     ) -> mcphost::transport::BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
+        let method = r.method.as_str();
         let out = if method == "roots/list" {
             Ok(raw(
                 r#"{"roots":[{"uri":"file:///fault-root","name":"root"}]}"#,

@@ -47,7 +47,9 @@ async fn echo_conn(conn: Connection) {
     } = conn;
     while let Some(event) = inbound.recv().await {
         let reply = match event {
-            TransportEvent::Frame(line) => format!("echo:{line}"),
+            TransportEvent::Frame(line) | TransportEvent::FrameOn(line, _) => {
+                format!("echo:{line}")
+            }
             TransportEvent::Oversized { limit, .. } => format!("oversized:{limit}"),
             TransportEvent::Failed { reason, .. } => format!("failed:{reason}"),
             TransportEvent::Closed(_) => break,
@@ -91,6 +93,7 @@ async fn expect_closed(conn: &mut Connection) -> String {
         match next_event(conn).await {
             TransportEvent::Closed(reason) => return reason.summary,
             TransportEvent::Frame(_)
+            | TransportEvent::FrameOn(..)
             | TransportEvent::Oversized { .. }
             | TransportEvent::Failed { .. } => {}
         }

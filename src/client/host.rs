@@ -7,12 +7,25 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use tracing::{info, warn};
 
-use crate::jsonrpc::{IncomingRequest, RequestHandler};
+use crate::jsonrpc::{IncomingRequest, Relation, RequestHandler};
 use crate::protocol::capabilities::{ElicitationCap, Empty, SamplingCap};
 use crate::protocol::{
     ClientCapabilities, ErrorObject, error_codes, methods, raw_field, set_fields, to_raw,
 };
 use crate::transport::BoxFuture;
+
+/// One server→client request (`sampling/createMessage`,
+/// `elicitation/create`, `roots/list`) for a [`Host`] to answer.
+#[derive(Debug)]
+pub struct HostRequest {
+    /// The asking server's config name.
+    pub server: String,
+    pub method: String,
+    /// Exactly as the server sent them.
+    pub params: Option<Box<RawValue>>,
+    /// Which of our calls caused it, as far as the transport can tell.
+    pub relation: Relation,
+}
 
 /// Answers server→client requests. Only what [`Host::capabilities`] enables
 /// is advertised, and anything else is refused with -32601 before it gets here.
@@ -20,9 +33,7 @@ pub trait Host: Send + Sync + 'static {
     fn capabilities(&self) -> ClientCapabilities;
     fn handle(
         &self,
-        server: &str,
-        method: &str,
-        params: Option<Box<RawValue>>,
+        request: HostRequest,
     ) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>>;
 }
 
@@ -33,14 +44,9 @@ impl Host for NoHost {
     fn capabilities(&self) -> ClientCapabilities {
         ClientCapabilities::default()
     }
-    fn handle(
-        &self,
-        _: &str,
-        method: &str,
-        _: Option<Box<RawValue>>,
-    ) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
+    fn handle(&self, r: HostRequest) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
         Box::pin(std::future::ready(Err(ErrorObject::method_not_found(
-            method,
+            &r.method,
         ))))
     }
 }
@@ -154,6 +160,20 @@ impl PolicyHost {
         answer.into_raw()
     }
 
+    /// The answer to `method` from `server`.
+    pub fn answer(
+        &self,
+        server: &str,
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> Result<Box<RawValue>, ErrorObject> {
+        match method {
+            methods::ELICITATION_CREATE => self.elicit(server, params),
+            methods::SAMPLING_CREATE_MESSAGE => self.sample(server),
+            other => Err(ErrorObject::method_not_found(other)),
+        }
+    }
+
     /// The answer to one `sampling/createMessage`.
     pub fn sample(&self, server: &str) -> Result<Box<RawValue>, ErrorObject> {
         match self.sampling {
@@ -183,18 +203,12 @@ impl Host for PolicyHost {
         }
     }
 
-    fn handle(
-        &self,
-        server: &str,
-        method: &str,
-        params: Option<Box<RawValue>>,
-    ) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
-        let answer = match method {
-            methods::ELICITATION_CREATE => self.elicit(server, params.as_deref()),
-            methods::SAMPLING_CREATE_MESSAGE => self.sample(server),
-            other => Err(ErrorObject::method_not_found(other)),
-        };
-        Box::pin(std::future::ready(answer))
+    fn handle(&self, r: HostRequest) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
+        Box::pin(std::future::ready(self.answer(
+            &r.server,
+            &r.method,
+            r.params.as_deref(),
+        )))
     }
 }
 
@@ -356,7 +370,12 @@ impl RequestHandler for HostHandler {
                 &r.method,
             ))));
         }
-        self.host.handle(&self.server, &r.method, r.params)
+        self.host.handle(HostRequest {
+            server: self.server.clone(),
+            method: r.method,
+            params: r.params,
+            relation: r.relation,
+        })
     }
 }
 
@@ -564,13 +583,12 @@ mod tests {
     #[test]
     fn sampling_decline_is_the_user_rejected_error() {
         let host = PolicyHost::new(None, Some(SamplingPolicy::Decline));
-        let fut = host.handle(
-            "srv",
-            methods::SAMPLING_CREATE_MESSAGE,
-            Some(raw(r#"{"messages":[],"maxTokens":10}"#)),
-        );
-        let e = futures_util::FutureExt::now_or_never(fut)
-            .unwrap()
+        let e = host
+            .answer(
+                "srv",
+                methods::SAMPLING_CREATE_MESSAGE,
+                Some(&raw(r#"{"messages":[],"maxTokens":10}"#)),
+            )
             .unwrap_err();
         assert_eq!(e.code, error_codes::USER_REJECTED);
         assert_eq!(e.code, -1);
@@ -585,9 +603,7 @@ mod tests {
             methods::SAMPLING_CREATE_MESSAGE,
             methods::ROOTS_LIST,
         ] {
-            let e = futures_util::FutureExt::now_or_never(host.handle("srv", m, None))
-                .unwrap()
-                .unwrap_err();
+            let e = host.answer("srv", m, None).unwrap_err();
             assert_eq!(e.code, error_codes::METHOD_NOT_FOUND, "{m}");
         }
         // Elicitation set, sampling not: sampling is still refused.

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info_span, warn};
 
 pub use error::ClientError;
-pub use host::{ElicitationPolicy, Host, NoHost, PolicyHost, SamplingPolicy};
+pub use host::{ElicitationPolicy, Host, HostRequest, NoHost, PolicyHost, SamplingPolicy};
 
 use crate::jsonrpc::{Peer, PeerConfig, ProgressCallback, RequestOptions};
 use crate::protocol::{

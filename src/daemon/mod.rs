@@ -175,12 +175,16 @@ async fn refuse(
     let first = tokio::time::timeout(wait, async {
         while let Some(ev) = inbound.recv().await {
             match ev {
-                TransportEvent::Frame(line) => match decode(&line) {
-                    Ok(Incoming::Single(Ok(Message::Request(req)))) => return Some(Some(req.id)),
-                    // A notification needs no answer; wait for a request.
-                    Ok(Incoming::Single(Ok(Message::Notification(_)))) => {}
-                    _ => return Some(None),
-                },
+                TransportEvent::Frame(line) | TransportEvent::FrameOn(line, _) => {
+                    match decode(&line) {
+                        Ok(Incoming::Single(Ok(Message::Request(req)))) => {
+                            return Some(Some(req.id));
+                        }
+                        // A notification needs no answer; wait for a request.
+                        Ok(Incoming::Single(Ok(Message::Notification(_)))) => {}
+                        _ => return Some(None),
+                    }
+                }
                 TransportEvent::Closed(_) => return None,
                 TransportEvent::Oversized { .. } | TransportEvent::Failed { .. } => {
                     return Some(None);

@@ -6,8 +6,8 @@ mod peer;
 
 pub use decode::{DecodeError, Incoming, decode};
 pub use peer::{
-    IncomingRequest, NoHandler, Peer, PeerConfig, PeerError, Progress, ProgressCallback,
-    RequestHandler, RequestOptions,
+    IncomingRequest, NoHandler, Origin, Peer, PeerConfig, PeerError, Progress, ProgressCallback,
+    Relation, RequestHandler, RequestOptions,
 };
 
 /// Fuzzing entry point: decode arbitrary bytes and re-encode what decoded.

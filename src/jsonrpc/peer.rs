@@ -21,7 +21,7 @@ use crate::protocol::{
     ErrorObject, Id, Message, Notification, Request, Response, empty_object, error_codes, methods,
     raw_field, set_fields, to_raw,
 };
-use crate::transport::{BoxFuture, CloseReason, Outbound, TransportEvent};
+use crate::transport::{BoxFuture, CloseReason, Outbound, Stream, TransportEvent};
 
 /// Limits that apply to every request unless [`RequestOptions`] overrides them.
 #[derive(Debug, Clone)]
@@ -84,6 +84,9 @@ pub struct RequestOptions {
     pub cancel: Option<CancellationToken>,
     /// `initialize` must never be cancelled.
     pub cancellable: bool,
+    /// The client request that caused this one (set by the engine), so a
+    /// server request that arrives while it is in flight can be routed back.
+    pub origin: Option<Origin>,
 }
 
 impl Default for RequestOptions {
@@ -95,6 +98,7 @@ impl Default for RequestOptions {
             reset_timeout_on_progress: true,
             cancel: None,
             cancellable: true,
+            origin: None,
         }
     }
 }
@@ -121,12 +125,37 @@ pub enum PeerError {
     QueueFull,
 }
 
+/// A client request of one engine session: what caused a request we send.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Origin {
+    /// The engine session.
+    pub session: u64,
+    /// The client's own request id on that session.
+    pub request: Id,
+}
+
+/// Which of our requests a server→client request belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Relation {
+    /// It came while `0` was in flight and the wire ties it to that call
+    /// (Streamable HTTP: the POST's stream), or only one session had calls
+    /// in flight (stdio).
+    Caused(Origin),
+    /// Nothing of a session caused it: it came on the standalone stream, or
+    /// no call with an origin was in flight.
+    Unrelated,
+    /// The wire does not say and calls of several sessions were in flight;
+    /// one per session, oldest call first.
+    Ambiguous(Vec<Origin>),
+}
+
 /// A server→client request handed to the host.
 #[derive(Debug)]
 pub struct IncomingRequest {
     pub id: Id,
     pub method: String,
     pub params: Option<Box<RawValue>>,
+    pub relation: Relation,
 }
 
 /// Answers server→client requests (other than `ping`, which the peer answers).
@@ -153,6 +182,7 @@ type Reply = Result<Box<RawValue>, PeerError>;
 struct PendingEntry {
     tx: oneshot::Sender<Reply>,
     progress: Option<mpsc::UnboundedSender<Progress>>,
+    origin: Option<Origin>,
 }
 
 #[derive(Default)]
@@ -250,7 +280,14 @@ impl Peer {
             if let Some(reason) = st.close_reason.clone() {
                 return Err(PeerError::Closed(reason));
             }
-            st.pending.insert(id, PendingEntry { tx, progress: ptx });
+            st.pending.insert(
+                id,
+                PendingEntry {
+                    tx,
+                    progress: ptx,
+                    origin: opts.origin.clone(),
+                },
+            );
         }
         let mut guard = PendingGuard {
             inner: inner.clone(),
@@ -457,6 +494,42 @@ impl Drop for PendingGuard {
 }
 
 impl Inner {
+    /// How a server request that came on `stream` (`None`: the transport
+    /// cannot tell) relates to the calls in flight.
+    fn relation(&self, stream: Option<&Stream>) -> Relation {
+        let st = self.lock();
+        match stream {
+            Some(Stream::Standalone) => Relation::Unrelated,
+            Some(Stream::Request(id)) => id
+                .as_number()
+                .and_then(|n| st.pending.get(&n))
+                .and_then(|p| p.origin.clone())
+                .map_or(Relation::Unrelated, Relation::Caused),
+            None => {
+                // Ids grow, so the lowest is the oldest call.
+                let mut calls: Vec<(i64, &Origin)> = st
+                    .pending
+                    .iter()
+                    .filter_map(|(id, p)| p.origin.as_ref().map(|o| (*id, o)))
+                    .collect();
+                calls.sort_by_key(|(id, _)| *id);
+                let mut per_session: Vec<Origin> = Vec::new();
+                for (_, o) in calls {
+                    if !per_session.iter().any(|s| s.session == o.session) {
+                        per_session.push(o.clone());
+                    }
+                }
+                match per_session.len() {
+                    0 => Relation::Unrelated,
+                    1 => per_session
+                        .pop()
+                        .map_or(Relation::Unrelated, Relation::Caused),
+                    _ => Relation::Ambiguous(per_session),
+                }
+            }
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // A poisoned lock only means another thread panicked mid-update of
         // plain maps; the data is still usable.
@@ -610,8 +683,12 @@ impl Inner {
     }
 }
 
-/// Answer one server→client request.
-fn answer(inner: &Arc<Inner>, req: Request) -> BoxFuture<'static, Response> {
+/// Answer one server→client request that came on `stream`.
+fn answer(
+    inner: &Arc<Inner>,
+    req: Request,
+    stream: Option<&Stream>,
+) -> BoxFuture<'static, Response> {
     let id = req.id.clone();
     if req.method == methods::PING {
         return Box::pin(std::future::ready(Response {
@@ -619,10 +696,12 @@ fn answer(inner: &Arc<Inner>, req: Request) -> BoxFuture<'static, Response> {
             outcome: Ok(empty_object()),
         }));
     }
+    let relation = inner.relation(stream);
     let fut = inner.handler.handle(IncomingRequest {
         id: req.id,
         method: req.method,
         params: req.params,
+        relation,
     });
     Box::pin(async move {
         Response {
@@ -635,7 +714,8 @@ fn answer(inner: &Arc<Inner>, req: Request) -> BoxFuture<'static, Response> {
 async fn read_loop(inner: Arc<Inner>, mut inbound: mpsc::Receiver<TransportEvent>) {
     while let Some(ev) = inbound.recv().await {
         match ev {
-            TransportEvent::Frame(text) => on_frame(&inner, &text).await,
+            TransportEvent::Frame(text) => on_frame(&inner, &text, None).await,
+            TransportEvent::FrameOn(text, stream) => on_frame(&inner, &text, Some(&stream)).await,
             TransportEvent::Oversized { limit, id } => {
                 let entry = id
                     .as_ref()
@@ -668,7 +748,7 @@ async fn read_loop(inner: Arc<Inner>, mut inbound: mpsc::Receiver<TransportEvent
     inner.close(CloseReason::new("the transport ended without saying why"));
 }
 
-async fn on_frame(inner: &Arc<Inner>, text: &str) {
+async fn on_frame(inner: &Arc<Inner>, text: &str, stream: Option<&Stream>) {
     match decode(text) {
         Err(e) if inner.cfg.answer_invalid => {
             let code = match e {
@@ -679,15 +759,15 @@ async fn on_frame(inner: &Arc<Inner>, text: &str) {
         }
         Err(DecodeError::NotJson { preview, .. }) => inner.noise(&preview),
         Err(e) => warn!("skipping an invalid frame: {e}"),
-        Ok(Incoming::Single(Ok(msg))) => dispatch(inner, msg).await,
+        Ok(Incoming::Single(Ok(msg))) => dispatch(inner, msg, stream).await,
         Ok(Incoming::Single(Err(e))) => on_invalid(inner, e, text).await,
         Ok(Incoming::Batch(items)) => {
             // Requests in a batch are answered together, in one array.
             let mut replies = Vec::new();
             for item in items {
                 match item {
-                    Ok(Message::Request(req)) => replies.push(answer(inner, req)),
-                    Ok(msg) => dispatch(inner, msg).await,
+                    Ok(Message::Request(req)) => replies.push(answer(inner, req, stream)),
+                    Ok(msg) => dispatch(inner, msg, stream).await,
                     Err(e) => on_invalid(inner, e, text).await,
                 }
             }
@@ -746,14 +826,14 @@ fn looks_like_response(text: &str) -> bool {
     serde_json::from_str::<Probe>(text).is_ok_and(|p| p.result.is_some() || p.error.is_some())
 }
 
-async fn dispatch(inner: &Arc<Inner>, msg: Message) {
+async fn dispatch(inner: &Arc<Inner>, msg: Message, stream: Option<&Stream>) {
     match msg {
         Message::Response(r) => inner.on_response(r),
         Message::Notification(n) => inner.on_notification(n),
         Message::Request(req) => {
             let id = req.id.clone();
             let method = req.method.clone();
-            let fut = answer(inner, req);
+            let fut = answer(inner, req, stream);
             let inner2 = inner.clone();
             let span = debug_span!("incoming", server = %inner.cfg.name, %method, %id);
             let mut st = inner.lock();

@@ -24,6 +24,8 @@ pub type Outbound = String;
 pub enum TransportEvent {
     /// One received frame: a JSON-RPC message or batch, not yet parsed.
     Frame(String),
+    /// A frame from a transport that knows which stream carried it.
+    FrameOn(String, Stream),
     /// A frame over the size limit was discarded. `id` is the request id
     /// recovered from its first or last bytes, when it could be.
     Oversized { limit: usize, id: Option<Id> },
@@ -33,6 +35,16 @@ pub enum TransportEvent {
     Failed { id: Id, reason: String },
     /// The transport is gone; nothing follows this event.
     Closed(CloseReason),
+}
+
+/// Which stream a frame came on (Streamable HTTP): what ties a server
+/// request to the call it belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stream {
+    /// The response stream of our request with this id.
+    Request(Id),
+    /// The standalone (GET) stream: nothing of ours caused it.
+    Standalone,
 }
 
 /// Why a transport closed, with what the server left behind.

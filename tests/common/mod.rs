@@ -495,13 +495,12 @@ impl mcphost::client::Host for FullHost {
     }
     fn handle(
         &self,
-        _: &str,
-        method: &str,
-        _: Option<Box<mcphost::protocol::RawValue>>,
+        r: mcphost::client::HostRequest,
     ) -> mcphost::transport::BoxFuture<
         'static,
         Result<Box<mcphost::protocol::RawValue>, mcphost::protocol::ErrorObject>,
     > {
+        let method = r.method.as_str();
         let reply = match method {
             "sampling/createMessage" => {
                 r#"{"role":"assistant","content":{"type":"text","text":"sampled by the host"},"model":"host-model","stopReason":"endTurn"}"#

@@ -455,7 +455,7 @@ pub async fn bridge(socket: &Path) -> Result<()> {
         });
         tokio::select! {
             ev = conn.inbound.recv() => match ev {
-                Some(TransportEvent::Frame(line)) => {
+                Some(TransportEvent::Frame(line) | TransportEvent::FrameOn(line, _)) => {
                     stdout.write_all(line.as_bytes()).await?;
                     stdout.write_all(b"\n").await?;
                     stdout.flush().await?;

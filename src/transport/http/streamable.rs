@@ -16,7 +16,7 @@ use super::{
     same_id, within,
 };
 use crate::protocol::Id;
-use crate::transport::TransportEvent;
+use crate::transport::{Stream, TransportEvent};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -462,13 +462,14 @@ async fn answer(shared: &Arc<Shared>, resp: reqwest::Response, ids: Vec<Id>) {
 /// A JSON answer is the whole answer: a request it does not answer never
 /// will be, so fail it now, not at its timeout.
 async fn deliver_json(shared: &Arc<Shared>, text: String, ids: Vec<Id>) {
+    let on = post_stream(&ids);
     let answered = response_ids(&text);
     let missed: Vec<Id> = ids
         .into_iter()
         .filter(|id| !answered.iter().any(|a| same_id(a, id)))
         .collect();
     if missed.is_empty() {
-        return deliver(shared, text).await;
+        return deliver(shared, text, on).await;
     }
     let reason = if serde_json::from_str::<serde::de::IgnoredAny>(&text).is_err() {
         format!(
@@ -482,15 +483,26 @@ async fn deliver_json(shared: &Arc<Shared>, text: String, ids: Vec<Id>) {
         )
     };
     if !text.trim().is_empty() {
-        deliver(shared, text).await;
+        deliver(shared, text, on).await;
     }
     shared.fail(&missed, &reason).await;
 }
 
-/// Hand a frame to the peer, noting the negotiated revision on the way.
-async fn deliver(shared: &Arc<Shared>, data: String) {
+/// Hand a frame to the peer, noting the negotiated revision on the way;
+/// `on` is the stream it came on, which ties server requests to our calls.
+async fn deliver(shared: &Arc<Shared>, data: String, on: Option<Stream>) {
     note_version(shared, &data);
-    shared.emit(TransportEvent::Frame(data)).await;
+    shared
+        .emit(match on {
+            Some(stream) => TransportEvent::FrameOn(data, stream),
+            None => TransportEvent::Frame(data),
+        })
+        .await;
+}
+
+/// The stream of the POST that carried these requests (one per POST).
+fn post_stream(ids: &[Id]) -> Option<Stream> {
+    ids.first().cloned().map(Stream::Request)
 }
 
 fn note_version(shared: &Shared, data: &str) {
@@ -531,6 +543,7 @@ async fn read_stream(shared: &Arc<Shared>, mut stream: EventStream, mut pending:
     // ends this task) is the limit then, not a count.
     let mut attempts = 0u32;
     let mut seen = stream.last_id.clone();
+    let on = post_stream(&pending);
     loop {
         while let Some(ev) = stream.next().await {
             if stream.last_id != seen {
@@ -542,9 +555,9 @@ async fn read_stream(shared: &Arc<Shared>, mut stream: EventStream, mut pending:
                     attempts = 0;
                     let answered = response_ids(&data);
                     pending.retain(|p| !answered.iter().any(|a| same_id(a, p)));
-                    deliver(shared, data).await;
+                    deliver(shared, data, on.clone()).await;
                     if pending.is_empty() {
-                        return drain(shared, stream).await;
+                        return drain(shared, stream, on).await;
                     }
                 }
                 Ok(_) => {}
@@ -605,11 +618,11 @@ async fn read_stream(shared: &Arc<Shared>, mut stream: EventStream, mut pending:
 /// response: a connection whose body was not read to the end cannot go back
 /// to the pool, and the next request would pay for a new one. Anything
 /// still sent is delivered; a server that keeps the stream open is left.
-async fn drain(shared: &Arc<Shared>, mut stream: EventStream) {
+async fn drain(shared: &Arc<Shared>, mut stream: EventStream, on: Option<Stream>) {
     let rest = async {
         while let Some(Ok(ev)) = stream.next().await {
             if let Event::Message(data) = ev {
-                deliver(shared, data).await;
+                deliver(shared, data, on.clone()).await;
             }
         }
     };
@@ -793,7 +806,7 @@ async fn get_stream(shared: &Arc<Shared>, opened: tokio::sync::oneshot::Sender<(
                     match ev {
                         Ok(Event::Message(data)) => {
                             delivered = true;
-                            deliver(shared, data).await;
+                            deliver(shared, data, Some(Stream::Standalone)).await;
                         }
                         Ok(_) => {}
                         Err(SseError::Oversized { limit }) => {
