@@ -43,12 +43,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use mcphost::client::NoHost;
 use mcphost::client::{CallOptions, ClientOptions, ServerClient};
-use mcphost::engine::{Engine, EngineInfo};
+use mcphost::engine::{Engine, EngineBuilder, HostPort, Session, SessionLimits};
 use mcphost::ipc::{self, ListenOptions};
+use mcphost::protocol::Id;
 use mcphost::protocol::RawValue;
-use mcphost::registry::Registry;
-use mcphost::registry::supervisor::RestartPolicy;
 use mcphost::transport::stdio::{StdioConfig, spawn};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
@@ -102,7 +102,8 @@ enum Route {
         client: Arc<ServerClient>,
         tool: &'static str,
     },
-    Engine(Arc<Engine>),
+    /// An in-process session on the engine, as `--direct` uses.
+    Engine(Arc<Session>),
     /// One caller per client: `clients[i]` serves caller `i`.
     Clients {
         clients: Arc<Vec<ServerClient>>,
@@ -119,12 +120,12 @@ impl Route {
             Route::Clients { clients, tool } => {
                 client_call(&clients[caller % clients.len()], tool, &tok).await
             }
-            Route::Engine(engine) => {
+            Route::Engine(session) => {
                 let params = RawValue::from_string(format!(
                     r#"{{"name":"{CATALOG_ECHO}","arguments":{{"text":"{tok}"}}}}"#
                 ))?;
-                let r = engine
-                    .handle("tools/call", Some(params), None)
+                let r = session
+                    .request(Id::number(caller as i64), "tools/call", Some(params))
                     .await
                     .map_err(|e| format!("engine: {e}"))?;
                 check_echo(r.get(), &tok)
@@ -216,17 +217,24 @@ async fn engine(dir: &Path, log: Option<&Path>) -> BenchResult<Arc<Engine>> {
         &path,
         &mcphost::config::process_env,
     )?;
-    let registry = Registry::start(
-        &cfg,
-        ClientOptions::default(),
-        RestartPolicy::default(),
-        None,
-    );
+    let engine = EngineBuilder::new(cfg).start();
+    let registry = engine.registry();
     registry.settled(Duration::from_secs(30)).await;
     if registry.catalog().route(CATALOG_ECHO).is_none() {
         return Err(format!("the engine has no {CATALOG_ECHO}").into());
     }
-    Ok(Engine::new(registry, EngineInfo::default(), None))
+    Ok(engine)
+}
+
+/// An in-process session with room for every caller's request.
+fn bench_session(engine: &Arc<Engine>) -> Arc<Session> {
+    let port = Arc::new(HostPort::new(Arc::new(NoHost), |_, _| {}));
+    let limits = SessionLimits {
+        max_in_flight: usize::MAX,
+    };
+    let session = engine.open_session("bench", port, limits);
+    session.initialize_as(Default::default());
+    session
 }
 
 /// The daemon's accept loop, in this process.
@@ -446,7 +454,12 @@ fn main() -> BenchResult<()> {
             "direct",
             &both,
         ),
-        ("engine", Route::Engine(engine.clone()), "engine", &both),
+        (
+            "engine",
+            Route::Engine(bench_session(&engine)),
+            "engine",
+            &both,
+        ),
         (
             "socket",
             Route::Client {

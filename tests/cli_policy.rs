@@ -192,11 +192,11 @@ fn accept_defaults_answers_with_the_schema_defaults() {
     let answer: Value = serde_json::from_str(&text_of(&r["call"])).unwrap();
     assert_eq!(answer, expected_accept());
 
-    // Without a policy the capability is not declared and the request is
-    // refused before any policy could answer it.
-    let r = sb.run(&["--json", "--direct", &spec, "call", "elicit", &args]);
-    assert_eq!(r.code, 1, "{r:?}");
-    assert!(text_of(&r.json()).contains("-32601"), "{r:?}");
+    // Without a policy (and no terminal) the engine still declares
+    // elicitation, and its fallback declines.
+    let r = sb.json(&["--direct", &spec, "call", "elicit", &args]);
+    let answer: Value = serde_json::from_str(&text_of(&r)).unwrap();
+    assert_eq!(answer, serde_json::json!({"action": "decline"}), "{r:?}");
 }
 
 fn ts_config() -> String {

@@ -3,11 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use mcphost::client::ClientOptions;
-use mcphost::engine::{Engine, EngineInfo};
+use mcphost::engine::{Engine, EngineBuilder};
 use mcphost::ipc::{ListenOptions, connect, listen};
-use mcphost::registry::Registry;
-use mcphost::registry::supervisor::RestartPolicy;
 use mcphost::transport::TransportEvent;
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"leak-test","version":"0"}}}"#;
@@ -78,13 +75,7 @@ async fn closed_socket_connections_leave_no_session_task_or_memory_behind() {
         &mcphost::config::process_env,
     )
     .unwrap();
-    let registry = Registry::start(
-        &cfg,
-        ClientOptions::default(),
-        RestartPolicy::default(),
-        None,
-    );
-    let engine = Engine::new(registry, EngineInfo::default(), None);
+    let engine = EngineBuilder::new(cfg).start();
     let socket = tmp.path().join("run/mcphost.sock");
     let mut listener = listen(ListenOptions::new(&socket)).await.unwrap();
     let served = engine.clone();

@@ -160,6 +160,15 @@ impl PolicyHost {
         answer.into_raw()
     }
 
+    /// These policies, with `decline` where none is set: the fallback when
+    /// capabilities are advertised whether or not a host can answer.
+    pub fn or_decline(self) -> PolicyHost {
+        PolicyHost {
+            elicitation: self.elicitation.or(Some(ElicitationPolicy::Decline)),
+            sampling: self.sampling.or(Some(SamplingPolicy::Decline)),
+        }
+    }
+
     /// The answer to `method` from `server`.
     pub fn answer(
         &self,

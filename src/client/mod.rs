@@ -22,7 +22,7 @@ use tracing::{Instrument, debug, info_span, warn};
 pub use error::ClientError;
 pub use host::{ElicitationPolicy, Host, HostRequest, NoHost, PolicyHost, SamplingPolicy};
 
-use crate::jsonrpc::{Peer, PeerConfig, ProgressCallback, RequestOptions};
+use crate::jsonrpc::{Origin, Peer, PeerConfig, ProgressCallback, RequestOptions};
 use crate::protocol::{
     ClientCapabilities, Era, Notification, Prompt, ProtocolVersion, Resource, ResourceTemplate,
     ServerCapabilities, Tool, ToolResult, methods, raw_field, set_fields, to_raw,
@@ -95,6 +95,9 @@ pub struct CallOptions {
     pub timeout: Option<Duration>,
     pub on_progress: Option<ProgressCallback>,
     pub cancel: Option<CancellationToken>,
+    /// The client request this call serves: server requests that arrive
+    /// while it runs are routed back to that client.
+    pub origin: Option<Origin>,
 }
 
 /// Something changed on the server. Lists arrive already re-fetched.
@@ -111,6 +114,9 @@ pub enum ServerEvent {
     },
     /// A `notifications/message` log entry, params untouched.
     Log(Box<RawValue>),
+    /// `notifications/elicitation/complete`: a URL-mode elicitation ended;
+    /// params untouched.
+    ElicitationComplete(Box<RawValue>),
     /// The transport renewed the session on its own (HTTP) and the server
     /// answered `initialize` anew: [`ServerClient::negotiated`] holds what
     /// it said now, and every list may have changed.
@@ -403,14 +409,36 @@ impl ServerClient {
 
     /// `completion/complete` with caller-built params (`ref`, `argument`, `context`).
     pub async fn complete(&self, params: Box<RawValue>) -> Result<Box<RawValue>, ClientError> {
+        self.complete_with(params, CallOptions::default()).await
+    }
+
+    /// [`ServerClient::complete`] with per-call options.
+    pub async fn complete_with(
+        &self,
+        params: Box<RawValue>,
+        opts: CallOptions,
+    ) -> Result<Box<RawValue>, ClientError> {
         self.core
             .request(
                 methods::COMPLETION_COMPLETE,
                 Some(Cap::Completions),
                 Some(params),
-                &CallOptions::default(),
+                &opts,
             )
             .await
+    }
+
+    /// Send a notification (e.g. `notifications/roots/list_changed`).
+    pub async fn notify(
+        &self,
+        method: &'static str,
+        params: Option<Box<RawValue>>,
+    ) -> Result<(), ClientError> {
+        self.core
+            .peer
+            .notify(method, params)
+            .await
+            .map_err(|source| ClientError::request(&self.core.name, method, source))
     }
 
     pub async fn subscribe_resource(&self, uri: &str) -> Result<(), ClientError> {
@@ -582,6 +610,7 @@ impl Core {
             timeout: opts.timeout,
             on_progress: opts.on_progress.clone(),
             cancel: opts.cancel.clone(),
+            origin: opts.origin.clone(),
             ..Default::default()
         };
         self.peer
@@ -712,6 +741,11 @@ async fn watch_notifications(
                 methods::NOTIFICATION_MESSAGE => {
                     if let Some(p) = &n.params {
                         let _ = events.send(ServerEvent::Log(p.clone()));
+                    }
+                }
+                methods::NOTIFICATION_ELICITATION_COMPLETE => {
+                    if let Some(p) = &n.params {
+                        let _ = events.send(ServerEvent::ElicitationComplete(p.clone()));
                     }
                 }
                 other => debug!(method = other, "unhandled notification"),

@@ -9,17 +9,16 @@ use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tracing::{Instrument, error, info, info_span, warn};
 
-use crate::client::{ClientOptions, Host};
+use crate::client::PolicyHost;
 use crate::config::location::ConfigLocation;
 use crate::config::shell_path::login_shell_path;
-use crate::config::store::ConfigStore;
-use crate::engine::{BUSY, Engine, EngineInfo, SessionLimits};
+use crate::config::store::{ConfigStore, Edited};
+use crate::engine::{BUSY, ConfigEdit, ConfigEditor, EngineBuilder, EngineInfo, SessionLimits};
 use crate::ipc::{self, ListenOptions};
 use crate::jsonrpc::{Incoming, decode};
 use crate::protocol::{ErrorObject, Message, Response};
 use crate::registry::Registry;
-use crate::registry::supervisor::RestartPolicy;
-use crate::transport::{Connection, TransportEvent};
+use crate::transport::{BoxFuture, Connection, TransportEvent};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
@@ -60,10 +59,32 @@ pub struct DaemonOptions {
     pub max_connections: usize,
     /// Limits of each client's session (requests in flight).
     pub session: SessionLimits,
-    /// Answers the servers' sampling and elicitation requests (the CLI's
-    /// `--on-elicitation`/`--on-sampling` policy host); its capabilities are
-    /// the ones every server is offered.
-    pub host: Arc<dyn Host>,
+    /// Answers the servers' sampling and elicitation requests that no
+    /// connected host can answer (the CLI's `--on-elicitation` /
+    /// `--on-sampling`).
+    pub fallback: PolicyHost,
+}
+
+/// The engine edits the config file through the store.
+struct StoreEditor(Arc<ConfigStore>);
+
+impl ConfigEditor for StoreEditor {
+    fn edit(&self, edit: ConfigEdit) -> BoxFuture<'_, Result<Edited, String>> {
+        Box::pin(async move {
+            let r = match edit {
+                ConfigEdit::Add { name, entry } => self.0.add(&name, entry.get()).await,
+                ConfigEdit::Remove { name } => self.0.remove(&name).await,
+                ConfigEdit::SetDisabled { name, disabled } => {
+                    self.0.set_disabled(&name, disabled).await
+                }
+            };
+            r.map_err(|e| e.to_string())
+        })
+    }
+
+    fn last_error(&self) -> Option<String> {
+        self.0.last_error()
+    }
 }
 
 /// Run until SIGINT or SIGTERM; every server is stopped before returning.
@@ -84,23 +105,16 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     } else {
         None
     };
-    let registry = Registry::start(
-        &cfg,
-        ClientOptions {
-            host: opts.host.clone(),
-            ..Default::default()
-        },
-        RestartPolicy::default(),
-        shell_path,
-    );
-    let engine = Engine::new(
-        registry.clone(),
-        EngineInfo {
+    let engine = EngineBuilder::new(cfg.clone())
+        .shell_path(shell_path)
+        .fallback(opts.fallback)
+        .info(EngineInfo {
             socket: Some(listener.path().to_owned()),
             config_path: Some(opts.config.path.clone()),
-        },
-        Some(store.clone()),
-    );
+        })
+        .editor(Arc::new(StoreEditor(store.clone())))
+        .start();
+    let registry = engine.registry().clone();
     info!(socket = %listener.path().display(), config = %opts.config.path.display(), servers = cfg.servers.len(), "daemon ready");
 
     let (reload_tx, reload_rx) = mpsc::channel::<()>(1);

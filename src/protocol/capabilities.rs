@@ -41,8 +41,8 @@ pub struct ResourcesCap {
 }
 
 /// The client capabilities a host has enabled. Only these are advertised.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", default)]
 pub struct ClientCapabilities {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub roots: Option<RootsCap>,
@@ -52,16 +52,18 @@ pub struct ClientCapabilities {
     pub elicitation: Option<ElicitationCap>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", default)]
 pub struct RootsCap {
     pub list_changed: bool,
 }
 
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
 pub struct SamplingCap {}
 
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
 pub struct ElicitationCap {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub form: Option<Empty>,
@@ -69,7 +71,8 @@ pub struct ElicitationCap {
     pub url: Option<Empty>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
 pub struct Empty {}
 
 impl ClientCapabilities {
@@ -80,6 +83,19 @@ impl ClientCapabilities {
             ROOTS_LIST => self.roots.is_some(),
             SAMPLING_CREATE_MESSAGE => self.sampling.is_some(),
             ELICITATION_CREATE => self.elicitation.is_some(),
+            _ => false,
+        }
+    }
+
+    /// Whether the host can serve an `elicitation/create` in `mode`
+    /// (`None`: form). A bare `elicitation: {}` means form only.
+    pub fn elicits(&self, mode: Option<&str>) -> bool {
+        let Some(e) = &self.elicitation else {
+            return false;
+        };
+        match mode.unwrap_or("form") {
+            "url" => e.url.is_some(),
+            "form" => e.form.is_some() || e.url.is_none(),
             _ => false,
         }
     }

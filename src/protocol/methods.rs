@@ -29,3 +29,4 @@ pub const NOTIFICATION_RESOURCES_LIST_CHANGED: &str = "notifications/resources/l
 pub const NOTIFICATION_RESOURCES_UPDATED: &str = "notifications/resources/updated";
 pub const NOTIFICATION_PROMPTS_LIST_CHANGED: &str = "notifications/prompts/list_changed";
 pub const NOTIFICATION_ROOTS_LIST_CHANGED: &str = "notifications/roots/list_changed";
+pub const NOTIFICATION_ELICITATION_COMPLETE: &str = "notifications/elicitation/complete";

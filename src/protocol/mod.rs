@@ -14,6 +14,6 @@ mod version;
 pub use capabilities::{ClientCapabilities, ServerCapabilities};
 pub use items::{Prompt, Resource, ResourceTemplate, Tool, ToolResult};
 pub use message::{ErrorObject, Id, Message, Notification, Request, Response, error_codes};
-pub use raw::{RawError, empty_object, raw_field, set_fields, to_raw};
+pub use raw::{RawError, empty_object, raw_field, set_fields, set_meta, to_raw};
 pub use serde_json::value::RawValue;
 pub use version::{Era, ProtocolVersion, UnknownVersion};

@@ -95,6 +95,20 @@ pub fn set_fields(
     to_raw(&map)
 }
 
+/// Return `params` with the given members set in its `_meta` object (made
+/// if missing); everything else verbatim. `params = None` starts from `{}`.
+pub fn set_meta(
+    params: Option<&RawValue>,
+    members: impl IntoIterator<Item = (String, Box<RawValue>)>,
+) -> Result<Box<RawValue>, RawError> {
+    let meta = match params {
+        Some(p) => raw_field::<Box<RawValue>>(p, "_meta")?,
+        None => None,
+    };
+    let meta = set_fields(meta.as_deref(), members)?;
+    set_fields(params, [("_meta".to_owned(), meta)])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -43,6 +43,16 @@ pub enum RegistryEvent {
     ResourcesChanged,
     PromptsChanged,
     ServerState(Arc<ServerStatus>),
+    /// A server's `notifications/message`, params untouched.
+    Log {
+        server: String,
+        params: Box<RawValue>,
+    },
+    /// A server's `notifications/elicitation/complete`, params untouched.
+    ElicitationComplete {
+        server: String,
+        params: Box<RawValue>,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -355,23 +365,25 @@ impl Registry {
         &self,
         name: &str,
         arguments: Option<Box<RawValue>>,
+        opts: CallOptions,
     ) -> Result<Box<RawValue>, RegistryError> {
         let route = self
             .prompts()
             .route(name)
             .cloned()
             .ok_or_else(|| RegistryError::UnknownPrompt(name.to_owned()))?;
-        let (client, timeout) = self.client_for_call(&route.server, None).await?;
-        let opts = CallOptions {
-            timeout,
-            ..CallOptions::default()
-        };
+        let (client, timeout) = self.client_for_call(&route.server, opts.timeout).await?;
+        let opts = CallOptions { timeout, ..opts };
         Ok(client.get_prompt(&route.tool, arguments, opts).await?)
     }
 
     /// Read a resource from the server that listed its URI (or, failing
     /// that, the only server offering resources).
-    pub async fn read_resource(&self, uri: &str) -> Result<Box<RawValue>, RegistryError> {
+    pub async fn read_resource(
+        &self,
+        uri: &str,
+        opts: CallOptions,
+    ) -> Result<Box<RawValue>, RegistryError> {
         let server = self.resources().route(uri).map(str::to_owned);
         let server = match server {
             Some(s) => s,
@@ -390,18 +402,19 @@ impl Registry {
                 }
             }
         };
-        let (client, timeout) = self.client_for_call(&server, None).await?;
-        let opts = CallOptions {
-            timeout,
-            ..CallOptions::default()
-        };
+        let (client, timeout) = self.client_for_call(&server, opts.timeout).await?;
+        let opts = CallOptions { timeout, ..opts };
         Ok(client.read_resource(uri, opts).await?)
     }
 
     /// `completion/complete`, routed by its `ref`: a prompt's catalog name
     /// is turned back into the server's own; a resource URI goes where
     /// `resources/read` would send it.
-    pub async fn complete(&self, params: &RawValue) -> Result<Box<RawValue>, RegistryError> {
+    pub async fn complete(
+        &self,
+        params: &RawValue,
+        opts: CallOptions,
+    ) -> Result<Box<RawValue>, RegistryError> {
         use crate::protocol::{raw_field, set_fields, to_raw};
         let bad = |m: String| {
             RegistryError::Client(ClientError::Invalid {
@@ -445,8 +458,60 @@ impl Registry {
         };
         let params = set_fields(Some(params), [("ref".to_owned(), new_ref)])
             .map_err(|e| bad(e.to_string()))?;
-        let (client, _) = self.client_for_call(&server, None).await?;
-        Ok(client.complete(params).await?)
+        let (client, timeout) = self.client_for_call(&server, opts.timeout).await?;
+        let opts = CallOptions { timeout, ..opts };
+        Ok(client.complete_with(params, opts).await?)
+    }
+
+    /// Tell every ready server that the roots changed; each asks again.
+    pub async fn roots_changed(&self) {
+        let clients: Vec<_> = self
+            .read()
+            .entries
+            .iter()
+            .filter_map(|e| e.handle.client().ok())
+            .collect();
+        let sends = clients.iter().map(|c| async move {
+            if let Err(e) = c
+                .notify(
+                    crate::protocol::methods::NOTIFICATION_ROOTS_LIST_CHANGED,
+                    None,
+                )
+                .await
+            {
+                debug!(server = c.name(), "roots/list_changed not sent: {e}");
+            }
+        });
+        futures_util::future::join_all(sends).await;
+    }
+
+    /// `logging/setLevel` on one server, or on every ready server that
+    /// declared logging (the others are skipped, not failed).
+    pub async fn set_log_level(
+        &self,
+        server: Option<&str>,
+        level: &str,
+    ) -> Result<(), RegistryError> {
+        if let Some(s) = server {
+            return Ok(self.client(s)?.set_log_level(level).await?);
+        }
+        let clients: Vec<_> = self
+            .read()
+            .entries
+            .iter()
+            .filter_map(|e| e.handle.client().ok())
+            .filter(|c| c.negotiated().capabilities.logging.is_some())
+            .collect();
+        let sets = clients.iter().map(|c| c.set_log_level(level));
+        for (c, r) in clients
+            .iter()
+            .zip(futures_util::future::join_all(sets).await)
+        {
+            if let Err(e) = r {
+                warn!(server = c.name(), "logging/setLevel failed: {e}");
+            }
+        }
+        Ok(())
     }
 
     pub async fn restart(&self, server: &str) -> Result<(), RegistryError> {
@@ -576,10 +641,24 @@ impl Registry {
                     generation,
                     event,
                 } => {
-                    let kinds = match &event {
+                    let kinds = match event {
                         ServerEvent::ToolsChanged(_) => (true, false, false),
                         ServerEvent::ResourcesChanged { .. } => (false, true, false),
                         ServerEvent::PromptsChanged(_) => (false, false, true),
+                        ServerEvent::Log(params) => {
+                            let _ = self
+                                .inner
+                                .events
+                                .send(RegistryEvent::Log { server, params });
+                            continue;
+                        }
+                        ServerEvent::ElicitationComplete(params) => {
+                            let _ = self
+                                .inner
+                                .events
+                                .send(RegistryEvent::ElicitationComplete { server, params });
+                            continue;
+                        }
                         _ => continue,
                     };
                     let updated = self.set_lists(&server, generation, |l| match event {

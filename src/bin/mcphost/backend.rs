@@ -7,14 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
-use mcphost::client::{CallOptions, ClientOptions, Host, ServerClient};
+use mcphost::client::{CallOptions, ClientOptions, Host, PolicyHost, ServerClient};
 use mcphost::config::{
     HostConfig, ServerConfig, StdioServer, Timeouts, ToolFilter, TransportConfig,
 };
-use mcphost::engine::{Engine, EngineInfo};
-use mcphost::protocol::{ErrorObject, RawValue, raw_field, to_raw};
+use mcphost::engine::{Engine, EngineBuilder, HostPort, Session, SessionLimits};
+use mcphost::protocol::{ErrorObject, Id, RawValue, raw_field, to_raw};
 use mcphost::registry::Registry;
-use mcphost::registry::supervisor::{RestartPolicy, ServerState};
+use mcphost::registry::supervisor::ServerState;
 use mcphost::transport::TransportEvent;
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
@@ -29,7 +29,11 @@ pub struct ToolRow {
 
 pub enum Backend {
     Daemon(ServerClient),
-    Direct(Arc<Engine>),
+    /// An in-process engine and this CLI's session on it.
+    Direct {
+        engine: Arc<Engine>,
+        session: Arc<Session>,
+    },
 }
 
 pub fn params(v: Value) -> Result<Box<RawValue>> {
@@ -67,36 +71,35 @@ impl Backend {
 
     /// An in-process engine over `specs`; `host` answers the servers'
     /// elicitation and sampling requests.
-    pub async fn direct(specs: &[String], host: Arc<dyn Host>) -> Result<Backend> {
+    pub async fn direct(
+        specs: &[String],
+        host: Arc<dyn Host>,
+        fallback: PolicyHost,
+    ) -> Result<Backend> {
         let cfg = direct_config(specs).await?;
-        let registry = Registry::start(
-            &cfg,
-            ClientOptions {
-                host,
-                ..Default::default()
-            },
-            RestartPolicy::default(),
-            None,
-        );
+        let engine = EngineBuilder::new(cfg).fallback(fallback).start();
+        let registry = engine.registry();
         registry.settled(DIRECT_START_LIMIT).await;
         // Every command would answer from a partial catalog (an empty table,
         // exit 0): a server that did not start fails them all instead.
-        let failed = start_failures(&registry);
+        let failed = start_failures(registry);
         if !failed.is_empty() {
             registry.shutdown().await;
             bail!("{}", failed.join("\n"));
         }
-        Ok(Backend::Direct(Engine::new(
-            registry,
-            EngineInfo::default(),
-            None,
-        )))
+        // The CLI is this engine's one client: its host answers what its
+        // calls cause.
+        let port = Arc::new(HostPort::new(host, |_, _| {}));
+        let caps = port.capabilities();
+        let session = engine.open_session("cli", port, SessionLimits::default());
+        session.initialize_as(caps);
+        Ok(Backend::Direct { engine, session })
     }
 
     pub async fn close(&self) {
         match self {
             Backend::Daemon(c) => c.shutdown().await,
-            Backend::Direct(e) => e.registry().shutdown().await,
+            Backend::Direct { engine, .. } => engine.registry().shutdown().await,
         }
     }
 
@@ -119,8 +122,10 @@ impl Backend {
                         None => anyhow::Error::new(e),
                     })
             }
-            Backend::Direct(engine) => {
-                let fut = engine.handle(method, params, None);
+            Backend::Direct { session, .. } => {
+                static NEXT_ID: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(1);
+                let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let fut = session.request(Id::number(id), method, params);
                 let r = match timeout {
                     Some(t) => tokio::time::timeout(t, fut)
                         .await
@@ -146,7 +151,7 @@ impl Backend {
     }
 
     pub async fn manage_raw(&self, method: &'static str, p: Box<RawValue>) -> Result<()> {
-        if matches!(self, Backend::Direct(_)) && method != "mcphost/servers/restart" {
+        if matches!(self, Backend::Direct { .. }) && method != "mcphost/servers/restart" {
             bail!("`{method}` changes the daemon's config file and is not available with --direct");
         }
         self.raw(method, Some(p), None).await?;
@@ -201,7 +206,7 @@ impl Backend {
                     (None, []) => bail!("no tool named {tool:?}; `mcphost tools` lists them"),
                     // `mcphost servers` would ask the daemon, which does not
                     // run these servers: say why here.
-                    (None, down) if matches!(self, Backend::Direct(_)) => {
+                    (None, down) if matches!(self, Backend::Direct { .. }) => {
                         let whys: Vec<&str> = down.iter().map(|(_, w)| w.as_str()).collect();
                         bail!("no tool named {tool:?}; {}", whys.join("; "))
                     }

@@ -307,7 +307,7 @@ async fn run(cli: Cli, out: &Out) -> Result<u8> {
                 session: mcphost::engine::SessionLimits {
                     max_in_flight: max_requests_per_connection,
                 },
-                host,
+                fallback: policy.or_decline(),
             })
             .await?;
             Ok(0)
@@ -351,7 +351,7 @@ async fn run(cli: Cli, out: &Out) -> Result<u8> {
                 refuse_policy_flags(&policy, "a command sent to the daemon")?;
                 Backend::daemon(&socket).await?
             } else {
-                Backend::direct(&cli.direct, host).await?
+                Backend::direct(&cli.direct, host, policy.or_decline()).await?
             };
             let code = dispatch(&backend, command, out).await;
             backend.close().await;

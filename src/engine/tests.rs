@@ -2,12 +2,13 @@
 
 use std::time::Duration;
 
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::mpsc;
 
 use super::*;
-use crate::client::ClientOptions;
-use crate::registry::supervisor::RestartPolicy;
-use crate::transport::{CloseReason, TransportEvent};
+use tokio::sync::broadcast;
+
+use crate::registry::RegistryEvent;
+use crate::transport::{BoxFuture, CloseReason, TransportControl, TransportEvent};
 
 struct NoControl;
 
@@ -34,13 +35,7 @@ fn engine() -> Arc<Engine> {
         &crate::config::process_env,
     )
     .unwrap();
-    let registry = Registry::start(
-        &cfg,
-        ClientOptions::default(),
-        RestartPolicy::default(),
-        None,
-    );
-    Engine::new(registry, EngineInfo::default(), None)
+    EngineBuilder::new(cfg).start()
 }
 
 /// The client's end of an in-memory session.

@@ -1,0 +1,277 @@
+//! The broker: the one [`Host`] of every server client. It sends each
+//! server→client request (sampling, elicitation, roots) to the session whose
+//! call caused it, else to the primary host, else answers with the
+//! configured fallback.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use serde_json::value::RawValue;
+use tracing::{debug, info, warn};
+
+use super::session::Session;
+use crate::client::{ElicitationPolicy, Host, HostRequest, PolicyHost};
+use crate::jsonrpc::{PeerError, Relation};
+use crate::protocol::capabilities::{ElicitationCap, Empty, RootsCap, SamplingCap};
+use crate::protocol::{
+    ClientCapabilities, ErrorObject, error_codes, methods, raw_field, set_meta, to_raw,
+};
+use crate::transport::BoxFuture;
+
+/// The `_meta` member that names the asking server in a forwarded request
+/// (and in forwarded log and elicitation notifications).
+pub const META_SERVER: &str = "dev.mcphost/server";
+
+/// URL elicitations remembered for routing their completion notification.
+const ELICITATIONS_KEPT: usize = 1024;
+
+/// How long a host may take to answer a forwarded request.
+#[derive(Debug, Clone, Copy)]
+pub struct HostTimeouts {
+    /// A person fills in a form or follows a URL: long.
+    pub elicitation: Duration,
+    /// A model call, perhaps after the user's approval.
+    pub sampling: Duration,
+    pub roots: Duration,
+}
+
+impl Default for HostTimeouts {
+    fn default() -> Self {
+        HostTimeouts {
+            elicitation: Duration::from_secs(600),
+            sampling: Duration::from_secs(300),
+            roots: Duration::from_secs(30),
+        }
+    }
+}
+
+impl HostTimeouts {
+    fn of(&self, method: &str) -> Duration {
+        match method {
+            methods::ELICITATION_CREATE => self.elicitation,
+            methods::SAMPLING_CREATE_MESSAGE => self.sampling,
+            _ => self.roots,
+        }
+    }
+}
+
+struct State {
+    sessions: HashMap<u64, Weak<Session>>,
+    primary: Option<u64>,
+    /// `elicitationId` → the session that was asked, oldest first.
+    elicitations: VecDeque<(String, u64)>,
+}
+
+struct Inner {
+    state: Mutex<State>,
+    fallback: PolicyHost,
+    timeouts: HostTimeouts,
+}
+
+/// Cloneable; the registry's clients hold it as their host.
+#[derive(Clone)]
+pub(crate) struct Broker {
+    inner: Arc<Inner>,
+}
+
+/// Where one request goes.
+enum Route {
+    Session(Arc<Session>),
+    Fallback,
+}
+
+impl Broker {
+    pub(crate) fn new(fallback: PolicyHost, timeouts: HostTimeouts) -> Broker {
+        Broker {
+            inner: Arc::new(Inner {
+                state: Mutex::new(State {
+                    sessions: HashMap::new(),
+                    primary: None,
+                    elicitations: VecDeque::new(),
+                }),
+                fallback,
+                timeouts,
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn add(&self, id: u64, session: Weak<Session>) {
+        self.lock().sessions.insert(id, session);
+    }
+
+    /// A session is gone. True when it was the primary host.
+    pub(crate) fn remove(&self, id: u64) -> bool {
+        let mut st = self.lock();
+        st.sessions.remove(&id);
+        st.elicitations.retain(|(_, s)| *s != id);
+        if st.primary == Some(id) {
+            st.primary = None;
+            return true;
+        }
+        false
+    }
+
+    pub(crate) fn session_count(&self) -> usize {
+        self.lock().sessions.len()
+    }
+
+    /// Make `id` the primary host (replacing any other). True when it changed.
+    pub(crate) fn set_primary(&self, id: u64, primary: bool) -> bool {
+        let mut st = self.lock();
+        let before = st.primary;
+        if primary {
+            st.primary = Some(id);
+        } else if st.primary == Some(id) {
+            st.primary = None;
+        }
+        before != st.primary
+    }
+
+    pub(crate) fn primary(&self) -> Option<u64> {
+        self.lock().primary
+    }
+
+    /// The session that was sent the URL elicitation `id`.
+    pub(crate) fn elicitation_session(&self, id: &str) -> Option<u64> {
+        self.lock()
+            .elicitations
+            .iter()
+            .rev()
+            .find(|(e, _)| e == id)
+            .map(|(_, s)| *s)
+    }
+
+    fn session(&self, id: u64) -> Option<Arc<Session>> {
+        self.lock().sessions.get(&id).and_then(Weak::upgrade)
+    }
+
+    /// The session for `r`: the one whose call caused it, else the primary
+    /// host, else (ambiguous on stdio) the session with the oldest call;
+    /// each only if it declared what `r` needs.
+    fn route(&self, r: &HostRequest) -> Route {
+        let mode: Option<String> = r
+            .params
+            .as_deref()
+            .and_then(|p| raw_field::<String>(p, "mode").ok().flatten());
+        let able = |s: &Arc<Session>| s.can_answer(&r.method, mode.as_deref());
+        let primary = self.primary().and_then(|id| self.session(id));
+        let candidates: Vec<Arc<Session>> = match &r.relation {
+            Relation::Caused(o) => self.session(o.session).into_iter().chain(primary).collect(),
+            Relation::Unrelated => primary.into_iter().collect(),
+            Relation::Ambiguous(origins) => {
+                let oldest = origins.first().and_then(|o| self.session(o.session));
+                debug!(
+                    server = %r.server,
+                    sessions = origins.len(),
+                    "several sessions have calls in flight; the primary host, else the oldest call's session, is asked"
+                );
+                primary.into_iter().chain(oldest).collect()
+            }
+        };
+        match candidates.into_iter().find(able) {
+            Some(s) => Route::Session(s),
+            None => Route::Fallback,
+        }
+    }
+
+    async fn forward(
+        &self,
+        session: Arc<Session>,
+        r: HostRequest,
+    ) -> Result<Box<RawValue>, ErrorObject> {
+        let internal = |e: String| ErrorObject::new(error_codes::INTERNAL_ERROR, e);
+        let server = to_raw(&r.server).map_err(|e| internal(e.to_string()))?;
+        let params = set_meta(r.params.as_deref(), [(META_SERVER.to_owned(), server)])
+            .map_err(|e| ErrorObject::new(error_codes::INVALID_PARAMS, e.to_string()))?;
+        if r.method == methods::ELICITATION_CREATE
+            && let Ok(Some(id)) = raw_field::<String>(&params, "elicitationId")
+        {
+            let mut st = self.lock();
+            if st.elicitations.len() >= ELICITATIONS_KEPT {
+                st.elicitations.pop_front();
+            }
+            st.elicitations.push_back((id, session.id()));
+        }
+        let timeout = self.inner.timeouts.of(&r.method);
+        info!(server = %r.server, method = %r.method, session = session.id(), "forwarding to the host");
+        let answer = session
+            .port()
+            .request(&r.method, Some(params), timeout)
+            .await;
+        answer.map_err(|e| match e {
+            // The host's own error goes to the server as it was sent.
+            PeerError::Rpc(err) => err,
+            PeerError::Timeout { elapsed, .. } => internal(format!(
+                "the host ({}) did not answer {} within {elapsed:.0?}",
+                session.name(),
+                r.method
+            )),
+            PeerError::Closed(_) => internal(format!(
+                "the host ({}) disconnected before answering {}",
+                session.name(),
+                r.method
+            )),
+            other => internal(format!("the host ({}): {other}", session.name())),
+        })
+    }
+}
+
+impl Host for Broker {
+    /// Everything a host may answer, whether or not one is connected yet:
+    /// servers start before hosts connect, and the fallback answers while
+    /// none can.
+    fn capabilities(&self) -> ClientCapabilities {
+        ClientCapabilities {
+            roots: Some(RootsCap { list_changed: true }),
+            sampling: Some(SamplingCap::default()),
+            elicitation: Some(ElicitationCap {
+                form: Some(Empty::default()),
+                url: Some(Empty::default()),
+            }),
+        }
+    }
+
+    fn handle(&self, r: HostRequest) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
+        let broker = self.clone();
+        Box::pin(async move {
+            match broker.route(&r) {
+                Route::Session(s) => broker.forward(s, r).await,
+                Route::Fallback => {
+                    if r.method == methods::ROOTS_LIST {
+                        return to_raw(&serde_json::json!({ "roots": [] })).map_err(|e| {
+                            ErrorObject::new(error_codes::INTERNAL_ERROR, e.to_string())
+                        });
+                    }
+                    let fallback = &broker.inner.fallback;
+                    let url_mode = r.method == methods::ELICITATION_CREATE
+                        && r.params.as_deref().is_some_and(|p| {
+                            raw_field::<String>(p, "mode").ok().flatten().as_deref() == Some("url")
+                        });
+                    if url_mode && let Some(policy) = fallback.elicitation {
+                        // Nobody can follow a URL for the user: never accept.
+                        let action = match policy {
+                            ElicitationPolicy::Cancel => "cancel",
+                            _ => "decline",
+                        };
+                        info!(server = %r.server, action, "answered a URL elicitation by the fallback");
+                        return to_raw(&serde_json::json!({ "action": action })).map_err(|e| {
+                            ErrorObject::new(error_codes::INTERNAL_ERROR, e.to_string())
+                        });
+                    }
+                    let answer = fallback.answer(&r.server, &r.method, r.params.as_deref());
+                    if let Err(e) = &answer
+                        && e.code == error_codes::METHOD_NOT_FOUND
+                    {
+                        warn!(server = %r.server, method = %r.method, "no host can answer and no fallback is set");
+                    }
+                    answer
+                }
+            }
+        })
+    }
+}

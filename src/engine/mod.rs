@@ -1,0 +1,562 @@
+//! The engine: the one method set every door uses (the daemon socket, the
+//! CLI's direct mode, and later the C library).
+//!
+//! It is an aggregating MCP server over the [`Registry`]: `initialize`,
+//! paginated `tools/list`, `tools/call` routed through the catalog,
+//! resources, prompts, and the `mcphost/*` management methods. One
+//! [`Session`] serves one client, whatever door it came through, and the
+//! broker routes the servers' own requests back to the right session.
+
+mod broker;
+mod session;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use serde::Deserialize;
+use serde_json::json;
+use serde_json::value::RawValue;
+use tracing::info;
+
+pub use broker::{HostTimeouts, META_SERVER};
+pub use session::{ClientPort, HostPort, Session};
+
+use crate::client::{CallOptions, ClientOptions, PolicyHost};
+use crate::config::HostConfig;
+use crate::config::store::Edited;
+use crate::protocol::{ErrorObject, error_codes, methods, raw_field, to_raw};
+use crate::registry::supervisor::RestartPolicy;
+use crate::registry::{Registry, RegistryError};
+use crate::transport::{BoxFuture, Connection};
+use broker::Broker;
+use session::Call;
+
+/// Page size of the aggregated lists.
+const PAGE_SIZE: usize = 200;
+
+/// JSON-RPC error code for a request refused because a limit of the daemon
+/// is reached (clients connected, requests in flight); retrying later helps.
+pub const BUSY: i64 = -32000;
+
+/// Default of [`SessionLimits::max_in_flight`].
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 64;
+
+/// Limits of one client session.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionLimits {
+    /// Requests of this client handled at once; more are answered with
+    /// [`BUSY`] at once, so one client cannot exhaust the daemon.
+    pub max_in_flight: usize,
+}
+
+impl Default for SessionLimits {
+    fn default() -> Self {
+        SessionLimits {
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+        }
+    }
+}
+
+/// Facts about the running engine, for `mcphost/status`.
+#[derive(Debug, Clone, Default)]
+pub struct EngineInfo {
+    pub socket: Option<PathBuf>,
+    pub config_path: Option<PathBuf>,
+}
+
+/// One edit of the server list, as `mcphost/servers/*` asks for it.
+#[derive(Debug)]
+pub enum ConfigEdit {
+    Add { name: String, entry: Box<RawValue> },
+    Remove { name: String },
+    SetDisabled { name: String, disabled: bool },
+}
+
+/// How the engine edits its config without knowing where it lives: the
+/// daemon provides one over its config file.
+pub trait ConfigEditor: Send + Sync + 'static {
+    /// Make the edit; the [`Edited`] holds the edit turn until the engine
+    /// has applied its config.
+    fn edit(&self, edit: ConfigEdit) -> BoxFuture<'_, Result<Edited, String>>;
+    /// Why the newest config was rejected, while the last good one runs.
+    fn last_error(&self) -> Option<String>;
+}
+
+pub struct Engine {
+    registry: Registry,
+    info: EngineInfo,
+    started: Instant,
+    /// Present when there is a config to edit (daemon); absent in direct
+    /// mode, where management methods are refused.
+    editor: Option<Arc<dyn ConfigEditor>>,
+    broker: Broker,
+    next_session: AtomicU64,
+}
+
+/// Assembles an engine, its registry and its broker, the same way for the
+/// daemon, `--direct` and the C library.
+pub struct EngineBuilder {
+    config: HostConfig,
+    client: ClientOptions,
+    restart: RestartPolicy,
+    shell_path: Option<String>,
+    fallback: PolicyHost,
+    timeouts: HostTimeouts,
+    info: EngineInfo,
+    editor: Option<Arc<dyn ConfigEditor>>,
+}
+
+impl EngineBuilder {
+    /// An engine over `config`'s servers. By default a server request no
+    /// host can answer is declined (elicitation `decline`, sampling the
+    /// user-rejected error).
+    pub fn new(config: HostConfig) -> EngineBuilder {
+        EngineBuilder {
+            config,
+            client: ClientOptions::default(),
+            restart: RestartPolicy::default(),
+            shell_path: None,
+            fallback: PolicyHost::new(
+                Some(crate::client::ElicitationPolicy::Decline),
+                Some(crate::client::SamplingPolicy::Decline),
+            ),
+            timeouts: HostTimeouts::default(),
+            info: EngineInfo::default(),
+            editor: None,
+        }
+    }
+
+    /// Client options of every server (`host` is ignored: the broker is
+    /// every server's host).
+    pub fn client_options(mut self, opts: ClientOptions) -> Self {
+        self.client = opts;
+        self
+    }
+
+    pub fn restart_policy(mut self, policy: RestartPolicy) -> Self {
+        self.restart = policy;
+        self
+    }
+
+    /// `PATH` for stdio servers (the login shell's).
+    pub fn shell_path(mut self, path: Option<String>) -> Self {
+        self.shell_path = path;
+        self
+    }
+
+    /// What answers a server request that no connected host can answer.
+    pub fn fallback(mut self, fallback: PolicyHost) -> Self {
+        self.fallback = fallback;
+        self
+    }
+
+    pub fn host_timeouts(mut self, timeouts: HostTimeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
+    pub fn info(mut self, info: EngineInfo) -> Self {
+        self.info = info;
+        self
+    }
+
+    pub fn editor(mut self, editor: Arc<dyn ConfigEditor>) -> Self {
+        self.editor = Some(editor);
+        self
+    }
+
+    /// Start every enabled server and return the engine.
+    pub fn start(self) -> Arc<Engine> {
+        let broker = Broker::new(self.fallback, self.timeouts);
+        let client = ClientOptions {
+            host: Arc::new(broker.clone()),
+            ..self.client
+        };
+        let registry = Registry::start(&self.config, client, self.restart, self.shell_path);
+        Arc::new(Engine {
+            registry,
+            info: self.info,
+            started: Instant::now(),
+            editor: self.editor,
+            broker,
+            next_session: AtomicU64::new(1),
+        })
+    }
+}
+
+type Reply = Result<Box<RawValue>, ErrorObject>;
+
+fn rpc_err(code: i64, msg: impl Into<String>) -> ErrorObject {
+    ErrorObject::new(code, msg)
+}
+
+fn internal(e: impl std::fmt::Display) -> ErrorObject {
+    rpc_err(error_codes::INTERNAL_ERROR, e.to_string())
+}
+
+fn invalid_params(msg: impl Into<String>) -> ErrorObject {
+    rpc_err(error_codes::INVALID_PARAMS, msg)
+}
+
+fn raw(v: &serde_json::Value) -> Reply {
+    to_raw(v).map_err(|e| rpc_err(error_codes::INTERNAL_ERROR, e.to_string()))
+}
+
+impl From<RegistryError> for ErrorObject {
+    fn from(e: RegistryError) -> Self {
+        match e {
+            RegistryError::Client(c) => match c.rpc_error() {
+                // The server's own error goes back as it was sent.
+                Some(err) => err.clone(),
+                None => rpc_err(error_codes::INTERNAL_ERROR, c.to_string()),
+            },
+            RegistryError::UnknownTool(_) | RegistryError::UnknownPrompt(_) => {
+                invalid_params(e.to_string())
+            }
+            RegistryError::UnknownResource(_) => {
+                rpc_err(error_codes::RESOURCE_NOT_FOUND, e.to_string())
+            }
+            RegistryError::UnknownServer(_) => invalid_params(e.to_string()),
+            RegistryError::Unavailable(_) => rpc_err(error_codes::INTERNAL_ERROR, e.to_string()),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct NameParam {
+    name: String,
+}
+
+/// `tools/call` and `prompts/get` params, read in one pass; `arguments`
+/// stays raw.
+#[derive(Deserialize)]
+struct NameAndArguments {
+    name: String,
+    #[serde(default)]
+    arguments: Option<Box<RawValue>>,
+}
+
+fn params_of<T: for<'de> Deserialize<'de>>(p: &Option<Box<RawValue>>) -> Result<T, ErrorObject> {
+    let text = p.as_deref().map(RawValue::get).unwrap_or("{}");
+    serde_json::from_str(text).map_err(|e| invalid_params(format!("invalid params: {e}")))
+}
+
+fn cursor_of(params: &Option<Box<RawValue>>) -> Option<String> {
+    params
+        .as_deref()
+        .and_then(|p| raw_field::<Option<String>>(p, "cursor").ok().flatten())
+        .flatten()
+}
+
+/// `{"<field>":[raw,...],"nextCursor":"..."}` built from raw items, so
+/// nothing relayed is re-serialised.
+fn page_result<'a>(
+    field: &str,
+    items: impl Iterator<Item = &'a RawValue>,
+    next: Option<String>,
+) -> Reply {
+    let mut out = String::with_capacity(4096);
+    out.push_str("{\"");
+    out.push_str(field);
+    out.push_str("\":[");
+    for (i, item) in items.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(item.get());
+    }
+    out.push(']');
+    if let Some(c) = next {
+        out.push_str(",\"nextCursor\":");
+        out.push_str(&serde_json::to_string(&c).unwrap_or_else(|_| "\"\"".into()));
+    }
+    out.push('}');
+    RawValue::from_string(out).map_err(|e| rpc_err(error_codes::INTERNAL_ERROR, e.to_string()))
+}
+
+impl Engine {
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Client sessions that have not been freed yet.
+    pub fn session_count(&self) -> usize {
+        self.broker.session_count()
+    }
+
+    /// Serve one client over a connection until it closes, with the
+    /// default [`SessionLimits`].
+    pub fn serve(self: &Arc<Self>, name: &str, conn: Connection) {
+        self.serve_with(name, conn, SessionLimits::default());
+    }
+
+    /// Serve one socket client over a connection until it closes. The
+    /// session is freed when the connection closes.
+    pub fn serve_with(self: &Arc<Self>, name: &str, conn: Connection, limits: SessionLimits) {
+        self.serve_events(name, conn, limits, self.registry.subscribe());
+    }
+
+    /// A session for an in-process client (the CLI's `--direct`, the C
+    /// library). It lives as long as the caller holds it; registry events
+    /// reach it through `port` meanwhile.
+    pub fn open_session(
+        self: &Arc<Self>,
+        name: &str,
+        port: Arc<dyn ClientPort>,
+        limits: SessionLimits,
+    ) -> Arc<Session> {
+        let session = Arc::new(Session::new(
+            self.next_session_id(),
+            name,
+            self.clone(),
+            port,
+            limits,
+        ));
+        self.add_session(&session);
+        let weak = Arc::downgrade(&session);
+        let events = self.registry.subscribe();
+        tokio::spawn(session::forward_events(
+            weak,
+            events,
+            std::future::pending::<()>(),
+        ));
+        session
+    }
+
+    fn next_session_id(&self) -> u64 {
+        self.next_session.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn add_session(&self, session: &Arc<Session>) {
+        self.broker.add(session.id(), Arc::downgrade(session));
+    }
+
+    /// Called by a session's `Drop`.
+    fn session_gone(&self, id: u64) {
+        if self.broker.remove(id) {
+            info!(session = id, "the primary host disconnected");
+            self.roots_changed();
+        }
+    }
+
+    fn set_primary(&self, id: u64, primary: bool) {
+        if self.broker.set_primary(id, primary) {
+            info!(session = id, primary, "primary host changed");
+            self.roots_changed();
+        }
+    }
+
+    fn elicitation_session(&self, elicitation: &str) -> Option<u64> {
+        self.broker.elicitation_session(elicitation)
+    }
+
+    /// The roots a server would be given may have changed: tell them all.
+    fn roots_changed(&self) {
+        let registry = self.registry.clone();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move { registry.roots_changed().await });
+        }
+    }
+
+    /// One request of a session, past its gating: the aggregated method set.
+    async fn dispatch(&self, call: Call, method: &str, params: Option<Box<RawValue>>) -> Reply {
+        let opts = CallOptions {
+            on_progress: call.progress.map(|s| s.callback()),
+            origin: Some(call.origin),
+            ..Default::default()
+        };
+        match method {
+            methods::TOOLS_LIST => {
+                let catalog = self.registry.catalog();
+                let (items, next) = catalog
+                    .page(cursor_of(&params).as_deref(), PAGE_SIZE)
+                    .map_err(|e| invalid_params(e.to_string()))?;
+                page_result("tools", items.iter().map(|t| &*t.raw), next)
+            }
+            methods::TOOLS_CALL => {
+                let p: NameAndArguments = params_of(&params)?;
+                let r = self.registry.call_tool(&p.name, p.arguments, opts).await?;
+                Ok(r.raw)
+            }
+            methods::PROMPTS_LIST => {
+                let prompts = self.registry.prompts();
+                let (items, next) = prompts
+                    .page(cursor_of(&params).as_deref(), PAGE_SIZE)
+                    .map_err(|e| invalid_params(e.to_string()))?;
+                page_result("prompts", items.iter().map(|p| &*p.raw), next)
+            }
+            methods::PROMPTS_GET => {
+                let p: NameAndArguments = params_of(&params)?;
+                Ok(self.registry.get_prompt(&p.name, p.arguments, opts).await?)
+            }
+            methods::RESOURCES_LIST => {
+                let resources = self.registry.resources();
+                let (items, next) = resources
+                    .page(cursor_of(&params).as_deref(), PAGE_SIZE)
+                    .map_err(|e| invalid_params(e.to_string()))?;
+                page_result("resources", items.iter().map(|r| &*r.raw), next)
+            }
+            methods::RESOURCES_TEMPLATES_LIST => {
+                let resources = self.registry.resources();
+                let (items, next) = resources
+                    .page_templates(cursor_of(&params).as_deref(), PAGE_SIZE)
+                    .map_err(|e| invalid_params(e.to_string()))?;
+                page_result("resourceTemplates", items.iter().map(|r| &*r.raw), next)
+            }
+            methods::RESOURCES_READ => {
+                #[derive(Deserialize)]
+                struct UriParam {
+                    uri: String,
+                }
+                let p: UriParam = params_of(&params)?;
+                Ok(self.registry.read_resource(&p.uri, opts).await?)
+            }
+            methods::COMPLETION_COMPLETE => {
+                let p = params.ok_or_else(|| invalid_params("completion/complete needs params"))?;
+                Ok(self.registry.complete(&p, opts).await?)
+            }
+            methods::PING => raw(&json!({})),
+            "mcphost/status" => self.status(),
+            "mcphost/tools/list" => {
+                // Each catalog tool plus its server and own name.
+                let catalog = self.registry.catalog();
+                let mut items = Vec::with_capacity(catalog.tools().len());
+                for t in catalog.tools() {
+                    let extra = [
+                        ("server".to_owned(), to_raw(&t.server).map_err(internal)?),
+                        ("tool".to_owned(), to_raw(&t.tool).map_err(internal)?),
+                    ];
+                    items.push(crate::protocol::set_fields(Some(&t.raw), extra).map_err(internal)?);
+                }
+                let text = format!(
+                    "[{}]",
+                    items.iter().map(|r| r.get()).collect::<Vec<_>>().join(",")
+                );
+                RawValue::from_string(text).map_err(internal)
+            }
+            "mcphost/servers/list" => self.servers_list(),
+            "mcphost/servers/restart" => {
+                let p: NameParam = params_of(&params)?;
+                self.registry.restart(&p.name).await?;
+                raw(&json!({}))
+            }
+            "mcphost/servers/logs" => {
+                #[derive(Deserialize)]
+                struct LogsParams {
+                    name: String,
+                    #[serde(default)]
+                    lines: Option<usize>,
+                }
+                let p: LogsParams = params_of(&params)?;
+                let n = p.lines.unwrap_or(200);
+                let lines = match self.registry.client(&p.name) {
+                    Ok(c) => c.stderr_tail(n),
+                    Err(RegistryError::UnknownServer(s)) => {
+                        return Err(RegistryError::UnknownServer(s).into());
+                    }
+                    Err(_) => self
+                        .registry
+                        .statuses()
+                        .into_iter()
+                        .find(|s| s.name == p.name)
+                        .map(|s| s.stderr_tail.clone())
+                        .unwrap_or_default(),
+                };
+                raw(&json!({ "name": p.name, "lines": lines }))
+            }
+            "mcphost/servers/add"
+            | "mcphost/servers/remove"
+            | "mcphost/servers/enable"
+            | "mcphost/servers/disable" => self.manage(method, params).await,
+            _ => Err(ErrorObject::method_not_found(method)),
+        }
+    }
+
+    fn status(&self) -> Reply {
+        let statuses = self.registry.statuses();
+        let ready = statuses
+            .iter()
+            .filter(|s| s.state == crate::registry::supervisor::ServerState::Ready)
+            .count();
+        raw(&json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "pid": std::process::id(),
+            "socket": self.info.socket,
+            "configPath": self.info.config_path,
+            "configError": self.editor.as_ref().and_then(|s| s.last_error()),
+            "uptimeSeconds": self.started.elapsed().as_secs(),
+            "clients": self.session_count(),
+            "primaryHost": self.broker.primary(),
+            "servers": statuses.len(),
+            "ready": ready,
+            "tools": self.registry.catalog().tools().len(),
+            "separator": self.registry.naming().separator,
+        }))
+    }
+
+    fn servers_list(&self) -> Reply {
+        let catalog = self.registry.catalog();
+        let list: Vec<serde_json::Value> = self
+            .registry
+            .statuses()
+            .iter()
+            .map(|s| {
+                let mut v = serde_json::to_value(&**s).unwrap_or_default();
+                v["tools"] = json!(catalog.count_for(&s.name));
+                let renamed: Vec<_> = catalog
+                    .collisions()
+                    .iter()
+                    .filter(|c| c.server == s.name)
+                    .map(|c| json!({"tool": c.tool, "name": c.name, "reason": format!("{:?}", c.reason).to_lowercase()}))
+                    .collect();
+                if !renamed.is_empty() {
+                    v["renamed"] = json!(renamed);
+                }
+                v
+            })
+            .collect();
+        raw(&json!(list))
+    }
+
+    async fn manage(&self, method: &str, params: Option<Box<RawValue>>) -> Reply {
+        let Some(editor) = &self.editor else {
+            return Err(rpc_err(
+                error_codes::INVALID_REQUEST,
+                format!(
+                    "{method} needs the daemon's config file; it is not available in direct mode"
+                ),
+            ));
+        };
+        let edit = match method {
+            "mcphost/servers/add" => {
+                #[derive(Deserialize)]
+                struct AddParams {
+                    name: String,
+                    entry: Box<RawValue>,
+                }
+                let p: AddParams = params_of(&params)?;
+                ConfigEdit::Add {
+                    name: p.name,
+                    entry: p.entry,
+                }
+            }
+            "mcphost/servers/remove" => ConfigEdit::Remove {
+                name: params_of::<NameParam>(&params)?.name,
+            },
+            other => ConfigEdit::SetDisabled {
+                name: params_of::<NameParam>(&params)?.name,
+                disabled: other.ends_with("/disable"),
+            },
+        };
+        // Applied while the edit holds its turn: edits reach the registry
+        // in file order.
+        let edited = editor.edit(edit).await.map_err(invalid_params)?;
+        self.registry.apply(&edited.config);
+        raw(&json!({}))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,674 @@
+//! One client of the engine, whatever door it came through: `initialize`
+//! gating, its capabilities, progress, events, and the requests servers send
+//! it. It reaches its client only through a [`ClientPort`]: the socket, the
+//! CLI's in-process mode and the C library each implement one.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use serde_json::json;
+use serde_json::value::RawValue;
+use tokio::sync::broadcast;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use super::broker::META_SERVER;
+use super::{BUSY, Engine, Reply, SessionLimits, invalid_params, raw, rpc_err};
+use crate::client::{Host, HostRequest};
+use crate::jsonrpc::{
+    IncomingRequest, Origin, Peer, PeerConfig, PeerError, Progress, Relation, RequestHandler,
+    RequestOptions,
+};
+use crate::protocol::{
+    ClientCapabilities, Era, ErrorObject, Id, ProtocolVersion, error_codes, methods, raw_field,
+    set_fields, set_meta, to_raw,
+};
+use crate::registry::RegistryEvent;
+use crate::registry::supervisor::ServerStatus;
+use crate::transport::{BoxFuture, Connection, TransportControl};
+
+/// How a session reaches its client.
+pub trait ClientPort: Send + Sync + 'static {
+    /// Queue a notification; [`PeerError::QueueFull`] when the client does
+    /// not read.
+    fn notify(&self, method: &str, params: Option<Box<RawValue>>) -> Result<(), PeerError>;
+    /// Ask the client something (a server's sampling, elicitation or roots
+    /// request) and wait up to `timeout` for its answer.
+    fn request(
+        &self,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        timeout: Duration,
+    ) -> BoxFuture<'static, Result<Box<RawValue>, PeerError>>;
+    /// Cut the client off (it stopped reading).
+    fn disconnect(&self) -> BoxFuture<'_, ()>;
+}
+
+/// A socket client: a JSON-RPC peer over its connection.
+struct PeerPort {
+    peer: Peer,
+    control: Arc<dyn TransportControl>,
+}
+
+impl ClientPort for PeerPort {
+    fn notify(&self, method: &str, params: Option<Box<RawValue>>) -> Result<(), PeerError> {
+        self.peer.try_notify(method, params)
+    }
+
+    fn request(
+        &self,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        timeout: Duration,
+    ) -> BoxFuture<'static, Result<Box<RawValue>, PeerError>> {
+        let peer = self.peer.clone();
+        let method = method.to_owned();
+        Box::pin(async move {
+            let opts = RequestOptions {
+                timeout: Some(timeout),
+                max_timeout: Some(timeout),
+                ..Default::default()
+            };
+            peer.request(&method, params, opts).await
+        })
+    }
+
+    fn disconnect(&self) -> BoxFuture<'_, ()> {
+        self.control.shutdown()
+    }
+}
+
+/// An in-process client (the CLI's `--direct`, the C library's simple
+/// mode): a [`Host`] answers its server requests, and notifications go to a
+/// callback.
+pub struct HostPort {
+    host: Arc<dyn Host>,
+    on_notification: Box<NotificationFn>,
+}
+
+type NotificationFn = dyn Fn(&str, Option<&RawValue>) + Send + Sync;
+
+impl HostPort {
+    pub fn new(
+        host: Arc<dyn Host>,
+        on_notification: impl Fn(&str, Option<&RawValue>) + Send + Sync + 'static,
+    ) -> HostPort {
+        HostPort {
+            host,
+            on_notification: Box::new(on_notification),
+        }
+    }
+
+    /// The capabilities the host declares, for [`Session::initialize_as`].
+    pub fn capabilities(&self) -> ClientCapabilities {
+        self.host.capabilities()
+    }
+}
+
+impl ClientPort for HostPort {
+    fn notify(&self, method: &str, params: Option<Box<RawValue>>) -> Result<(), PeerError> {
+        (self.on_notification)(method, params.as_deref());
+        Ok(())
+    }
+
+    fn request(
+        &self,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        timeout: Duration,
+    ) -> BoxFuture<'static, Result<Box<RawValue>, PeerError>> {
+        let server = params
+            .as_deref()
+            .and_then(|p| raw_field::<Box<RawValue>>(p, "_meta").ok().flatten())
+            .and_then(|m| raw_field::<String>(&m, META_SERVER).ok().flatten())
+            .unwrap_or_default();
+        let method = method.to_owned();
+        let fut = self.host.handle(HostRequest {
+            server,
+            method: method.clone(),
+            params,
+            relation: Relation::Unrelated,
+        });
+        Box::pin(async move {
+            match tokio::time::timeout(timeout, fut).await {
+                Ok(r) => r.map_err(PeerError::Rpc),
+                Err(_) => Err(PeerError::Timeout {
+                    method,
+                    elapsed: timeout,
+                }),
+            }
+        })
+    }
+
+    fn disconnect(&self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
+}
+
+#[derive(Default)]
+struct SessionState {
+    initialized: bool,
+    caps: ClientCapabilities,
+    /// `mcphost/logs/follow`: `Some(None)` every server, `Some(Some(s))` one.
+    follow: Option<Option<String>>,
+}
+
+/// One client session. Doors hold it; the engine's table holds it weakly,
+/// so a client that goes frees it.
+pub struct Session {
+    id: u64,
+    name: String,
+    engine: Arc<Engine>,
+    port: Arc<dyn ClientPort>,
+    state: Mutex<SessionState>,
+    /// Requests being handled, bounded by `limits.max_in_flight`.
+    in_flight: AtomicUsize,
+    limits: SessionLimits,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.engine.session_gone(self.id);
+    }
+}
+
+/// One request's claim on its session's in-flight budget, released when the
+/// request's future ends (answered or aborted).
+struct InFlight(Arc<Session>);
+
+impl InFlight {
+    fn claim(session: Arc<Session>) -> Option<InFlight> {
+        let limit = session.limits.max_in_flight;
+        session
+            .in_flight
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < limit).then(|| n.saturating_add(1))
+            })
+            .ok()?;
+        Some(InFlight(session))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Where progress for a relayed call goes.
+#[derive(Clone)]
+pub(crate) struct ProgressSink {
+    port: Arc<dyn ClientPort>,
+    token: Box<RawValue>,
+}
+
+impl ProgressSink {
+    pub(crate) fn callback(self) -> crate::jsonrpc::ProgressCallback {
+        Arc::new(move |p: Progress| {
+            // The server's params go on byte for byte; only the token is
+            // swapped for the one the caller chose.
+            let Ok(with_token) = set_fields(
+                Some(&p.params),
+                [("progressToken".to_owned(), self.token.clone())],
+            ) else {
+                return;
+            };
+            if let Err(e) = self
+                .port
+                .notify(methods::NOTIFICATION_PROGRESS, Some(with_token))
+            {
+                debug!("progress not forwarded: {e}");
+            }
+        })
+    }
+}
+
+/// What one client request carries down to the servers.
+pub(crate) struct Call {
+    pub(crate) origin: Origin,
+    pub(crate) progress: Option<ProgressSink>,
+}
+
+const SESSION_METHODS: [&str; 8] = [
+    methods::TOOLS_LIST,
+    methods::TOOLS_CALL,
+    methods::PROMPTS_LIST,
+    methods::PROMPTS_GET,
+    methods::RESOURCES_LIST,
+    methods::RESOURCES_TEMPLATES_LIST,
+    methods::RESOURCES_READ,
+    methods::COMPLETION_COMPLETE,
+];
+
+impl Session {
+    pub(crate) fn new(
+        id: u64,
+        name: &str,
+        engine: Arc<Engine>,
+        port: Arc<dyn ClientPort>,
+        limits: SessionLimits,
+    ) -> Session {
+        Session {
+            id,
+            name: name.to_owned(),
+            engine,
+            port,
+            state: Mutex::new(SessionState::default()),
+            in_flight: AtomicUsize::new(0),
+            limits,
+        }
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn port(&self) -> &Arc<dyn ClientPort> {
+        &self.port
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, SessionState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn is_initialized(&self) -> bool {
+        self.lock().initialized
+    }
+
+    /// Whether this client declared that it answers `method` (in `mode`,
+    /// for elicitation).
+    pub(crate) fn can_answer(&self, method: &str, mode: Option<&str>) -> bool {
+        let st = self.lock();
+        st.initialized
+            && match method {
+                methods::ELICITATION_CREATE => st.caps.elicits(mode),
+                other => st.caps.handles(other),
+            }
+    }
+
+    /// Mark an in-process session initialized with these capabilities, as
+    /// if its client had sent `initialize`.
+    pub fn initialize_as(&self, caps: ClientCapabilities) {
+        let mut st = self.lock();
+        st.initialized = true;
+        st.caps = caps;
+    }
+
+    fn initialize(&self, params: &Option<Box<RawValue>>) -> Reply {
+        let p = params.as_deref();
+        let requested: Option<String> =
+            p.and_then(|p| raw_field::<String>(p, "protocolVersion").ok().flatten());
+        // A client's capabilities we cannot read are none: it is then asked
+        // nothing, which is safe.
+        let caps: ClientCapabilities = p
+            .and_then(|p| {
+                raw_field::<ClientCapabilities>(p, "capabilities")
+                    .ok()
+                    .flatten()
+            })
+            .unwrap_or_default();
+        // Echo a handshake revision we speak, else offer our newest.
+        let version = requested
+            .as_deref()
+            .and_then(|v| v.parse::<ProtocolVersion>().ok())
+            .filter(|v| v.era() == Era::Handshake)
+            .unwrap_or(ProtocolVersion::LATEST_HANDSHAKE);
+        info!(
+            session = self.id,
+            sampling = caps.sampling.is_some(),
+            elicitation = caps.elicitation.is_some(),
+            roots = caps.roots.is_some(),
+            "client initialized"
+        );
+        self.initialize_as(caps);
+        raw(&json!({
+            "protocolVersion": version,
+            "capabilities": {
+                "tools": { "listChanged": true },
+                "resources": { "listChanged": true },
+                "prompts": { "listChanged": true },
+                "completions": {},
+                "logging": {},
+            },
+            "serverInfo": { "name": "mcphost", "version": env!("CARGO_PKG_VERSION") },
+            "instructions": format!(
+                "mcphost aggregates the tools of many MCP servers. Tool names are <server>{}<tool>.",
+                self.engine.registry().naming().separator
+            ),
+        }))
+    }
+
+    /// Handle one request of this session's client, `id` being the client's
+    /// own id for it. Dropping the future cancels it, down to the server.
+    pub fn request(
+        self: &Arc<Self>,
+        id: Id,
+        method: &str,
+        params: Option<Box<RawValue>>,
+    ) -> BoxFuture<'static, Reply> {
+        let limit = self.limits.max_in_flight;
+        // Claimed here, not in the future: a peer spawns it later.
+        let Some(claim) = InFlight::claim(self.clone()) else {
+            return Box::pin(std::future::ready(Err(rpc_err(
+                BUSY,
+                format!(
+                    "too many requests in flight on this connection (limit {limit}); \
+                     wait for some to finish"
+                ),
+            ))));
+        };
+        let method = method.to_owned();
+        Box::pin(async move {
+            let session = &claim.0;
+            session.handle(id, &method, params).await
+        })
+    }
+
+    async fn handle(
+        self: &Arc<Self>,
+        id: Id,
+        method: &str,
+        params: Option<Box<RawValue>>,
+    ) -> Reply {
+        if method == methods::INITIALIZE {
+            return self.initialize(&params);
+        }
+        if !self.is_initialized() {
+            let known = SESSION_METHODS.contains(&method) || method.starts_with("mcphost/");
+            return Err(if known {
+                rpc_err(
+                    error_codes::INVALID_REQUEST,
+                    format!("{method} before initialize"),
+                )
+            } else {
+                ErrorObject::method_not_found(method)
+            });
+        }
+        match method {
+            "mcphost/host/register" | "mcphost/host/unregister" => {
+                let primary = method.ends_with("/register");
+                if primary
+                    && !self.lock().caps.handles(methods::ROOTS_LIST)
+                    && !self.lock().caps.handles(methods::SAMPLING_CREATE_MESSAGE)
+                    && !self.lock().caps.handles(methods::ELICITATION_CREATE)
+                {
+                    return Err(invalid_params(
+                        "mcphost/host/register: this client declared none of sampling, \
+                         elicitation and roots in initialize, so it cannot answer anything",
+                    ));
+                }
+                self.engine.set_primary(self.id, primary);
+                raw(&json!({}))
+            }
+            "mcphost/logs/follow" => {
+                let server: Option<String> = params
+                    .as_deref()
+                    .and_then(|p| raw_field::<String>(p, "server").ok().flatten());
+                if let Some(s) = &server {
+                    self.engine
+                        .registry()
+                        .client(s)
+                        .map(drop)
+                        .or_else(|e| match e {
+                            crate::registry::RegistryError::UnknownServer(_) => Err(e),
+                            _ => Ok(()),
+                        })?;
+                }
+                self.lock().follow = Some(server);
+                raw(&json!({}))
+            }
+            methods::LOGGING_SET_LEVEL => {
+                let p = params
+                    .as_deref()
+                    .ok_or_else(|| invalid_params("logging/setLevel needs params"))?;
+                let level: String = raw_field(p, "level")
+                    .map_err(|e| invalid_params(format!("logging/setLevel: {e}")))?
+                    .ok_or_else(|| invalid_params("logging/setLevel needs a level"))?;
+                let server = raw_field::<Box<RawValue>>(p, "_meta")
+                    .ok()
+                    .flatten()
+                    .and_then(|m| raw_field::<String>(&m, META_SERVER).ok().flatten());
+                self.engine
+                    .registry()
+                    .set_log_level(server.as_deref(), &level)
+                    .await?;
+                raw(&json!({}))
+            }
+            _ => {
+                let progress = params
+                    .as_deref()
+                    .filter(|p| p.get().contains("\"_meta\""))
+                    .and_then(|p| raw_field::<Box<RawValue>>(p, "_meta").ok().flatten())
+                    .and_then(|m| {
+                        raw_field::<Box<RawValue>>(&m, "progressToken")
+                            .ok()
+                            .flatten()
+                    })
+                    .map(|token| ProgressSink {
+                        port: self.port.clone(),
+                        token,
+                    });
+                let call = Call {
+                    origin: Origin {
+                        session: self.id,
+                        request: id,
+                    },
+                    progress,
+                };
+                self.engine.dispatch(call, method, params).await
+            }
+        }
+    }
+
+    /// A notification from this session's client.
+    pub fn notification(&self, method: &str, _params: Option<&RawValue>) {
+        if method == methods::NOTIFICATION_ROOTS_LIST_CHANGED {
+            debug!(session = self.id, "the client's roots changed");
+            self.engine.roots_changed();
+        }
+    }
+
+    /// The notifications one registry event makes for this client.
+    fn notifications_for(&self, ev: RegistryEvent) -> Vec<(&'static str, Option<Box<RawValue>>)> {
+        const SERVER_STATE: &str = "notifications/mcphost/server_state";
+        let state = |s: &ServerStatus| to_raw(s).ok().map(|p| (SERVER_STATE, Some(p)));
+        let named = |server: &str, params: &RawValue| {
+            let name = to_raw(server).ok()?;
+            set_meta(Some(params), [(META_SERVER.to_owned(), name)]).ok()
+        };
+        match ev {
+            RegistryEvent::ToolsChanged => vec![(methods::NOTIFICATION_TOOLS_LIST_CHANGED, None)],
+            RegistryEvent::ResourcesChanged => {
+                vec![(methods::NOTIFICATION_RESOURCES_LIST_CHANGED, None)]
+            }
+            RegistryEvent::PromptsChanged => {
+                vec![(methods::NOTIFICATION_PROMPTS_LIST_CHANGED, None)]
+            }
+            RegistryEvent::ServerState(s) => state(&s).into_iter().collect(),
+            // Every client gets server logs, as from any MCP server; the
+            // `mcphost/logs/follow` ones also get stderr lines.
+            RegistryEvent::Log { server, params } => named(&server, &params)
+                .map(|p| (methods::NOTIFICATION_MESSAGE, Some(p)))
+                .into_iter()
+                .collect(),
+            RegistryEvent::ElicitationComplete { server, params } => {
+                let id = raw_field::<String>(&params, "elicitationId").ok().flatten();
+                let mine =
+                    id.is_some_and(|id| self.engine.elicitation_session(&id) == Some(self.id));
+                if !mine {
+                    return Vec::new();
+                }
+                named(&server, &params)
+                    .map(|p| (methods::NOTIFICATION_ELICITATION_COMPLETE, Some(p)))
+                    .into_iter()
+                    .collect()
+            }
+        }
+    }
+}
+
+/// A socket session's request handler. It lives inside the session's own
+/// peer, so it holds the session weakly: a strong reference was a cycle that
+/// leaked every connection. The peer reads before the session exists, so a
+/// first request waits for it to be set.
+struct SessionHandler(Arc<tokio::sync::SetOnce<Weak<Session>>>);
+
+fn closing() -> Reply {
+    Err(rpc_err(
+        error_codes::INTERNAL_ERROR,
+        "the session is closing",
+    ))
+}
+
+impl RequestHandler for SessionHandler {
+    fn handle(&self, r: IncomingRequest) -> BoxFuture<'static, Reply> {
+        if let Some(weak) = self.0.get() {
+            return match weak.upgrade() {
+                Some(session) => session.request(r.id, &r.method, r.params),
+                None => Box::pin(std::future::ready(closing())),
+            };
+        }
+        let cell = self.0.clone();
+        Box::pin(async move {
+            match cell.wait().await.upgrade() {
+                Some(session) => session.request(r.id, &r.method, r.params).await,
+                None => closing(),
+            }
+        })
+    }
+}
+
+impl Engine {
+    /// Serve one socket client over `conn` until it closes. One task owns
+    /// the session for exactly as long as the connection is open.
+    pub(crate) fn serve_events(
+        self: &Arc<Self>,
+        name: &str,
+        conn: Connection,
+        limits: SessionLimits,
+        events: broadcast::Receiver<RegistryEvent>,
+    ) {
+        let mut cfg = PeerConfig::new(name);
+        // A client's malformed input gets an error reply, as JSON-RPC asks.
+        cfg.answer_invalid = true;
+        // Each forwarded request sets its own timeout (HostTimeouts).
+        cfg.max_timeout = Duration::from_secs(24 * 3600);
+        let cell = Arc::new(tokio::sync::SetOnce::new());
+        let handler = SessionHandler(cell.clone());
+        let peer = Peer::start(cfg, conn.outbound, conn.inbound, Arc::new(handler));
+        let port = PeerPort {
+            peer: peer.clone(),
+            control: conn.control,
+        };
+        let session = Arc::new(Session::new(
+            self.next_session_id(),
+            name,
+            self.clone(),
+            Arc::new(port),
+            limits,
+        ));
+        let _ = cell.set(Arc::downgrade(&session));
+        self.add_session(&session);
+        tokio::spawn(
+            run_socket_session(session, peer, events)
+                .instrument(info_span!("session", client = name)),
+        );
+    }
+}
+
+/// Owns one socket session for exactly as long as its connection is open;
+/// the connection's control closes the socket when the session goes.
+async fn run_socket_session(
+    session: Arc<Session>,
+    peer: Peer,
+    events: broadcast::Receiver<RegistryEvent>,
+) {
+    let weak = Arc::downgrade(&session);
+    let mut notes = peer.subscribe();
+    let listen = async {
+        loop {
+            match notes.recv().await {
+                Ok(n) => {
+                    if let Some(s) = weak.upgrade() {
+                        s.notification(&n.method, n.params.as_deref());
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => {}
+                Err(broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    };
+    let listen_until_closed = async {
+        tokio::select! {
+            _ = listen => {}
+            _ = peer.closed() => {}
+        }
+    };
+    tokio::join!(
+        forward_events(weak.clone(), events, peer.closed()),
+        listen_until_closed
+    );
+    peer.closed().await;
+    drop(session);
+}
+
+/// Push catalog changes, server states and server notifications to one
+/// client until `closed` resolves; a client that does not read is
+/// disconnected rather than allowed to stall anyone. Holds the session
+/// weakly, so it never keeps one alive.
+pub(crate) async fn forward_events(
+    session: Weak<Session>,
+    mut events: broadcast::Receiver<RegistryEvent>,
+    closed: impl std::future::Future<Output = ()>,
+) {
+    tokio::pin!(closed);
+    loop {
+        let ev = tokio::select! {
+            ev = events.recv() => ev,
+            _ = &mut closed => return,
+        };
+        let Some(s) = session.upgrade() else { return };
+        let out = match ev {
+            Ok(ev) => s.notifications_for(ev),
+            // Which events were lost is unknown: the client must re-list
+            // everything and learn every server's state again.
+            Err(broadcast::error::RecvError::Lagged(missed)) => {
+                warn!(
+                    missed,
+                    "the client's event queue overflowed; resending every list and server state"
+                );
+                let mut out = [
+                    RegistryEvent::ToolsChanged,
+                    RegistryEvent::ResourcesChanged,
+                    RegistryEvent::PromptsChanged,
+                ]
+                .into_iter()
+                .flat_map(|e| s.notifications_for(e))
+                .collect::<Vec<_>>();
+                for st in s.engine.registry().statuses() {
+                    out.extend(s.notifications_for(RegistryEvent::ServerState(st)));
+                }
+                out
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        if !s.is_initialized() {
+            continue;
+        }
+        for (method, params) in out {
+            match s.port.notify(method, params) {
+                Ok(()) => {}
+                Err(PeerError::QueueFull) => {
+                    warn!("client is not reading its messages; disconnecting it");
+                    s.port.disconnect().await;
+                    return;
+                }
+                Err(_) => return,
+            }
+        }
+    }
+}
