@@ -49,6 +49,7 @@ fn server(name: &str, transport: TransportConfig) -> ServerConfig {
         transport,
         tools: ToolFilter::default(),
         timeouts: Timeouts::default(),
+        roots: Vec::new(),
     }
 }
 
@@ -100,6 +101,7 @@ fn claude_desktop_shape() {
         ],
         namespacing: Namespacing::default(),
         login_shell_path: true,
+        roots: Vec::new(),
         warnings: Vec::new(),
     };
     assert_eq!(config, expected);

@@ -59,6 +59,8 @@ pub struct HostConfig {
     pub namespacing: Namespacing,
     /// Take `PATH` from the user's login shell (see [`shell_path`]).
     pub login_shell_path: bool,
+    /// Roots every server is given, beside the hosts' own.
+    pub roots: Vec<Root>,
     /// Non-fatal findings (unknown keys, problems in disabled servers); each
     /// was also logged.
     pub warnings: Vec<Issue>,
@@ -71,6 +73,7 @@ impl Default for HostConfig {
             servers: Vec::new(),
             namespacing: Namespacing::default(),
             login_shell_path: true,
+            roots: Vec::new(),
             warnings: Vec::new(),
         }
     }
@@ -97,9 +100,29 @@ pub struct ServerConfig {
     pub tools: ToolFilter,
     /// With `defaults.timeouts` and the built-in defaults applied.
     pub timeouts: Timeouts,
+    /// Roots this server is given, beside the global ones and the hosts'.
+    pub roots: Vec<Root>,
+}
+
+/// A configured root: a `file://` URI and an optional display name.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Root {
+    pub uri: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 impl ServerConfig {
+    /// Whether `other` differs only in what a running server can take up
+    /// without a restart (its roots).
+    pub fn same_process(&self, other: &ServerConfig) -> bool {
+        let strip = |c: &ServerConfig| ServerConfig {
+            roots: Vec::new(),
+            ..c.clone()
+        };
+        strip(self) == strip(other)
+    }
+
     /// The alias if set, else the name: what tool names get prefixed with.
     pub fn prefix(&self) -> &str {
         self.alias.as_deref().unwrap_or(&self.name)

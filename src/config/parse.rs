@@ -16,7 +16,7 @@ use super::duration::{no_unit_hint, parse_duration};
 use super::interpolate::interpolate;
 use super::tools::glob;
 use super::{
-    ConfigError, EnvLookup, HostConfig, HttpMode, HttpServer, Issue, Issues, Namespacing,
+    ConfigError, EnvLookup, HostConfig, HttpMode, HttpServer, Issue, Issues, Namespacing, Root,
     ServerConfig, StdioServer, Timeouts, ToolFilter, TransportConfig,
 };
 use crate::registry::catalog::NamingRules;
@@ -45,7 +45,9 @@ const TOP_KEYS: &[&str] = &[
     "defaults",
     "namespacing",
     "loginShellPath",
+    "roots",
 ];
+const ROOT_KEYS: &[&str] = &["uri", "name"];
 const DEFAULTS_KEYS: &[&str] = &["timeouts", "inheritEnv", "loginShellPath"];
 const TIMEOUT_KEYS: &[&str] = &["request", "init", "maxRequest", "shutdown"];
 const NAMESPACING_KEYS: &[&str] = &["separator", "maxLength", "reserve"];
@@ -64,6 +66,7 @@ const SERVER_KEYS: &[&str] = &[
     "tools",
     "timeouts",
     "alias",
+    "roots",
 ];
 const STDIO_ONLY: &[&str] = &["command", "args", "env", "envFile", "cwd", "inheritEnv"];
 const HTTP_ONLY: &[&str] = &["url", "headers"];
@@ -215,7 +218,56 @@ impl<'a> Ctx<'a> {
         if let Some(prop) = root.get("namespacing") {
             config.namespacing = self.namespacing(&prop.value);
         }
+        if let Some(prop) = root.get("roots") {
+            config.roots = self.roots(&prop.value, "roots");
+        }
         config.servers = self.servers(root, &defaults);
+    }
+
+    /// `roots`: `file://` URIs or absolute paths, or `{uri, name}` objects.
+    fn roots(&mut self, value: &Value<'_>, field: &str) -> Vec<Root> {
+        let Some(items) = self.array(value, field) else {
+            return Vec::new();
+        };
+        let mut roots = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let field = format!("{field}[{i}]");
+            let (uri, name) = match item {
+                Value::Object(obj) => {
+                    self.keys(obj, &field, ROOT_KEYS);
+                    let Some(uri) = obj
+                        .get("uri")
+                        .and_then(|p| self.non_empty_string(&p.value, &child(&field, "uri")))
+                    else {
+                        if obj.get("uri").is_none() {
+                            self.error(item.start(), &field, "needs a uri");
+                        }
+                        continue;
+                    };
+                    let name = obj
+                        .get("name")
+                        .and_then(|p| self.string(&p.value, &child(&field, "name")))
+                        .map(str::to_owned);
+                    (uri.to_owned(), name)
+                }
+                other => match self.string(other, &field) {
+                    Some(s) => (s.to_owned(), None),
+                    None => continue,
+                },
+            };
+            let uri = match interpolate(&uri, self.env) {
+                Ok(u) => u,
+                Err(err) => {
+                    self.error(item.start(), &field, err.message());
+                    continue;
+                }
+            };
+            match root_uri(&uri) {
+                Ok(uri) => roots.push(Root { uri, name }),
+                Err(reason) => self.error(item.start(), &field, format!("{uri:?} {reason}")),
+            }
+        }
+        roots
     }
 
     fn defaults(&mut self, value: &Value<'_>) -> Defaults {
@@ -451,6 +503,11 @@ impl<'a> Ctx<'a> {
             None => defaults.timeouts,
         };
 
+        let roots = match obj.get("roots") {
+            Some(p) => self.roots(&p.value, &child(field, "roots")),
+            None => Vec::new(),
+        };
+
         if self.errors.len() > errors_before {
             return None;
         }
@@ -461,6 +518,7 @@ impl<'a> Ctx<'a> {
             transport: transport?,
             tools: tools?,
             timeouts,
+            roots,
         })
     }
 
@@ -932,6 +990,21 @@ impl<'a> Ctx<'a> {
                 self.error(prop.start(), &child(field, key), "duplicate key");
             }
         }
+    }
+}
+
+/// A root as a `file://` URI: the spec allows only those. An absolute path
+/// is turned into one.
+fn root_uri(text: &str) -> Result<String, &'static str> {
+    if text.starts_with('/') {
+        return url::Url::from_file_path(text)
+            .map(String::from)
+            .map_err(|()| "is not a usable absolute path");
+    }
+    match url::Url::parse(text) {
+        Ok(u) if u.scheme() == "file" => Ok(text.to_owned()),
+        Ok(_) => Err("is not a file:// URI (roots must be file:// URIs or absolute paths)"),
+        Err(_) => Err("is neither a file:// URI nor an absolute path"),
     }
 }
 

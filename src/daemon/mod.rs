@@ -13,11 +13,12 @@ use crate::client::PolicyHost;
 use crate::config::location::ConfigLocation;
 use crate::config::shell_path::login_shell_path;
 use crate::config::store::{ConfigStore, Edited};
-use crate::engine::{BUSY, ConfigEdit, ConfigEditor, EngineBuilder, EngineInfo, SessionLimits};
+use crate::engine::{
+    BUSY, ConfigEdit, ConfigEditor, Engine, EngineBuilder, EngineInfo, SessionLimits,
+};
 use crate::ipc::{self, ListenOptions};
 use crate::jsonrpc::{Incoming, decode};
 use crate::protocol::{ErrorObject, Message, Response};
-use crate::registry::Registry;
 use crate::transport::{BoxFuture, Connection, TransportEvent};
 
 #[derive(Debug, thiserror::Error)]
@@ -121,8 +122,7 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     let _watcher = watch_config(&opts.config.path, reload_tx)?;
     // Reloads run beside the loop: accept and signals never wait for one.
     let reloader = tokio::spawn(
-        reload_on_change(store.clone(), registry.clone(), reload_rx)
-            .instrument(info_span!("reload")),
+        reload_on_change(store.clone(), engine.clone(), reload_rx).instrument(info_span!("reload")),
     );
     let mut clients = 0u64;
     let patience = Arc::new(tokio::sync::Semaphore::new(PATIENT_REFUSALS));
@@ -238,7 +238,7 @@ async fn refuse(
 /// Apply each config change; a rejected one keeps the last good config.
 async fn reload_on_change(
     store: Arc<ConfigStore>,
-    registry: Registry,
+    engine: Arc<Engine>,
     mut changes: mpsc::Receiver<()>,
 ) {
     while changes.recv().await.is_some() {
@@ -248,7 +248,7 @@ async fn reload_on_change(
         match store.reload().await {
             Ok(Some(edited)) => {
                 info!("config changed; applying");
-                registry.apply(&edited.config);
+                engine.apply(&edited.config);
             }
             Ok(None) => {}
             Err(e) => error!("config rejected, keeping the last good one: {e}"),

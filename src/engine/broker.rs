@@ -12,10 +12,11 @@ use tracing::{debug, info, warn};
 
 use super::session::Session;
 use crate::client::{ElicitationPolicy, Host, HostRequest, PolicyHost};
+use crate::config::{HostConfig, Root};
 use crate::jsonrpc::{PeerError, Relation};
 use crate::protocol::capabilities::{ElicitationCap, Empty, RootsCap, SamplingCap};
 use crate::protocol::{
-    ClientCapabilities, ErrorObject, error_codes, methods, raw_field, set_meta, to_raw,
+    ClientCapabilities, ErrorObject, error_codes, methods, raw_field, set_fields, set_meta, to_raw,
 };
 use crate::transport::BoxFuture;
 
@@ -56,8 +57,42 @@ impl HostTimeouts {
     }
 }
 
+/// The roots the config gives: to every server, and to each one.
+#[derive(Default, PartialEq)]
+struct ConfiguredRoots {
+    global: Vec<Root>,
+    per_server: HashMap<String, Vec<Root>>,
+}
+
+impl ConfiguredRoots {
+    fn of(cfg: &HostConfig) -> ConfiguredRoots {
+        ConfiguredRoots {
+            global: cfg.roots.clone(),
+            per_server: cfg
+                .servers
+                .iter()
+                .filter(|s| !s.roots.is_empty())
+                .map(|s| (s.name.clone(), s.roots.clone()))
+                .collect(),
+        }
+    }
+
+    /// `server`'s roots, global ones first, each URI once.
+    fn for_server(&self, server: &str) -> Vec<Root> {
+        let mut out: Vec<Root> = Vec::new();
+        let own = self.per_server.get(server).into_iter().flatten();
+        for r in self.global.iter().chain(own) {
+            if !out.iter().any(|o| o.uri == r.uri) {
+                out.push(r.clone());
+            }
+        }
+        out
+    }
+}
+
 struct State {
     sessions: HashMap<u64, Weak<Session>>,
+    roots: ConfiguredRoots,
     primary: Option<u64>,
     /// `elicitationId` → the session that was asked, oldest first.
     elicitations: VecDeque<(String, u64)>,
@@ -87,6 +122,7 @@ impl Broker {
             inner: Arc::new(Inner {
                 state: Mutex::new(State {
                     sessions: HashMap::new(),
+                    roots: ConfiguredRoots::default(),
                     primary: None,
                     elicitations: VecDeque::new(),
                 }),
@@ -98,6 +134,19 @@ impl Broker {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Take the config's roots; true when they changed.
+    pub(crate) fn set_roots(&self, cfg: &HostConfig) -> bool {
+        let new = ConfiguredRoots::of(cfg);
+        let mut st = self.lock();
+        let changed = st.roots != new;
+        st.roots = new;
+        changed
+    }
+
+    fn roots_for(&self, server: &str) -> Vec<Root> {
+        self.lock().roots.for_server(server)
     }
 
     pub(crate) fn add(&self, id: u64, session: Weak<Session>) {
@@ -203,6 +252,11 @@ impl Broker {
             .port()
             .request(&r.method, Some(params), timeout)
             .await;
+        if r.method == methods::ROOTS_LIST
+            && let Ok(answer) = &answer
+        {
+            return with_roots(answer, &self.roots_for(&r.server));
+        }
         answer.map_err(|e| match e {
             // The host's own error goes to the server as it was sent.
             PeerError::Rpc(err) => err,
@@ -219,6 +273,36 @@ impl Broker {
             other => internal(format!("the host ({}): {other}", session.name())),
         })
     }
+}
+
+/// A host's `roots/list` answer with the configured roots added after its
+/// own (each URI once); with none configured, the answer as it came.
+fn with_roots(answer: &RawValue, configured: &[Root]) -> Result<Box<RawValue>, ErrorObject> {
+    let invalid = |e: String| {
+        ErrorObject::new(
+            error_codes::INTERNAL_ERROR,
+            format!("the host's roots/list answer: {e}"),
+        )
+    };
+    if configured.is_empty() {
+        return RawValue::from_string(answer.get().to_owned()).map_err(|e| invalid(e.to_string()));
+    }
+    #[derive(serde::Deserialize)]
+    struct Listed {
+        uri: String,
+    }
+    let mut roots: Vec<Box<RawValue>> = raw_field(answer, "roots")
+        .map_err(|e| invalid(e.to_string()))?
+        .unwrap_or_default();
+    let known: Vec<String> = roots
+        .iter()
+        .filter_map(|r| serde_json::from_str::<Listed>(r.get()).ok().map(|l| l.uri))
+        .collect();
+    for r in configured.iter().filter(|r| !known.contains(&r.uri)) {
+        roots.push(to_raw(r).map_err(|e| invalid(e.to_string()))?);
+    }
+    let roots = to_raw(&roots).map_err(|e| invalid(e.to_string()))?;
+    set_fields(Some(answer), [("roots".to_owned(), roots)]).map_err(|e| invalid(e.to_string()))
 }
 
 impl Host for Broker {
@@ -243,7 +327,8 @@ impl Host for Broker {
                 Route::Session(s) => broker.forward(s, r).await,
                 Route::Fallback => {
                     if r.method == methods::ROOTS_LIST {
-                        return to_raw(&serde_json::json!({ "roots": [] })).map_err(|e| {
+                        let roots = broker.roots_for(&r.server);
+                        return to_raw(&serde_json::json!({ "roots": roots })).map_err(|e| {
                             ErrorObject::new(error_codes::INTERNAL_ERROR, e.to_string())
                         });
                     }
@@ -273,5 +358,76 @@ impl Host for Broker {
                 }
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root(uri: &str) -> Root {
+        Root {
+            uri: uri.to_owned(),
+            name: None,
+        }
+    }
+
+    #[test]
+    fn a_hosts_roots_come_first_and_configured_ones_are_added_once() {
+        let answer = RawValue::from_string(
+            r#"{"roots":[{"uri":"file:///h","name":"host","_meta":{"x":1.10}}],"_meta":{"k":1}}"#
+                .to_owned(),
+        )
+        .unwrap();
+        let out = with_roots(&answer, &[root("file:///h"), root("file:///c")]).unwrap();
+        assert_eq!(
+            out.get(),
+            r#"{"roots":[{"uri":"file:///h","name":"host","_meta":{"x":1.10}},{"uri":"file:///c"}],"_meta":{"k":1}}"#
+        );
+        // Nothing configured: the host's bytes, untouched.
+        assert_eq!(with_roots(&answer, &[]).unwrap().get(), answer.get());
+    }
+
+    #[test]
+    fn a_server_gets_the_global_roots_then_its_own() {
+        let cfg = crate::config::parse(
+            r#"{"roots":["/g", {"uri":"file:///both","name":"B"}],
+                "mcpServers":{"a":{"command":"x","roots":["file:///both","/a"]},"b":{"command":"y"}},
+                "loginShellPath":false}"#,
+            std::path::Path::new("/c/config.json"),
+            &|_| None,
+        )
+        .unwrap();
+        let roots = ConfiguredRoots::of(&cfg);
+        let uris = |s: &str| {
+            roots
+                .for_server(s)
+                .into_iter()
+                .map(|r| r.uri)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(uris("a"), ["file:///g", "file:///both", "file:///a"]);
+        assert_eq!(uris("b"), ["file:///g", "file:///both"]);
+        assert_eq!(roots.for_server("a")[1].name.as_deref(), Some("B"));
+    }
+
+    #[test]
+    fn roots_must_be_file_uris_or_absolute_paths() {
+        let err = crate::config::parse(
+            r#"{"roots":["https://x.example/", "relative/dir", {"name":"n"}],"mcpServers":{}}"#,
+            std::path::Path::new("/c/config.json"),
+            &|_| None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("roots[0]") && err.contains("not a file:// URI"),
+            "{err}"
+        );
+        assert!(err.contains("roots[1]") && err.contains("neither"), "{err}");
+        assert!(
+            err.contains("roots[2]") && err.contains("needs a uri"),
+            "{err}"
+        );
     }
 }

@@ -170,6 +170,7 @@ impl EngineBuilder {
     /// Start every enabled server and return the engine.
     pub fn start(self) -> Arc<Engine> {
         let broker = Broker::new(self.fallback, self.timeouts);
+        broker.set_roots(&self.config);
         let client = ClientOptions {
             host: Arc::new(broker.clone()),
             ..self.client
@@ -357,6 +358,15 @@ impl Engine {
         let registry = self.registry.clone();
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move { registry.roots_changed().await });
+        }
+    }
+
+    /// Take up a new config: servers (see [`Registry::apply`]) and roots.
+    pub fn apply(&self, cfg: &HostConfig) {
+        let roots_changed = self.broker.set_roots(cfg);
+        self.registry.apply(cfg);
+        if roots_changed {
+            self.roots_changed();
         }
     }
 
@@ -553,7 +563,7 @@ impl Engine {
         // Applied while the edit holds its turn: edits reach the registry
         // in file order.
         let edited = editor.edit(edit).await.map_err(invalid_params)?;
-        self.registry.apply(&edited.config);
+        self.apply(&edited.config);
         raw(&json!({}))
     }
 }

@@ -539,7 +539,11 @@ impl Registry {
             let mut entries = Vec::new();
             for sc in &cfg.servers {
                 match old.remove(&sc.name) {
-                    Some(e) if e.config == *sc => entries.push(e),
+                    Some(mut e) if e.config.same_process(sc) => {
+                        // Roots are asked for, not started with: no restart.
+                        e.config = sc.clone();
+                        entries.push(e);
+                    }
                     Some(e) => {
                         debug!(server = %sc.name, "config changed; restarting");
                         to_stop.push(e.handle);

@@ -367,6 +367,7 @@ async fn direct_config(specs: &[String]) -> Result<HostConfig> {
             transport,
             tools: ToolFilter::default(),
             timeouts: Timeouts::default(),
+            roots: Vec::new(),
         });
     }
     Ok(cfg)
