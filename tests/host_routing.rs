@@ -1,0 +1,262 @@
+//! The broker in-process: which session a server's request reaches, what
+//! it carries, and what answers when no session can. Our test server sends
+//! its sampling, elicitation and roots requests during a `tools/call`.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{TESTSERVER, text_of};
+use mcphost::client::{Host, HostRequest, NoHost};
+use mcphost::engine::{Engine, EngineBuilder, HostPort, META_SERVER, Session, SessionLimits};
+use mcphost::protocol::capabilities::{ElicitationCap, Empty, RootsCap, SamplingCap};
+use mcphost::protocol::{ClientCapabilities, ErrorObject, Id, RawValue};
+use mcphost::transport::BoxFuture;
+use serde_json::{Value, json};
+
+/// A host that answers every request with its own name, and records them.
+struct NamedHost {
+    name: &'static str,
+    seen: Mutex<Vec<(String, Value)>>,
+    /// Sampling takes this long to answer.
+    delay: Duration,
+}
+
+impl NamedHost {
+    fn new(name: &'static str) -> Arc<NamedHost> {
+        NamedHost::slow(name, Duration::ZERO)
+    }
+
+    fn slow(name: &'static str, delay: Duration) -> Arc<NamedHost> {
+        Arc::new(NamedHost {
+            name,
+            seen: Mutex::new(Vec::new()),
+            delay,
+        })
+    }
+
+    fn seen(&self) -> Vec<(String, Value)> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl Host for NamedHost {
+    fn capabilities(&self) -> ClientCapabilities {
+        ClientCapabilities {
+            roots: Some(RootsCap { list_changed: true }),
+            sampling: Some(SamplingCap::default()),
+            elicitation: Some(ElicitationCap {
+                form: Some(Empty::default()),
+                url: None,
+            }),
+        }
+    }
+
+    fn handle(&self, r: HostRequest) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
+        let params: Value = r
+            .params
+            .as_deref()
+            .map(|p| serde_json::from_str(p.get()).unwrap())
+            .unwrap_or(Value::Null);
+        self.seen.lock().unwrap().push((r.method.clone(), params));
+        let name = self.name;
+        let delay = self.delay;
+        let answer = match r.method.as_str() {
+            "sampling/createMessage" => json!({
+                "role": "assistant",
+                "content": {"type": "text", "text": format!("sampled by {name}")},
+                "model": name,
+            }),
+            "elicitation/create" => json!({"action": "accept", "content": {"name": name}}),
+            _ => json!({"roots": [{"uri": format!("file:///{name}"), "name": name}]}),
+        };
+        Box::pin(async move {
+            tokio::time::sleep(delay).await;
+            Ok(RawValue::from_string(answer.to_string()).unwrap())
+        })
+    }
+}
+
+fn engine(extra: &str) -> Arc<Engine> {
+    let text = format!(
+        r#"{{"mcpServers":{{"ts":{{"command":{TESTSERVER:?}}}}},"loginShellPath":false{extra}}}"#
+    );
+    let cfg = mcphost::config::parse(
+        &text,
+        std::path::Path::new("/nonexistent/config.json"),
+        &|_| None,
+    )
+    .unwrap();
+    EngineBuilder::new(cfg).start()
+}
+
+fn session(engine: &Arc<Engine>, host: Arc<dyn Host>) -> Arc<Session> {
+    let port = Arc::new(HostPort::new(host, |_, _| {}));
+    let caps = port.capabilities();
+    let s = engine.open_session("test", port, SessionLimits::default());
+    s.initialize_as(caps);
+    s
+}
+
+async fn call(s: &Arc<Session>, id: i64, tool: &str, args: Value) -> String {
+    let params = json!({"name": format!("ts__{tool}"), "arguments": args});
+    let raw = RawValue::from_string(params.to_string()).unwrap();
+    let r = tokio::time::timeout(
+        Duration::from_secs(20),
+        s.request(Id::number(id), "tools/call", Some(raw)),
+    )
+    .await
+    .expect("the call did not finish")
+    .unwrap_or_else(|e| panic!("{tool} failed: {e}"));
+    text_of(&serde_json::from_str(r.get()).unwrap())
+}
+
+async fn ready(engine: &Arc<Engine>) {
+    engine.registry().settled(Duration::from_secs(20)).await;
+    assert!(
+        engine.registry().catalog().route("ts__sample").is_some(),
+        "the test server's tools are not listed"
+    );
+}
+
+#[tokio::test]
+async fn each_session_gets_the_requests_its_own_calls_cause_with_the_server_named() {
+    let engine = engine("");
+    ready(&engine).await;
+    let (ha, hb) = (NamedHost::new("a"), NamedHost::new("b"));
+    let (a, b) = (session(&engine, ha.clone()), session(&engine, hb.clone()));
+
+    assert!(
+        call(&a, 1, "sample", json!({}))
+            .await
+            .contains("sampled by a")
+    );
+    assert!(
+        call(&b, 1, "sample", json!({}))
+            .await
+            .contains("sampled by b")
+    );
+    assert!(
+        call(&b, 2, "elicit", json!({}))
+            .await
+            .contains(r#""name":"b""#)
+    );
+    assert!(call(&a, 2, "roots", json!({})).await.contains("file:///a"));
+
+    let (sa, sb) = (ha.seen(), hb.seen());
+    let methods = |s: &[(String, Value)]| s.iter().map(|(m, _)| m.clone()).collect::<Vec<_>>();
+    assert_eq!(methods(&sa), ["sampling/createMessage", "roots/list"]);
+    assert_eq!(
+        methods(&sb),
+        ["sampling/createMessage", "elicitation/create"]
+    );
+    // The asking server is named; the server's own params are all there.
+    let (_, sampled) = &sa[0];
+    assert_eq!(sampled["_meta"][META_SERVER], "ts");
+    assert_eq!(sampled["maxTokens"], 100);
+    assert_eq!(
+        sampled["systemPrompt"],
+        "You are being called by mcphost-testserver."
+    );
+}
+
+#[tokio::test]
+async fn with_calls_of_two_sessions_in_flight_on_stdio_the_primary_host_answers() {
+    let engine = engine("");
+    ready(&engine).await;
+    let (ha, hb, hp) = (
+        NamedHost::slow("a", Duration::from_millis(300)),
+        NamedHost::slow("b", Duration::from_millis(300)),
+        NamedHost::slow("p", Duration::from_millis(300)),
+    );
+    let (a, b, p) = (
+        session(&engine, ha.clone()),
+        session(&engine, hb.clone()),
+        session(&engine, hp.clone()),
+    );
+    let register = p.request(Id::number(1), "mcphost/host/register", None);
+    register.await.unwrap();
+    // Both calls are in flight when the server asks: stdio cannot say whose
+    // it is, so neither session is guessed at.
+    let (ra, rb) = tokio::join!(
+        call(&a, 1, "sample", json!({})),
+        call(&b, 1, "sample", json!({}))
+    );
+    assert!(
+        ra.contains("sampled by p") || ra.contains("sampled by a"),
+        "{ra}"
+    );
+    assert!(
+        rb.contains("sampled by p") || rb.contains("sampled by b"),
+        "{rb}"
+    );
+    let ambiguous = hp.seen().len();
+    assert!(
+        ambiguous >= 1,
+        "the primary host answered none of the ambiguous requests"
+    );
+    // Never the other session's host.
+    assert!(
+        !ra.contains("sampled by b") && !rb.contains("sampled by a"),
+        "{ra} / {rb}"
+    );
+}
+
+#[tokio::test]
+async fn without_a_host_the_fallback_declines_and_roots_are_the_configured_ones() {
+    let engine = engine(r#","roots":["/configured"]"#);
+    ready(&engine).await;
+    let s = session(&engine, Arc::new(NoHost));
+    let sampled = call(&s, 1, "sample", json!({})).await;
+    assert!(
+        sampled.contains("-1") && sampled.contains("User rejected"),
+        "{sampled}"
+    );
+    let elicited = call(&s, 2, "elicit", json!({})).await;
+    assert!(elicited.contains(r#""action":"decline""#), "{elicited}");
+    let roots = call(&s, 3, "roots", json!({})).await;
+    assert!(roots.contains("file:///configured"), "{roots}");
+
+    // A host's roots come first, the configured ones after.
+    let h = session(&engine, NamedHost::new("h"));
+    let roots = call(&h, 1, "roots", json!({})).await;
+    let at = |s: &str| {
+        roots
+            .find(s)
+            .unwrap_or_else(|| panic!("{s} missing in {roots}"))
+    };
+    assert!(at("file:///h") < at("file:///configured"), "{roots}");
+}
+
+#[tokio::test]
+async fn a_session_that_cannot_answer_is_not_asked_the_primary_is() {
+    let engine = engine("");
+    ready(&engine).await;
+    let hp = NamedHost::new("p");
+    let p = session(&engine, hp.clone());
+    p.request(Id::number(1), "mcphost/host/register", None)
+        .await
+        .unwrap();
+    let mute = session(&engine, Arc::new(NoHost));
+    assert!(
+        call(&mute, 1, "sample", json!({}))
+            .await
+            .contains("sampled by p")
+    );
+    // Unregistered: the fallback again.
+    p.request(Id::number(2), "mcphost/host/unregister", None)
+        .await
+        .unwrap();
+    assert!(
+        call(&mute, 2, "sample", json!({}))
+            .await
+            .contains("User rejected")
+    );
+    // A session without host capabilities cannot register.
+    let e = mute
+        .request(Id::number(3), "mcphost/host/register", None)
+        .await
+        .unwrap_err();
+    assert!(e.message.contains("declared none"), "{e}");
+}
