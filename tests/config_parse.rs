@@ -50,6 +50,7 @@ fn server(name: &str, transport: TransportConfig) -> ServerConfig {
         tools: ToolFilter::default(),
         timeouts: Timeouts::default(),
         roots: Vec::new(),
+        share: Default::default(),
     }
 }
 

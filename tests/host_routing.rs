@@ -260,3 +260,56 @@ async fn a_session_that_cannot_answer_is_not_asked_the_primary_is() {
         .unwrap_err();
     assert!(e.message.contains("declared none"), "{e}");
 }
+
+#[tokio::test]
+async fn a_per_session_server_runs_one_instance_per_session_and_stops_it_when_the_session_goes() {
+    let text = format!(
+        r#"{{"mcpServers":{{"ts":{{"command":{TESTSERVER:?},"share":"per-session"}}}},"loginShellPath":false}}"#
+    );
+    let cfg =
+        mcphost::config::parse(&text, std::path::Path::new("/n/config.json"), &|_| None).unwrap();
+    let engine = EngineBuilder::new(cfg).start();
+    ready(&engine).await;
+    let shared = engine.registry().client("ts").unwrap().pid().unwrap();
+    let (ha, hb) = (NamedHost::new("a"), NamedHost::new("b"));
+    let (a, b) = (session(&engine, ha.clone()), session(&engine, hb.clone()));
+    // Concurrent calls of two sessions: on a shared stdio server this is
+    // ambiguous; here each instance has one session, so each is answered
+    // by its own host.
+    let (ra, rb) = tokio::join!(
+        call(&a, 1, "sample", json!({})),
+        call(&b, 1, "sample", json!({}))
+    );
+    assert!(ra.contains("sampled by a"), "{ra}");
+    assert!(rb.contains("sampled by b"), "{rb}");
+    // The lister plus one instance per session, each its own process.
+    let status = engine.registry().statuses().pop().unwrap();
+    let instances: Vec<(u64, u32)> = status
+        .session_instances
+        .iter()
+        .map(|i| (i.session, i.pid.unwrap()))
+        .collect();
+    assert_eq!(instances.len(), 2, "{status:?}");
+    let pid_a = instances.iter().find(|(s, _)| *s == a.id()).unwrap().1;
+    assert!(instances.iter().all(|(_, p)| *p != shared), "{instances:?}");
+    assert_ne!(instances[0].1, instances[1].1);
+    drop(a);
+    // The session's instance is stopped once it is gone.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while common::alive(pid_a) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        !common::alive(pid_a),
+        "session a's own instance outlived it"
+    );
+    let left = engine
+        .registry()
+        .statuses()
+        .pop()
+        .unwrap()
+        .session_instances
+        .len();
+    assert_eq!(left, 1);
+    engine.registry().shutdown().await;
+}

@@ -102,6 +102,21 @@ pub struct ServerConfig {
     pub timeouts: Timeouts,
     /// Roots this server is given, beside the global ones and the hosts'.
     pub roots: Vec<Root>,
+    /// One process for every client, or one per client session.
+    pub share: Share,
+}
+
+/// Whether a server's process serves every client or one session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Share {
+    /// One instance for all sessions (the default).
+    #[default]
+    Shared,
+    /// Each session's calls go to an instance of its own, started on its
+    /// first call and stopped when it disconnects, so the server's requests
+    /// can never reach another session. One shared instance still lists the
+    /// catalog.
+    PerSession,
 }
 
 /// A configured root: a `file://` URI and an optional display name.

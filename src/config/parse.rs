@@ -17,7 +17,7 @@ use super::interpolate::interpolate;
 use super::tools::glob;
 use super::{
     ConfigError, EnvLookup, HostConfig, HttpMode, HttpServer, Issue, Issues, Namespacing, Root,
-    ServerConfig, StdioServer, Timeouts, ToolFilter, TransportConfig,
+    ServerConfig, Share, StdioServer, Timeouts, ToolFilter, TransportConfig,
 };
 use crate::registry::catalog::NamingRules;
 
@@ -67,6 +67,7 @@ const SERVER_KEYS: &[&str] = &[
     "timeouts",
     "alias",
     "roots",
+    "share",
 ];
 const STDIO_ONLY: &[&str] = &["command", "args", "env", "envFile", "cwd", "inheritEnv"];
 const HTTP_ONLY: &[&str] = &["url", "headers"];
@@ -508,6 +509,26 @@ impl<'a> Ctx<'a> {
             None => Vec::new(),
         };
 
+        let share = match obj.get("share") {
+            Some(p) => {
+                let field = child(field, "share");
+                match self.string(&p.value, &field) {
+                    Some("shared") => Share::Shared,
+                    Some("per-session") => Share::PerSession,
+                    Some(other) => {
+                        self.error(
+                            p.value.start(),
+                            &field,
+                            format!("{other:?} is not one of \"shared\", \"per-session\""),
+                        );
+                        Share::Shared
+                    }
+                    None => Share::Shared,
+                }
+            }
+            None => Share::Shared,
+        };
+
         if self.errors.len() > errors_before {
             return None;
         }
@@ -519,6 +540,7 @@ impl<'a> Ctx<'a> {
             tools: tools?,
             timeouts,
             roots,
+            share,
         })
     }
 

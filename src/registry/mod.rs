@@ -26,15 +26,46 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use crate::client::{CallOptions, ClientError, ClientOptions, ServerClient, ServerEvent};
-use crate::config::{HostConfig, ServerConfig, TransportConfig};
+use crate::config::{HostConfig, ServerConfig, Share, TransportConfig};
+use crate::jsonrpc::Origin;
 use crate::protocol::{Prompt, Resource, ResourceTemplate, Tool, ToolResult};
 use catalog::{
     Catalog, NamingRules, PromptCatalog, ResourceCatalog, ServerPrompts, ServerResources,
     ServerTools,
 };
 use supervisor::{
-    Launch, RestartPolicy, ServerState, ServerStatus, SupervisorEvent, SupervisorHandle,
+    Launch, RestartPolicy, ServerState, ServerStatus, SessionInstance, SupervisorEvent,
+    SupervisorHandle,
 };
+
+/// The host of a session's own instance: everything it asks belongs to that
+/// session, whatever the wire says.
+struct SessionHost {
+    host: Arc<dyn crate::client::Host>,
+    session: u64,
+}
+
+impl crate::client::Host for SessionHost {
+    fn capabilities(&self) -> crate::protocol::ClientCapabilities {
+        self.host.capabilities()
+    }
+
+    fn handle(
+        &self,
+        mut r: crate::client::HostRequest,
+    ) -> crate::transport::BoxFuture<'static, Result<Box<RawValue>, crate::protocol::ErrorObject>>
+    {
+        let request = match &r.relation {
+            crate::jsonrpc::Relation::Caused(o) => o.request.clone(),
+            _ => crate::protocol::Id::number(0),
+        };
+        r.relation = crate::jsonrpc::Relation::Caused(Origin {
+            session: self.session,
+            request,
+        });
+        self.host.handle(r)
+    }
+}
 
 /// What changed, for socket clients and the CLI.
 #[derive(Debug, Clone)]
@@ -99,6 +130,8 @@ struct Entry {
     list_error: Option<String>,
     /// Bumped by every listing started, so only the newest one retries.
     listing: u64,
+    /// `share: per-session`: each session's own instance, by session id.
+    per_session: HashMap<u64, SupervisorHandle>,
 }
 
 impl Entry {
@@ -110,7 +143,13 @@ impl Entry {
             listed: false,
             list_error: None,
             listing: 0,
+            per_session: HashMap::new(),
         }
+    }
+
+    /// This entry's processes: the shared one and every session's.
+    fn all_handles(self) -> impl Iterator<Item = SupervisorHandle> {
+        std::iter::once(self.handle).chain(self.per_session.into_values())
     }
 
     /// The entry's allow/deny filter, applied once per listing: a changed
@@ -123,14 +162,30 @@ impl Entry {
     /// The supervisor's status plus what only the registry knows.
     fn status(&self) -> Arc<ServerStatus> {
         let status = self.handle.status();
-        match &self.list_error {
-            Some(e) if status.state == ServerState::Ready => {
-                let mut s = (*status).clone();
-                s.list_error = Some(e.clone());
-                Arc::new(s)
-            }
-            _ => status,
+        let list_error = self
+            .list_error
+            .as_ref()
+            .filter(|_| status.state == ServerState::Ready);
+        if list_error.is_none() && self.per_session.is_empty() {
+            return status;
         }
+        let mut s = (*status).clone();
+        s.list_error = list_error.cloned();
+        let mut instances: Vec<SessionInstance> = self
+            .per_session
+            .iter()
+            .map(|(session, h)| {
+                let st = h.status();
+                SessionInstance {
+                    session: *session,
+                    state: st.state,
+                    pid: st.pid,
+                }
+            })
+            .collect();
+        instances.sort_by_key(|i| i.session);
+        s.session_instances = instances;
+        Arc::new(s)
     }
 }
 
@@ -247,7 +302,32 @@ impl Registry {
     }
 
     fn launch(&self, sc: &ServerConfig) -> SupervisorHandle {
+        self.launch_with(
+            sc,
+            self.inner.base.host.clone(),
+            &self.inner.supervisor_events,
+        )
+    }
+
+    /// `sc`'s own instance for one session: its requests are that
+    /// session's, and its events are nobody's (the shared instance lists).
+    fn launch_for_session(&self, sc: &ServerConfig, session: u64) -> SupervisorHandle {
+        let host = Arc::new(SessionHost {
+            host: self.inner.base.host.clone(),
+            session,
+        });
+        let (events, _) = broadcast::channel(1);
+        self.launch_with(sc, host, &events)
+    }
+
+    fn launch_with(
+        &self,
+        sc: &ServerConfig,
+        host: Arc<dyn crate::client::Host>,
+        events: &broadcast::Sender<SupervisorEvent>,
+    ) -> SupervisorHandle {
         let mut opts = self.inner.base.clone();
+        opts.host = host;
         opts.init_timeout = sc.timeouts.init;
         opts.request_timeout = sc.timeouts.request;
         opts.max_request_timeout = sc.timeouts.max_request;
@@ -264,7 +344,7 @@ impl Registry {
             opts,
             self.inner.policy.clone(),
             sc.disabled,
-            self.inner.supervisor_events.clone(),
+            events.clone(),
         )
     }
 
@@ -319,17 +399,40 @@ impl Registry {
     /// the server's request timeout). A server that is starting or
     /// restarting is waited for, up to that timeout; the call then gets
     /// what is left of it.
+    /// A call that `origin` caused to a `share: per-session` server goes
+    /// to that session's own instance, started on its first call.
     async fn client_for_call(
         &self,
         server: &str,
         timeout: Option<Duration>,
+        origin: Option<&Origin>,
     ) -> Result<(Arc<ServerClient>, Option<Duration>), RegistryError> {
         let (handle, default) = {
-            let st = self.read();
+            let mut st = self.write();
+            let closed = self.inner.closed.load(Ordering::SeqCst);
             let e = st
-                .entry(server)
+                .entries
+                .iter_mut()
+                .find(|e| e.config.name == server)
                 .ok_or_else(|| RegistryError::UnknownServer(server.to_owned()))?;
-            (e.handle.clone(), e.config.timeouts.request)
+            let handle = match origin {
+                Some(o) if e.config.share == Share::PerSession && !e.config.disabled && !closed => {
+                    let cfg = e.config.clone();
+                    e.per_session
+                        .entry(o.session)
+                        .or_insert_with(|| {
+                            info!(
+                                server,
+                                session = o.session,
+                                "starting the session's own instance"
+                            );
+                            self.launch_for_session(&cfg, o.session)
+                        })
+                        .clone()
+                }
+                _ => e.handle.clone(),
+            };
+            (handle, e.config.timeouts.request)
         };
         if let Ok(c) = handle.client() {
             return Ok((c, timeout));
@@ -355,7 +458,9 @@ impl Registry {
             .route(name)
             .cloned()
             .ok_or_else(|| RegistryError::UnknownTool(name.to_owned()))?;
-        let (client, timeout) = self.client_for_call(&route.server, opts.timeout).await?;
+        let (client, timeout) = self
+            .client_for_call(&route.server, opts.timeout, opts.origin.as_ref())
+            .await?;
         let opts = CallOptions { timeout, ..opts };
         Ok(client.call_tool(&route.tool, arguments, opts).await?)
     }
@@ -372,7 +477,9 @@ impl Registry {
             .route(name)
             .cloned()
             .ok_or_else(|| RegistryError::UnknownPrompt(name.to_owned()))?;
-        let (client, timeout) = self.client_for_call(&route.server, opts.timeout).await?;
+        let (client, timeout) = self
+            .client_for_call(&route.server, opts.timeout, opts.origin.as_ref())
+            .await?;
         let opts = CallOptions { timeout, ..opts };
         Ok(client.get_prompt(&route.tool, arguments, opts).await?)
     }
@@ -402,7 +509,9 @@ impl Registry {
                 }
             }
         };
-        let (client, timeout) = self.client_for_call(&server, opts.timeout).await?;
+        let (client, timeout) = self
+            .client_for_call(&server, opts.timeout, opts.origin.as_ref())
+            .await?;
         let opts = CallOptions { timeout, ..opts };
         Ok(client.read_resource(uri, opts).await?)
     }
@@ -458,9 +567,25 @@ impl Registry {
         };
         let params = set_fields(Some(params), [("ref".to_owned(), new_ref)])
             .map_err(|e| bad(e.to_string()))?;
-        let (client, timeout) = self.client_for_call(&server, opts.timeout).await?;
+        let (client, timeout) = self
+            .client_for_call(&server, opts.timeout, opts.origin.as_ref())
+            .await?;
         let opts = CallOptions { timeout, ..opts };
         Ok(client.complete_with(params, opts).await?)
+    }
+
+    /// A session is gone: stop its own instances of `share: per-session`
+    /// servers (in the background; shutdown waits for them).
+    pub fn drop_session_instances(&self, session: u64) {
+        let handles: Vec<SupervisorHandle> = self
+            .write()
+            .entries
+            .iter_mut()
+            .filter_map(|e| e.per_session.remove(&session))
+            .collect();
+        for h in handles {
+            self.inner.stopping.spawn(async move { h.stop().await });
+        }
     }
 
     /// Tell every ready server that the roots changed; each asks again.
@@ -546,13 +671,13 @@ impl Registry {
                     }
                     Some(e) => {
                         debug!(server = %sc.name, "config changed; restarting");
-                        to_stop.push(e.handle);
+                        to_stop.extend(e.all_handles());
                         entries.push(Entry::new(sc.clone(), self.launch(sc)));
                     }
                     None => entries.push(Entry::new(sc.clone(), self.launch(sc))),
                 }
             }
-            to_stop.extend(old.into_values().map(|e| e.handle));
+            to_stop.extend(old.into_values().flat_map(Entry::all_handles));
             st.entries = entries;
             st.rules = rules_of(cfg);
         }
@@ -569,7 +694,11 @@ impl Registry {
         let handles: Vec<_> = {
             let st = self.write();
             self.inner.closed.store(true, Ordering::SeqCst);
-            st.entries.iter().map(|e| e.handle.clone()).collect()
+            st.entries
+                .iter()
+                .flat_map(|e| std::iter::once(&e.handle).chain(e.per_session.values()))
+                .cloned()
+                .collect()
         };
         futures_util::future::join_all(handles.iter().map(|h| h.stop())).await;
         self.inner.stopping.close();

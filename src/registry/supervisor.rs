@@ -117,6 +117,20 @@ pub struct ServerStatus {
     /// registry, which retries it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub list_error: Option<String>,
+    /// `share: per-session`: each session's own instance (set by the
+    /// registry).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub session_instances: Vec<SessionInstance>,
+}
+
+/// One session's own instance of a `share: per-session` server.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionInstance {
+    pub session: u64,
+    pub state: ServerState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
 }
 
 impl ServerStatus {
@@ -138,6 +152,7 @@ impl ServerStatus {
             retries_without_limit: matches!(launch, Launch::Http(_)),
             generation,
             list_error: None,
+            session_instances: Vec::new(),
         }
     }
 

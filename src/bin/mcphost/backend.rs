@@ -368,6 +368,7 @@ async fn direct_config(specs: &[String]) -> Result<HostConfig> {
             tools: ToolFilter::default(),
             timeouts: Timeouts::default(),
             roots: Vec::new(),
+            share: Default::default(),
         });
     }
     Ok(cfg)
