@@ -16,6 +16,9 @@ pub mod error_codes {
     pub const USER_REJECTED: i64 = -1;
     /// Resource not found (up to 2025-11-25).
     pub const RESOURCE_NOT_FOUND: i64 = -32002;
+    /// A URL-mode elicitation must be completed first (2025-11-25);
+    /// `data.elicitations` holds them.
+    pub const URL_ELICITATION_REQUIRED: i64 = -32042;
     /// Request cancelled by the caller (mcphost-local, mirrors LSP's -32800).
     pub const REQUEST_CANCELLED: i64 = -32800;
 }

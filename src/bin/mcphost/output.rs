@@ -45,6 +45,30 @@ fn s(v: &Value) -> String {
     }
 }
 
+/// The URLs a -32042 error asks the user to visit, one line each, with the
+/// domain shown apart (what a user should check before opening it).
+fn url_elicitations(e: &mcphost::protocol::ErrorObject) -> Vec<String> {
+    let data: Value = e
+        .data
+        .as_ref()
+        .and_then(|d| serde_json::from_str(d.get()).ok())
+        .unwrap_or(Value::Null);
+    let Some(list) = data["elicitations"].as_array() else {
+        return Vec::new();
+    };
+    let mut out = vec!["The server needs you to complete this first, then retry:".to_owned()];
+    for el in list {
+        let url = el["url"].as_str().unwrap_or("(no url)");
+        let domain = url::Url::parse(url)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_owned))
+            .unwrap_or_else(|| "?".to_owned());
+        let message = el["message"].as_str().unwrap_or("");
+        out.push(format!("  {url}\n    domain: {domain}  {message}"));
+    }
+    out
+}
+
 impl Out {
     pub fn error(&self, e: &anyhow::Error) {
         if self.json {
@@ -57,6 +81,13 @@ impl Out {
             eprintln!("{}", json!({ "error": err }));
         } else {
             eprintln!("mcphost: {e:#}");
+            if let Some(RpcFailure(o)) = e.downcast_ref::<RpcFailure>()
+                && o.code == mcphost::protocol::error_codes::URL_ELICITATION_REQUIRED
+            {
+                for line in url_elicitations(o) {
+                    eprintln!("{line}");
+                }
+            }
         }
     }
 
@@ -220,5 +251,32 @@ impl Out {
             outln!("{}", sc.get());
         }
         Ok(is_error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_elicitation_error_shows_each_url_with_its_domain() {
+        let mut e = mcphost::protocol::ErrorObject::new(-32042, "authorization required");
+        e.data = Some(
+            mcphost::protocol::RawValue::from_string(
+                r#"{"elicitations":[{"mode":"url","elicitationId":"e1","url":"https://xn--80ak6aa92e.com/auth?x=1","message":"Sign in"}]}"#
+                    .to_owned(),
+            )
+            .unwrap(),
+        );
+        let lines = url_elicitations(&e);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(
+            lines[1].contains("https://xn--80ak6aa92e.com/auth?x=1"),
+            "{lines:?}"
+        );
+        assert!(lines[1].contains("domain: xn--80ak6aa92e.com"), "{lines:?}");
+        assert!(lines[1].contains("Sign in"), "{lines:?}");
+        e.data = None;
+        assert!(url_elicitations(&e).is_empty());
     }
 }
