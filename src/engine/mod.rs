@@ -362,6 +362,44 @@ impl Engine {
         }
     }
 
+    /// Wait until every server is ready, failed or disabled (at most
+    /// `limit`); one line per server that is not ready, or ready with a
+    /// catalog that could not be listed: its name and why.
+    pub async fn wait_started(&self, limit: std::time::Duration) -> Vec<String> {
+        use crate::registry::supervisor::ServerState;
+        self.registry.settled(limit).await;
+        self.registry
+            .statuses()
+            .iter()
+            .filter(|s| {
+                s.list_error.is_some()
+                    || !matches!(s.state, ServerState::Ready | ServerState::Disabled)
+            })
+            .map(|s| {
+                let named = format!("server '{}'", s.name);
+                let why = match (&s.error, &s.list_error) {
+                    (Some(e), _) => e.clone(),
+                    (None, Some(e)) => {
+                        let e = e.strip_prefix(&format!("{named}: ")).unwrap_or(e);
+                        format!("listing failed: {e}")
+                    }
+                    (None, None) => format!("not ready after {limit:?}"),
+                };
+                // Most start errors already begin with the server's name.
+                if why.starts_with(&named) {
+                    why
+                } else {
+                    format!("{named}: {why}")
+                }
+            })
+            .collect()
+    }
+
+    /// Stop every server; resolves when all their processes are gone.
+    pub async fn shutdown(&self) {
+        self.registry.shutdown().await;
+    }
+
     /// Take up a new config: servers (see [`Registry::apply`]) and roots.
     pub fn apply(&self, cfg: &HostConfig) {
         let roots_changed = self.broker.set_roots(cfg);

@@ -13,8 +13,6 @@ use mcphost::config::{
 };
 use mcphost::engine::{Engine, EngineBuilder, HostPort, Session, SessionLimits};
 use mcphost::protocol::{ErrorObject, Id, RawValue, raw_field, to_raw};
-use mcphost::registry::Registry;
-use mcphost::registry::supervisor::ServerState;
 use mcphost::transport::TransportEvent;
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
@@ -78,13 +76,11 @@ impl Backend {
     ) -> Result<Backend> {
         let cfg = direct_config(specs).await?;
         let engine = EngineBuilder::new(cfg).fallback(fallback).start();
-        let registry = engine.registry();
-        registry.settled(DIRECT_START_LIMIT).await;
         // Every command would answer from a partial catalog (an empty table,
         // exit 0): a server that did not start fails them all instead.
-        let failed = start_failures(registry);
+        let failed = engine.wait_started(DIRECT_START_LIMIT).await;
         if !failed.is_empty() {
-            registry.shutdown().await;
+            engine.shutdown().await;
             bail!("{}", failed.join("\n"));
         }
         // The CLI is this engine's one client: its host answers what its
@@ -99,7 +95,7 @@ impl Backend {
     pub async fn close(&self) {
         match self {
             Backend::Daemon(c) => c.shutdown().await,
-            Backend::Direct { engine, .. } => engine.registry().shutdown().await,
+            Backend::Direct { engine, .. } => engine.shutdown().await,
         }
     }
 
@@ -280,35 +276,6 @@ impl Backend {
 
 /// How long `--direct` waits for its servers to be ready.
 const DIRECT_START_LIMIT: Duration = Duration::from_secs(60);
-
-/// One line per server that is not ready, or ready with a catalog that
-/// could not be listed: its name and why.
-fn start_failures(registry: &Registry) -> Vec<String> {
-    registry
-        .statuses()
-        .iter()
-        .filter(|s| {
-            s.list_error.is_some() || !matches!(s.state, ServerState::Ready | ServerState::Disabled)
-        })
-        .map(|s| {
-            let named = format!("server '{}'", s.name);
-            let why = match (&s.error, &s.list_error) {
-                (Some(e), _) => e.clone(),
-                (None, Some(e)) => {
-                    let e = e.strip_prefix(&format!("{named}: ")).unwrap_or(e);
-                    format!("listing failed: {e}")
-                }
-                (None, None) => format!("not ready after {DIRECT_START_LIMIT:?}"),
-            };
-            // Most start errors already begin with the server's name.
-            if why.starts_with(&named) {
-                why
-            } else {
-                format!("{named}: {why}")
-            }
-        })
-        .collect()
-}
 
 /// Build a config from `--direct` specs. Unnamed servers are named after
 /// their `serverInfo.name`, which takes a short probe to learn.
