@@ -219,7 +219,9 @@ impl From<RegistryError> for ErrorObject {
             RegistryError::UnknownResource(_) => {
                 rpc_err(error_codes::RESOURCE_NOT_FOUND, e.to_string())
             }
-            RegistryError::UnknownServer(_) => invalid_params(e.to_string()),
+            RegistryError::UnknownServer(_) | RegistryError::AmbiguousResource { .. } => {
+                invalid_params(e.to_string())
+            }
             RegistryError::Unavailable(_) => rpc_err(error_codes::INTERNAL_ERROR, e.to_string()),
         }
     }
