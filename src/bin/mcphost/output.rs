@@ -13,7 +13,7 @@ pub struct Out {
     pub json: bool,
 }
 
-fn table(rows: &[Vec<String>]) {
+pub(crate) fn table(rows: &[Vec<String>]) {
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..cols)
         .map(|c| {
