@@ -51,13 +51,11 @@ impl Remembered {
     }
 
     fn insert(&mut self, uri: &str, server: &str) {
-        if self.map.get(uri).is_some_and(|s| s == server) {
-            // Seen again: it is among the newest now.
-            if let Some(i) = self.order.iter().position(|u| u == uri) {
-                self.order.remove(i);
-            }
-        } else {
-            self.map.insert(uri.to_owned(), server.to_owned());
+        // Seen again (for any server): it moves to the newest end.
+        if self.map.insert(uri.to_owned(), server.to_owned()).is_some()
+            && let Some(i) = self.order.iter().position(|u| u == uri)
+        {
+            self.order.remove(i);
         }
         self.order.push_back(uri.to_owned());
         while self.order.len() > REMEMBERED_URIS {
@@ -278,21 +276,31 @@ impl Registry {
         let route = self.resolve_resource(uri)?;
         let turn = self.turn(&route.server);
         let _turn = turn.lock().await;
-        let first = lock(&self.inner.res.subs)
-            .get(&route.server)
-            .and_then(|m| m.get(&route.uri))
-            .is_none_or(|s| s.is_empty());
+        // Joined before the upstream request: a server may send an update
+        // right after its answer, and it must find this subscriber.
+        let first = {
+            let mut subs = lock(&self.inner.res.subs);
+            let sessions = subs
+                .entry(route.server.clone())
+                .or_default()
+                .entry(route.uri.clone())
+                .or_default();
+            let first = sessions.is_empty();
+            sessions.insert(session, uri.to_owned());
+            first
+        };
         if first {
-            let (client, _) = self.client_for_call(&route.server, None).await?;
-            client.subscribe_resource(&route.uri).await?;
+            let sent = async {
+                let (client, _) = self.client_for_call(&route.server, None).await?;
+                client.subscribe_resource(&route.uri).await?;
+                Ok::<(), RegistryError>(())
+            };
+            if let Err(e) = sent.await {
+                self.remove_subscriber(session, &route.server, &route.uri);
+                return Err(e);
+            }
             debug!(server = %route.server, uri = %route.uri, "subscribed upstream");
         }
-        lock(&self.inner.res.subs)
-            .entry(route.server)
-            .or_default()
-            .entry(route.uri)
-            .or_default()
-            .insert(session, uri.to_owned());
         Ok(())
     }
 
@@ -471,4 +479,169 @@ fn join(items: &[Box<RawValue>]) -> Option<Box<RawValue>> {
     }
     out.push(']');
     RawValue::from_string(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::ClientOptions;
+    use crate::config::HostConfig;
+    use crate::protocol::{Resource, ResourceTemplate};
+    use crate::registry::catalog::{ServerResources, build_resources};
+    use crate::registry::supervisor::RestartPolicy;
+
+    fn resource(uri: &str) -> Resource {
+        serde_json::from_str(&format!(r#"{{"uri":"{uri}","name":"n"}}"#)).unwrap()
+    }
+
+    fn template(t: &str) -> ResourceTemplate {
+        serde_json::from_str(&format!(r#"{{"uriTemplate":"{t}","name":"n"}}"#)).unwrap()
+    }
+
+    fn raw(s: &str) -> Box<RawValue> {
+        RawValue::from_string(s.to_owned()).unwrap()
+    }
+
+    /// A registry without servers whose resource catalog is `a` and `b`
+    /// both listing `x://shared`, `a` listing `x://a`, `b` a template `db://{t}`.
+    fn registry() -> Registry {
+        let reg = Registry::start(
+            &HostConfig::default(),
+            ClientOptions::default(),
+            RestartPolicy::default(),
+            None,
+        );
+        let shared = [resource("x://shared"), resource("x://a")];
+        let b = [resource("x://shared")];
+        let tb = [template("db://{t}")];
+        reg.write().resources = Arc::new(build_resources(&[
+            ServerResources {
+                server: "a",
+                resources: &shared,
+                templates: &[],
+            },
+            ServerResources {
+                server: "b",
+                resources: &b,
+                templates: &tb,
+            },
+        ]));
+        reg
+    }
+
+    #[tokio::test]
+    async fn tool_results_change_only_the_uris_that_need_it() {
+        let reg = registry();
+        let text = concat!(
+            r#"{"content":[{"type":"text","text":"x://shared"},"#,
+            r#"{"type":"resource_link","uri":"x://shared","name":"s","n":1e400},"#,
+            r#"{"uri":"db://t1","type":"resource_link"},"#,
+            r#"{"type":"resource_link","uri":"x://a"},"#,
+            r#"{"type":"resource","resource":{"uri":"x://shared","text":"1.10","blob":null}}],"#,
+            r#""structuredContent":{"uri":"x://shared","big":12345678901234567890123},"isError":false}"#
+        );
+        let out = reg.expose_uris("a", raw(text), ResultShape::Tool);
+        let want = text
+            .replacen(
+                r#""uri":"x://shared","name""#,
+                r#""uri":"mcphost://a/x://shared","name""#,
+                1,
+            )
+            .replace(r#""uri":"db://t1""#, r#""uri":"mcphost://a/db://t1""#)
+            .replace(
+                r#"{"uri":"x://shared","text""#,
+                r#"{"uri":"mcphost://a/x://shared","text""#,
+            );
+        assert_eq!(out.get(), want);
+        // b's copy of the same URI is b's form; its template's URI is its own.
+        let out = reg.expose_uris(
+            "b",
+            raw(r#"{"content":[{"type":"resource_link","uri":"x://shared"},{"type":"resource_link","uri":"db://t2"}]}"#),
+            ResultShape::Tool,
+        );
+        assert_eq!(
+            out.get(),
+            r#"{"content":[{"type":"resource_link","uri":"mcphost://b/x://shared"},{"type":"resource_link","uri":"db://t2"}]}"#
+        );
+        // Nothing to change: the same bytes, whitespace and all.
+        for text in [
+            r#"{ "content" : [ {"type":"resource_link","uri":"x://a"} ] }"#,
+            r#"{"content":[{"type":"text","text":"no links"}],"x":1e400}"#,
+            r#"{"content":"not a list","uri":"x://shared"}"#,
+        ] {
+            assert_eq!(
+                reg.expose_uris("a", raw(text), ResultShape::Tool).get(),
+                text
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn prompt_and_read_results_are_exposed_too() {
+        let reg = registry();
+        let prompt = concat!(
+            r#"{"description":"d","messages":["#,
+            r#"{"role":"user","content":{"type":"resource","resource":{"uri":"x://shared","text":"t"}}},"#,
+            r#"{"role":"user","content":[{"type":"text","text":"t"},{"type":"resource_link","uri":"x://shared"}]},"#,
+            r#"{"role":"assistant","content":{"type":"text","text":"x://shared"}}]}"#
+        );
+        let out = reg.expose_uris("b", raw(prompt), ResultShape::Prompt);
+        assert_eq!(
+            out.get(),
+            prompt.replace(r#""uri":"x://shared""#, r#""uri":"mcphost://b/x://shared""#)
+        );
+        let read =
+            r#"{"contents":[{"uri":"x://shared","text":"t"},{"uri":"x://a","blob":"YQ=="}]}"#;
+        let out = reg.expose_uris("a", raw(read), ResultShape::Read);
+        assert_eq!(
+            out.get(),
+            r#"{"contents":[{"uri":"mcphost://a/x://shared","text":"t"},{"uri":"x://a","blob":"YQ=="}]}"#
+        );
+    }
+
+    #[tokio::test]
+    async fn unclaimed_result_uris_are_remembered_for_their_server() {
+        let reg = registry();
+        assert!(matches!(
+            reg.resolve_resource("urn:only-a"),
+            Err(RegistryError::UnknownResource(_))
+        ));
+        let link = r#"{"content":[{"type":"resource_link","uri":"urn:only-a"}]}"#;
+        assert_eq!(
+            reg.expose_uris("a", raw(link), ResultShape::Tool).get(),
+            link
+        );
+        let route = reg.resolve_resource("urn:only-a").unwrap();
+        assert_eq!(
+            (route.server.as_str(), route.uri.as_str()),
+            ("a", "urn:only-a")
+        );
+        // Now a claims it: b's copy is wrapped, and a keeps the plain URI.
+        assert_eq!(
+            reg.expose_uris("b", raw(link), ResultShape::Tool).get(),
+            r#"{"content":[{"type":"resource_link","uri":"mcphost://b/urn:only-a"}]}"#
+        );
+        assert_eq!(reg.resolve_resource("urn:only-a").unwrap().server, "a");
+    }
+
+    #[test]
+    fn remembered_uris_are_bounded_to_the_newest() {
+        let mut r = Remembered::default();
+        for i in 0..REMEMBERED_URIS + 10 {
+            r.insert(&format!("u{i}"), "s");
+            // u0 is seen again and again: it stays among the newest.
+            r.insert("u0", "s");
+        }
+        assert_eq!(r.map.len(), REMEMBERED_URIS);
+        assert_eq!(r.order.len(), REMEMBERED_URIS);
+        assert_eq!(r.get("u0").as_deref(), Some("s"));
+        assert_eq!(r.get("u1"), None);
+        assert_eq!(
+            r.get(&format!("u{}", REMEMBERED_URIS + 9)).as_deref(),
+            Some("s")
+        );
+        r.insert("u0", "t");
+        assert_eq!(r.get("u0").as_deref(), Some("t"));
+        assert_eq!(r.map.len(), REMEMBERED_URIS);
+    }
 }

@@ -139,6 +139,20 @@ impl Out {
                     s(&r["reason"])
                 );
             }
+            for r in sv["renamedResources"].as_array().into_iter().flatten() {
+                outln!(
+                    "note: {}: {} {} is listed as {} ({}: {})",
+                    s(&sv["name"]),
+                    s(&r["kind"]),
+                    s(&r["uri"]),
+                    s(&r["exposed"]),
+                    s(&r["reason"]),
+                    r["with"]
+                        .as_array()
+                        .map(|w| w.iter().map(s).collect::<Vec<_>>().join(", "))
+                        .unwrap_or_default()
+                );
+            }
         }
         Ok(())
     }

@@ -149,9 +149,15 @@ pub async fn resolve_prompt(b: &Backend, name: &str) -> Result<String> {
     if prompts.iter().any(|p| p.name == name) {
         return Ok(name.to_owned());
     }
+    // Without the servers' own names (an engine without
+    // `mcphost/prompts/list`), a plain `<prefix><sep><name>` is the best guess.
+    let suffix = format!("{}{name}", b.separator().await);
     let hits: Vec<&PromptRow> = prompts
         .iter()
-        .filter(|p| p.prompt.as_deref() == Some(name))
+        .filter(|p| match &p.prompt {
+            Some(own) => own == name,
+            None => p.name.ends_with(&suffix),
+        })
         .collect();
     match hits.as_slice() {
         [one] => Ok(one.name.clone()),
