@@ -864,21 +864,33 @@ pub fn build_resources(servers: &[ServerResources<'_>]) -> ResourceCatalog {
             .collect();
         own.push((s.server, rs, ts));
     }
-    let listers = |uri: &str, me: &str| -> Vec<String> {
-        own.iter()
-            .filter(|(s, rs, _)| *s != me && rs.iter().any(|r| r.uri == uri))
-            .map(|(s, _, _)| (*s).to_owned())
+    // Who lists each URI and each template text, in config order.
+    let mut uri_servers: HashMap<&str, Vec<&str>> = HashMap::new();
+    let mut tpl_servers: HashMap<&str, Vec<&str>> = HashMap::new();
+    for (s, rs, ts) in &own {
+        for r in rs {
+            uri_servers.entry(r.uri.as_str()).or_default().push(s);
+        }
+        for (t, _) in ts {
+            tpl_servers
+                .entry(t.uri_template.as_str())
+                .or_default()
+                .push(s);
+        }
+    }
+    let others = |map: &HashMap<&str, Vec<&str>>, key: &str, me: &str| -> Vec<String> {
+        map.get(key)
+            .into_iter()
+            .flatten()
+            .filter(|s| **s != me)
+            .map(|s| (*s).to_owned())
             .collect()
     };
+    let listers = |uri: &str, me: &str| others(&uri_servers, uri, me);
+    let same_template = |t: &str, me: &str| others(&tpl_servers, t, me);
     let producers = |uri: &str, me: &str| -> Vec<String> {
         own.iter()
             .filter(|(s, _, ts)| *s != me && ts.iter().any(|(_, m)| m.matches(uri)))
-            .map(|(s, _, _)| (*s).to_owned())
-            .collect()
-    };
-    let same_template = |t: &str, me: &str| -> Vec<String> {
-        own.iter()
-            .filter(|(s, _, ts)| *s != me && ts.iter().any(|(o, _)| o.uri_template == t))
             .map(|(s, _, _)| (*s).to_owned())
             .collect()
     };
