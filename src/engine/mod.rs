@@ -219,7 +219,9 @@ impl From<RegistryError> for ErrorObject {
             RegistryError::UnknownResource(_) => {
                 rpc_err(error_codes::RESOURCE_NOT_FOUND, e.to_string())
             }
-            RegistryError::UnknownServer(_) => invalid_params(e.to_string()),
+            RegistryError::UnknownServer(_) | RegistryError::AmbiguousResource { .. } => {
+                invalid_params(e.to_string())
+            }
             RegistryError::Unavailable(_) => rpc_err(error_codes::INTERNAL_ERROR, e.to_string()),
         }
     }
@@ -337,6 +339,7 @@ impl Engine {
     /// Called by a session's `Drop`.
     fn session_gone(&self, id: u64) {
         self.registry.drop_session_instances(id);
+        self.registry.forget_session(id);
         if self.broker.remove(id) {
             info!(session = id, "the primary host disconnected");
             self.roots_changed();
@@ -486,6 +489,8 @@ impl Engine {
                 RawValue::from_string(text).map_err(internal)
             }
             "mcphost/servers/list" => self.servers_list(),
+            "mcphost/resources/list" => self.registry.resources().annotated().map_err(internal),
+            "mcphost/prompts/list" => self.registry.prompts().annotated().map_err(internal),
             "mcphost/servers/restart" => {
                 let p: NameParam = params_of(&params)?;
                 self.registry.restart(&p.name).await?;
@@ -547,6 +552,7 @@ impl Engine {
 
     fn servers_list(&self) -> Reply {
         let catalog = self.registry.catalog();
+        let resources = self.registry.resources();
         let list: Vec<serde_json::Value> = self
             .registry
             .statuses()
@@ -562,6 +568,12 @@ impl Engine {
                     .collect();
                 if !renamed.is_empty() {
                     v["renamed"] = json!(renamed);
+                }
+                v["resources"] = json!(resources.count_for(&s.name));
+                v["templates"] = json!(resources.templates_for(&s.name));
+                let renamed: Vec<_> = resources.renamed_for(&s.name).collect();
+                if !renamed.is_empty() {
+                    v["renamedResources"] = json!(renamed);
                 }
                 v
             })

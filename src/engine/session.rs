@@ -229,7 +229,7 @@ pub(crate) struct Call {
     pub(crate) progress: Option<ProgressSink>,
 }
 
-const SESSION_METHODS: [&str; 8] = [
+const SESSION_METHODS: [&str; 11] = [
     methods::TOOLS_LIST,
     methods::TOOLS_CALL,
     methods::PROMPTS_LIST,
@@ -238,6 +238,9 @@ const SESSION_METHODS: [&str; 8] = [
     methods::RESOURCES_TEMPLATES_LIST,
     methods::RESOURCES_READ,
     methods::COMPLETION_COMPLETE,
+    methods::RESOURCES_SUBSCRIBE,
+    methods::RESOURCES_UNSUBSCRIBE,
+    methods::LOGGING_SET_LEVEL,
 ];
 
 impl Session {
@@ -329,7 +332,7 @@ impl Session {
             "protocolVersion": version,
             "capabilities": {
                 "tools": { "listChanged": true },
-                "resources": { "listChanged": true },
+                "resources": { "listChanged": true, "subscribe": true },
                 "prompts": { "listChanged": true },
                 "completions": {},
                 "logging": {},
@@ -421,6 +424,19 @@ impl Session {
                 self.lock().follow = Some(server);
                 raw(&json!({}))
             }
+            methods::RESOURCES_SUBSCRIBE | methods::RESOURCES_UNSUBSCRIBE => {
+                let uri: String = params
+                    .as_deref()
+                    .and_then(|p| raw_field::<String>(p, "uri").ok().flatten())
+                    .ok_or_else(|| invalid_params(format!("{method} needs a uri")))?;
+                let registry = self.engine.registry();
+                if method == methods::RESOURCES_SUBSCRIBE {
+                    registry.subscribe_resource(self.id, &uri).await?;
+                } else {
+                    registry.unsubscribe_resource(self.id, &uri).await?;
+                }
+                raw(&json!({}))
+            }
             methods::LOGGING_SET_LEVEL => {
                 let p = params
                     .as_deref()
@@ -504,6 +520,17 @@ impl Session {
                 }
                 named(&server, &params)
                     .map(|p| (methods::NOTIFICATION_ELICITATION_COMPLETE, Some(p)))
+                    .into_iter()
+                    .collect()
+            }
+            // Only to the sessions that subscribed to it.
+            RegistryEvent::ResourceUpdated { uri, sessions } => {
+                if !sessions.contains(&self.id) {
+                    return Vec::new();
+                }
+                to_raw(&json!({ "uri": uri }))
+                    .ok()
+                    .map(|p| (methods::NOTIFICATION_RESOURCES_UPDATED, Some(p)))
                     .into_iter()
                     .collect()
             }

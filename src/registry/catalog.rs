@@ -46,10 +46,19 @@
 //! [`Collision`] with the strongest reason: `Duplicate` over `Shortened` over
 //! `Sanitized`.
 //!
-//! Prompts follow the same rules with their own table. Resources keep their
-//! URIs (a URI is not a name a model types); a URI listed by several servers
-//! is routed to the first in config order and the others are recorded as
-//! [`Shadowed`].
+//! Prompts follow the same rules with their own table.
+//!
+//! # Resources
+//!
+//! Resources are not renamed by the rules above (a URI is not a name a model
+//! types). A server's own URI is kept when no other server lists the same URI
+//! and no other server's template can produce it; otherwise every copy is
+//! exposed as `mcphost://<server>/<uri>` (see [`super::uri`] for the encoding
+//! and the template matching). Templates are kept when no other server lists
+//! the same template text, else wrapped the same way. A URI or template that
+//! itself uses the `mcphost:` scheme is always wrapped, so the scheme is
+//! reversible. Each wrapped entry is reported as a [`ResourceRenamed`];
+//! [`ResourceCatalog::resolve`] routes any exposed URI back.
 //!
 //! # Pagination
 //!
@@ -66,6 +75,7 @@ use std::collections::{HashMap, HashSet};
 
 use sha2::{Digest, Sha256};
 
+use super::uri::{UriTemplate, is_reserved, unwrap, wrap};
 use crate::protocol::{Prompt, RawValue, Resource, ResourceTemplate, Tool, set_fields, to_raw};
 
 /// Hex digits of the stable hash appended to changed names.
@@ -353,6 +363,27 @@ impl PromptCatalog {
     /// Every prompt, in the stable listing order.
     pub fn prompts(&self) -> &[CatalogPrompt] {
         &self.entries
+    }
+
+    /// The `mcphost/prompts/list` answer: an array of the listed prompt
+    /// objects, each plus `server` and `prompt` (the server's own name).
+    pub fn annotated(&self) -> Result<Box<RawValue>, crate::protocol::RawError> {
+        let mut out = String::from("[");
+        for (i, p) in self.entries.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let item = set_fields(
+                Some(&p.raw),
+                [
+                    ("server".to_owned(), to_raw(&p.server)?),
+                    ("prompt".to_owned(), to_raw(&p.prompt)?),
+                ],
+            )?;
+            out.push_str(item.get());
+        }
+        out.push(']');
+        RawValue::from_string(out).map_err(crate::protocol::RawError::Encode)
     }
 }
 
@@ -674,7 +705,8 @@ fn paginate<'a, T>(
 }
 
 // ---------------------------------------------------------------------------
-// Resources: routed by URI, never renamed.
+// Resources: a server's own URI when no other server can claim it, else
+// `mcphost://<server>/<uri>`.
 
 /// One server's resources and templates, as input to [`build_resources`].
 #[derive(Debug, Clone, Copy)]
@@ -684,38 +716,96 @@ pub struct ServerResources<'a> {
     pub templates: &'a [ResourceTemplate],
 }
 
-/// A resource as listed to hosts: the server's object, untouched.
+/// A resource as listed to hosts: the server's object, with only `uri`
+/// replaced when it is exposed in the `mcphost://` form.
 #[derive(Debug, Clone)]
 pub struct CatalogResource {
+    /// The exposed URI: the server's own, or `mcphost://<server>/<own>`.
     pub uri: String,
     pub server: String,
+    /// The server's own URI.
+    pub original: String,
     pub raw: Box<RawValue>,
 }
 
-/// A resource template as listed to hosts: the server's object, untouched.
+/// A resource template as listed to hosts, with only `uriTemplate`
+/// replaced when it is exposed in the `mcphost://` form.
 #[derive(Debug, Clone)]
 pub struct CatalogTemplate {
+    /// The exposed template.
     pub uri_template: String,
     pub server: String,
+    /// The server's own template.
+    pub original: String,
     pub raw: Box<RawValue>,
 }
 
-/// Which resource list a [`Shadowed`] entry was dropped from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Which resource list a [`ResourceRenamed`] entry is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ResourceKind {
     Resource,
     Template,
 }
 
-/// A URI (or URI template) a later server also listed; not listed again.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Shadowed {
+/// Why a URI or template is exposed in the `mcphost://` form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RenameReason {
+    /// Another server lists the same URI (or the same template text).
+    SameUri,
+    /// Another server's template can produce this URI.
+    TemplateMatch,
+    /// The server's own URI uses the `mcphost:` scheme.
+    ReservedScheme,
+}
+
+/// A URI or template listed under the `mcphost://` form, and why; the
+/// resource counterpart of a renamed tool ([`Collision`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceRenamed {
     pub kind: ResourceKind,
-    /// The server whose entry was dropped.
+    pub server: String,
+    /// The server's own URI or template.
+    pub uri: String,
+    /// What clients see.
+    pub exposed: String,
+    pub reason: RenameReason,
+    /// The other servers that claim it, in config order.
+    pub with: Vec<String>,
+}
+
+/// Where a resource URI goes: a server and the server's own URI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceRoute {
     pub server: String,
     pub uri: String,
-    /// The server the URI routes to (the first in config order).
-    pub kept_by: String,
+}
+
+/// Why a URI could not be routed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    #[error("no server offers resource {0:?}")]
+    NotFound(String),
+    #[error(
+        "resource {uri:?} could come from several servers ({}); name one with {}",
+        servers.join(", "),
+        servers.iter().map(|s| format!("{:?}", super::uri::wrap(s, uri))).collect::<Vec<_>>().join(" or ")
+    )]
+    Ambiguous { uri: String, servers: Vec<String> },
+}
+
+/// How one server's URI is shown to clients (see [`ResourceCatalog::expose`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exposed {
+    /// As it is: it routes back to this server.
+    Kept,
+    /// As it is, though nothing lists it: it routes to this server only if
+    /// remembered (no listing or template of any server claims it).
+    Unclaimed,
+    /// In the `mcphost://` form.
+    Wrapped(String),
 }
 
 /// All resources and resource templates of all servers.
@@ -723,89 +813,218 @@ pub struct Shadowed {
 pub struct ResourceCatalog {
     resources: Vec<CatalogResource>,
     templates: Vec<CatalogTemplate>,
+    /// Parallel to `templates`.
+    matchers: Vec<UriTemplate>,
+    /// Every server given, listing or not: `mcphost://` routes to any.
+    servers: Vec<String>,
+    /// Exposed URI → index in `resources`.
     by_uri: HashMap<String, usize>,
+    /// The server's own URI → indices in `resources` (one per server).
+    by_original: HashMap<String, Vec<usize>>,
+    /// Exposed template → index in `templates`.
     by_template: HashMap<String, usize>,
-    shadowed: Vec<Shadowed>,
+    renamed: Vec<ResourceRenamed>,
     resources_fp: u64,
     templates_fp: u64,
 }
 
-/// Merge every server's resources: a URI goes to the first server (in the
-/// order given, i.e. config order) that lists it; later ones are [`Shadowed`].
-/// Templates are merged the same way by their exact `uriTemplate` text.
+/// Merge every server's resources under the exposure rule (module docs of
+/// [`crate::registry::uri`] and `docs/ipc.md`):
+///
+/// - a server's own URI is kept when no other server lists the same URI and
+///   no other server's template can produce it; otherwise each copy is
+///   exposed as `mcphost://<server>/<uri>`;
+/// - a template is kept when no other server lists the same template text;
+///   otherwise each copy is exposed as `mcphost://<server>/<template>`;
+/// - a URI or template that itself starts with `mcphost:` is always wrapped.
+///
+/// The order is the servers' order (config order), then each server's own;
+/// a server listing the same URI (or template) twice keeps the first.
 pub fn build_resources(servers: &[ServerResources<'_>]) -> ResourceCatalog {
-    let mut resources = Vec::new();
-    let mut templates = Vec::new();
-    let mut by_uri: HashMap<String, usize> = HashMap::new();
-    let mut by_template: HashMap<String, usize> = HashMap::new();
-    let mut shadowed = Vec::new();
+    // Each server's distinct URIs and templates, first copy wins.
+    type Own<'a> = (
+        &'a str,
+        Vec<&'a Resource>,
+        Vec<(&'a ResourceTemplate, UriTemplate)>,
+    );
+    let mut own: Vec<Own<'_>> = Vec::new();
     for s in servers {
-        for r in s.resources {
-            if let Some(&i) = by_uri.get(&r.uri) {
-                shadowed.push(Shadowed {
-                    kind: ResourceKind::Resource,
-                    server: s.server.to_owned(),
-                    uri: r.uri.clone(),
-                    kept_by: resources
-                        .get(i)
-                        .map(|k: &CatalogResource| k.server.clone())
-                        .unwrap_or_default(),
-                });
-                continue;
-            }
-            by_uri.insert(r.uri.clone(), resources.len());
-            resources.push(CatalogResource {
-                uri: r.uri.clone(),
-                server: s.server.to_owned(),
-                raw: r.raw.clone(),
-            });
+        let mut seen = HashSet::new();
+        let rs = s
+            .resources
+            .iter()
+            .filter(|r| seen.insert(r.uri.as_str()))
+            .collect();
+        let mut seen = HashSet::new();
+        let ts = s
+            .templates
+            .iter()
+            .filter(|t| seen.insert(t.uri_template.as_str()))
+            .map(|t| (t, UriTemplate::parse(&t.uri_template)))
+            .collect();
+        own.push((s.server, rs, ts));
+    }
+    // Who lists each URI and each template text, in config order.
+    let mut uri_servers: HashMap<&str, Vec<&str>> = HashMap::new();
+    let mut tpl_servers: HashMap<&str, Vec<&str>> = HashMap::new();
+    for (s, rs, ts) in &own {
+        for r in rs {
+            uri_servers.entry(r.uri.as_str()).or_default().push(s);
         }
-        for t in s.templates {
-            if let Some(&i) = by_template.get(&t.uri_template) {
-                shadowed.push(Shadowed {
-                    kind: ResourceKind::Template,
-                    server: s.server.to_owned(),
-                    uri: t.uri_template.clone(),
-                    kept_by: templates
-                        .get(i)
-                        .map(|k: &CatalogTemplate| k.server.clone())
-                        .unwrap_or_default(),
-                });
-                continue;
-            }
-            by_template.insert(t.uri_template.clone(), templates.len());
-            templates.push(CatalogTemplate {
-                uri_template: t.uri_template.clone(),
-                server: s.server.to_owned(),
-                raw: t.raw.clone(),
-            });
+        for (t, _) in ts {
+            tpl_servers
+                .entry(t.uri_template.as_str())
+                .or_default()
+                .push(s);
         }
     }
-    let resources_fp = fingerprint(
+    let others = |map: &HashMap<&str, Vec<&str>>, key: &str, me: &str| -> Vec<String> {
+        map.get(key)
+            .into_iter()
+            .flatten()
+            .filter(|s| **s != me)
+            .map(|s| (*s).to_owned())
+            .collect()
+    };
+    let listers = |uri: &str, me: &str| others(&uri_servers, uri, me);
+    let same_template = |t: &str, me: &str| others(&tpl_servers, t, me);
+    let producers = |uri: &str, me: &str| -> Vec<String> {
+        own.iter()
+            .filter(|(s, _, ts)| *s != me && ts.iter().any(|(_, m)| m.matches(uri)))
+            .map(|(s, _, _)| (*s).to_owned())
+            .collect()
+    };
+
+    let mut cat = ResourceCatalog {
+        resources: Vec::new(),
+        templates: Vec::new(),
+        matchers: Vec::new(),
+        servers: servers.iter().map(|s| s.server.to_owned()).collect(),
+        by_uri: HashMap::new(),
+        by_original: HashMap::new(),
+        by_template: HashMap::new(),
+        renamed: Vec::new(),
+        resources_fp: 0,
+        templates_fp: 0,
+    };
+    for (server, rs, ts) in &own {
+        for r in rs {
+            let why = if is_reserved(&r.uri) {
+                Some((RenameReason::ReservedScheme, Vec::new()))
+            } else {
+                let same = listers(&r.uri, server);
+                if !same.is_empty() {
+                    Some((RenameReason::SameUri, same))
+                } else {
+                    let by = producers(&r.uri, server);
+                    (!by.is_empty()).then_some((RenameReason::TemplateMatch, by))
+                }
+            };
+            let Some(entry) = expose_item(
+                server,
+                &r.uri,
+                &r.raw,
+                "uri",
+                why,
+                ResourceKind::Resource,
+                &mut cat.renamed,
+            ) else {
+                continue;
+            };
+            let (exposed, raw) = entry;
+            let i = cat.resources.len();
+            cat.by_uri.insert(exposed.clone(), i);
+            cat.by_original.entry(r.uri.clone()).or_default().push(i);
+            cat.resources.push(CatalogResource {
+                uri: exposed,
+                server: (*server).to_owned(),
+                original: r.uri.clone(),
+                raw,
+            });
+        }
+        for (t, matcher) in ts {
+            let why = if is_reserved(&t.uri_template) {
+                Some((RenameReason::ReservedScheme, Vec::new()))
+            } else {
+                let same = same_template(&t.uri_template, server);
+                (!same.is_empty()).then_some((RenameReason::SameUri, same))
+            };
+            let Some((exposed, raw)) = expose_item(
+                server,
+                &t.uri_template,
+                &t.raw,
+                "uriTemplate",
+                why,
+                ResourceKind::Template,
+                &mut cat.renamed,
+            ) else {
+                continue;
+            };
+            cat.by_template.insert(exposed.clone(), cat.templates.len());
+            cat.templates.push(CatalogTemplate {
+                uri_template: exposed,
+                server: (*server).to_owned(),
+                original: t.uri_template.clone(),
+                raw,
+            });
+            cat.matchers.push(matcher.clone());
+        }
+    }
+    cat.resources_fp = fingerprint(
         "resources",
-        resources
+        cat.resources
             .iter()
-            .map(|r| [r.uri.as_str(), r.server.as_str()]),
+            .map(|r| [r.uri.as_str(), r.server.as_str(), r.original.as_str()]),
     );
-    let templates_fp = fingerprint(
+    cat.templates_fp = fingerprint(
         "resource_templates",
-        templates
-            .iter()
-            .map(|t| [t.uri_template.as_str(), t.server.as_str()]),
+        cat.templates.iter().map(|t| {
+            [
+                t.uri_template.as_str(),
+                t.server.as_str(),
+                t.original.as_str(),
+            ]
+        }),
     );
-    ResourceCatalog {
-        resources,
-        templates,
-        by_uri,
-        by_template,
-        shadowed,
-        resources_fp,
-        templates_fp,
-    }
+    cat
+}
+
+/// The exposed text and raw object of one item; `None` (left out, logged)
+/// when its raw object cannot take the new text, which only a hand-built
+/// item can cause.
+fn expose_item(
+    server: &str,
+    own: &str,
+    raw: &RawValue,
+    field: &str,
+    why: Option<(RenameReason, Vec<String>)>,
+    kind: ResourceKind,
+    renamed: &mut Vec<ResourceRenamed>,
+) -> Option<(String, Box<RawValue>)> {
+    let Some((reason, with)) = why else {
+        return Some((own.to_owned(), raw.to_owned()));
+    };
+    let exposed = wrap(server, own);
+    let raw = match to_raw(&exposed).and_then(|v| set_fields(Some(raw), [(field.to_owned(), v)])) {
+        Ok(raw) => raw,
+        Err(err) => {
+            tracing::warn!(server, uri = own, %err, "cannot set the exposed {field}; entry left out");
+            return None;
+        }
+    };
+    renamed.push(ResourceRenamed {
+        kind,
+        server: server.to_owned(),
+        uri: own.to_owned(),
+        exposed: exposed.clone(),
+        reason,
+        with,
+    });
+    Some((exposed, raw))
 }
 
 impl ResourceCatalog {
-    /// Every resource, first server per URI, in config then server order.
+    /// Every resource, in config then server order.
     pub fn resources(&self) -> &[CatalogResource] {
         &self.resources
     }
@@ -814,30 +1033,176 @@ impl ResourceCatalog {
         &self.templates
     }
 
-    /// The server that serves this exact URI as a listed resource.
-    pub fn route(&self, uri: &str) -> Option<&str> {
-        let i = *self.by_uri.get(uri)?;
-        self.resources.get(i).map(|r| r.server.as_str())
+    /// Where `uri` goes. In order: the `mcphost://<server>/` form names its
+    /// server (any configured server, listed or not); a listed (exposed)
+    /// URI goes to its server; `remembered` (URIs seen in a server's
+    /// results) may name one; otherwise the servers that list it as their
+    /// own or have a template matching it: exactly one, or
+    /// [`ResolveError::Ambiguous`].
+    pub fn resolve(
+        &self,
+        uri: &str,
+        remembered: impl FnOnce(&str) -> Option<String>,
+    ) -> Result<ResourceRoute, ResolveError> {
+        if let Some((server, rest)) = unwrap(uri) {
+            return if self.servers.contains(&server) {
+                Ok(ResourceRoute {
+                    server,
+                    uri: rest.to_owned(),
+                })
+            } else {
+                Err(ResolveError::NotFound(uri.to_owned()))
+            };
+        }
+        if let Some(r) = self.by_uri.get(uri).and_then(|&i| self.resources.get(i)) {
+            return Ok(ResourceRoute {
+                server: r.server.clone(),
+                uri: r.original.clone(),
+            });
+        }
+        if let Some(server) = remembered(uri).filter(|s| self.servers.contains(s)) {
+            return Ok(ResourceRoute {
+                server,
+                uri: uri.to_owned(),
+            });
+        }
+        self.one_of(uri, self.claimants(uri, None))
     }
 
-    /// The server that listed this exact `uriTemplate` text. Matching a
-    /// concrete URI against templates is the caller's business.
-    pub fn route_template(&self, uri_template: &str) -> Option<&str> {
-        let i = *self.by_template.get(uri_template)?;
-        self.templates.get(i).map(|t| t.server.as_str())
+    /// Where a `completion/complete` `ref/resource` goes: its `uri` is a
+    /// template (or a URI). The `mcphost://` form and exposed templates
+    /// route directly; a server's own template text goes to the one server
+    /// that has it; anything else resolves as a resource URI.
+    pub fn resolve_template(
+        &self,
+        uri: &str,
+        remembered: impl FnOnce(&str) -> Option<String>,
+    ) -> Result<ResourceRoute, ResolveError> {
+        if unwrap(uri).is_none() {
+            if let Some(t) = self
+                .by_template
+                .get(uri)
+                .and_then(|&i| self.templates.get(i))
+            {
+                return Ok(ResourceRoute {
+                    server: t.server.clone(),
+                    uri: t.original.clone(),
+                });
+            }
+            let mut having: Vec<String> = Vec::new();
+            for t in self.templates.iter().filter(|t| t.original == uri) {
+                if !having.contains(&t.server) {
+                    having.push(t.server.clone());
+                }
+            }
+            if !having.is_empty() {
+                return self.one_of(uri, having);
+            }
+        }
+        self.resolve(uri, remembered)
     }
 
-    /// Entries dropped because an earlier server listed the same URI.
-    pub fn shadowed(&self) -> &[Shadowed] {
-        &self.shadowed
+    fn one_of(&self, uri: &str, mut servers: Vec<String>) -> Result<ResourceRoute, ResolveError> {
+        match servers.len() {
+            0 => Err(ResolveError::NotFound(uri.to_owned())),
+            1 => Ok(ResourceRoute {
+                server: servers.remove(0),
+                uri: uri.to_owned(),
+            }),
+            _ => Err(ResolveError::Ambiguous {
+                uri: uri.to_owned(),
+                servers,
+            }),
+        }
     }
 
-    /// Resources listed (not shadowed) for one server.
+    /// Servers (config order, other than `except`) that list `uri` as their
+    /// own or have a template that can produce it.
+    fn claimants(&self, uri: &str, except: Option<&str>) -> Vec<String> {
+        let listing = self
+            .by_original
+            .get(uri)
+            .into_iter()
+            .flatten()
+            .filter_map(|&i| self.resources.get(i))
+            .map(|r| r.server.as_str());
+        let producing = self
+            .templates
+            .iter()
+            .zip(&self.matchers)
+            .filter(|(_, m)| m.matches(uri))
+            .map(|(t, _)| t.server.as_str());
+        let claim: HashSet<&str> = listing
+            .chain(producing)
+            .filter(|s| Some(*s) != except)
+            .collect();
+        self.servers
+            .iter()
+            .filter(|s| claim.contains(s.as_str()))
+            .cloned()
+            .collect()
+    }
+
+    /// How `server`'s own `uri` (for example in a `resource_link` of one of
+    /// its tool results) is shown to clients so that reading it comes back
+    /// to `server`: its listing's exposed form if it lists it; wrapped when
+    /// another server lists it or has a template producing it, or when it
+    /// uses the `mcphost:` scheme; else kept ([`Exposed::Unclaimed`] when
+    /// not even a template of `server` produces it).
+    pub fn expose(&self, server: &str, uri: &str) -> Exposed {
+        if is_reserved(uri) {
+            return Exposed::Wrapped(wrap(server, uri));
+        }
+        let mine = self
+            .by_original
+            .get(uri)
+            .into_iter()
+            .flatten()
+            .filter_map(|&i| self.resources.get(i))
+            .find(|r| r.server == server);
+        if let Some(r) = mine {
+            return if r.uri == uri {
+                Exposed::Kept
+            } else {
+                Exposed::Wrapped(r.uri.clone())
+            };
+        }
+        if !self.claimants(uri, Some(server)).is_empty() {
+            return Exposed::Wrapped(wrap(server, uri));
+        }
+        let produced = self
+            .templates
+            .iter()
+            .zip(&self.matchers)
+            .any(|(t, m)| t.server == server && m.matches(uri));
+        if produced {
+            Exposed::Kept
+        } else {
+            Exposed::Unclaimed
+        }
+    }
+
+    /// Whether `server` is one of the servers this catalog was built from.
+    pub fn has_server(&self, server: &str) -> bool {
+        self.servers.iter().any(|s| s == server)
+    }
+
+    /// Every URI and template listed in the `mcphost://` form, and why.
+    pub fn renamed(&self) -> &[ResourceRenamed] {
+        &self.renamed
+    }
+
+    /// The renamed entries of one server (for `mcphost/servers/list`).
+    pub fn renamed_for<'s>(&'s self, server: &'s str) -> impl Iterator<Item = &'s ResourceRenamed> {
+        self.renamed.iter().filter(move |r| r.server == server)
+    }
+
+    /// Resources listed for one server.
     pub fn count_for(&self, server: &str) -> usize {
         self.resources.iter().filter(|r| r.server == server).count()
     }
 
-    /// Templates listed (not shadowed) for one server.
+    /// Templates listed for one server.
     pub fn templates_for(&self, server: &str) -> usize {
         self.templates.iter().filter(|t| t.server == server).count()
     }
@@ -858,6 +1223,42 @@ impl ResourceCatalog {
         page_size: usize,
     ) -> Result<(Vec<&CatalogTemplate>, Option<String>), InvalidCursor> {
         paginate(&self.templates, self.templates_fp, cursor, page_size)
+    }
+
+    /// The `mcphost/resources/list` answer: `{"resources":[..],
+    /// "resourceTemplates":[..]}`, each listed object plus `server` and the
+    /// server's own `serverUri` (`serverUriTemplate`).
+    pub fn annotated(&self) -> Result<Box<RawValue>, crate::protocol::RawError> {
+        let mut out = String::from("{\"resources\":[");
+        for (i, r) in self.resources.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let item = set_fields(
+                Some(&r.raw),
+                [
+                    ("server".to_owned(), to_raw(&r.server)?),
+                    ("serverUri".to_owned(), to_raw(&r.original)?),
+                ],
+            )?;
+            out.push_str(item.get());
+        }
+        out.push_str("],\"resourceTemplates\":[");
+        for (i, t) in self.templates.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let item = set_fields(
+                Some(&t.raw),
+                [
+                    ("server".to_owned(), to_raw(&t.server)?),
+                    ("serverUriTemplate".to_owned(), to_raw(&t.original)?),
+                ],
+            )?;
+            out.push_str(item.get());
+        }
+        out.push_str("]}");
+        RawValue::from_string(out).map_err(crate::protocol::RawError::Encode)
     }
 }
 
@@ -1609,80 +2010,371 @@ mod tests {
         assert_eq!(names(&tc), n);
     }
 
+    fn sr<'a>(
+        server: &'a str,
+        resources: &'a [Resource],
+        templates: &'a [ResourceTemplate],
+    ) -> ServerResources<'a> {
+        ServerResources {
+            server,
+            resources,
+            templates,
+        }
+    }
+
+    fn route(server: &str, uri: &str) -> ResourceRoute {
+        ResourceRoute {
+            server: server.into(),
+            uri: uri.into(),
+        }
+    }
+
+    fn none(_: &str) -> Option<String> {
+        None
+    }
+
     #[test]
-    fn resources_route_by_uri_first_server_wins() {
+    fn unique_uris_are_kept_and_shared_ones_wrapped_for_every_server() {
         let a = [
             resource("file:///a"),
             resource("file:///shared"),
             resource("file:///a"),
         ];
         let b = [resource("file:///shared"), resource("file:///b")];
-        let ta = [template("file:///{path}")];
-        let tb = [template("file:///{path}"), template("db://{table}")];
         let c = build_resources(&[
-            ServerResources {
-                server: "zeta",
-                resources: &a,
-                templates: &ta,
-            },
-            ServerResources {
-                server: "alpha",
-                resources: &b,
-                templates: &tb,
-            },
+            sr("zeta", &a, &[]),
+            sr("alpha", &b, &[]),
+            sr("idle", &[], &[]),
         ]);
         let uris: Vec<_> = c.resources().iter().map(|r| r.uri.as_str()).collect();
-        assert_eq!(uris, ["file:///a", "file:///shared", "file:///b"]);
-        // Config order decides for URIs, not server names.
-        assert_eq!(c.route("file:///shared"), Some("zeta"));
-        assert_eq!(c.route("file:///b"), Some("alpha"));
-        assert_eq!(c.route("file:///missing"), None);
-        assert_eq!(c.route_template("file:///{path}"), Some("zeta"));
-        assert_eq!(c.route_template("db://{table}"), Some("alpha"));
+        // Config order, then each server's; a server's own duplicate is dropped.
         assert_eq!(
-            c.shadowed(),
+            uris,
             [
-                Shadowed {
-                    kind: ResourceKind::Resource,
-                    server: "zeta".into(),
-                    uri: "file:///a".into(),
-                    kept_by: "zeta".into()
-                },
-                Shadowed {
-                    kind: ResourceKind::Resource,
-                    server: "alpha".into(),
-                    uri: "file:///shared".into(),
-                    kept_by: "zeta".into()
-                },
-                Shadowed {
-                    kind: ResourceKind::Template,
-                    server: "alpha".into(),
-                    uri: "file:///{path}".into(),
-                    kept_by: "zeta".into()
-                },
+                "file:///a",
+                "mcphost://zeta/file:///shared",
+                "mcphost://alpha/file:///shared",
+                "file:///b"
             ]
         );
-        assert_eq!(c.count_for("zeta"), 2);
-        assert_eq!(c.count_for("alpha"), 1);
-        assert_eq!(c.templates_for("alpha"), 1);
-        // Raw objects are untouched.
+        // Only the uri changes in the listed object.
+        assert_eq!(
+            c.resources()[1].raw.get(),
+            r#"{"uri":"mcphost://zeta/file:///shared","name":"n"}"#
+        );
         assert_eq!(
             c.resources()[0].raw.get(),
             r#"{"uri":"file:///a","name":"n"}"#
         );
+        assert_eq!(c.resources()[1].original, "file:///shared");
 
-        let (p1, next) = c.page(None, 2).unwrap();
+        assert_eq!(c.resolve("file:///a", none), Ok(route("zeta", "file:///a")));
+        assert_eq!(
+            c.resolve("file:///b", none),
+            Ok(route("alpha", "file:///b"))
+        );
+        for s in ["zeta", "alpha"] {
+            assert_eq!(
+                c.resolve(&format!("mcphost://{s}/file:///shared"), none),
+                Ok(route(s, "file:///shared"))
+            );
+        }
+        // The server's own URI is claimed by both: the error names the forms.
+        let err = c.resolve("file:///shared", none).unwrap_err();
+        assert_eq!(
+            err,
+            ResolveError::Ambiguous {
+                uri: "file:///shared".into(),
+                servers: vec!["zeta".into(), "alpha".into()]
+            }
+        );
+        let msg = err.to_string();
+        assert!(
+            msg.contains("mcphost://zeta/file:///shared")
+                && msg.contains("mcphost://alpha/file:///shared"),
+            "{msg}"
+        );
+        // Any configured server is reachable by the mcphost:// form, even one
+        // listing nothing (a URI from its results); unknown servers are not.
+        assert_eq!(
+            c.resolve("mcphost://idle/x://y", none),
+            Ok(route("idle", "x://y"))
+        );
+        assert_eq!(
+            c.resolve("mcphost://nosuch/file:///a", none),
+            Err(ResolveError::NotFound("mcphost://nosuch/file:///a".into()))
+        );
+        assert_eq!(
+            c.resolve("file:///missing", none),
+            Err(ResolveError::NotFound("file:///missing".into()))
+        );
+        // A remembered URI routes, unless a listing claims it first.
+        assert_eq!(
+            c.resolve("file:///missing", |_| Some("idle".into())),
+            Ok(route("idle", "file:///missing"))
+        );
+        assert_eq!(
+            c.resolve("file:///a", |_| Some("idle".into())),
+            Ok(route("zeta", "file:///a"))
+        );
+        assert_eq!(
+            c.resolve("file:///missing", |_| Some("removed".into())),
+            Err(ResolveError::NotFound("file:///missing".into()))
+        );
+
+        let renamed: Vec<_> = c
+            .renamed()
+            .iter()
+            .map(|r| (r.server.as_str(), r.reason, r.with.clone()))
+            .collect();
+        assert_eq!(
+            renamed,
+            [
+                ("zeta", RenameReason::SameUri, vec!["alpha".to_owned()]),
+                ("alpha", RenameReason::SameUri, vec!["zeta".to_owned()]),
+            ]
+        );
+        assert_eq!(c.renamed_for("alpha").count(), 1);
+        assert_eq!(c.count_for("zeta"), 2);
+        assert_eq!(c.count_for("alpha"), 2);
+        assert!(c.has_server("idle") && !c.has_server("nosuch"));
+    }
+
+    #[test]
+    fn a_uri_another_server_s_template_produces_is_wrapped() {
+        let a = [resource("db://users/1"), resource("note://x")];
+        let ta = [template("note://{id}")];
+        let tb = [template("db://users/{id}"), template("file:///{+path}")];
+        let c = build_resources(&[sr("a", &a, &ta), sr("b", &[], &tb)]);
+        let uris: Vec<_> = c.resources().iter().map(|r| r.uri.as_str()).collect();
+        // a's own template producing its own URI is no conflict.
+        assert_eq!(uris, ["mcphost://a/db://users/1", "note://x"]);
+        assert_eq!(c.renamed()[0].reason, RenameReason::TemplateMatch);
+        assert_eq!(c.renamed()[0].with, ["b"]);
+        // Unique templates are kept.
+        let ts: Vec<_> = c
+            .templates()
+            .iter()
+            .map(|t| t.uri_template.as_str())
+            .collect();
+        assert_eq!(ts, ["note://{id}", "db://users/{id}", "file:///{+path}"]);
+
+        // Template-generated URIs go to the one server whose template matches.
+        assert_eq!(
+            c.resolve("db://users/7", none),
+            Ok(route("b", "db://users/7"))
+        );
+        assert_eq!(
+            c.resolve("file:///etc/x", none),
+            Ok(route("b", "file:///etc/x"))
+        );
+        assert_eq!(c.resolve("note://y", none), Ok(route("a", "note://y")));
+        // The listed copy of a's is under its wrapped form; the plain URI is
+        // claimed by a (listing) and b (template).
+        assert_eq!(
+            c.resolve("mcphost://a/db://users/1", none),
+            Ok(route("a", "db://users/1"))
+        );
+        assert!(matches!(
+            c.resolve("db://users/1", none),
+            Err(ResolveError::Ambiguous { servers, .. }) if servers == ["a", "b"]
+        ));
+    }
+
+    #[test]
+    fn shared_templates_are_wrapped_and_their_uris_ambiguous() {
+        let t = [template("demo://dynamic/{id}")];
+        let tc = [template("demo://{kind}/{id}")];
+        let c = build_resources(&[
+            sr("one", &[], &t),
+            sr("two", &[], &t),
+            sr("three", &[], &tc),
+        ]);
+        let ts: Vec<_> = c
+            .templates()
+            .iter()
+            .map(|t| t.uri_template.as_str())
+            .collect();
+        // Overlapping but different texts stay; identical ones are wrapped.
+        assert_eq!(
+            ts,
+            [
+                "mcphost://one/demo://dynamic/{id}",
+                "mcphost://two/demo://dynamic/{id}",
+                "demo://{kind}/{id}"
+            ]
+        );
+        assert_eq!(
+            c.templates()[1].raw.get(),
+            r#"{"uriTemplate":"mcphost://two/demo://dynamic/{id}","name":"n"}"#
+        );
+        // An expansion of a wrapped template routes to its server.
+        assert_eq!(
+            c.resolve("mcphost://two/demo://dynamic/5", none),
+            Ok(route("two", "demo://dynamic/5"))
+        );
+        assert!(matches!(
+            c.resolve("demo://dynamic/5", none),
+            Err(ResolveError::Ambiguous { servers, .. }) if servers == ["one", "two", "three"]
+        ));
+        assert_eq!(
+            c.resolve("demo://other/5", none),
+            Ok(route("three", "demo://other/5"))
+        );
+
+        // completion refs name templates.
+        assert_eq!(
+            c.resolve_template("mcphost://one/demo://dynamic/{id}", none),
+            Ok(route("one", "demo://dynamic/{id}"))
+        );
+        assert_eq!(
+            c.resolve_template("demo://{kind}/{id}", none),
+            Ok(route("three", "demo://{kind}/{id}"))
+        );
+        assert!(matches!(
+            c.resolve_template("demo://dynamic/{id}", none),
+            Err(ResolveError::Ambiguous { servers, .. }) if servers == ["one", "two"]
+        ));
+        // A concrete URI as a ref resolves as a resource.
+        assert_eq!(
+            c.resolve_template("demo://x/1", none),
+            Ok(route("three", "demo://x/1"))
+        );
+    }
+
+    #[test]
+    fn own_mcphost_uris_are_always_wrapped() {
+        let a = [resource("mcphost://b/x"), resource("MCPHOST:thing")];
+        let ta = [template("mcphost://{server}/{+rest}")];
+        let c = build_resources(&[sr("a", &a, &ta), sr("b", &[], &[])]);
+        let uris: Vec<_> = c.resources().iter().map(|r| r.uri.as_str()).collect();
+        assert_eq!(
+            uris,
+            ["mcphost://a/mcphost://b/x", "mcphost://a/MCPHOST:thing"]
+        );
+        assert_eq!(
+            c.templates()[0].uri_template,
+            "mcphost://a/mcphost://{server}/{+rest}"
+        );
+        assert!(
+            c.renamed()
+                .iter()
+                .all(|r| r.reason == RenameReason::ReservedScheme)
+        );
+        // Unwrapping one level gives a's own URI back; the plain one is ours.
+        assert_eq!(
+            c.resolve("mcphost://a/mcphost://b/x", none),
+            Ok(route("a", "mcphost://b/x"))
+        );
+        assert_eq!(c.resolve("mcphost://b/x", none), Ok(route("b", "x")));
+        assert_eq!(
+            c.expose("a", "mcphost://b/x"),
+            Exposed::Wrapped("mcphost://a/mcphost://b/x".into())
+        );
+    }
+
+    #[test]
+    fn odd_server_names_are_percent_encoded() {
+        let r = [resource("u://same")];
+        let c = build_resources(&[sr("my server/1", &r, &[]), sr("b", &r, &[])]);
+        assert_eq!(c.resources()[0].uri, "mcphost://my%20server%2F1/u://same");
+        assert_eq!(
+            c.resolve("mcphost://my%20server%2F1/u://same", none),
+            Ok(route("my server/1", "u://same"))
+        );
+    }
+
+    #[test]
+    fn result_uris_are_exposed_so_they_route_back() {
+        let a = [resource("file:///shared"), resource("file:///mine")];
+        let b = [resource("file:///shared")];
+        let tb = [template("db://{t}")];
+        let ta = [template("a://{x}")];
+        let c = build_resources(&[sr("a", &a, &ta), sr("b", &b, &tb)]);
+        // Listed: its listing's form.
+        assert_eq!(c.expose("a", "file:///mine"), Exposed::Kept);
+        assert_eq!(
+            c.expose("a", "file:///shared"),
+            Exposed::Wrapped("mcphost://a/file:///shared".into())
+        );
+        // Unlisted but claimed by another server: wrapped.
+        assert_eq!(
+            c.expose("a", "db://t1"),
+            Exposed::Wrapped("mcphost://a/db://t1".into())
+        );
+        assert_eq!(
+            c.expose("b", "file:///mine"),
+            Exposed::Wrapped("mcphost://b/file:///mine".into())
+        );
+        // Produced by its own template only: routes back as it is.
+        assert_eq!(c.expose("a", "a://1"), Exposed::Kept);
+        assert_eq!(c.resolve("a://1", none), Ok(route("a", "a://1")));
+        // Nobody's: kept, for the caller to remember.
+        assert_eq!(c.expose("b", "urn:x"), Exposed::Unclaimed);
+        // Every exposed form resolves back to (server, own URI).
+        for (server, own) in [
+            ("a", "file:///shared"),
+            ("a", "db://t1"),
+            ("b", "file:///mine"),
+            ("b", "file:///shared"),
+        ] {
+            let Exposed::Wrapped(w) = c.expose(server, own) else {
+                panic!("{server} {own}")
+            };
+            assert_eq!(c.resolve(&w, none), Ok(route(server, own)));
+        }
+    }
+
+    #[test]
+    fn resource_pages_and_fingerprints() {
+        let a = [resource("x://1"), resource("x://2"), resource("x://3")];
+        let t = [template("t://{a}"), template("u://{a}")];
+        let one = build_resources(&[sr("s", &a, &t), sr("idle", &[], &[])]);
+        let (p1, next) = one.page(None, 2).unwrap();
         assert_eq!(p1.len(), 2);
-        let (p2, end) = c.page(next.as_deref(), 2).unwrap();
+        let (p2, end) = one.page(next.as_deref(), 2).unwrap();
         assert_eq!(p2.len(), 1);
         assert!(end.is_none());
         assert_eq!(
-            c.page_templates(next.as_deref(), 2).unwrap_err(),
+            one.page_templates(next.as_deref(), 2).unwrap_err(),
             InvalidCursor::Stale
         );
-        let (tp, tnext) = c.page_templates(None, 0).unwrap();
-        assert_eq!(tp.len(), 2);
-        assert!(tnext.is_none());
+        let (tp, tnext) = one.page_templates(None, 1).unwrap();
+        assert_eq!(tp.len(), 1);
+        // Rebuilt from the same lists (a restart): the cursors still work.
+        let again = build_resources(&[sr("s", &a, &t), sr("idle", &[], &[])]);
+        assert_eq!(again.page(next.as_deref(), 2).unwrap().0.len(), 1);
+        assert_eq!(
+            again.page_templates(tnext.as_deref(), 1).unwrap().0.len(),
+            1
+        );
+        // A URI that becomes wrapped changes the listing: stale.
+        let b = [resource("x://3")];
+        let other = build_resources(&[sr("s", &a, &t), sr("idle", &b, &[])]);
+        assert_eq!(
+            other.page(next.as_deref(), 2).unwrap_err(),
+            InvalidCursor::Stale
+        );
+    }
+
+    #[test]
+    fn annotated_listing_names_servers_and_own_uris() {
+        let r = [resource("u://same")];
+        let t = [template("t://{a}")];
+        let c = build_resources(&[sr("a", &r, &t), sr("b", &r, &[])]);
+        let v: serde_json::Value = serde_json::from_str(c.annotated().unwrap().get()).unwrap();
+        assert_eq!(v["resources"][1]["uri"], "mcphost://b/u://same");
+        assert_eq!(v["resources"][1]["server"], "b");
+        assert_eq!(v["resources"][1]["serverUri"], "u://same");
+        assert_eq!(v["resourceTemplates"][0]["uriTemplate"], "t://{a}");
+        assert_eq!(v["resourceTemplates"][0]["serverUriTemplate"], "t://{a}");
+        assert_eq!(v["resourceTemplates"][0]["server"], "a");
+        let json = serde_json::to_value(&c.renamed()[0]).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"kind": "resource", "server": "a", "uri": "u://same",
+                "exposed": "mcphost://a/u://same", "reason": "sameUri", "with": ["b"]})
+        );
     }
 
     /// A small deterministic generator, so the sweep needs no extra crate.

@@ -13,7 +13,9 @@
 //! stop; [`Registry::shutdown`] does.
 
 pub mod catalog;
+mod resources;
 pub mod supervisor;
+pub mod uri;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -84,6 +86,12 @@ pub enum RegistryEvent {
         server: String,
         params: Box<RawValue>,
     },
+    /// A subscribed resource changed: `uri` as those sessions subscribed
+    /// to it (the exposed form), for them only.
+    ResourceUpdated {
+        uri: String,
+        sessions: Arc<[u64]>,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -94,6 +102,10 @@ pub enum RegistryError {
     UnknownPrompt(String),
     #[error("no server offers resource {0:?}")]
     UnknownResource(String),
+    /// Several servers could serve the URI; the message names the
+    /// `mcphost://<server>/` forms to use instead.
+    #[error("{}", catalog::ResolveError::Ambiguous { uri: uri.clone(), servers: servers.clone() })]
+    AmbiguousResource { uri: String, servers: Vec<String> },
     #[error("unknown server {0:?}")]
     UnknownServer(String),
     #[error("{0}")]
@@ -220,6 +232,8 @@ struct Inner {
     supervisor_events: broadcast::Sender<SupervisorEvent>,
     events: broadcast::Sender<RegistryEvent>,
     settled: tokio::sync::watch::Sender<()>,
+    /// Remembered result URIs and subscriptions.
+    res: resources::ResourceState,
     /// Stops of servers a reload removed or replaced; shutdown waits for them.
     stopping: TaskTracker,
     /// Set by shutdown: later config changes start nothing.
@@ -278,6 +292,7 @@ impl Registry {
             supervisor_events,
             events,
             settled: tokio::sync::watch::channel(()).0,
+            res: resources::ResourceState::default(),
             stopping: TaskTracker::new(),
             closed: AtomicBool::new(false),
         });
@@ -462,7 +477,9 @@ impl Registry {
             .client_for_call(&route.server, opts.timeout, opts.origin.as_ref())
             .await?;
         let opts = CallOptions { timeout, ..opts };
-        Ok(client.call_tool(&route.tool, arguments, opts).await?)
+        let r = client.call_tool(&route.tool, arguments, opts).await?;
+        let raw = self.expose_uris(&route.server, r.raw, resources::ResultShape::Tool);
+        Ok(ToolResult { raw, ..r })
     }
 
     /// Get a prompt by its catalog name.
@@ -481,39 +498,8 @@ impl Registry {
             .client_for_call(&route.server, opts.timeout, opts.origin.as_ref())
             .await?;
         let opts = CallOptions { timeout, ..opts };
-        Ok(client.get_prompt(&route.tool, arguments, opts).await?)
-    }
-
-    /// Read a resource from the server that listed its URI (or, failing
-    /// that, the only server offering resources).
-    pub async fn read_resource(
-        &self,
-        uri: &str,
-        opts: CallOptions,
-    ) -> Result<Box<RawValue>, RegistryError> {
-        let server = self.resources().route(uri).map(str::to_owned);
-        let server = match server {
-            Some(s) => s,
-            None => {
-                // Template-generated URIs are not listed; route them only
-                // when exactly one server can have them.
-                let st = self.read();
-                let offering: Vec<&Entry> = st
-                    .entries
-                    .iter()
-                    .filter(|e| !e.lists.templates.is_empty())
-                    .collect();
-                match offering.as_slice() {
-                    [one] => one.config.name.clone(),
-                    _ => return Err(RegistryError::UnknownResource(uri.to_owned())),
-                }
-            }
-        };
-        let (client, timeout) = self
-            .client_for_call(&server, opts.timeout, opts.origin.as_ref())
-            .await?;
-        let opts = CallOptions { timeout, ..opts };
-        Ok(client.read_resource(uri, opts).await?)
+        let raw = client.get_prompt(&route.tool, arguments, opts).await?;
+        Ok(self.expose_uris(&route.server, raw, resources::ResultShape::Prompt))
     }
 
     /// `completion/complete`, routed by its `ref`: a prompt's catalog name
@@ -555,13 +541,15 @@ impl Registry {
                 let uri: String = raw_field(&r, "uri")
                     .map_err(|e| bad(e.to_string()))?
                     .unwrap_or_default();
-                let resources = self.resources();
-                let server = resources
-                    .route(&uri)
-                    .or_else(|| resources.route_template(&uri))
-                    .map(str::to_owned)
-                    .ok_or(RegistryError::UnknownResource(uri))?;
-                (server, r)
+                let route = self.resolve_resource_ref(&uri)?;
+                let new_ref = if route.uri == uri {
+                    r
+                } else {
+                    let own = to_raw(&route.uri).map_err(|e| bad(e.to_string()))?;
+                    set_fields(Some(&r), [("uri".to_owned(), own)])
+                        .map_err(|e| bad(e.to_string()))?
+                };
+                (route.server, new_ref)
             }
             other => return Err(bad(format!("unsupported ref type {other:?}"))),
         };
@@ -767,6 +755,7 @@ impl Registry {
                     let _ = self.inner.events.send(RegistryEvent::ServerState(status));
                 }
                 SupervisorEvent::Connected { server, generation } => {
+                    self.resubscribe(&server);
                     self.spawn_refresh(server, generation);
                 }
                 SupervisorEvent::Changed {
@@ -774,6 +763,10 @@ impl Registry {
                     generation,
                     event,
                 } => {
+                    if let ServerEvent::ResourceUpdated { uri } = &event {
+                        self.resource_updated(&server, uri);
+                        continue;
+                    }
                     let kinds = match event {
                         ServerEvent::ToolsChanged(_) => (true, false, false),
                         ServerEvent::ResourcesChanged { .. } => (false, true, false),

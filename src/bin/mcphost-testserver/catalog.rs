@@ -89,6 +89,11 @@ fn builtin_tool(name: &str) -> String {
             "description": "Sends elicitation/create to the client and returns its answer.",
             "inputSchema": {"type": "object", "properties": {"message": {"type": "string"}, "requestedSchema": {"type": "object"}}}
         }),
+        "link" => json!({
+            "name": "link",
+            "description": "Returns a resource_link to `uri`, or with `embed` an embedded text resource.",
+            "inputSchema": {"type": "object", "properties": {"uri": {"type": "string"}, "embed": {"type": "boolean"}}, "required": ["uri"]}
+        }),
         "roots" => json!({
             "name": "roots",
             "description": "Sends roots/list to the client and returns its answer.",
@@ -113,10 +118,13 @@ pub fn dynamic_tool_name(n: u64) -> String {
     format!("dynamic_{n:04}")
 }
 
-/// All tools as raw JSON objects.
-pub fn tools(extra: usize, dynamic: u64) -> Vec<String> {
-    let mut v = Vec::with_capacity(BUILTIN_TOOLS.len() + extra + dynamic as usize);
+/// All tools as raw JSON objects (`link`: with the `--link-tool` tool).
+pub fn tools(extra: usize, dynamic: u64, link: bool) -> Vec<String> {
+    let mut v = Vec::with_capacity(BUILTIN_TOOLS.len() + 1 + extra + dynamic as usize);
     v.extend(BUILTIN_TOOLS.iter().map(|n| builtin_tool(n)));
+    if link {
+        v.push(builtin_tool("link"));
+    }
     v.extend((0..extra).map(|i| simple_tool(&generated_tool_name(i), "Generated tool")));
     v.extend((1..=dynamic).map(|n| simple_tool(&dynamic_tool_name(n), "Tool added at runtime")));
     v
@@ -139,6 +147,9 @@ pub fn resource_text(uri: &str, extra: usize, dynamic: u64) -> Option<String> {
         let i: u64 = n.parse().ok()?;
         return (i >= 1 && i <= dynamic && n == format!("{i:04}"))
             .then(|| format!("This is runtime-added resource {i}."));
+    }
+    if let Some(rest) = uri.strip_prefix("test://unlisted/") {
+        return Some(format!("Unlisted resource {rest}."));
     }
     if let Some(id) = uri.strip_prefix("test://dynamic/") {
         return (!id.is_empty() && !id.contains('/')).then(|| format!("Dynamic resource {id}."));
@@ -370,7 +381,7 @@ mod tests {
 
     #[test]
     fn render_page_is_valid_json() {
-        let items = tools(3, 1);
+        let items = tools(3, 1, true);
         let page = paginate(items.len(), None, Some(4), false).unwrap();
         let raw = render_page("tools", &items, &page);
         let _: &RawValue = serde_json::from_str(&raw).unwrap();
@@ -380,6 +391,7 @@ mod tests {
         let raw = render_page("tools", &items, &last);
         assert!(!raw.contains("nextCursor"));
         assert!(raw.contains("dynamic_0001") && raw.contains("tool_0002"));
+        assert!(raw.contains(r#""name":"link""#));
     }
 
     #[test]

@@ -247,6 +247,11 @@ pub struct Cli {
     /// before it is processed.
     #[arg(long, env = "MCPHOST_TS_LOG_REQUESTS", value_name = "FILE")]
     pub log_requests: Option<PathBuf>,
+
+    /// Also list the `link` tool {uri, embed?}: a result holding a
+    /// `resource_link` to `uri` (with `embed`, an embedded text resource).
+    #[arg(long, env = "MCPHOST_TS_LINK_TOOL", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    pub link_tool: bool,
 }
 
 #[cfg(test)]

@@ -16,8 +16,11 @@
 //!   `"x-unknown"`; its `inputSchema` is raw too), `huge` {bytes?}, `sample`
 //!   (sampling/createMessage), `elicit` {message?, requestedSchema?}
 //!   (elicitation/create; default schema: a required `name`), `roots` (roots/list),
-//!   plus `tool_NNNN` (`--tools`) and `dynamic_NNNN` (list-changed timer).
-//! * Resources `test://static/1..3`, `test://extra/NNNN`, `test://added/NNNN`;
+//!   plus `tool_NNNN` (`--tools`) and `dynamic_NNNN` (list-changed timer), and
+//!   with `--link-tool` `link` {uri, embed?} (a `resource_link`, or an embedded
+//!   text resource).
+//! * Resources `test://static/1..3`, `test://extra/NNNN`, `test://added/NNNN`,
+//!   and, never listed, any `test://unlisted/...`;
 //!   template `test://dynamic/{id}`; unknown uri → -32002 with `data.uri`;
 //!   subscribe → `{}` then one `notifications/resources/updated`.
 //! * Prompts `greet` (required `name`), `prompt_NNNN`, `dynamic_prompt_NNNN`;
@@ -57,6 +60,7 @@
 //! | `--delay-ms MS` | delay every response by MS (order preserved) |
 //! | `--exit-on-initialized` | exit 0 on `notifications/initialized` |
 //! | `--log-requests FILE` | append every received line to FILE |
+//! | `--link-tool` | also list the `link` tool |
 
 macro_rules! log {
     ($($arg:tt)*) => {

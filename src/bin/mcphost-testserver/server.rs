@@ -648,7 +648,7 @@ impl Server {
             }
             "tools/list" => self.list(
                 "tools",
-                &catalog::tools(self.cfg.tools, self.dynamic()),
+                &catalog::tools(self.cfg.tools, self.dynamic(), self.cfg.link_tool),
                 params,
             ),
             "tools/call" => self.call_tool(params),
@@ -811,6 +811,17 @@ impl Server {
                 text_result(msg, true)
             }
             "lossless" => ok_raw(LOSSLESS_RESULT.to_owned()),
+            "link" if self.cfg.link_tool => {
+                let uri = arg("uri")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| invalid_params("link needs a `uri` string"))?;
+                let item = if arg("embed").and_then(Value::as_bool) == Some(true) {
+                    json!({"type": "resource", "resource": {"uri": uri, "mimeType": "text/plain", "text": format!("Embedded {uri}.")}})
+                } else {
+                    json!({"type": "resource_link", "uri": uri, "name": "link", "mimeType": "text/plain"})
+                };
+                ok(json!({"content": [{"type": "text", "text": "see"}, item]}))
+            }
             "huge" => {
                 let bytes = arg("bytes")
                     .and_then(Value::as_u64)

@@ -227,7 +227,7 @@ impl Backend {
 
     /// The `namespacing.separator` in force (the default for a daemon too
     /// old to say).
-    async fn separator(&self) -> String {
+    pub async fn separator(&self) -> String {
         self.request("mcphost/status", None)
             .await
             .ok()

@@ -28,6 +28,7 @@ static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicB
 mod backend;
 mod inspect;
 mod output;
+mod resources;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -150,6 +151,29 @@ enum Command {
         /// Hard limit for the call (e.g. 500ms, 30s, 5m).
         #[arg(long, value_parser = parse_duration)]
         timeout: Option<Duration>,
+    },
+    /// List resources and resource templates (URIs as the daemon exposes them).
+    Resources {
+        /// Only this server's.
+        #[arg(long)]
+        server: Option<String>,
+        /// Only the templates.
+        #[arg(long)]
+        templates: bool,
+    },
+    /// Read a resource: text is printed, blobs are summarised (--json: the result).
+    Read { uri: String },
+    /// List the catalog's prompts.
+    Prompts {
+        /// Only this server's prompts.
+        #[arg(long)]
+        server: Option<String>,
+    },
+    /// Get a prompt: its catalog name, or its own name if exactly one server has it.
+    Prompt {
+        name: String,
+        /// Arguments as a JSON object of strings.
+        args: Option<String>,
     },
     /// A stdio MCP server that relays to the daemon, for any MCP host.
     Bridge,
@@ -468,6 +492,18 @@ async fn dispatch(b: &Backend, command: Command, out: &Out) -> Result<u8> {
             let result = b.call(&name, args, timeout).await?;
             let is_error = out.call_result(&result)?;
             return Ok(if is_error { 1 } else { 0 });
+        }
+        Command::Resources { server, templates } => {
+            let (list, tpls) = resources::all_resources(b).await?;
+            out.resources(&list, &tpls, server.as_deref(), templates)?;
+        }
+        Command::Read { uri } => out.read_result(&resources::read(b, &uri).await?)?,
+        Command::Prompts { server } => {
+            out.prompts(&resources::all_prompts(b).await?, server.as_deref())?;
+        }
+        Command::Prompt { name, args } => {
+            let name = resources::resolve_prompt(b, &name).await?;
+            out.prompt_result(&resources::get_prompt(b, &name, args).await?)?;
         }
         Command::Daemon { .. } | Command::Bridge | Command::Inspect { .. } => {}
     }

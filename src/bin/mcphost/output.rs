@@ -13,7 +13,7 @@ pub struct Out {
     pub json: bool,
 }
 
-fn table(rows: &[Vec<String>]) {
+pub(crate) fn table(rows: &[Vec<String>]) {
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..cols)
         .map(|c| {
@@ -168,6 +168,20 @@ impl Out {
                     s(&r["tool"]),
                     s(&r["name"]),
                     s(&r["reason"])
+                );
+            }
+            for r in sv["renamedResources"].as_array().into_iter().flatten() {
+                outln!(
+                    "note: {}: {} {} is listed as {} ({}: {})",
+                    s(&sv["name"]),
+                    s(&r["kind"]),
+                    s(&r["uri"]),
+                    s(&r["exposed"]),
+                    s(&r["reason"]),
+                    r["with"]
+                        .as_array()
+                        .map(|w| w.iter().map(s).collect::<Vec<_>>().join(", "))
+                        .unwrap_or_default()
                 );
             }
         }
