@@ -507,6 +507,7 @@ impl Session {
                     .into_iter()
                     .collect()
             }
+            RegistryEvent::Stderr { .. } => Vec::new(),
         }
     }
 }

@@ -84,6 +84,13 @@ pub enum RegistryEvent {
         server: String,
         params: Box<RawValue>,
     },
+    /// One stderr line of a server's process (stdio), at most
+    /// [`supervisor::STDERR_LINES_PER_SECOND`] per server; past that a
+    /// `[mcphost: N stderr lines dropped]` line stands for the rest.
+    Stderr {
+        server: String,
+        line: Arc<str>,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -350,6 +357,16 @@ impl Registry {
 
     pub fn subscribe(&self) -> broadcast::Receiver<RegistryEvent> {
         self.inner.events.subscribe()
+    }
+
+    /// Every supervisor's events as they happen, before the registry drops
+    /// those of replaced instances: states, re-listed catalogs, stderr
+    /// lines, and the servers' `notifications/message` entries
+    /// ([`SupervisorEvent::Changed`] with [`ServerEvent::Log`]), which
+    /// [`RegistryEvent`] does not carry. For observers such as the CLI's
+    /// `logs -f` with `--direct`.
+    pub fn supervisor_events(&self) -> broadcast::Receiver<SupervisorEvent> {
+        self.inner.supervisor_events.subscribe()
     }
 
     pub fn catalog(&self) -> Arc<Catalog> {
@@ -739,6 +756,15 @@ impl Registry {
                 }
                 Err(broadcast::error::RecvError::Closed) => return,
             };
+            // A replaced or removed instance's last words are still its
+            // server's output.
+            if let SupervisorEvent::Stderr { server, line, .. } = ev {
+                let _ = self
+                    .inner
+                    .events
+                    .send(RegistryEvent::Stderr { server, line });
+                continue;
+            }
             let (server, generation) = ev.source();
             match self.is_current(server, generation) {
                 Some(true) => {}
@@ -810,6 +836,7 @@ impl Registry {
                         self.rebuild(kinds.0, kinds.1, kinds.2);
                     }
                 }
+                SupervisorEvent::Stderr { .. } => {}
             }
         }
     }
