@@ -27,6 +27,8 @@ static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicB
 
 mod backend;
 mod inspect;
+mod interactive;
+mod logs;
 mod output;
 
 use std::collections::BTreeMap;
@@ -37,7 +39,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use mcphost::client::{ElicitationPolicy, PolicyHost, SamplingPolicy};
+use mcphost::client::{ElicitationPolicy, Host, PolicyHost, SamplingPolicy};
 use mcphost::config::duration::parse_duration;
 use mcphost::protocol::RawValue;
 use mcphost::transport::stdio::StdioConfig;
@@ -150,6 +152,19 @@ enum Command {
         /// Hard limit for the call (e.g. 500ms, 30s, 5m).
         #[arg(long, value_parser = parse_duration)]
         timeout: Option<Duration>,
+    },
+    /// A server's last stderr lines; with -f, follow every server's (or
+    /// NAME's) log messages, stderr lines and state changes until Ctrl-C.
+    Logs {
+        /// The server (required without -f).
+        name: Option<String>,
+        /// Follow: print each log message, stderr line and state change as
+        /// it happens, named by server.
+        #[arg(short, long)]
+        follow: bool,
+        /// How many stderr lines to show (without -f).
+        #[arg(long, default_value_t = 200, conflicts_with = "follow")]
+        lines: usize,
     },
     /// A stdio MCP server that relays to the daemon, for any MCP host.
     Bridge,
@@ -290,7 +305,13 @@ async fn main() -> ExitCode {
 async fn run(cli: Cli, out: &Out) -> Result<u8> {
     let socket = mcphost::ipc::resolve_socket_path(cli.socket.clone());
     let policy = cli.policy_host();
-    let host = Arc::new(policy);
+    // On a terminal, with no policy flag, the person answers the servers.
+    let person = (policy == PolicyHost::default() && interactive::TerminalHost::available())
+        .then(|| Arc::new(interactive::TerminalHost::new()) as Arc<dyn Host>);
+    let host: Arc<dyn Host> = match &person {
+        Some(p) => p.clone(),
+        None => Arc::new(policy),
+    };
     match cli.command {
         Command::Daemon {
             max_connections,
@@ -349,9 +370,9 @@ async fn run(cli: Cli, out: &Out) -> Result<u8> {
         command => {
             let backend = if cli.direct.is_empty() {
                 refuse_policy_flags(&policy, "a command sent to the daemon")?;
-                Backend::daemon(&socket).await?
+                Backend::daemon(&socket, person).await?
             } else {
-                Backend::direct(&cli.direct, host, policy.or_decline()).await?
+                Backend::direct(&cli.direct, host, policy.or_decline(), person.is_some()).await?
             };
             let code = dispatch(&backend, command, out).await;
             backend.close().await;
@@ -468,6 +489,26 @@ async fn dispatch(b: &Backend, command: Command, out: &Out) -> Result<u8> {
             let result = b.call(&name, args, timeout).await?;
             let is_error = out.call_result(&result)?;
             return Ok(if is_error { 1 } else { 0 });
+        }
+        Command::Logs {
+            name,
+            follow,
+            lines,
+        } => {
+            if follow {
+                logs::follow(b, name.as_deref(), out).await?;
+            } else {
+                let Some(name) = name else {
+                    anyhow::bail!("`logs` needs a server NAME, or -f to follow every server");
+                };
+                let r = b
+                    .request(
+                        "mcphost/servers/logs",
+                        Some(backend::params(json!({ "name": name, "lines": lines }))?),
+                    )
+                    .await?;
+                out.logs(&r)?;
+            }
         }
         Command::Daemon { .. } | Command::Bridge | Command::Inspect { .. } => {}
     }
