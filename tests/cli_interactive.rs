@@ -408,6 +408,29 @@ fn server_everything_url_consent_refused() {
 }
 
 #[test]
+fn server_everything_url_elicitation_required_error_shows_its_urls() {
+    let Some(env) = interop() else { return };
+    let sb = Sandbox::new();
+    let ev = everything(&env);
+    let args = json!({"url": "https://example.com/verify", "errorPath": true}).to_string();
+    // Only a client that declares URL mode gets the tool: the terminal host.
+    let p = spawn(
+        &sb,
+        &["--direct", &ev, "call", "trigger-url-elicitation", &args],
+        &[],
+    );
+    let (text, code) = finish(p);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("(code -32042)"), "{text}");
+    assert!(
+        text.contains("The server needs you to complete this first, then retry:")
+            && text.contains("https://modelcontextprotocol.io")
+            && text.contains("domain: modelcontextprotocol.io  Open this link"),
+        "{text}"
+    );
+}
+
+#[test]
 fn server_everything_sampling_reply_typed() {
     let Some(env) = interop() else { return };
     let sb = Sandbox::new();
