@@ -613,3 +613,37 @@ fn through_the_daemon_the_cli_answers_its_own_calls_requests() {
         "Hi from the daemon path."
     );
 }
+
+/// Whether the terminal is back in line mode (ICANON), as before a prompt.
+fn canonical(p: &Pty) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: tcgetattr on the pty master we own fills in the struct.
+    unsafe {
+        let mut t: libc::termios = std::mem::zeroed();
+        assert_eq!(libc::tcgetattr(p.get_stream().as_raw_fd(), &mut t), 0);
+        t.c_lflag & libc::ICANON != 0
+    }
+}
+
+#[test]
+fn a_server_that_dies_mid_prompt_leaves_the_terminal_usable() {
+    let sb = Sandbox::new();
+    // The server is killed 2 s after it starts, while the prompt is open.
+    let spec = format!("brief=timeout 2 {}", shell_words::quote(TESTSERVER));
+    let args = json!({"prompt": "Say hello."}).to_string();
+    let mut p = spawn(&sb, &["--direct", &spec, "call", "sample", &args], &[]);
+    assert!(canonical(&p));
+    want(&mut p, "Type a reply");
+    assert!(!canonical(&p), "the prompt runs in raw mode");
+    // Nobody answers: the call fails when the server dies, and the CLI
+    // ends at once instead of waiting for the prompt.
+    let c = p.expect(Eof).expect("mcphost did not end");
+    let text = String::from_utf8_lossy(c.as_bytes()).into_owned();
+    let status = p.get_process().wait().unwrap();
+    assert!(
+        matches!(status, WaitStatus::Exited(_, 2)),
+        "{status:?}: {text}"
+    );
+    assert!(text.contains("server 'brief'"), "{text}");
+    assert!(canonical(&p), "the terminal was left in raw mode: {text}");
+}

@@ -8,6 +8,7 @@
 
 use std::io::IsTerminal as _;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use indexmap::IndexMap;
 use inquire::validator::Validation;
@@ -30,15 +31,45 @@ const SERVER_META: &str = "dev.mcphost/server";
 pub const OPEN_URL_COMMAND_ENV: &str = "MCPHOST_OPEN_URL_COMMAND";
 
 /// A [`Host`] that asks the person at the terminal.
-#[derive(Clone, Default)]
 pub struct TerminalHost {
     /// One prompt at a time: requests from several servers queue up.
     turn: Arc<tokio::sync::Mutex<()>>,
+    /// Set while a prompt holds the terminal (in raw mode).
+    prompting: Arc<AtomicBool>,
+    /// The terminal's settings before any prompt.
+    saved: Option<libc::termios>,
 }
 
 impl TerminalHost {
     pub fn new() -> Self {
-        Self::default()
+        // SAFETY: tcgetattr only writes the struct we pass; a zeroed termios
+        // is a valid value of this plain C struct.
+        let saved = unsafe {
+            let mut t: libc::termios = std::mem::zeroed();
+            (libc::tcgetattr(libc::STDIN_FILENO, &mut t) == 0).then_some(t)
+        };
+        TerminalHost {
+            turn: Arc::default(),
+            prompting: Arc::default(),
+            saved,
+        }
+    }
+
+    /// Put the terminal back if the command ends while a prompt is still
+    /// open (its server died, the call timed out): the prompt's thread
+    /// dies with the process and would leave the terminal raw. True when a
+    /// prompt was open.
+    pub fn restore_terminal(&self) -> bool {
+        if !self.prompting.load(Ordering::SeqCst) {
+            return false;
+        }
+        if let Some(t) = &self.saved {
+            // SAFETY: tcsetattr reads the struct tcgetattr filled in.
+            unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, t) };
+        }
+        // Show the cursor, end bracketed paste, leave the prompt's line.
+        eprint!("\x1b[?25h\x1b[?2004l\r\n");
+        true
     }
 
     /// Whether a person can answer prompts: stdin and stderr are terminals.
@@ -60,11 +91,15 @@ impl TerminalHost {
             Err(e) => return Box::pin(std::future::ready(Err(e))),
         };
         let turn = self.turn.clone();
+        let prompting = self.prompting.clone();
         Box::pin(async move {
             let turn = turn.lock_owned().await;
             tokio::task::spawn_blocking(move || {
                 let _turn = turn;
-                request.ask()
+                prompting.store(true, Ordering::SeqCst);
+                let answer = request.ask();
+                prompting.store(false, Ordering::SeqCst);
+                answer
             })
             .await
             .unwrap_or_else(|e| Err(internal(format!("the prompt failed: {e}"))))

@@ -290,28 +290,50 @@ async fn main() -> ExitCode {
         !cli.direct.is_empty(),
     );
     let out = Out { json: cli.json };
-    match run(cli, &out).await {
-        Ok(code) => ExitCode::from(code),
-        Err(e) => {
-            if let Some(Exit(code)) = e.downcast_ref::<Exit>() {
-                return ExitCode::from(*code);
+    // On a terminal, with no policy flag, the person answers the servers.
+    let terminal = (cli.policy_host() == PolicyHost::default()
+        && interactive::TerminalHost::available())
+    .then(|| Arc::new(interactive::TerminalHost::new()));
+    let result = run(cli, &out, terminal.clone()).await;
+    // A prompt still open (its server died, its call timed out) leaves the
+    // terminal raw, and would keep the runtime from shutting down until
+    // answered: put the terminal back, say why, and leave at once.
+    let prompt_open = terminal.as_ref().is_some_and(|t| t.restore_terminal());
+    let code = match result {
+        Ok(code) => code,
+        Err(e) => match e.downcast_ref::<Exit>() {
+            Some(Exit(code)) => *code,
+            None => {
+                out.error(&e);
+                2
             }
-            out.error(&e);
-            ExitCode::from(2)
-        }
+        },
+    };
+    if prompt_open {
+        std::process::exit(i32::from(code));
     }
+    ExitCode::from(code)
 }
 
-async fn run(cli: Cli, out: &Out) -> Result<u8> {
+async fn run(cli: Cli, out: &Out, terminal: Option<Arc<interactive::TerminalHost>>) -> Result<u8> {
     let socket = mcphost::ipc::resolve_socket_path(cli.socket.clone());
     let policy = cli.policy_host();
-    // On a terminal, with no policy flag, the person answers the servers.
-    let person = (policy == PolicyHost::default() && interactive::TerminalHost::available())
-        .then(|| Arc::new(interactive::TerminalHost::new()) as Arc<dyn Host>);
+    let person = terminal.map(|t| t as Arc<dyn Host>);
     let host: Arc<dyn Host> = match &person {
         Some(p) => p.clone(),
         None => Arc::new(policy),
     };
+    run_command(cli, out, socket, policy, person, host).await
+}
+
+async fn run_command(
+    cli: Cli,
+    out: &Out,
+    socket: PathBuf,
+    policy: PolicyHost,
+    person: Option<Arc<dyn Host>>,
+    host: Arc<dyn Host>,
+) -> Result<u8> {
     match cli.command {
         Command::Daemon {
             max_connections,
