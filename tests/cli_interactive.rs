@@ -647,3 +647,29 @@ fn a_server_that_dies_mid_prompt_leaves_the_terminal_usable() {
     assert!(text.contains("server 'brief'"), "{text}");
     assert!(canonical(&p), "the terminal was left in raw mode: {text}");
 }
+
+#[test]
+fn inspect_on_a_terminal_asks_too() {
+    let sb = Sandbox::new();
+    let args = json!({"message": "Your name?"}).to_string();
+    let mut p = spawn(
+        &sb,
+        &[
+            "inspect", "--call", "elicit", "--args", &args, "--", TESTSERVER,
+        ],
+        &[],
+    );
+    want(&mut p, "asks for input");
+    want(&mut p, "Your name?");
+    send(&mut p, "\r");
+    want(&mut p, "name:");
+    send(&mut p, "Grace\r");
+    want(&mut p, "answered");
+    let (text, code) = finish(p);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains(r#"{\"action\":\"accept\",\"content\":{\"name\":\"Grace\"}}"#)
+            || text.contains(r#"{"action":"accept","content":{"name":"Grace"}}"#),
+        "{text}"
+    );
+}
