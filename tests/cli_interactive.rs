@@ -564,7 +564,6 @@ fn server_everything_elicitation_form_filled_in() {
 /// Through the daemon: the CLI's connection declares the terminal host, and
 /// the daemon routes the request its call caused back to it.
 #[test]
-#[ignore = "needs the daemon to route a server's request to the session whose call caused it (issue 9, broker: the lead's part)"]
 fn through_the_daemon_the_cli_answers_its_own_calls_requests() {
     let d = common::Daemon::start(&common::ts_config(&[]));
     d.wait_ready(&["ts"], Duration::from_secs(20));

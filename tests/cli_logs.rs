@@ -256,7 +256,7 @@ fn logs_without_follow_shows_the_stderr_tail() {
 }
 
 #[test]
-#[ignore = "needs the engine's mcphost/logs/follow and its forwarding of RegistryEvent::Stderr and server log messages (the lead's part)"]
+#[ignore = "needs the engine to send RegistryEvent::Stderr to its followers as notifications/mcphost/stderr (Session::notifications_for; the lead's part)"]
 fn daemon_follow_names_the_server_on_every_line() {
     let d = Daemon::start(&chatty_config());
     d.wait_ready(&["alpha", "beta"], Duration::from_secs(20));

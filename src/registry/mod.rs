@@ -359,16 +359,6 @@ impl Registry {
         self.inner.events.subscribe()
     }
 
-    /// Every supervisor's events as they happen, before the registry drops
-    /// those of replaced instances: states, re-listed catalogs, stderr
-    /// lines, and the servers' `notifications/message` entries
-    /// ([`SupervisorEvent::Changed`] with [`ServerEvent::Log`]), which
-    /// [`RegistryEvent`] does not carry. For observers such as the CLI's
-    /// `logs -f` with `--direct`.
-    pub fn supervisor_events(&self) -> broadcast::Receiver<SupervisorEvent> {
-        self.inner.supervisor_events.subscribe()
-    }
-
     pub fn catalog(&self) -> Arc<Catalog> {
         self.read().catalog.clone()
     }

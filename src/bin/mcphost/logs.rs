@@ -7,7 +7,6 @@
 use anyhow::{Result, bail};
 use mcphost::client::{CallOptions, ServerClient, ServerEvent};
 use mcphost::protocol::{Notification, RawValue, methods, raw_field};
-use mcphost::registry::supervisor::SupervisorEvent;
 use mcphost::registry::{Registry, RegistryEvent};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -249,26 +248,17 @@ async fn follow_registry(
     ctrl_c: &mut std::pin::Pin<&mut impl Future<Output = std::io::Result<()>>>,
 ) {
     let mut events = registry.subscribe();
-    // Log entries are not registry events; the supervisors carry them.
-    let mut supervisors = registry.supervisor_events();
     loop {
         tokio::select! {
             ev = events.recv() => match ev {
                 Ok(RegistryEvent::Stderr { server, line }) => show(Line::Stderr { server, line: line.to_string() }),
+                Ok(RegistryEvent::Log { server, params }) => show(Line::Log { server, params }),
                 Ok(RegistryEvent::ServerState(s)) => show(Line::State {
                     server: s.name.clone(),
                     status: serde_json::to_value(&*s).unwrap_or(Value::Null),
                 }),
                 Ok(_) => {}
                 Err(RecvError::Lagged(count)) => show(Line::Dropped { what: "events", count }),
-                Err(RecvError::Closed) => return,
-            },
-            ev = supervisors.recv() => match ev {
-                Ok(SupervisorEvent::Changed { server, event: ServerEvent::Log(params), .. }) => {
-                    show(Line::Log { server, params })
-                }
-                Ok(_) => {}
-                Err(RecvError::Lagged(count)) => show(Line::Dropped { what: "log messages", count }),
                 Err(RecvError::Closed) => return,
             },
             _ = &mut *ctrl_c => return,
