@@ -229,6 +229,58 @@ async fn stderr_lines_are_bounded() {
 }
 
 #[tokio::test]
+async fn stderr_lines_feed_each_line_live_and_close_with_stderr() {
+    // Waits for a line on stdin before writing, so the feed is subscribed.
+    let script =
+        r#"read go; echo "one" >&2; printf 'two\r\n' >&2; echo >&2; echo three >&2; exit 0"#;
+    let mut conn = spawn("live", &sh(script)).await.unwrap();
+    let mut feed = conn
+        .control
+        .stderr_lines()
+        .expect("stdio has a stderr feed");
+    conn.outbound.send("go".to_owned()).await.unwrap();
+    let mut got = Vec::new();
+    loop {
+        match tokio::time::timeout(WAIT, feed.recv())
+            .await
+            .expect("feed stalled")
+        {
+            Ok(line) => got.push(line.to_string()),
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    // Blank lines are skipped and CRs stripped, as in the ring.
+    assert_eq!(got, ["one", "two", "three"]);
+    let _ = run_to_close(&mut conn).await;
+    // Once stderr has closed there is nothing left to follow.
+    assert!(conn.control.stderr_lines().is_none());
+}
+
+#[tokio::test]
+async fn a_stderr_follower_that_falls_behind_is_told_how_many_it_missed() {
+    let script =
+        r#"read go; i=1; while [ $i -le 2000 ]; do echo "line $i" >&2; i=$((i+1)); done; exit 0"#;
+    let mut conn = spawn("flood", &sh(script)).await.unwrap();
+    let mut feed = conn.control.stderr_lines().unwrap();
+    conn.outbound.send("go".to_owned()).await.unwrap();
+    // Read nothing until the process is done: the feed keeps only its last 256.
+    let _ = run_to_close(&mut conn).await;
+    let mut lagged = 0;
+    let mut lines = Vec::new();
+    loop {
+        match feed.recv().await {
+            Ok(line) => lines.push(line.to_string()),
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => lagged += n,
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+        }
+    }
+    assert_eq!(lines.len(), 256, "{}", lines.len());
+    assert_eq!(lagged + 256, 2000);
+    assert_eq!(lines.last().map(String::as_str), Some("line 2000"));
+}
+
+#[tokio::test]
 async fn killed_by_signal_is_reported() {
     let mut conn = spawn("doomed", &sh("echo dying >&2; kill -9 $$"))
         .await

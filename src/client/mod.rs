@@ -276,6 +276,19 @@ impl ServerClient {
         self.control.stderr_tail(n)
     }
 
+    /// The server's stderr lines as they arrive (stdio only); see
+    /// [`TransportControl::stderr_lines`].
+    pub fn stderr_lines(&self) -> Option<broadcast::Receiver<Arc<str>>> {
+        self.control.stderr_lines()
+    }
+
+    /// Every notification the server sends, untouched (a daemon's
+    /// `notifications/mcphost/*` included); bounded, lagging receivers get
+    /// `Lagged(n)`.
+    pub fn notifications(&self) -> broadcast::Receiver<Arc<Notification>> {
+        self.core.peer.subscribe()
+    }
+
     pub fn pid(&self) -> Option<u32> {
         self.control.pid()
     }

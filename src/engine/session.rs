@@ -534,6 +534,22 @@ impl Session {
                     .into_iter()
                     .collect()
             }
+            // Only to the sessions that follow logs (`mcphost/logs/follow`).
+            RegistryEvent::Stderr { server, line } => {
+                let wanted = match &self.lock().follow {
+                    Some(None) => true,
+                    Some(Some(s)) => *s == server,
+                    None => false,
+                };
+                if !wanted {
+                    return Vec::new();
+                }
+                to_raw(&json!({ "server": server, "line": &*line }))
+                    .ok()
+                    .map(|p| ("notifications/mcphost/stderr", Some(p)))
+                    .into_iter()
+                    .collect()
+            }
         }
     }
 }

@@ -92,6 +92,13 @@ pub enum RegistryEvent {
         uri: String,
         sessions: Arc<[u64]>,
     },
+    /// One stderr line of a server's process (stdio), at most
+    /// [`supervisor::STDERR_LINES_PER_SECOND`] per server; past that a
+    /// `[mcphost: N stderr lines dropped]` line stands for the rest.
+    Stderr {
+        server: String,
+        line: Arc<str>,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -727,6 +734,15 @@ impl Registry {
                 }
                 Err(broadcast::error::RecvError::Closed) => return,
             };
+            // A replaced or removed instance's last words are still its
+            // server's output.
+            if let SupervisorEvent::Stderr { server, line, .. } = ev {
+                let _ = self
+                    .inner
+                    .events
+                    .send(RegistryEvent::Stderr { server, line });
+                continue;
+            }
             let (server, generation) = ev.source();
             match self.is_current(server, generation) {
                 Some(true) => {}
@@ -803,6 +819,7 @@ impl Registry {
                         self.rebuild(kinds.0, kinds.1, kinds.2);
                     }
                 }
+                SupervisorEvent::Stderr { .. } => {}
             }
         }
     }

@@ -90,6 +90,13 @@ pub trait TransportControl: Send + Sync + 'static {
     fn shutdown(&self) -> BoxFuture<'_, ()>;
     /// The last `n` stderr lines, oldest first (empty for non-stdio).
     fn stderr_tail(&self, n: usize) -> Vec<String>;
+    /// Every stderr line from now on, as it arrives (stdio only; `None` for
+    /// other transports and once stderr has closed). The channel is bounded:
+    /// a receiver that falls behind gets `Lagged(n)` instead of growing
+    /// memory, and `Closed` when the server's stderr ends.
+    fn stderr_lines(&self) -> Option<tokio::sync::broadcast::Receiver<std::sync::Arc<str>>> {
+        None
+    }
     /// The process group of the server's processes (stdio only): what to
     /// signal to reach all of them. For stdio it is the watchdog's pid.
     fn pid(&self) -> Option<u32>;

@@ -83,6 +83,9 @@ const INBOUND_CAPACITY: usize = 256;
 const OUTBOUND_CAPACITY: usize = 256;
 /// Longest stderr line kept; the rest of the line is dropped.
 const MAX_STDERR_LINE: usize = 8 * 1024;
+/// Stderr lines a live follower may fall behind by before it is told how
+/// many it missed (at most 2 MiB per server with the longest lines).
+const STDERR_FEED_CAPACITY: usize = 256;
 /// After the server exits, how long output still in the pipes may take to
 /// arrive; a grandchild that inherited stdout/stderr can keep them open forever.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
@@ -246,6 +249,9 @@ pub async fn spawn(server: &str, cfg: &StdioConfig) -> Result<Connection, StdioE
         server_pid,
         span: span.clone(),
         stderr: Mutex::new(StderrRing::new(cfg.stderr_lines)),
+        stderr_feed: Mutex::new(Some(
+            tokio::sync::broadcast::channel(STDERR_FEED_CAPACITY).0,
+        )),
         close_stdin: CancellationToken::new(),
         exit: exit_rx,
         done: done_rx,
@@ -423,6 +429,9 @@ struct Shared {
     server_pid: Option<u32>,
     span: Span,
     stderr: Mutex<StderrRing>,
+    /// Live stderr lines for followers; taken when stderr ends, which tells
+    /// every receiver the feed is over.
+    stderr_feed: Mutex<Option<tokio::sync::broadcast::Sender<Arc<str>>>>,
     close_stdin: CancellationToken,
     /// How the group leader exited, once tokio has reaped it.
     exit: watch::Receiver<Option<String>>,
@@ -524,6 +533,15 @@ impl TransportControl for StdioControl {
 
     fn stderr_tail(&self, n: usize) -> Vec<String> {
         self.shared.stderr_tail(n)
+    }
+
+    fn stderr_lines(&self) -> Option<tokio::sync::broadcast::Receiver<Arc<str>>> {
+        self.shared
+            .stderr_feed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map(tokio::sync::broadcast::Sender::subscribe)
     }
 
     /// The watchdog's pid, which is also the process group id.
@@ -736,6 +754,11 @@ async fn read_stderr(stderr: ChildStderr, shared: Arc<Shared>) {
         }
     }
     push_stderr(&shared, &line, truncated);
+    shared
+        .stderr_feed
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take();
 }
 
 fn push_stderr(shared: &Shared, line: &[u8], truncated: bool) {
@@ -748,6 +771,15 @@ fn push_stderr(shared: &Shared, line: &[u8], truncated: bool) {
         text.push_str(" […truncated]");
     }
     tracing::debug!(target: "mcphost::server_stderr", "{text}");
+    if let Some(feed) = &*shared
+        .stderr_feed
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        && feed.receiver_count() > 0
+    {
+        // No receiver, no copy: an unfollowed server costs nothing extra.
+        let _ = feed.send(Arc::from(text.as_str()));
+    }
     shared
         .stderr
         .lock()

@@ -86,8 +86,8 @@ fn builtin_tool(name: &str) -> String {
         }),
         "elicit" => json!({
             "name": "elicit",
-            "description": "Sends elicitation/create to the client and returns its answer.",
-            "inputSchema": {"type": "object", "properties": {"message": {"type": "string"}, "requestedSchema": {"type": "object"}}}
+            "description": "Sends elicitation/create to the client and returns its answer (form mode, or URL mode with `mode: \"url\"`).",
+            "inputSchema": {"type": "object", "properties": {"message": {"type": "string"}, "requestedSchema": {"type": "object"}, "mode": {"type": "string", "enum": ["form", "url"]}, "url": {"type": "string"}, "elicitationId": {"type": "string"}}}
         }),
         "link" => json!({
             "name": "link",

@@ -139,6 +139,13 @@ pub struct Cli {
     #[arg(long, env = "MCPHOST_TS_LIST_CHANGED_AFTER_MS", value_name = "MS")]
     pub list_changed_after_ms: Option<u64>,
 
+    /// After `notifications/initialized`, every MS milliseconds print a numbered
+    /// stderr line `mcphost-testserver tick N` and, with logging declared, send a
+    /// `notifications/message` whose data is `tick N`: a server that keeps
+    /// talking, for log followers.
+    #[arg(long, env = "MCPHOST_TS_CHATTER_MS", value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub chatter_ms: Option<u64>,
+
     /// Stop the --list-changed-after-ms timer after K rounds (default: forever).
     #[arg(long, env = "MCPHOST_TS_LIST_CHANGED_COUNT", value_name = "K")]
     pub list_changed_count: Option<u64>,

@@ -14,8 +14,9 @@
 //!   `notifications/cancelled` by never answering), `lossless` (a fixed raw result
 //!   with `12345678901234567890123`, `1.10`, `1e400`, unsorted keys and
 //!   `"x-unknown"`; its `inputSchema` is raw too), `huge` {bytes?}, `sample`
-//!   (sampling/createMessage), `elicit` {message?, requestedSchema?}
-//!   (elicitation/create; default schema: a required `name`), `roots` (roots/list),
+//!   (sampling/createMessage), `elicit` {message?, requestedSchema?} or
+//!   {mode: "url", message?, url?, elicitationId?} (elicitation/create; default
+//!   schema: a required `name`), `roots` (roots/list),
 //!   plus `tool_NNNN` (`--tools`) and `dynamic_NNNN` (list-changed timer), and
 //!   with `--link-tool` `link` {uri, embed?} (a `resource_link`, or an embedded
 //!   text resource).
@@ -42,6 +43,7 @@
 //! | `--repeat-cursor` | buggy pagination: the same `nextCursor` forever |
 //! | `--list-changed-after-ms MS` | after `notifications/initialized`, every MS add a tool/resource/prompt and emit list_changed |
 //! | `--list-changed-count K` | stop that timer after K rounds |
+//! | `--chatter-ms MS` | after `notifications/initialized`, every MS a stderr line `tick N` and (with logging) a `notifications/message` |
 //! | `--garbage` | non-JSON lines on stdout at startup and before every message |
 //! | `--json-logs` | a log line `{"id":ID,"level":"info",…}` (no `jsonrpc`) on stdout before every response |
 //! | `--unknown-ids` | an extra response with an id nobody asked for before every response |

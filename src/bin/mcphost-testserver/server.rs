@@ -143,6 +143,7 @@ pub struct Server {
     tools_lists: AtomicU64,
     next_out_id: AtomicU64,
     list_changed_started: AtomicBool,
+    chatter_started: AtomicBool,
     stdout_broken: AtomicBool,
     /// Cancellation flags of requests running on their own threads.
     inflight: Mutex<HashMap<String, Arc<AtomicBool>>>,
@@ -175,6 +176,7 @@ impl Server {
             tools_lists: AtomicU64::new(0),
             next_out_id: AtomicU64::new(0),
             list_changed_started: AtomicBool::new(false),
+            chatter_started: AtomicBool::new(false),
             stdout_broken: AtomicBool::new(false),
             inflight: Mutex::new(HashMap::new()),
             pending: Mutex::new(HashMap::new()),
@@ -375,6 +377,7 @@ impl Server {
                     std::process::exit(0);
                 }
                 self.start_list_changed();
+                self.start_chatter();
             }
             "notifications/cancelled" => {
                 let Some(rid) = params.and_then(|p| p.get("requestId")) else {
@@ -886,7 +889,17 @@ impl Server {
                         "required": ["name"]
                     })
                 });
-                let req = json!({ "message": message, "requestedSchema": schema });
+                let req = if arg("mode").and_then(Value::as_str) == Some("url") {
+                    // URL mode: `url` and `elicitationId` as given (or made up).
+                    json!({
+                        "mode": "url",
+                        "message": message,
+                        "url": arg("url").and_then(Value::as_str).unwrap_or("https://example.com/authorize"),
+                        "elicitationId": arg("elicitationId").and_then(Value::as_str).unwrap_or("ts-elicitation-1"),
+                    })
+                } else {
+                    json!({ "message": message, "requestedSchema": schema })
+                };
                 let resp = self.client_request("elicitation/create", Some(req), cancel)?;
                 Some(client_answer("elicitation/create", &resp))
             }
@@ -1000,6 +1013,32 @@ impl Server {
             ok(json!({"messages": message(format!("This is {name}."))}))
         } else {
             Err(invalid_params(format!("Unknown prompt: {name}")))
+        }
+    }
+
+    fn start_chatter(self: &Arc<Self>) {
+        let Some(ms) = self.cfg.chatter_ms else {
+            return;
+        };
+        if self.chatter_started.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let this = Arc::clone(self);
+        let spawned = thread::Builder::new().name("chatter".into()).spawn(move || {
+            for n in 1u64.. {
+                thread::sleep(Duration::from_millis(ms));
+                log!("tick {n}");
+                if this.cfg.capabilities.logging {
+                    let msg = notification(
+                        "notifications/message",
+                        json!({"level": "info", "logger": "mcphost-testserver", "data": format!("tick {n}")}),
+                    );
+                    this.send_notifications(&[msg]);
+                }
+            }
+        });
+        if let Err(e) = spawned {
+            log!("could not start the chatter timer: {e}");
         }
     }
 

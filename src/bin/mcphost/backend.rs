@@ -50,7 +50,10 @@ impl std::fmt::Display for RpcFailure {
 impl std::error::Error for RpcFailure {}
 
 impl Backend {
-    pub async fn daemon(socket: &Path) -> Result<Backend> {
+    /// A connection to the daemon. With `host`, it declares that host's
+    /// capabilities and answers the server requests the daemon routes to
+    /// it (those caused by this connection's calls).
+    pub async fn daemon(socket: &Path, host: Option<Arc<dyn Host>>) -> Result<Backend> {
         let conn = mcphost::ipc::connect(socket, mcphost::ipc::DEFAULT_MAX_MESSAGE_BYTES)
             .await
             .map_err(|e| {
@@ -58,23 +61,34 @@ impl Backend {
                     "{e}; is the daemon running? Start it with `mcphost daemon`, or use --direct"
                 )
             })?;
-        let opts = ClientOptions {
+        let mut opts = ClientOptions {
             request_timeout: Duration::from_secs(600),
             ..Default::default()
         };
+        if let Some(host) = host {
+            opts.host = host;
+        }
         Ok(Backend::Daemon(
             ServerClient::connect("daemon", conn, opts).await?,
         ))
     }
 
     /// An in-process engine over `specs`; `host` answers the servers'
-    /// elicitation and sampling requests.
+    /// elicitation and sampling requests. With a person answering them
+    /// (`patient`), a call's timeout is the servers' hard maximum (10
+    /// minutes) rather than 60 s: the call waits while the form is filled in.
     pub async fn direct(
         specs: &[String],
         host: Arc<dyn Host>,
         fallback: PolicyHost,
+        patient: bool,
     ) -> Result<Backend> {
-        let cfg = direct_config(specs).await?;
+        let mut cfg = direct_config(specs).await?;
+        if patient {
+            for s in &mut cfg.servers {
+                s.timeouts.request = s.timeouts.max_request;
+            }
+        }
         let engine = EngineBuilder::new(cfg).fallback(fallback).start();
         // Every command would answer from a partial catalog (an empty table,
         // exit 0): a server that did not start fails them all instead.

@@ -27,6 +27,8 @@ static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicB
 
 mod backend;
 mod inspect;
+mod interactive;
+mod logs;
 mod output;
 mod resources;
 
@@ -38,7 +40,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use mcphost::client::{ElicitationPolicy, PolicyHost, SamplingPolicy};
+use mcphost::client::{ElicitationPolicy, Host, PolicyHost, SamplingPolicy};
 use mcphost::config::duration::parse_duration;
 use mcphost::protocol::RawValue;
 use mcphost::transport::stdio::StdioConfig;
@@ -175,6 +177,19 @@ enum Command {
         /// Arguments as a JSON object of strings.
         args: Option<String>,
     },
+    /// A server's last stderr lines; with -f, follow every server's (or
+    /// NAME's) log messages, stderr lines and state changes until Ctrl-C.
+    Logs {
+        /// The server (required without -f).
+        name: Option<String>,
+        /// Follow: print each log message, stderr line and state change as
+        /// it happens, named by server.
+        #[arg(short, long)]
+        follow: bool,
+        /// How many stderr lines to show (without -f).
+        #[arg(long, default_value_t = 200, conflicts_with = "follow")]
+        lines: usize,
+    },
     /// A stdio MCP server that relays to the daemon, for any MCP host.
     Bridge,
     /// Start one stdio server, show its handshake and catalog, then stop it.
@@ -299,22 +314,50 @@ async fn main() -> ExitCode {
         !cli.direct.is_empty(),
     );
     let out = Out { json: cli.json };
-    match run(cli, &out).await {
-        Ok(code) => ExitCode::from(code),
-        Err(e) => {
-            if let Some(Exit(code)) = e.downcast_ref::<Exit>() {
-                return ExitCode::from(*code);
+    // On a terminal, with no policy flag, the person answers the servers.
+    let terminal = (cli.policy_host() == PolicyHost::default()
+        && interactive::TerminalHost::available())
+    .then(|| Arc::new(interactive::TerminalHost::new()));
+    let result = run(cli, &out, terminal.clone()).await;
+    // A prompt still open (its server died, its call timed out) leaves the
+    // terminal raw, and would keep the runtime from shutting down until
+    // answered: put the terminal back, say why, and leave at once.
+    let prompt_open = terminal.as_ref().is_some_and(|t| t.restore_terminal());
+    let code = match result {
+        Ok(code) => code,
+        Err(e) => match e.downcast_ref::<Exit>() {
+            Some(Exit(code)) => *code,
+            None => {
+                out.error(&e);
+                2
             }
-            out.error(&e);
-            ExitCode::from(2)
-        }
+        },
+    };
+    if prompt_open {
+        std::process::exit(i32::from(code));
     }
+    ExitCode::from(code)
 }
 
-async fn run(cli: Cli, out: &Out) -> Result<u8> {
+async fn run(cli: Cli, out: &Out, terminal: Option<Arc<interactive::TerminalHost>>) -> Result<u8> {
     let socket = mcphost::ipc::resolve_socket_path(cli.socket.clone());
     let policy = cli.policy_host();
-    let host = Arc::new(policy);
+    let person = terminal.map(|t| t as Arc<dyn Host>);
+    let host: Arc<dyn Host> = match &person {
+        Some(p) => p.clone(),
+        None => Arc::new(policy),
+    };
+    run_command(cli, out, socket, policy, person, host).await
+}
+
+async fn run_command(
+    cli: Cli,
+    out: &Out,
+    socket: PathBuf,
+    policy: PolicyHost,
+    person: Option<Arc<dyn Host>>,
+    host: Arc<dyn Host>,
+) -> Result<u8> {
     match cli.command {
         Command::Daemon {
             max_connections,
@@ -373,9 +416,9 @@ async fn run(cli: Cli, out: &Out) -> Result<u8> {
         command => {
             let backend = if cli.direct.is_empty() {
                 refuse_policy_flags(&policy, "a command sent to the daemon")?;
-                Backend::daemon(&socket).await?
+                Backend::daemon(&socket, person).await?
             } else {
-                Backend::direct(&cli.direct, host, policy.or_decline()).await?
+                Backend::direct(&cli.direct, host, policy.or_decline(), person.is_some()).await?
             };
             let code = dispatch(&backend, command, out).await;
             backend.close().await;
@@ -504,6 +547,26 @@ async fn dispatch(b: &Backend, command: Command, out: &Out) -> Result<u8> {
         Command::Prompt { name, args } => {
             let name = resources::resolve_prompt(b, &name).await?;
             out.prompt_result(&resources::get_prompt(b, &name, args).await?)?;
+        }
+        Command::Logs {
+            name,
+            follow,
+            lines,
+        } => {
+            if follow {
+                logs::follow(b, name.as_deref(), out).await?;
+            } else {
+                let Some(name) = name else {
+                    anyhow::bail!("`logs` needs a server NAME, or -f to follow every server");
+                };
+                let r = b
+                    .request(
+                        "mcphost/servers/logs",
+                        Some(backend::params(json!({ "name": name, "lines": lines }))?),
+                    )
+                    .await?;
+                out.logs(&r)?;
+            }
         }
         Command::Daemon { .. } | Command::Bridge | Command::Inspect { .. } => {}
     }
