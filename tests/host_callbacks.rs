@@ -17,6 +17,8 @@
 //! and fails under MCPHOST_INTEROP_REQUIRED.
 
 mod common;
+#[path = "common/http_server.rs"]
+mod http_server;
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -75,6 +77,14 @@ fn config(servers: &[(&str, String)]) -> String {
         "{{\n  \"loginShellPath\": false,\n  \"mcpServers\": {{\n{}\n  }}\n}}\n",
         body.join(",\n")
     )
+}
+
+/// A daemon on these servers, logging at debug level: a failed check shows
+/// the broker's routing decisions (see [`Checks::done`]).
+fn daemon(servers: &[(&str, String)], flags: &[&str]) -> Daemon {
+    let mut f = vec!["-vv"];
+    f.extend_from_slice(flags);
+    Daemon::start_with_flags(&config(servers), &f)
 }
 
 fn file_uri(p: &Path) -> String {
@@ -371,7 +381,9 @@ impl Checks {
         }
     }
 
-    fn done(self, context: &[&Report]) {
+    /// Panics listing every failed check, what each host saw, and the
+    /// daemon's routing log.
+    fn done(self, d: &Daemon, context: &[&Report]) {
         if self.0.is_empty() {
             return;
         }
@@ -381,6 +393,21 @@ impl Checks {
         }
         for r in context {
             let _ = write!(msg, "{r}");
+        }
+        let log = d.log_text();
+        let routing: Vec<&str> = log
+            .lines()
+            .filter(|l| {
+                l.contains("broker")
+                    || l.contains("session")
+                    || l.contains("transport closed")
+                    || l.contains(" WARN ")
+                    || l.contains("ERROR")
+            })
+            .collect();
+        let _ = writeln!(msg, "--- daemon log (routing, last 60 lines) ---");
+        for l in &routing[routing.len().saturating_sub(60)..] {
+            let _ = writeln!(msg, "  {l}");
         }
         panic!("{msg}");
     }
@@ -411,13 +438,15 @@ fn wait_tools(d: &Daemon, names: &[&str]) {
     let deadline = Instant::now() + READY;
     loop {
         let r = d.run(&["--json", "tools"]);
-        let listed: BTreeSet<String> = serde_json::from_str::<Value>(&r.stdout)
-            .ok()
-            .and_then(|v| v.as_array().cloned())
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|t| t["name"].as_str().map(str::to_owned))
-            .collect();
+        // The test server's `lossless` schema holds 1e400: parse leniently.
+        let listed: BTreeSet<String> =
+            serde_json::from_str::<Value>(&r.stdout.replace("1e400", "1e300"))
+                .ok()
+                .and_then(|v| v.as_array().cloned())
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|t| t["name"].as_str().map(str::to_owned))
+                .collect();
         let missing: Vec<&&str> = names.iter().filter(|n| !listed.contains(**n)).collect();
         if missing.is_empty() {
             return;
@@ -428,6 +457,13 @@ fn wait_tools(d: &Daemon, names: &[&str]) {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// Waits until the only client the daemon has is the CLI asking.
+fn wait_hosts_gone(d: &Daemon) {
+    common::poll("the hosts' connections to close", READY, || {
+        (d.json(&["status"])["clients"] == 1).then_some(())
+    });
 }
 
 fn until(label: &str, method: &str, contains: Value, timeout: u64) -> Value {
@@ -446,13 +482,16 @@ fn until_n(label: &str, method: &str, contains: Value, count: u64, timeout: u64)
 fn server_requests_reach_the_socket_host_that_caused_them() {
     let Some(env) = interop() else { return };
     let log = RequestLog::new();
-    let d = Daemon::start(&config(&[
-        ("ev", everything(&env)),
-        (
-            "ts",
-            testserver(&["--host-tools", "--log-requests", &log.arg()]),
-        ),
-    ]));
+    let d = daemon(
+        &[
+            ("ev", everything(&env)),
+            (
+                "ts",
+                testserver(&["--host-tools", "--log-requests", &log.arg()]),
+            ),
+        ],
+        &[],
+    );
     d.wait_ready(&["ev", "ts"], READY);
     // server-everything adds these once it knows the client's capabilities.
     wait_tools(
@@ -743,20 +782,22 @@ fn server_requests_reach_the_socket_host_that_caused_them() {
         .filter(|m| !m.starts_with("roots/list"))
         .collect();
     c.eq(unexpected, Vec::<String>::new(), "other callbacks");
-    c.done(&[&r]);
+    c.done(&d, &[&r]);
 }
 
 #[test]
-fn a_primary_hosts_roots_logging_levels_and_subscriptions() {
+fn a_primary_hosts_roots_and_logging_levels() {
     let Some(env) = interop() else { return };
-    let d = Daemon::start(&config(&[
-        ("ev", everything(&env)),
-        ("ts", testserver(&[])),
-        ("ts2", testserver(&[])),
-    ]));
+    let d = daemon(
+        &[
+            ("ev", everything(&env)),
+            ("ts", testserver(&[])),
+            ("ts2", testserver(&[])),
+        ],
+        &[],
+    );
     d.wait_ready(&["ev", "ts", "ts2"], READY);
 
-    let doc = "demo://resource/static/document/architecture.md";
     let steps = json!([
         needs(until("asked", "roots/list", json!(format!(r#""{META}":"ev""#)), 20), "register"),
         needs(until("roots-logged", "notifications/message", json!("Roots updated: 2 root(s)"), 20), "asked"),
@@ -766,9 +807,6 @@ fn a_primary_hosts_roots_logging_levels_and_subscriptions() {
         request("level-one", "logging/setLevel", json!({"level": "warning", "_meta": {"dev.mcphost/server": "ts2"}})),
         needs(until("level-one-logged", "notifications/message", json!("log level set to warning"), 10), "level-one"),
         {"do": "sleep", "s": 0.5},
-        request("subscribe", "resources/subscribe", json!({"uri": doc})),
-        call("updates-on", "ev__toggle-subscriber-updates", json!({})),
-        needs(until("updated", "notifications/resources/updated", json!(doc), 15), "subscribe"),
         call("logging-on", "ev__toggle-simulated-logging", json!({})),
         until("simulated", "notifications/message", json!(["-level message", "level-message"]), 15),
     ]);
@@ -862,23 +900,6 @@ fn a_primary_hosts_roots_logging_levels_and_subscriptions() {
         "the SDK's logging callback saw nothing",
     );
 
-    c.eq(
-        r.result("subscribe").cloned(),
-        Some(json!({})),
-        "resources/subscribe",
-    );
-    c.that(
-        from(
-            "ev",
-            &format!("Received Subscribe Resource request for URI: {doc}"),
-        ) == 1,
-        "ev's subscribe log",
-    );
-    let updated = r.notifications("notifications/resources/updated");
-    c.that(
-        !updated.is_empty() && updated.iter().all(|u| u["params"]["uri"] == doc),
-        format!("resources/updated: {updated:?}"),
-    );
     c.that(
         messages.iter().any(|m| {
             server_of(&m["params"]) == Some("ev")
@@ -888,7 +909,55 @@ fn a_primary_hosts_roots_logging_levels_and_subscriptions() {
         }),
         "no simulated log message from ev",
     );
-    c.done(&[&r]);
+    c.done(&d, &[&r]);
+}
+
+#[test]
+fn resource_updates_reach_only_the_subscribed_host() {
+    let Some(env) = interop() else { return };
+    let d = daemon(&[("ev", everything(&env))], &[]);
+    d.wait_ready(&["ev"], READY);
+    let doc = "demo://resource/static/document/architecture.md";
+
+    let bystander = PyHost::start(&env, &d, "bystander", &["--hold"], json!([]));
+    bystander.wait_ready();
+    let steps = json!([
+        request("subscribe", "resources/subscribe", json!({"uri": doc})),
+        call("updates-on", "ev__toggle-subscriber-updates", json!({})),
+        needs(until("updated", "notifications/resources/updated", json!(doc), 15), "subscribe"),
+        // Its next round comes 5 s later: the bystander has had time to get one.
+        {"do": "sleep", "s": 0.5},
+    ]);
+    let r = PyHost::start(&env, &d, "subscriber", &[], steps).finish();
+    let rb = bystander.finish();
+    let mut c = Checks::default();
+    c.eq(
+        r.result("subscribe").cloned(),
+        Some(json!({})),
+        "resources/subscribe",
+    );
+    let subscribed = r
+        .notifications("notifications/message")
+        .into_iter()
+        .filter(|m| {
+            server_of(&m["params"]) == Some("ev")
+                && m.to_string().contains(&format!(
+                    "Received Subscribe Resource request for URI: {doc}"
+                ))
+        })
+        .count();
+    c.eq(subscribed, 1, "ev's subscribe log, named");
+    let updated = r.notifications("notifications/resources/updated");
+    c.that(
+        !updated.is_empty() && updated.iter().all(|u| u["params"]["uri"] == doc),
+        format!("resources/updated at the subscriber: {updated:?}"),
+    );
+    c.eq(
+        rb.notifications("notifications/resources/updated").len(),
+        0,
+        "resources/updated at a host that did not subscribe",
+    );
+    c.done(&d, &[&r, &rb]);
 }
 
 // ---------------------------------------------------------------------------
@@ -909,7 +978,7 @@ fn server_filesystem_serves_exactly_the_primary_hosts_roots() {
     }
     std::fs::write(dir_a.join("a.txt"), "alpha file").unwrap();
     std::fs::write(dir_s.join("s.txt"), "server arg file").unwrap();
-    let d = Daemon::start(&config(&[("fs", filesystem(&env, &dir_s))]));
+    let d = daemon(&[("fs", filesystem(&env, &dir_s))], &[]);
     d.wait_ready(&["fs"], READY);
 
     let allowed = |text: &str| -> BTreeSet<PathBuf> {
@@ -983,7 +1052,7 @@ fn server_filesystem_serves_exactly_the_primary_hosts_roots() {
         dropped["isError"] == true && text_of(&dropped).contains("Access denied"),
         format!("a dropped root is still readable: {dropped}"),
     );
-    c.done(&[&r]);
+    c.done(&d, &[&r]);
 }
 
 // ---------------------------------------------------------------------------
@@ -993,13 +1062,16 @@ fn server_filesystem_serves_exactly_the_primary_hosts_roots() {
 fn two_hosts_get_only_what_their_calls_caused_and_the_primary_the_rest() {
     let Some(env) = interop() else { return };
     let log = RequestLog::new();
-    let d = Daemon::start(&config(&[
-        ("ev", everything(&env)),
-        (
-            "ts",
-            testserver(&["--host-tools", "--log-requests", &log.arg()]),
-        ),
-    ]));
+    let d = daemon(
+        &[
+            ("ev", everything(&env)),
+            (
+                "ts",
+                testserver(&["--host-tools", "--log-requests", &log.arg()]),
+            ),
+        ],
+        &[],
+    );
     d.wait_ready(&["ev", "ts"], READY);
 
     // Both hosts use the same request ids, so the same progress tokens.
@@ -1212,7 +1284,84 @@ fn two_hosts_get_only_what_their_calls_caused_and_the_primary_the_rest() {
         Some(json!({"roots": [{"uri": "file:///tmp/host-c"}]})),
         "what ts got for its `later` roots/list",
     );
-    c.done(&[&ra, &rb, &rc]);
+    c.done(&d, &[&ra, &rb, &rc]);
+}
+
+#[test]
+fn over_streamable_http_two_hosts_calling_one_server_each_get_their_own() {
+    let Some(env) = interop() else { return };
+    let entry = env
+        .dir
+        .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let srv = http_server::HttpServer::start("everything-http", READY, |port| {
+        let mut c = Command::new(&env.node);
+        c.arg(&entry)
+            .arg("streamableHttp")
+            .env("PORT", port.to_string());
+        c
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let d = daemon(
+        &[("evh", format!(r#""url": {}"#, js(&srv.url("/mcp"))))],
+        &[],
+    );
+    d.wait_ready(&["evh"], READY);
+    wait_tools(&d, &["evh__trigger-sampling-request"]);
+
+    // Both call the same server at once, with the same request ids: only
+    // the stream each request came on tells them apart.
+    let steps = |steps: u64| {
+        json!([
+            {"do": "stdin", "label": "go"},
+            {"do": "call", "label": "sample", "id": "same-1", "tool": "evh__trigger-sampling-request", "args": {"prompt": "mine"}, "bg": true},
+            {"do": "call", "label": "long", "id": "same-2", "tool": "evh__trigger-long-running-operation", "args": {"duration": 1.5, "steps": steps}, "bg": true},
+            {"do": "wait", "for": "sample"},
+            {"do": "wait", "for": "long"},
+        ])
+    };
+    let mut a = PyHost::start(
+        &env,
+        &d,
+        "host-a",
+        &["--sample-text", "answered by A", "--sample-delay", "1"],
+        steps(3),
+    );
+    let mut b = PyHost::start(
+        &env,
+        &d,
+        "host-b",
+        &["--sample-text", "answered by B", "--sample-delay", "1"],
+        steps(5),
+    );
+    a.wait_ready();
+    b.wait_ready();
+    a.send_line("go");
+    b.send_line("go");
+    let ra = a.finish();
+    let rb = b.finish();
+    let mut c = Checks::default();
+    for (r, me, other, total) in [(&ra, "A", "B", 3.0), (&rb, "B", "A", 5.0)] {
+        c.eq(
+            r.callback_methods(),
+            vec!["sampling/createMessage from evh".to_owned()],
+            &format!("host {me}'s callbacks"),
+        );
+        let t = r.text("sample");
+        c.that(
+            t.contains(&format!("answered by {me}"))
+                && !t.contains(&format!("answered by {other}")),
+            format!("host {me}'s sampling result: {t}"),
+        );
+        let seen = r.progress("long");
+        c.eq(
+            seen,
+            (1..=total as u32)
+                .map(|i| (f64::from(i), Some(total)))
+                .collect(),
+            &format!("host {me}'s progress"),
+        );
+    }
+    c.done(&d, &[&ra, &rb]);
 }
 
 // ---------------------------------------------------------------------------
@@ -1222,13 +1371,16 @@ fn two_hosts_get_only_what_their_calls_caused_and_the_primary_the_rest() {
 fn a_host_that_disconnects_mid_elicitation_fails_it_at_once_and_the_daemon_serves_on() {
     let Some(env) = interop() else { return };
     let log = RequestLog::new();
-    let d = Daemon::start(&config(&[
-        ("ev", everything(&env)),
-        (
-            "ts",
-            testserver(&["--host-tools", "--log-requests", &log.arg()]),
-        ),
-    ]));
+    let d = daemon(
+        &[
+            ("ev", everything(&env)),
+            (
+                "ts",
+                testserver(&["--host-tools", "--log-requests", &log.arg()]),
+            ),
+        ],
+        &[],
+    );
     d.wait_ready(&["ev", "ts"], READY);
 
     for (tool, server) in [
@@ -1266,6 +1418,10 @@ fn a_host_that_disconnects_mid_elicitation_fails_it_at_once_and_the_daemon_serve
             );
         }
         drop(host);
+        // `mcphost bridge` lingers 500 ms after its stdin closes: until the
+        // daemon sees the socket close, the leaver's call is still in flight
+        // and the next host's would make ev's elicitation ambiguous.
+        wait_hosts_gone(&d);
     }
 
     // The daemon serves on: the same tools work for the next host.
@@ -1293,9 +1449,113 @@ fn a_host_that_disconnects_mid_elicitation_fails_it_at_once_and_the_daemon_serve
         r.text("ev").contains("- Name: Next"),
         format!("ev after the disconnect: {}", r.text("ev")),
     );
-    c.done(&[&r]);
+    c.done(&d, &[&r]);
     let st = d.json(&["status"]);
     assert_eq!(st["ready"], 2, "{st}");
+}
+
+#[test]
+fn cancelled_and_abandoned_calls_are_cancelled_upstream_and_forgotten() {
+    let Some(env) = interop() else { return };
+    let log = RequestLog::new();
+    let d = daemon(&[("ts", testserver(&["--log-requests", &log.arg()]))], &[]);
+    d.wait_ready(&["ts"], READY);
+    let upstream_id = |ms: u64| {
+        log.lines()
+            .into_iter()
+            .find(|m| m["method"] == "tools/call" && m["params"]["arguments"]["ms"] == ms)
+            .map(|m| m["id"].clone())
+            .unwrap_or_else(|| panic!("ts never got the slow call of {ms} ms"))
+    };
+    let cancel_of = |id: &Value| {
+        let id = id.clone();
+        let log = &log;
+        move || {
+            log.lines().into_iter().find(|m| {
+                m["method"] == "notifications/cancelled" && m["params"]["requestId"] == id
+            })
+        }
+    };
+
+    // The SDK abandons a call: its notifications/cancelled reaches ts for
+    // ts's own id of that call, while the host is still connected.
+    let canceller = PyHost::start(
+        &env,
+        &d,
+        "canceller",
+        &[],
+        json!([
+            {"do": "call", "label": "slow", "id": "slow", "tool": "ts__slow", "args": {"ms": 45000}, "cancel_after": 1},
+            {"do": "mark", "name": "abandoned"},
+            {"do": "hold", "label": "hold"},
+        ]),
+    );
+    canceller.wait_mark("abandoned");
+    let cancelled = common::poll(
+        "ts to get the canceller's notifications/cancelled",
+        AT_ONCE,
+        cancel_of(&upstream_id(45000)),
+    );
+    let r = canceller.finish();
+    assert_eq!(
+        r.result("slow"),
+        Some(&json!({"abandoned": true})),
+        "{cancelled}\n{r}"
+    );
+    wait_hosts_gone(&d);
+
+    // `slow` honours cancellation by never answering: only the daemon can
+    // forget the call.
+    let leaver = PyHost::start(
+        &env,
+        &d,
+        "leaver",
+        &[],
+        json!([
+            {"do": "call", "label": "slow", "id": "slow", "tool": "ts__slow", "args": {"ms": 60000}, "bg": true},
+            until("started", "notifications/progress", json!("slept"), 20),
+            {"do": "exit"},
+        ]),
+    );
+    let gone = leaver.wait_event("the exit", READY, |v| v["event"] == "exiting");
+    let cancelled = common::poll(
+        "ts to get notifications/cancelled for the leaver's call",
+        Duration::from_secs(30),
+        cancel_of(&upstream_id(60000)),
+    );
+    let took = gone.elapsed();
+    assert!(
+        took < AT_ONCE,
+        "the cancellation took {took:?}: {cancelled}"
+    );
+    drop(leaver);
+    wait_hosts_gone(&d);
+
+    // The cancelled call must not linger as "in flight": the next host's
+    // call is then the only one, so ts's elicitation is its own.
+    let r = PyHost::start(
+        &env,
+        &d,
+        "next",
+        &[
+            "--elicit-answer",
+            r#"{"action":"accept","content":{"name":"N"}}"#,
+        ],
+        json!([call("elicit", "ts__elicit", json!({}))]),
+    )
+    .finish();
+    let mut c = Checks::default();
+    c.eq(
+        r.callback_methods(),
+        vec!["elicitation/create from ts".to_owned()],
+        "the next host's callbacks",
+    );
+    c.eq(
+        r.text("elicit"),
+        r#"{"action":"accept","content":{"name":"N"}}"#.to_owned(),
+        "the next host's elicitation",
+    );
+    c.done(&d, &[&r]);
 }
 
 // ---------------------------------------------------------------------------
@@ -1305,7 +1565,7 @@ fn a_host_that_disconnects_mid_elicitation_fails_it_at_once_and_the_daemon_serve
 /// the same policies: (exit code, stdout JSON or stderr text).
 fn both(
     d: &Daemon,
-    direct: &[String],
+    direct: &str,
     policies: &[&str],
     tool: &str,
     args: &str,
@@ -1317,11 +1577,7 @@ fn both(
         r.stderr,
     );
     let sb = Sandbox::new();
-    let mut a: Vec<&str> = vec!["--json"];
-    for spec in direct {
-        a.push("--direct");
-        a.push(spec.as_str());
-    }
+    let mut a: Vec<&str> = vec!["--json", "--direct", direct];
     a.extend_from_slice(policies);
     a.extend(["call", tool, args]);
     let r = sb.run(&a);
@@ -1337,30 +1593,34 @@ fn both(
 fn without_a_host_the_fallback_answers_and_direct_mode_answers_alike() {
     let Some(env) = interop() else { return };
     let policies = ["--on-elicitation", "decline", "--on-sampling", "decline"];
-    let d = Daemon::start_with_flags(
-        &config(&[
+    let d = daemon(
+        &[
             ("ev", everything(&env)),
             ("ts", testserver(&["--host-tools"])),
-        ]),
+        ],
         &policies,
     );
     d.wait_ready(&["ev", "ts"], READY);
     let entry = env
         .dir
         .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    let direct = vec![
-        format!(
-            "ev={}",
-            shell_words::join([env.node.as_str(), entry.to_str().unwrap()])
-        ),
-        format!("ts={}", shell_words::join([TESTSERVER, "--host-tools"])),
-    ];
+    // `--direct` starts only the server a case needs.
+    let ev_spec = format!(
+        "ev={}",
+        shell_words::join([env.node.as_str(), entry.to_str().unwrap()])
+    );
+    let ts_spec = format!("ts={}", shell_words::join([TESTSERVER, "--host-tools"]));
     let mut c = Checks::default();
     let mut check =
         |tool: &str, args: &str, what: &str, ok: &dyn Fn(&(i32, Value, String)) -> bool| {
+            let spec = if tool.starts_with("ev__") {
+                &ev_spec
+            } else {
+                &ts_spec
+            };
             for (door, got) in ["daemon", "--direct"]
                 .iter()
-                .zip(both(&d, &direct, &policies, tool, args))
+                .zip(both(&d, spec, &policies, tool, args))
             {
                 c.that(
                     ok(&got),
@@ -1428,5 +1688,5 @@ fn without_a_host_the_fallback_answers_and_direct_mode_answers_alike() {
         "long-running operation",
         &|g| g.0 == 0 && result_text(g).contains("Long running operation completed"),
     );
-    c.done(&[]);
+    c.done(&d, &[]);
 }

@@ -45,7 +45,9 @@ skips it, as failed, when one of those steps failed):
                                       SDK uses the request id; "retry_until":
                                       TEXT repeats the call every 0.25 s until
                                       its result's JSON contains TEXT;
-                                      "retry_while": TEXT, while it does)
+                                      "retry_while": TEXT, while it does;
+                                      "cancel_after": S abandons it after S s,
+                                      so the SDK sends notifications/cancelled)
   {"do": "request", "method": M, "params": {...}, "id": ID}
   {"do": "notify", "method": M, "params": {...}}
   {"do": "register"} / {"do": "unregister"}
@@ -58,6 +60,8 @@ skips it, as failed, when one of those steps failed):
   {"do": "mark", "name": N}           HOST_EVENT mark on stderr
   {"do": "stdin"}                     wait for one line on stdin (or EOF)
   {"do": "hold"}                      wait until stdin closes
+  {"do": "exit"}                      HOST_EVENT exiting, then exit at once
+                                      (os._exit), calls still in flight
   {"do": "ready"}                     HOST_EVENT ready on stderr (told once
                                       anyway: after initialize, or after
                                       --register-primary's registration)
@@ -73,8 +77,8 @@ import time
 from typing import Any
 
 import anyio
+import anyio.abc
 import mcp_types as types
-from anyio.streams.memory import MemoryObjectSendStream
 from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
@@ -294,6 +298,10 @@ class Host:
             params: dict[str, Any] = {"name": step["tool"], "arguments": step.get("args", {})}
             if step.get("meta"):
                 params["_meta"] = step["meta"]
+            if "cancel_after" in step:
+                with anyio.move_on_after(float(step["cancel_after"])):
+                    return await self.raw_request("tools/call", params, {"progress": True, **step}, label)
+                return {"abandoned": True}
             want, unwanted = step.get("retry_until"), step.get("retry_while")
             while True:
                 result = await self.raw_request("tools/call", params, {"progress": True, **step}, label)
@@ -336,6 +344,10 @@ class Host:
             while await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True):
                 pass
             return None
+        if do == "exit":
+            event(event="exiting", method=None, id=None)
+            sys.stdout.flush()
+            os._exit(0)
         if do == "ready":
             event(event="ready")
             return None
