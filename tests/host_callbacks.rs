@@ -856,9 +856,9 @@ fn a_primary_hosts_roots_and_logging_levels() {
             .filter(|m| server_of(&m["params"]) == Some(server) && m.to_string().contains(text))
             .count()
     };
-    c.eq(
-        from("ev", "Roots updated: 2 root(s)"),
-        1,
+    // Once, or twice if the host registered before ev's own first ask.
+    c.that(
+        from("ev", "Roots updated: 2 root(s)") >= 1,
         "ev's roots log, named",
     );
     c.eq(
