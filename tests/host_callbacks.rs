@@ -1364,6 +1364,90 @@ fn over_streamable_http_two_hosts_calling_one_server_each_get_their_own() {
     c.done(&d, &[&ra, &rb]);
 }
 
+#[test]
+fn a_per_session_server_sends_each_hosts_requests_to_that_host() {
+    let Some(env) = interop() else { return };
+    let d = daemon(
+        &[(
+            "evp",
+            format!(r#"{}, "share": "per-session""#, everything(&env)),
+        )],
+        &[],
+    );
+    d.wait_ready(&["evp"], READY);
+
+    // Both call at once, with the same ids; each has an instance of its own.
+    let steps = |steps: u64| {
+        json!([
+            {"do": "stdin", "label": "go"},
+            {"do": "call", "label": "sample", "id": "same-1", "tool": "evp__trigger-sampling-request", "args": {"prompt": "mine"}, "bg": true},
+            {"do": "call", "label": "long", "id": "same-2", "tool": "evp__trigger-long-running-operation", "args": {"duration": 1.5, "steps": steps}, "bg": true},
+            {"do": "wait", "for": "sample"},
+            {"do": "wait", "for": "long"},
+            {"do": "call", "label": "roots", "id": "same-3", "tool": "evp__get-roots-list", "args": {}},
+        ])
+    };
+    let start = |name: &str, me: &str, n: u64| {
+        PyHost::start(
+            &env,
+            &d,
+            name,
+            &[
+                "--sample-text",
+                &format!("answered by {me}"),
+                "--sample-delay",
+                "1",
+                "--roots",
+                &format!("file:///tmp/host-{me}={me}"),
+            ],
+            steps(n),
+        )
+    };
+    let mut a = start("host-a", "A", 3);
+    let mut b = start("host-b", "B", 5);
+    a.wait_ready();
+    b.wait_ready();
+    a.send_line("go");
+    b.send_line("go");
+    let ra = a.finish();
+    let rb = b.finish();
+    let mut c = Checks::default();
+    for (r, me, other, total) in [(&ra, "A", "B", 3.0), (&rb, "B", "A", 5.0)] {
+        let mut got = r.callback_methods();
+        got.sort();
+        // Its instance asks for roots after its initialize: that is this
+        // host's too.
+        c.eq(
+            got,
+            vec![
+                "roots/list from evp".to_owned(),
+                "sampling/createMessage from evp".to_owned(),
+            ],
+            &format!("host {me}'s callbacks"),
+        );
+        let t = r.text("sample");
+        c.that(
+            t.contains(&format!("answered by {me}"))
+                && !t.contains(&format!("answered by {other}")),
+            format!("host {me}'s sampling result: {t}"),
+        );
+        c.eq(
+            r.progress("long"),
+            (1..=total as u32)
+                .map(|i| (f64::from(i), Some(total)))
+                .collect(),
+            &format!("host {me}'s progress"),
+        );
+        let t = r.text("roots");
+        c.that(
+            t.contains("Current MCP Roots (1 total)")
+                && t.contains(&format!("1. {me}\n   URI: file:///tmp/host-{me}")),
+            format!("host {me}'s instance does not have exactly its roots: {t}"),
+        );
+    }
+    c.done(&d, &[&ra, &rb]);
+}
+
 // ---------------------------------------------------------------------------
 // A host that goes away
 
