@@ -28,6 +28,10 @@ pub const BUILTIN_TOOLS: &[&str] = &[
     "echo", "add", "fail", "slow", "lossless", "huge", "sample", "elicit", "roots",
 ];
 
+/// Tools listed only with `--host-tools`: server requests with raw params,
+/// requests sent after the call that caused them, URL-mode elicitation.
+pub const HOST_TOOLS: &[&str] = &["ask", "later", "url_elicit", "url_required"];
+
 /// Built-in static resources `test://static/1..=STATIC_RESOURCES`.
 pub const STATIC_RESOURCES: usize = 3;
 
@@ -99,6 +103,26 @@ fn builtin_tool(name: &str) -> String {
             "description": "Sends roots/list to the client and returns its answer.",
             "inputSchema": {"type": "object"}
         }),
+        "ask" => json!({
+            "name": "ask",
+            "description": "Sends request `method` to the client with `params` (a string of raw JSON, sent verbatim) and returns the client's whole response line as text.",
+            "inputSchema": {"type": "object", "properties": {"method": {"type": "string"}, "params": {"type": "string"}}, "required": ["method"]}
+        }),
+        "later" => json!({
+            "name": "later",
+            "description": "Answers at once; `delayMs` (default 300) later, outside any call, sends request `method` with raw `params` to the client, then reports the response in a notifications/message (logger mcphost-testserver/later).",
+            "inputSchema": {"type": "object", "properties": {"method": {"type": "string"}, "params": {"type": "string"}, "delayMs": {"type": "integer", "minimum": 0}}, "required": ["method"]}
+        }),
+        "url_elicit" => json!({
+            "name": "url_elicit",
+            "description": "Sends a URL-mode elicitation/create (`url`, `elicitationId`), then notifications/elicitation/complete for that id; returns the client's answer.",
+            "inputSchema": {"type": "object", "properties": {"url": {"type": "string"}, "elicitationId": {"type": "string"}, "message": {"type": "string"}}, "required": ["url", "elicitationId"]}
+        }),
+        "url_required" => json!({
+            "name": "url_required",
+            "description": "Fails with -32042 (URL elicitation required), `data.elicitations` naming `url` and `elicitationId`.",
+            "inputSchema": {"type": "object", "properties": {"url": {"type": "string"}, "elicitationId": {"type": "string"}}, "required": ["url", "elicitationId"]}
+        }),
         other => json!({"name": other, "inputSchema": {"type": "object"}}),
     };
     v.to_string()
@@ -118,12 +142,16 @@ pub fn dynamic_tool_name(n: u64) -> String {
     format!("dynamic_{n:04}")
 }
 
-/// All tools as raw JSON objects (`link`: with the `--link-tool` tool).
-pub fn tools(extra: usize, dynamic: u64, link: bool) -> Vec<String> {
+/// All tools as raw JSON objects (`link`: with the `--link-tool` tool;
+/// `host_tools`: with the `--host-tools` ones).
+pub fn tools(extra: usize, dynamic: u64, link: bool, host_tools: bool) -> Vec<String> {
     let mut v = Vec::with_capacity(BUILTIN_TOOLS.len() + 1 + extra + dynamic as usize);
     v.extend(BUILTIN_TOOLS.iter().map(|n| builtin_tool(n)));
     if link {
         v.push(builtin_tool("link"));
+    }
+    if host_tools {
+        v.extend(HOST_TOOLS.iter().map(|n| builtin_tool(n)));
     }
     v.extend((0..extra).map(|i| simple_tool(&generated_tool_name(i), "Generated tool")));
     v.extend((1..=dynamic).map(|n| simple_tool(&dynamic_tool_name(n), "Tool added at runtime")));
@@ -381,7 +409,7 @@ mod tests {
 
     #[test]
     fn render_page_is_valid_json() {
-        let items = tools(3, 1, true);
+        let items = tools(3, 1, true, false);
         let page = paginate(items.len(), None, Some(4), false).unwrap();
         let raw = render_page("tools", &items, &page);
         let _: &RawValue = serde_json::from_str(&raw).unwrap();
@@ -392,6 +420,18 @@ mod tests {
         assert!(!raw.contains("nextCursor"));
         assert!(raw.contains("dynamic_0001") && raw.contains("tool_0002"));
         assert!(raw.contains(r#""name":"link""#));
+    }
+
+    #[test]
+    fn host_tools_only_when_asked() {
+        let plain = tools(0, 0, false, false);
+        assert_eq!(plain.len(), BUILTIN_TOOLS.len());
+        let all = tools(0, 0, false, true);
+        assert_eq!(all.len(), BUILTIN_TOOLS.len() + HOST_TOOLS.len());
+        for t in &all {
+            let _: &RawValue = serde_json::from_str(t).unwrap();
+        }
+        assert!(all.iter().any(|t| t.contains(r#""name":"url_required""#)));
     }
 
     #[test]

@@ -250,6 +250,11 @@ pub struct Cli {
     #[arg(long, env = "MCPHOST_TS_EXIT_ON_INITIALIZED", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
     pub exit_on_initialized: bool,
 
+    /// Also list the host-callback tools `ask`, `later`, `url_elicit` and
+    /// `url_required` (left out by default so the tool count stays 9).
+    #[arg(long, env = "MCPHOST_TS_HOST_TOOLS", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    pub host_tools: bool,
+
     /// Append every line received on stdin (verbatim, newline-terminated) to FILE,
     /// before it is processed.
     #[arg(long, env = "MCPHOST_TS_LOG_REQUESTS", value_name = "FILE")]

@@ -20,6 +20,11 @@
 //!   plus `tool_NNNN` (`--tools`) and `dynamic_NNNN` (list-changed timer), and
 //!   with `--link-tool` `link` {uri, embed?} (a `resource_link`, or an embedded
 //!   text resource).
+//!   With `--host-tools` also: `ask` {method, params?} (a request with raw params
+//!   during the call), `later` {method, params?, delayMs?} (a request sent after the
+//!   call answered, its response reported in a `notifications/message`),
+//!   `url_elicit` {url, elicitationId} (URL-mode elicitation, then
+//!   `notifications/elicitation/complete`), `url_required` (error -32042).
 //! * Resources `test://static/1..3`, `test://extra/NNNN`, `test://added/NNNN`,
 //!   and, never listed, any `test://unlisted/...`;
 //!   template `test://dynamic/{id}`; unknown uri → -32002 with `data.uri`;
@@ -63,6 +68,7 @@
 //! | `--exit-on-initialized` | exit 0 on `notifications/initialized` |
 //! | `--log-requests FILE` | append every received line to FILE |
 //! | `--link-tool` | also list the `link` tool |
+//! | `--host-tools` | also list `ask`, `later`, `url_elicit`, `url_required` |
 
 macro_rules! log {
     ($($arg:tt)*) => {

@@ -34,7 +34,7 @@ const LOG_LEVELS: &[&str] = &[
 ];
 
 /// Tools whose calls block (sleep or wait for the client) and so run on their own thread.
-const BLOCKING_TOOLS: &[&str] = &["slow", "sample", "elicit", "roots"];
+const BLOCKING_TOOLS: &[&str] = &["slow", "sample", "elicit", "roots", "ask", "url_elicit"];
 
 const PARSE_ERROR: i64 = -32700;
 const INVALID_REQUEST: i64 = -32600;
@@ -42,6 +42,7 @@ const METHOD_NOT_FOUND: i64 = -32601;
 const INVALID_PARAMS: i64 = -32602;
 const INTERNAL_ERROR: i64 = -32603;
 const RESOURCE_NOT_FOUND: i64 = -32002;
+const URL_ELICITATION_REQUIRED: i64 = -32042;
 
 /// Locks a mutex, ignoring poisoning (a panicking thread already logged its panic;
 /// the protected data stays usable for a test server).
@@ -637,7 +638,7 @@ impl Server {
 
     // --------------------------------------------------------------- handlers
 
-    fn handle(&self, method: &str, params: &Value) -> Handled {
+    fn handle(self: &Arc<Self>, method: &str, params: &Value) -> Handled {
         match method {
             "initialize" => self.initialize(params),
             "ping" => ok_raw("{}".into()),
@@ -651,7 +652,12 @@ impl Server {
             }
             "tools/list" => self.list(
                 "tools",
-                &catalog::tools(self.cfg.tools, self.dynamic(), self.cfg.link_tool),
+                &catalog::tools(
+                    self.cfg.tools,
+                    self.dynamic(),
+                    self.cfg.link_tool,
+                    self.cfg.host_tools,
+                ),
                 params,
             ),
             "tools/call" => self.call_tool(params),
@@ -774,7 +780,7 @@ impl Server {
         ok_raw(catalog::render_page(key, items, &page))
     }
 
-    fn call_tool(&self, params: &Value) -> Handled {
+    fn call_tool(self: &Arc<Self>, params: &Value) -> Handled {
         let name = required_str(params, "name")?;
         let args = params.get("arguments");
         let arg = |k: &str| args.and_then(|a| a.get(k));
@@ -824,6 +830,23 @@ impl Server {
                     json!({"type": "resource_link", "uri": uri, "name": "link", "mimeType": "text/plain"})
                 };
                 ok(json!({"content": [{"type": "text", "text": "see"}, item]}))
+            }
+            "later" if self.cfg.host_tools => self.later(args),
+            "url_required" if self.cfg.host_tools => {
+                let url = arg("url").and_then(Value::as_str).unwrap_or_default();
+                let id = arg("elicitationId")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                Err(RpcError::new(
+                    URL_ELICITATION_REQUIRED,
+                    "This request requires more information.",
+                )
+                .with_data(json!({"elicitations": [{
+                    "mode": "url",
+                    "elicitationId": id,
+                    "url": url,
+                    "message": "Open this page to authorize the request."
+                }]})))
             }
             "huge" => {
                 let bytes = arg("bytes")
@@ -907,6 +930,29 @@ impl Server {
                 let resp = self.client_request("roots/list", None, cancel)?;
                 Some(client_answer("roots/list", &resp))
             }
+            "ask" if self.cfg.host_tools => {
+                let method = arg("method").and_then(Value::as_str).unwrap_or("ping");
+                let params = arg("params").and_then(Value::as_str).map(str::to_owned);
+                let resp = self.client_request_raw(method, params, cancel)?;
+                Some(text_result(&resp.to_string(), false))
+            }
+            "url_elicit" if self.cfg.host_tools => {
+                let url = arg("url").and_then(Value::as_str).unwrap_or_default();
+                let id = arg("elicitationId")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let message = arg("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("Please open this page.");
+                let req =
+                    json!({"mode": "url", "url": url, "elicitationId": id, "message": message});
+                let resp = self.client_request("elicitation/create", Some(req), cancel)?;
+                self.send_notifications(&[notification(
+                    "notifications/elicitation/complete",
+                    json!({"elicitationId": id}),
+                )]);
+                Some(client_answer("elicitation/create", &resp))
+            }
             other => Some(Err(invalid_params(format!("Unknown tool: {other}")))),
         }
     }
@@ -942,12 +988,53 @@ impl Server {
         Some(text_result(&format!("slept {ms} ms"), false))
     }
 
+    /// `later`: answers now; after `delayMs`, with no call of ours waiting
+    /// on it, asks the client and reports the response as a log message.
+    fn later(self: &Arc<Self>, args: Option<&Value>) -> Handled {
+        let arg = |k: &str| args.and_then(|a| a.get(k));
+        let method = arg("method")
+            .and_then(Value::as_str)
+            .unwrap_or("roots/list")
+            .to_owned();
+        let params = arg("params").and_then(Value::as_str).map(str::to_owned);
+        let delay = arg("delayMs").and_then(Value::as_u64).unwrap_or(300);
+        let this = Arc::clone(self);
+        let m = method.clone();
+        let spawned = thread::Builder::new().name("later".into()).spawn(move || {
+            thread::sleep(Duration::from_millis(delay));
+            let never = AtomicBool::new(false);
+            if let Some(resp) = this.client_request_raw(&m, params, &never) {
+                this.send_notifications(&[notification(
+                    "notifications/message",
+                    json!({"level": "info", "logger": "mcphost-testserver/later", "data": {"method": m, "response": resp}}),
+                )]);
+            }
+        });
+        if let Err(e) = spawned {
+            return Err(RpcError::new(
+                INTERNAL_ERROR,
+                format!("could not spawn: {e}"),
+            ));
+        }
+        text_result(&format!("{method} scheduled in {delay} ms"), false)
+    }
+
     /// Sends a request to the client and waits for its response (`None` if the
     /// tool call that needs it is cancelled meanwhile).
     fn client_request(
         &self,
         method: &str,
         params: Option<Value>,
+        cancel: &AtomicBool,
+    ) -> Option<Value> {
+        self.client_request_raw(method, params.map(|p| p.to_string()), cancel)
+    }
+
+    /// As [`Server::client_request`], with `params` as raw JSON text sent verbatim.
+    fn client_request_raw(
+        &self,
+        method: &str,
+        params: Option<String>,
         cancel: &AtomicBool,
     ) -> Option<Value> {
         let n = self.next_out_id.fetch_add(1, Ordering::SeqCst) + 1;
@@ -959,12 +1046,14 @@ impl Server {
         let key = id_key(&id);
         let (tx, rx) = mpsc::channel();
         lock(&self.pending).insert(key.clone(), tx);
-        let mut msg = json!({"jsonrpc": "2.0", "id": id, "method": method});
-        if let (Some(p), Some(obj)) = (params, msg.as_object_mut()) {
-            obj.insert("params".into(), p);
-        }
+        let head = json!({"jsonrpc": "2.0", "id": id, "method": method}).to_string();
+        let msg = match params {
+            // `head` ends with `}`: splice the raw params in before it.
+            Some(p) => format!("{},\"params\":{p}}}", &head[..head.len() - 1]),
+            None => head,
+        };
         log!("sending {method} (id {key}) to the client");
-        self.send_notifications(&[msg.to_string()]);
+        self.send_notifications(&[msg]);
         loop {
             match rx.recv_timeout(Duration::from_millis(20)) {
                 Ok(resp) => return Some(resp),
