@@ -313,3 +313,51 @@ async fn a_per_session_server_runs_one_instance_per_session_and_stops_it_when_th
     assert_eq!(left, 1);
     engine.registry().shutdown().await;
 }
+
+/// A client that is gone but whose session has not been freed yet (a bridge
+/// lingering on its socket): every request to it fails as disconnected.
+struct GonePort;
+
+impl mcphost::engine::ClientPort for GonePort {
+    fn notify(
+        &self,
+        _: &str,
+        _: Option<Box<RawValue>>,
+    ) -> Result<(), mcphost::jsonrpc::PeerError> {
+        Ok(())
+    }
+    fn request(
+        &self,
+        _: &str,
+        _: Option<Box<RawValue>>,
+        _: Duration,
+    ) -> BoxFuture<'static, Result<Box<RawValue>, mcphost::jsonrpc::PeerError>> {
+        let gone = mcphost::transport::CloseReason::new("gone");
+        Box::pin(std::future::ready(Err(mcphost::jsonrpc::PeerError::Closed(
+            Arc::new(gone),
+        ))))
+    }
+    fn disconnect(&self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
+}
+
+#[tokio::test]
+async fn an_ambiguous_request_whose_guessed_host_is_gone_goes_to_the_next_session() {
+    let engine = engine("");
+    ready(&engine).await;
+    let gone = engine.open_session("gone", Arc::new(GonePort), SessionLimits::default());
+    gone.initialize_as(NamedHost::new("g").capabilities());
+    let hb = NamedHost::new("b");
+    let b = session(&engine, hb.clone());
+    // The gone session's call is the oldest in flight when b's call makes
+    // the server ask: the guess is the gone session, then b.
+    let slow = {
+        let gone = gone.clone();
+        tokio::spawn(async move { call(&gone, 1, "slow", json!({"ms": 1500})).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let got = call(&b, 1, "sample", json!({})).await;
+    assert!(got.contains("sampled by b"), "{got}");
+    slow.await.unwrap();
+}

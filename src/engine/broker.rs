@@ -110,10 +110,12 @@ pub(crate) struct Broker {
     inner: Arc<Inner>,
 }
 
-/// Where one request goes.
-enum Route {
-    Session(Arc<Session>),
-    Fallback,
+/// Where one request goes: the sessions to ask, in order. Only a guess
+/// (ambiguous on stdio) moves on to the next when a session turns out to be
+/// gone; a request a session caused dies with it.
+struct Route {
+    sessions: Vec<Arc<Session>>,
+    guessed: bool,
 }
 
 impl Broker {
@@ -199,9 +201,9 @@ impl Broker {
         self.lock().sessions.get(&id).and_then(Weak::upgrade)
     }
 
-    /// The session for `r`: the one whose call caused it, else the primary
-    /// host, else (ambiguous on stdio) the session with the oldest call;
-    /// each only if it declared what `r` needs.
+    /// The sessions for `r`: the one whose call caused it, else the primary
+    /// host, else (ambiguous on stdio) the sessions with calls in flight,
+    /// oldest call first; each only if it declared what `r` needs.
     fn route(&self, r: &HostRequest) -> Route {
         let mode: Option<String> = r
             .params
@@ -213,30 +215,68 @@ impl Broker {
             Relation::Caused(o) => self.session(o.session).into_iter().chain(primary).collect(),
             Relation::Unrelated => primary.into_iter().collect(),
             Relation::Ambiguous(origins) => {
-                let oldest = origins.first().and_then(|o| self.session(o.session));
                 debug!(
                     server = %r.server,
                     sessions = origins.len(),
                     "several sessions have calls in flight; the primary host, else the oldest call's session, is asked"
                 );
-                primary.into_iter().chain(oldest).collect()
+                let in_flight = origins.iter().filter_map(|o| self.session(o.session));
+                primary.into_iter().chain(in_flight).collect()
             }
         };
-        match candidates.into_iter().find(able) {
-            Some(s) => Route::Session(s),
-            None => Route::Fallback,
+        let mut sessions: Vec<Arc<Session>> = Vec::new();
+        for s in candidates.into_iter().filter(able) {
+            if !sessions.iter().any(|k| k.id() == s.id()) {
+                sessions.push(s);
+            }
         }
+        let guessed = matches!(r.relation, Relation::Ambiguous(_));
+        if !guessed {
+            sessions.truncate(1);
+        }
+        Route { sessions, guessed }
     }
 
     async fn forward(
         &self,
-        session: Arc<Session>,
-        r: HostRequest,
-    ) -> Result<Box<RawValue>, ErrorObject> {
+        session: &Arc<Session>,
+        r: &HostRequest,
+    ) -> Result<Box<RawValue>, PeerError> {
+        let answer = self.ask(session, r).await?;
+        if r.method == methods::ROOTS_LIST {
+            return with_roots(&answer, &self.roots_for(&r.server)).map_err(PeerError::Rpc);
+        }
+        Ok(answer)
+    }
+
+    /// What to tell the server when the host that was asked failed.
+    fn host_failed(session: &Session, method: &str, e: PeerError) -> ErrorObject {
         let internal = |e: String| ErrorObject::new(error_codes::INTERNAL_ERROR, e);
-        let server = to_raw(&r.server).map_err(|e| internal(e.to_string()))?;
-        let params = set_meta(r.params.as_deref(), [(META_SERVER.to_owned(), server)])
-            .map_err(|e| ErrorObject::new(error_codes::INVALID_PARAMS, e.to_string()))?;
+        match e {
+            // The host's own error goes to the server as it was sent.
+            PeerError::Rpc(err) => err,
+            PeerError::Timeout { elapsed, .. } => internal(format!(
+                "the host ({}) did not answer {method} within {elapsed:.0?}",
+                session.name(),
+            )),
+            PeerError::Closed(_) => internal(format!(
+                "the host ({}) disconnected before answering {method}",
+                session.name(),
+            )),
+            other => internal(format!("the host ({}): {other}", session.name())),
+        }
+    }
+
+    async fn ask(
+        &self,
+        session: &Arc<Session>,
+        r: &HostRequest,
+    ) -> Result<Box<RawValue>, PeerError> {
+        let server = to_raw(&r.server).map_err(|e| PeerError::Encode(e.to_string()))?;
+        let params =
+            set_meta(r.params.as_deref(), [(META_SERVER.to_owned(), server)]).map_err(|e| {
+                PeerError::Rpc(ErrorObject::new(error_codes::INVALID_PARAMS, e.to_string()))
+            })?;
         if r.method == methods::ELICITATION_CREATE
             && let Ok(Some(id)) = raw_field::<String>(&params, "elicitationId")
         {
@@ -248,30 +288,10 @@ impl Broker {
         }
         let timeout = self.inner.timeouts.of(&r.method);
         info!(server = %r.server, method = %r.method, session = session.id(), "forwarding to the host");
-        let answer = session
+        session
             .port()
             .request(&r.method, Some(params), timeout)
-            .await;
-        if r.method == methods::ROOTS_LIST
-            && let Ok(answer) = &answer
-        {
-            return with_roots(answer, &self.roots_for(&r.server));
-        }
-        answer.map_err(|e| match e {
-            // The host's own error goes to the server as it was sent.
-            PeerError::Rpc(err) => err,
-            PeerError::Timeout { elapsed, .. } => internal(format!(
-                "the host ({}) did not answer {} within {elapsed:.0?}",
-                session.name(),
-                r.method
-            )),
-            PeerError::Closed(_) => internal(format!(
-                "the host ({}) disconnected before answering {}",
-                session.name(),
-                r.method
-            )),
-            other => internal(format!("the host ({}): {other}", session.name())),
-        })
+            .await
     }
 }
 
@@ -323,41 +343,51 @@ impl Host for Broker {
     fn handle(&self, r: HostRequest) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
         let broker = self.clone();
         Box::pin(async move {
-            match broker.route(&r) {
-                Route::Session(s) => broker.forward(s, r).await,
-                Route::Fallback => {
-                    if r.method == methods::ROOTS_LIST {
-                        let roots = broker.roots_for(&r.server);
-                        return to_raw(&serde_json::json!({ "roots": roots })).map_err(|e| {
-                            ErrorObject::new(error_codes::INTERNAL_ERROR, e.to_string())
-                        });
+            let route = broker.route(&r);
+            for s in &route.sessions {
+                match broker.forward(s, &r).await {
+                    Ok(answer) => return Ok(answer),
+                    Err(PeerError::Closed(_)) if route.guessed => {
+                        info!(server = %r.server, session = s.id(), "the guessed host is gone; asking the next");
                     }
-                    let fallback = &broker.inner.fallback;
-                    let url_mode = r.method == methods::ELICITATION_CREATE
-                        && r.params.as_deref().is_some_and(|p| {
-                            raw_field::<String>(p, "mode").ok().flatten().as_deref() == Some("url")
-                        });
-                    if url_mode && let Some(policy) = fallback.elicitation {
-                        // Nobody can follow a URL for the user: never accept.
-                        let action = match policy {
-                            ElicitationPolicy::Cancel => "cancel",
-                            _ => "decline",
-                        };
-                        info!(server = %r.server, action, "answered a URL elicitation by the fallback");
-                        return to_raw(&serde_json::json!({ "action": action })).map_err(|e| {
-                            ErrorObject::new(error_codes::INTERNAL_ERROR, e.to_string())
-                        });
-                    }
-                    let answer = fallback.answer(&r.server, &r.method, r.params.as_deref());
-                    if let Err(e) = &answer
-                        && e.code == error_codes::METHOD_NOT_FOUND
-                    {
-                        warn!(server = %r.server, method = %r.method, "no host can answer and no fallback is set");
-                    }
-                    answer
+                    Err(e) => return Err(Broker::host_failed(s, &r.method, e)),
                 }
             }
+            broker.fallback(&r)
         })
+    }
+}
+
+impl Broker {
+    /// The answer when no session can give one.
+    fn fallback(&self, r: &HostRequest) -> Result<Box<RawValue>, ErrorObject> {
+        let encode = |v: serde_json::Value| {
+            to_raw(&v).map_err(|e| ErrorObject::new(error_codes::INTERNAL_ERROR, e.to_string()))
+        };
+        if r.method == methods::ROOTS_LIST {
+            return encode(serde_json::json!({ "roots": self.roots_for(&r.server) }));
+        }
+        let fallback = &self.inner.fallback;
+        let url_mode = r.method == methods::ELICITATION_CREATE
+            && r.params.as_deref().is_some_and(|p| {
+                raw_field::<String>(p, "mode").ok().flatten().as_deref() == Some("url")
+            });
+        if url_mode && let Some(policy) = fallback.elicitation {
+            // Nobody can follow a URL for the user: never accept.
+            let action = match policy {
+                ElicitationPolicy::Cancel => "cancel",
+                _ => "decline",
+            };
+            info!(server = %r.server, action, "answered a URL elicitation by the fallback");
+            return encode(serde_json::json!({ "action": action }));
+        }
+        let answer = fallback.answer(&r.server, &r.method, r.params.as_deref());
+        if let Err(e) = &answer
+            && e.code == error_codes::METHOD_NOT_FOUND
+        {
+            warn!(server = %r.server, method = %r.method, "no host can answer and no fallback is set");
+        }
+        answer
     }
 }
 
