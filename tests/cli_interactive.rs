@@ -672,3 +672,19 @@ fn inspect_on_a_terminal_asks_too() {
         "{text}"
     );
 }
+
+#[test]
+fn a_long_call_shows_the_servers_progress_on_a_terminal() {
+    let sb = Sandbox::new();
+    let p = spawn(
+        &sb,
+        &["--direct", &ts(), "call", "slow", r#"{"ms":400}"#],
+        &[],
+    );
+    let (text, code) = finish(p);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("mcphost: progress"),
+        "no progress shown:\n{text}"
+    );
+}

@@ -319,11 +319,7 @@ async fn a_per_session_server_runs_one_instance_per_session_and_stops_it_when_th
 struct GonePort;
 
 impl mcphost::engine::ClientPort for GonePort {
-    fn notify(
-        &self,
-        _: &str,
-        _: Option<Box<RawValue>>,
-    ) -> Result<(), mcphost::jsonrpc::PeerError> {
+    fn notify(&self, _: &str, _: Option<Box<RawValue>>) -> Result<(), mcphost::jsonrpc::PeerError> {
         Ok(())
     }
     fn request(
@@ -333,9 +329,9 @@ impl mcphost::engine::ClientPort for GonePort {
         _: Duration,
     ) -> BoxFuture<'static, Result<Box<RawValue>, mcphost::jsonrpc::PeerError>> {
         let gone = mcphost::transport::CloseReason::new("gone");
-        Box::pin(std::future::ready(Err(mcphost::jsonrpc::PeerError::Closed(
-            Arc::new(gone),
-        ))))
+        Box::pin(std::future::ready(Err(
+            mcphost::jsonrpc::PeerError::Closed(Arc::new(gone)),
+        )))
     }
     fn disconnect(&self) -> BoxFuture<'_, ()> {
         Box::pin(std::future::ready(()))

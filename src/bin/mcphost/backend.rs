@@ -99,7 +99,18 @@ impl Backend {
         }
         // The CLI is this engine's one client: its host answers what its
         // calls cause.
-        let port = Arc::new(HostPort::new(host, |_, _| {}));
+        let port = Arc::new(HostPort::new(host, |method, params| {
+            if method == "notifications/progress"
+                && let Some(p) = params
+                && let Ok(p) = serde_json::from_str::<Value>(p.get())
+            {
+                show_progress(
+                    p["progress"].as_f64().unwrap_or(0.0),
+                    p["total"].as_f64(),
+                    p["message"].as_str(),
+                );
+            }
+        }));
         let caps = port.capabilities();
         let session = engine.open_session("cli", port, SessionLimits::default());
         session.initialize_as(caps);
@@ -284,8 +295,50 @@ impl Backend {
                 to_raw(&p)?
             }
         };
-        self.raw("tools/call", Some(params), timeout).await
+        if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            return self.raw("tools/call", Some(params), timeout).await;
+        }
+        // On a terminal, a long call shows the server's progress.
+        match self {
+            Backend::Daemon(c) => {
+                let opts = CallOptions {
+                    timeout,
+                    on_progress: Some(Arc::new(|p: mcphost::jsonrpc::Progress| {
+                        show_progress(p.progress, p.total, p.message.as_deref())
+                    })),
+                    ..Default::default()
+                };
+                c.request_raw("tools/call", Some(params), opts)
+                    .await
+                    .map_err(|e| match e.rpc_error() {
+                        Some(err) => anyhow::Error::new(RpcFailure(err.clone())),
+                        None => anyhow::Error::new(e),
+                    })
+            }
+            Backend::Direct { .. } => {
+                let meta = to_raw(&serde_json::json!({ "progressToken": "mcphost-cli" }))?;
+                let params =
+                    mcphost::protocol::set_fields(Some(&params), [("_meta".to_owned(), meta)])?;
+                self.raw("tools/call", Some(params), timeout).await
+            }
+        }
     }
+}
+
+/// One progress line on stderr: `progress 3/10 (30%): message`.
+fn show_progress(progress: f64, total: Option<f64>, message: Option<&str>) {
+    let mut line = match total {
+        Some(t) if t > 0.0 => format!(
+            "progress {progress}/{t} ({:.0}%)",
+            (progress / t * 100.0).clamp(0.0, 100.0)
+        ),
+        _ => format!("progress {progress}"),
+    };
+    if let Some(m) = message {
+        line.push_str(": ");
+        line.push_str(m);
+    }
+    eprintln!("mcphost: {line}");
 }
 
 /// How long `--direct` waits for its servers to be ready.
