@@ -578,8 +578,12 @@ impl Registry {
             .iter_mut()
             .filter_map(|e| e.per_session.remove(&session))
             .collect();
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            // Dropping the handles still stops the supervisors.
+            return;
+        };
         for h in handles {
-            self.inner.stopping.spawn(async move { h.stop().await });
+            self.inner.stopping.spawn_on(async move { h.stop().await }, &rt);
         }
     }
 

@@ -343,8 +343,13 @@ impl Registry {
         if emptied.is_empty() {
             return;
         }
+        // A session may end outside the runtime (dropped by an embedder's
+        // thread): then there is no upstream left to tell either.
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
         let reg = self.clone();
-        tokio::spawn(async move {
+        rt.spawn(async move {
             for (server, own) in emptied {
                 reg.release(&server, &own).await;
             }
