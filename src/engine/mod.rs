@@ -93,6 +93,9 @@ pub struct Engine {
     editor: Option<Arc<dyn ConfigEditor>>,
     broker: Broker,
     next_session: AtomicU64,
+    /// The runtime the engine was started on: doors may call in from other
+    /// threads (the C library, a benchmark's main thread).
+    rt: tokio::runtime::Handle,
 }
 
 /// Assembles an engine, its registry and its broker, the same way for the
@@ -167,7 +170,8 @@ impl EngineBuilder {
         self
     }
 
-    /// Start every enabled server and return the engine.
+    /// Start every enabled server and return the engine. Must be called
+    /// within a Tokio runtime, which the engine then runs on.
     pub fn start(self) -> Arc<Engine> {
         let broker = Broker::new(self.fallback, self.timeouts);
         broker.set_roots(&self.config);
@@ -183,6 +187,7 @@ impl EngineBuilder {
             editor: self.editor,
             broker,
             next_session: AtomicU64::new(1),
+            rt: tokio::runtime::Handle::current(),
         })
     }
 }
@@ -320,7 +325,7 @@ impl Engine {
         self.add_session(&session);
         let weak = Arc::downgrade(&session);
         let events = self.registry.subscribe();
-        tokio::spawn(session::forward_events(
+        self.rt.spawn(session::forward_events(
             weak,
             events,
             std::future::pending::<()>(),
@@ -360,9 +365,7 @@ impl Engine {
     /// The roots a server would be given may have changed: tell them all.
     fn roots_changed(&self) {
         let registry = self.registry.clone();
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move { registry.roots_changed().await });
-        }
+        self.rt.spawn(async move { registry.roots_changed().await });
     }
 
     /// Wait until every server is ready, failed or disabled (at most

@@ -616,7 +616,7 @@ impl Engine {
         ));
         let _ = cell.set(Arc::downgrade(&session));
         self.add_session(&session);
-        tokio::spawn(
+        self.rt.spawn(
             run_socket_session(session, peer, events)
                 .instrument(info_span!("session", client = name)),
         );

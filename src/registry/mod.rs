@@ -583,7 +583,9 @@ impl Registry {
             return;
         };
         for h in handles {
-            self.inner.stopping.spawn_on(async move { h.stop().await }, &rt);
+            self.inner
+                .stopping
+                .spawn_on(async move { h.stop().await }, &rt);
         }
     }
 
