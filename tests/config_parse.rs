@@ -51,6 +51,7 @@ fn server(name: &str, transport: TransportConfig) -> ServerConfig {
         timeouts: Timeouts::default(),
         roots: Vec::new(),
         share: Default::default(),
+        offer: Default::default(),
     }
 }
 

@@ -357,3 +357,27 @@ async fn an_ambiguous_request_whose_guessed_host_is_gone_goes_to_the_next_sessio
     assert!(got.contains("sampled by b"), "{got}");
     slow.await.unwrap();
 }
+
+#[tokio::test]
+async fn a_server_not_offered_sampling_never_reaches_a_host_with_it() {
+    let text = format!(
+        r#"{{"mcpServers":{{"ts":{{"command":{TESTSERVER:?},"offer":{{"sampling":false}}}}}},"loginShellPath":false}}"#
+    );
+    let cfg =
+        mcphost::config::parse(&text, std::path::Path::new("/n/config.json"), &|_| None).unwrap();
+    let engine = EngineBuilder::new(cfg).start();
+    ready(&engine).await;
+    let h = NamedHost::new("h");
+    let s = session(&engine, h.clone());
+    let got = call(&s, 1, "sample", json!({})).await;
+    assert!(got.contains("-32601"), "{got}");
+    // Elicitation is still offered and reaches the host.
+    assert!(
+        call(&s, 2, "elicit", json!({}))
+            .await
+            .contains(r#""name":"h""#)
+    );
+    let seen: Vec<String> = h.seen().into_iter().map(|(m, _)| m).collect();
+    assert_eq!(seen, ["elicitation/create"]);
+    engine.shutdown().await;
+}

@@ -104,6 +104,28 @@ pub struct ServerConfig {
     pub roots: Vec<Root>,
     /// One process for every client, or one per client session.
     pub share: Share,
+    /// What this server may ask the hosts for.
+    pub offer: Offer,
+}
+
+/// The client capabilities offered to a server: which of its requests a
+/// host may be asked. All by default; a server not offered one never sends
+/// it (and is refused with -32601 if it does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Offer {
+    pub sampling: bool,
+    pub elicitation: bool,
+    pub roots: bool,
+}
+
+impl Default for Offer {
+    fn default() -> Self {
+        Offer {
+            sampling: true,
+            elicitation: true,
+            roots: true,
+        }
+    }
 }
 
 /// Whether a server's process serves every client or one session.

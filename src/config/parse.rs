@@ -16,8 +16,8 @@ use super::duration::{no_unit_hint, parse_duration};
 use super::interpolate::interpolate;
 use super::tools::glob;
 use super::{
-    ConfigError, EnvLookup, HostConfig, HttpMode, HttpServer, Issue, Issues, Namespacing, Root,
-    ServerConfig, Share, StdioServer, Timeouts, ToolFilter, TransportConfig,
+    ConfigError, EnvLookup, HostConfig, HttpMode, HttpServer, Issue, Issues, Namespacing, Offer,
+    Root, ServerConfig, Share, StdioServer, Timeouts, ToolFilter, TransportConfig,
 };
 use crate::registry::catalog::NamingRules;
 
@@ -68,7 +68,9 @@ const SERVER_KEYS: &[&str] = &[
     "alias",
     "roots",
     "share",
+    "offer",
 ];
+const OFFER_KEYS: &[&str] = &["sampling", "elicitation", "roots"];
 const STDIO_ONLY: &[&str] = &["command", "args", "env", "envFile", "cwd", "inheritEnv"];
 const HTTP_ONLY: &[&str] = &["url", "headers"];
 
@@ -509,6 +511,11 @@ impl<'a> Ctx<'a> {
             None => Vec::new(),
         };
 
+        let offer = match obj.get("offer") {
+            Some(p) => self.offer(&p.value, &child(field, "offer")),
+            None => Offer::default(),
+        };
+
         let share = match obj.get("share") {
             Some(p) => {
                 let field = child(field, "share");
@@ -541,6 +548,7 @@ impl<'a> Ctx<'a> {
             timeouts,
             roots,
             share,
+            offer,
         })
     }
 
@@ -795,6 +803,27 @@ impl<'a> Ctx<'a> {
             headers,
             kind,
         })
+    }
+
+    /// `offer`: `{sampling, elicitation, roots}` booleans, each `true` unless set.
+    fn offer(&mut self, value: &Value<'_>, field: &str) -> Offer {
+        let mut offer = Offer::default();
+        let Some(obj) = self.object(value, field) else {
+            return offer;
+        };
+        self.keys(obj, field, OFFER_KEYS);
+        for (key, slot) in [
+            ("sampling", &mut offer.sampling),
+            ("elicitation", &mut offer.elicitation),
+            ("roots", &mut offer.roots),
+        ] {
+            if let Some(p) = obj.get(key)
+                && let Some(b) = self.boolean(&p.value, &child(field, key))
+            {
+                *slot = b;
+            }
+        }
+        offer
     }
 
     fn tools(&mut self, value: &Value<'_>, field: &str) -> Option<ToolFilter> {

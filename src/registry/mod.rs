@@ -40,6 +40,37 @@ use supervisor::{
     SupervisorHandle,
 };
 
+/// A host limited to what the config offers one server.
+struct OfferedHost {
+    host: Arc<dyn crate::client::Host>,
+    offer: crate::config::Offer,
+}
+
+impl crate::client::Host for OfferedHost {
+    fn capabilities(&self) -> crate::protocol::ClientCapabilities {
+        let mut caps = self.host.capabilities();
+        if !self.offer.sampling {
+            caps.sampling = None;
+        }
+        if !self.offer.elicitation {
+            caps.elicitation = None;
+        }
+        if !self.offer.roots {
+            caps.roots = None;
+        }
+        caps
+    }
+
+    fn handle(
+        &self,
+        r: crate::client::HostRequest,
+    ) -> crate::transport::BoxFuture<'static, Result<Box<RawValue>, crate::protocol::ErrorObject>>
+    {
+        // Requests past the capabilities were refused before this point.
+        self.host.handle(r)
+    }
+}
+
 /// The host of a session's own instance: everything it asks belongs to that
 /// session, whatever the wire says.
 struct SessionHost {
@@ -349,7 +380,14 @@ impl Registry {
         events: &broadcast::Sender<SupervisorEvent>,
     ) -> SupervisorHandle {
         let mut opts = self.inner.base.clone();
-        opts.host = host;
+        opts.host = if sc.offer == crate::config::Offer::default() {
+            host
+        } else {
+            Arc::new(OfferedHost {
+                host,
+                offer: sc.offer,
+            })
+        };
         opts.init_timeout = sc.timeouts.init;
         opts.request_timeout = sc.timeouts.request;
         opts.max_request_timeout = sc.timeouts.max_request;

@@ -403,6 +403,7 @@ async fn direct_config(specs: &[String]) -> Result<HostConfig> {
             timeouts: Timeouts::default(),
             roots: Vec::new(),
             share: Default::default(),
+            offer: Default::default(),
         });
     }
     Ok(cfg)
