@@ -1492,6 +1492,7 @@ fn a_host_that_disconnects_mid_elicitation_fails_it_at_once_and_the_daemon_serve
                 },
             );
             let took = gone.elapsed();
+            eprintln!("ts got the error {took:?} after the host left");
             assert!(
                 line.get("error").is_some(),
                 "ts got an answer, not an error: {line}"
