@@ -48,11 +48,13 @@ wait_until() {
 	done
 }
 answers() { "$BIN/mcphost" status > /dev/null 2>&1; }
-# Both servers ready with their tools listed (`servers --json` keys are sorted).
+# Both servers ready with their tools listed (one object per server).
 both_listed() {
-	local listed
-	listed="$("$BIN/mcphost" --json servers | grep -o '"state":"ready","tools":[1-9]' | wc -l)"
-	((listed == 2))
+	local out ready listed
+	out="$("$BIN/mcphost" --json servers)" || return 1
+	ready="$(grep -o '"state":"ready"' <<<"$out" | wc -l)"
+	listed="$(grep -o '"tools":[1-9]' <<<"$out" | wc -l)"
+	((ready == 2 && listed == 2))
 }
 wait_until "the daemon to answer" answers
 run() { printf '\n$ mcphost %s\n' "$*"; "$BIN/mcphost" "$@"; }
