@@ -104,6 +104,7 @@ fn claude_desktop_shape() {
         namespacing: Namespacing::default(),
         login_shell_path: true,
         roots: Vec::new(),
+        host_timeouts: Default::default(),
         warnings: Vec::new(),
     };
     assert_eq!(config, expected);

@@ -381,3 +381,34 @@ async fn a_server_not_offered_sampling_never_reaches_a_host_with_it() {
     assert_eq!(seen, ["elicitation/create"]);
     engine.shutdown().await;
 }
+
+/// A host that never answers.
+struct SilentHost;
+
+impl Host for SilentHost {
+    fn capabilities(&self) -> ClientCapabilities {
+        NamedHost::new("s").capabilities()
+    }
+    fn handle(&self, _: HostRequest) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
+        Box::pin(std::future::pending())
+    }
+}
+
+#[tokio::test]
+async fn a_host_that_does_not_answer_in_time_gets_the_server_an_error_naming_it() {
+    let engine = engine(r#","hostTimeouts":{"sampling":"300ms"}"#);
+    ready(&engine).await;
+    let s = session(&engine, Arc::new(SilentHost));
+    let started = std::time::Instant::now();
+    let got = call(&s, 1, "sample", json!({})).await;
+    let took = started.elapsed();
+    assert!(
+        got.contains("did not answer sampling/createMessage"),
+        "{got}"
+    );
+    assert!(got.contains("test"), "the host is not named: {got}");
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
+}

@@ -61,6 +61,8 @@ pub struct HostConfig {
     pub login_shell_path: bool,
     /// Roots every server is given, beside the hosts' own.
     pub roots: Vec<Root>,
+    /// How long a host may take to answer a server's request.
+    pub host_timeouts: HostTimeouts,
     /// Non-fatal findings (unknown keys, problems in disabled servers); each
     /// was also logged.
     pub warnings: Vec<Issue>,
@@ -74,6 +76,7 @@ impl Default for HostConfig {
             namespacing: Namespacing::default(),
             login_shell_path: true,
             roots: Vec::new(),
+            host_timeouts: HostTimeouts::default(),
             warnings: Vec::new(),
         }
     }
@@ -139,6 +142,27 @@ pub enum Share {
     /// can never reach another session. One shared instance still lists the
     /// catalog.
     PerSession,
+}
+
+/// How long a host may take to answer a forwarded server request; past it
+/// the server gets an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostTimeouts {
+    /// A person fills in a form or follows a URL: long.
+    pub elicitation: Duration,
+    /// A model call, perhaps after the user's approval.
+    pub sampling: Duration,
+    pub roots: Duration,
+}
+
+impl Default for HostTimeouts {
+    fn default() -> Self {
+        HostTimeouts {
+            elicitation: Duration::from_secs(600),
+            sampling: Duration::from_secs(300),
+            roots: Duration::from_secs(30),
+        }
+    }
 }
 
 /// A configured root: a `file://` URI and an optional display name.

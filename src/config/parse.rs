@@ -46,7 +46,9 @@ const TOP_KEYS: &[&str] = &[
     "namespacing",
     "loginShellPath",
     "roots",
+    "hostTimeouts",
 ];
+const HOST_TIMEOUT_KEYS: &[&str] = &["elicitation", "sampling", "roots"];
 const ROOT_KEYS: &[&str] = &["uri", "name"];
 const DEFAULTS_KEYS: &[&str] = &["timeouts", "inheritEnv", "loginShellPath"];
 const TIMEOUT_KEYS: &[&str] = &["request", "init", "maxRequest", "shutdown"];
@@ -223,6 +225,23 @@ impl<'a> Ctx<'a> {
         }
         if let Some(prop) = root.get("roots") {
             config.roots = self.roots(&prop.value, "roots");
+        }
+        if let Some(prop) = root.get("hostTimeouts")
+            && let Some(obj) = self.object(&prop.value, "hostTimeouts")
+        {
+            self.keys(obj, "hostTimeouts", HOST_TIMEOUT_KEYS);
+            let t = &mut config.host_timeouts;
+            for (key, slot) in [
+                ("elicitation", &mut t.elicitation),
+                ("sampling", &mut t.sampling),
+                ("roots", &mut t.roots),
+            ] {
+                if let Some(p) = obj.get(key)
+                    && let Some(d) = self.duration(&p.value, &child("hostTimeouts", key))
+                {
+                    *slot = d;
+                }
+            }
         }
         config.servers = self.servers(root, &defaults);
     }

@@ -12,7 +12,7 @@ use tracing::{debug, info, warn};
 
 use super::session::Session;
 use crate::client::{ElicitationPolicy, Host, HostRequest, PolicyHost};
-use crate::config::{HostConfig, Root};
+use crate::config::{HostConfig, HostTimeouts, Root};
 use crate::jsonrpc::{PeerError, Relation};
 use crate::protocol::capabilities::{ElicitationCap, Empty, RootsCap, SamplingCap};
 use crate::protocol::{
@@ -27,33 +27,12 @@ pub const META_SERVER: &str = "dev.mcphost/server";
 /// URL elicitations remembered for routing their completion notification.
 const ELICITATIONS_KEPT: usize = 1024;
 
-/// How long a host may take to answer a forwarded request.
-#[derive(Debug, Clone, Copy)]
-pub struct HostTimeouts {
-    /// A person fills in a form or follows a URL: long.
-    pub elicitation: Duration,
-    /// A model call, perhaps after the user's approval.
-    pub sampling: Duration,
-    pub roots: Duration,
-}
-
-impl Default for HostTimeouts {
-    fn default() -> Self {
-        HostTimeouts {
-            elicitation: Duration::from_secs(600),
-            sampling: Duration::from_secs(300),
-            roots: Duration::from_secs(30),
-        }
-    }
-}
-
-impl HostTimeouts {
-    fn of(&self, method: &str) -> Duration {
-        match method {
-            methods::ELICITATION_CREATE => self.elicitation,
-            methods::SAMPLING_CREATE_MESSAGE => self.sampling,
-            _ => self.roots,
-        }
+/// How long a host may take to answer `method`.
+fn timeout_of(t: &HostTimeouts, method: &str) -> Duration {
+    match method {
+        methods::ELICITATION_CREATE => t.elicitation,
+        methods::SAMPLING_CREATE_MESSAGE => t.sampling,
+        _ => t.roots,
     }
 }
 
@@ -93,6 +72,7 @@ impl ConfiguredRoots {
 struct State {
     sessions: HashMap<u64, Weak<Session>>,
     roots: ConfiguredRoots,
+    timeouts: HostTimeouts,
     primary: Option<u64>,
     /// `elicitationId` → the session that was asked, oldest first.
     elicitations: VecDeque<(String, u64)>,
@@ -101,7 +81,6 @@ struct State {
 struct Inner {
     state: Mutex<State>,
     fallback: PolicyHost,
-    timeouts: HostTimeouts,
 }
 
 /// Cloneable; the registry's clients hold it as their host.
@@ -119,17 +98,17 @@ struct Route {
 }
 
 impl Broker {
-    pub(crate) fn new(fallback: PolicyHost, timeouts: HostTimeouts) -> Broker {
+    pub(crate) fn new(fallback: PolicyHost) -> Broker {
         Broker {
             inner: Arc::new(Inner {
                 state: Mutex::new(State {
                     sessions: HashMap::new(),
                     roots: ConfiguredRoots::default(),
+                    timeouts: HostTimeouts::default(),
                     primary: None,
                     elicitations: VecDeque::new(),
                 }),
                 fallback,
-                timeouts,
             }),
         }
     }
@@ -138,10 +117,12 @@ impl Broker {
         self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Take the config's roots; true when they changed.
-    pub(crate) fn set_roots(&self, cfg: &HostConfig) -> bool {
+    /// Take the config's roots and host timeouts; true when the roots
+    /// changed.
+    pub(crate) fn set_config(&self, cfg: &HostConfig) -> bool {
         let new = ConfiguredRoots::of(cfg);
         let mut st = self.lock();
+        st.timeouts = cfg.host_timeouts;
         let changed = st.roots != new;
         st.roots = new;
         changed
@@ -286,7 +267,7 @@ impl Broker {
             }
             st.elicitations.push_back((id, session.id()));
         }
-        let timeout = self.inner.timeouts.of(&r.method);
+        let timeout = timeout_of(&self.lock().timeouts, &r.method);
         info!(server = %r.server, method = %r.method, session = session.id(), "forwarding to the host");
         session
             .port()

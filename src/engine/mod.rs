@@ -20,7 +20,7 @@ use serde_json::json;
 use serde_json::value::RawValue;
 use tracing::info;
 
-pub use broker::{HostTimeouts, META_SERVER};
+pub use broker::META_SERVER;
 pub use session::{ClientPort, HostPort, Session};
 
 use crate::client::{CallOptions, ClientOptions, PolicyHost};
@@ -106,7 +106,6 @@ pub struct EngineBuilder {
     restart: RestartPolicy,
     shell_path: Option<String>,
     fallback: PolicyHost,
-    timeouts: HostTimeouts,
     info: EngineInfo,
     editor: Option<Arc<dyn ConfigEditor>>,
 }
@@ -125,7 +124,6 @@ impl EngineBuilder {
                 Some(crate::client::ElicitationPolicy::Decline),
                 Some(crate::client::SamplingPolicy::Decline),
             ),
-            timeouts: HostTimeouts::default(),
             info: EngineInfo::default(),
             editor: None,
         }
@@ -155,11 +153,6 @@ impl EngineBuilder {
         self
     }
 
-    pub fn host_timeouts(mut self, timeouts: HostTimeouts) -> Self {
-        self.timeouts = timeouts;
-        self
-    }
-
     pub fn info(mut self, info: EngineInfo) -> Self {
         self.info = info;
         self
@@ -173,8 +166,8 @@ impl EngineBuilder {
     /// Start every enabled server and return the engine. Must be called
     /// within a Tokio runtime, which the engine then runs on.
     pub fn start(self) -> Arc<Engine> {
-        let broker = Broker::new(self.fallback, self.timeouts);
-        broker.set_roots(&self.config);
+        let broker = Broker::new(self.fallback);
+        broker.set_config(&self.config);
         let client = ClientOptions {
             host: Arc::new(broker.clone()),
             ..self.client
@@ -408,7 +401,7 @@ impl Engine {
 
     /// Take up a new config: servers (see [`Registry::apply`]) and roots.
     pub fn apply(&self, cfg: &HostConfig) {
-        let roots_changed = self.broker.set_roots(cfg);
+        let roots_changed = self.broker.set_config(cfg);
         self.registry.apply(cfg);
         if roots_changed {
             self.roots_changed();
