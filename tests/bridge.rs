@@ -17,7 +17,8 @@ const WAIT: Duration = Duration::from_secs(30);
 /// A running `mcphost bridge`: lines to its stdin, JSON from its stdout.
 struct Bridge {
     child: Child,
-    stdin: ChildStdin,
+    /// `None` once closed.
+    stdin: Option<ChildStdin>,
     lines: mpsc::Receiver<String>,
 }
 
@@ -44,14 +45,24 @@ impl Bridge {
         });
         Bridge {
             child,
-            stdin,
+            stdin: Some(stdin),
             lines,
         }
     }
 
     fn send(&mut self, msg: &str) {
-        writeln!(self.stdin, "{msg}").unwrap();
-        self.stdin.flush().unwrap();
+        let stdin = self.stdin.as_mut().expect("stdin is closed");
+        writeln!(stdin, "{msg}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Close the bridge's stdin and wait for it to exit: its status, and
+    /// how long that took.
+    fn close_and_wait(&mut self) -> (std::process::ExitStatus, Duration) {
+        let closed = Instant::now();
+        self.stdin = None;
+        let status = self.child.wait().unwrap();
+        (status, closed.elapsed())
     }
 
     /// The next message that `wanted` accepts; others (notifications) are
@@ -171,4 +182,34 @@ fn bridge_relays_a_session_and_exits_nonzero_when_the_daemon_dies() {
         "unclear message: {stderr}"
     );
     d.terminate(Duration::from_secs(5));
+}
+
+#[test]
+fn a_bridge_whose_client_is_done_leaves_at_once_and_one_still_waiting_gets_its_answer() {
+    let d = Daemon::start(&ts_config(&[]));
+    d.wait_ready(&["ts"], WAIT);
+    let init = r#"{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bridge-test","version":"0"}}"#;
+
+    // Everything answered: stdin closing ends the bridge without a linger,
+    // so the daemon sees the client go at once.
+    let mut b = Bridge::start(&d);
+    b.request(1, "initialize", init);
+    b.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    let (status, took) = b.close_and_wait();
+    eprintln!("an idle bridge left {took:?} after its stdin closed");
+    assert!(status.success(), "{status}");
+    assert!(
+        took < Duration::from_millis(400),
+        "the bridge lingered {took:?}"
+    );
+
+    // A request still in flight when stdin closes is answered first.
+    let mut b = Bridge::start(&d);
+    b.request(1, "initialize", init);
+    b.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    b.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ts__slow","arguments":{"ms":300}}}"#);
+    b.stdin = None;
+    let reply = b.until("the call's answer", |m| m["id"] == 2);
+    assert!(reply.get("result").is_some(), "{reply}");
+    assert!(b.child.wait().unwrap().success());
 }

@@ -394,11 +394,15 @@ impl Session {
         match method {
             "mcphost/host/register" | "mcphost/host/unregister" => {
                 let primary = method.ends_with("/register");
-                if primary
-                    && !self.lock().caps.handles(methods::ROOTS_LIST)
-                    && !self.lock().caps.handles(methods::SAMPLING_CREATE_MESSAGE)
-                    && !self.lock().caps.handles(methods::ELICITATION_CREATE)
-                {
+                let caps = self.lock().caps.clone();
+                let answers_something = [
+                    methods::ROOTS_LIST,
+                    methods::SAMPLING_CREATE_MESSAGE,
+                    methods::ELICITATION_CREATE,
+                ]
+                .iter()
+                .any(|m| caps.handles(m));
+                if primary && !answers_something {
                     return Err(invalid_params(
                         "mcphost/host/register: this client declared none of sampling, \
                          elicitation and roots in initialize, so it cannot answer anything",

@@ -464,6 +464,25 @@ fn sanitize(s: &str) -> String {
 /// Pump stdio to the daemon socket, so any MCP host can use the daemon.
 /// Losing the daemon while the host is still talking is an error: the host
 /// must learn that its server is gone, not see a clean exit.
+/// The ids of the requests (`requests`) or responses in one frame.
+fn message_ids(line: &str, requests: bool) -> Vec<Id> {
+    use mcphost::jsonrpc::{Incoming, decode};
+    use mcphost::protocol::Message;
+    let pick = |m: Message| match m {
+        Message::Request(r) if requests => Some(r.id),
+        Message::Response(r) if !requests => r.id,
+        _ => None,
+    };
+    match decode(line) {
+        Ok(Incoming::Single(Ok(m))) => pick(m).into_iter().collect(),
+        Ok(Incoming::Batch(items)) => items
+            .into_iter()
+            .filter_map(|m| m.ok().and_then(pick))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 pub async fn bridge(socket: &Path) -> Result<()> {
     let mut conn = mcphost::ipc::connect(socket, mcphost::ipc::DEFAULT_MAX_MESSAGE_BYTES)
         .await
@@ -472,6 +491,12 @@ pub async fn bridge(socket: &Path) -> Result<()> {
     // would keep the process alive after the daemon is gone. Dropping
     // `stdin_done` says stdin has ended.
     let outbound = conn.outbound.clone();
+    // The client's requests not answered yet: once its stdin is closed and
+    // none is left, nothing more is coming for it, so the bridge leaves at
+    // once and the daemon sees the client go (its session's calls are
+    // cancelled, and no server request is routed to it any longer).
+    let unanswered = Arc::new(std::sync::Mutex::new(std::collections::HashSet::<Id>::new()));
+    let asked = unanswered.clone();
     let (stdin_done, mut stdin_ended) = tokio::sync::oneshot::channel::<()>();
     std::thread::spawn(move || {
         let _stdin_done = stdin_done;
@@ -480,6 +505,11 @@ pub async fn bridge(socket: &Path) -> Result<()> {
             if line.trim().is_empty() {
                 continue;
             }
+            let ids = message_ids(&line, true);
+            asked
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .extend(ids);
             if outbound.blocking_send(line).is_err() {
                 break;
             }
@@ -487,9 +517,18 @@ pub async fn bridge(socket: &Path) -> Result<()> {
     });
     let mut stdin_open = true;
     let mut stdout = tokio::io::stdout();
+    let none_left = || {
+        unanswered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_empty()
+    };
     loop {
-        // Once stdin is closed, relay what is still coming, then leave when
-        // the daemon has been quiet for a moment.
+        if !stdin_open && none_left() {
+            break;
+        }
+        // Once stdin is closed, relay the answers still coming, then leave
+        // when the daemon has been quiet for a moment.
         let idle = tokio::time::sleep(if stdin_open {
             Duration::from_secs(365 * 24 * 3600)
         } else {
@@ -498,6 +537,13 @@ pub async fn bridge(socket: &Path) -> Result<()> {
         tokio::select! {
             ev = conn.inbound.recv() => match ev {
                 Some(TransportEvent::Frame(line) | TransportEvent::FrameOn(line, _)) => {
+                    let answered = message_ids(&line, false);
+                    if !answered.is_empty() {
+                        let mut u = unanswered.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                        for id in &answered {
+                            u.remove(id);
+                        }
+                    }
                     stdout.write_all(line.as_bytes()).await?;
                     stdout.write_all(b"\n").await?;
                     stdout.flush().await?;
