@@ -425,3 +425,50 @@ fn inspect_json_relays_raw_values_it_cannot_parse() {
     assert_eq!(v["call"]["isError"], false, "{v}");
     assert!(v["tools"].as_array().is_some_and(|t| t.len() == 9), "{v}");
 }
+
+#[test]
+fn a_pinned_revision_is_spoken_or_the_server_fails_naming_both() {
+    let sb = Sandbox::new();
+    let ts = format!("ts={TESTSERVER}");
+    // The test server echoes the requested revision: the pin is what it gets.
+    let servers = sb.json(&[
+        "--direct",
+        &ts,
+        "--protocol-version",
+        "2025-03-26",
+        "servers",
+    ]);
+    assert_eq!(servers[0]["protocolVersion"], "2025-03-26", "{servers}");
+
+    // A server that answers another revision than the pinned one fails.
+    let fixed = format!("x=env MCPHOST_TS_PROTOCOL_VERSION=2025-06-18 {TESTSERVER}");
+    let r = sb.run(&[
+        "--direct",
+        &fixed,
+        "--protocol-version",
+        "2025-11-25",
+        "tools",
+    ]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("2025-06-18") && r.stderr.contains("2025-11-25 is pinned"),
+        "{r:?}"
+    );
+
+    // The stateless revision is refused clearly, not attempted.
+    let r = sb.run(&["--direct", &ts, "--protocol-version", "2026-07-28", "tools"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("does not speak the stateless revision yet"),
+        "{r:?}"
+    );
+
+    // An unknown revision is a usage error naming the known ones.
+    let r = sb.run(&["--direct", &ts, "--protocol-version", "2099-01-01", "tools"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("2024-11-05") && r.stderr.contains("2026-07-28"),
+        "{r:?}"
+    );
+}

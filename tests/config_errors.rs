@@ -412,3 +412,28 @@ fn namespacing_is_checked_by_the_catalogs_naming_rule() {
         }
     }
 }
+
+#[test]
+fn an_unknown_pinned_revision_is_refused_with_the_known_ones() {
+    let path = std::path::Path::new("/c/config.json");
+    let err = mcphost::config::parse(
+        "{\"mcpServers\":{\"a\":{\"command\":\"x\",\n\"protocolVersion\":\"2099-01-01\"}}}",
+        path,
+        &|_| None,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("config.json:2"), "{err}");
+    assert!(err.contains("mcpServers.a.protocolVersion"), "{err}");
+    assert!(err.contains("2025-11-25"), "{err}");
+    let ok = mcphost::config::parse(
+        r#"{"mcpServers":{"a":{"command":"x","protocolVersion":"2025-06-18"}}}"#,
+        path,
+        &|_| None,
+    )
+    .unwrap();
+    assert_eq!(
+        ok.servers[0].protocol_version,
+        Some(mcphost::protocol::ProtocolVersion::V2025_06_18)
+    );
+}

@@ -52,6 +52,7 @@ fn server(name: &str, transport: TransportConfig) -> ServerConfig {
         roots: Vec::new(),
         share: Default::default(),
         offer: Default::default(),
+        protocol_version: None,
     }
 }
 

@@ -29,6 +29,18 @@ pub enum ClientError {
         requested: String,
         offered: String,
     },
+    #[error(
+        "server '{server}' answered initialize with protocol revision {offered}, but {pinned} is pinned for it (protocolVersion in the config, or --protocol-version)"
+    )]
+    PinnedVersionRefused {
+        server: String,
+        pinned: String,
+        offered: String,
+    },
+    #[error(
+        "server '{server}': protocol revision {pinned} is pinned, but mcphost does not speak the stateless revision yet; pin a handshake revision (2024-11-05 to 2025-11-25) or none"
+    )]
+    StatelessNotBuilt { server: String, pinned: String },
     #[error("server '{server}': invalid {method} payload: {reason}")]
     Invalid {
         server: String,

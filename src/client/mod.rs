@@ -60,6 +60,8 @@ pub struct ClientOptions {
     pub max_request_timeout: Duration,
     /// Upper bound on pages followed for one list, against endless cursors.
     pub max_pages: usize,
+    /// Speak exactly this revision (`None`: negotiate, newest first).
+    pub protocol_version: Option<ProtocolVersion>,
 }
 
 impl Default for ClientOptions {
@@ -71,6 +73,7 @@ impl Default for ClientOptions {
             request_timeout: Duration::from_secs(60),
             max_request_timeout: Duration::from_secs(600),
             max_pages: 10_000,
+            protocol_version: None,
         }
     }
 }
@@ -217,7 +220,17 @@ impl ServerClient {
         let handler = Arc::new(host::HostHandler::new(name, opts.host.clone()));
         let peer = Peer::start(cfg, conn.outbound, conn.inbound, handler);
         let caps: ClientCapabilities = opts.host.capabilities();
-        let requested = ProtocolVersion::LATEST_HANDSHAKE;
+        if let Some(v) = opts.protocol_version
+            && v.era() == Era::Stateless
+        {
+            return Err(ClientError::StatelessNotBuilt {
+                server: name.to_owned(),
+                pinned: v.as_str().to_owned(),
+            });
+        }
+        let requested = opts
+            .protocol_version
+            .unwrap_or(ProtocolVersion::LATEST_HANDSHAKE);
         let params = serde_json::json!({
             "protocolVersion": requested,
             "capabilities": caps,
@@ -237,6 +250,15 @@ impl ServerClient {
             .await
             .map_err(|source| ClientError::request(name, methods::INITIALIZE, source))?;
         let negotiated = negotiate(name, raw.get())?;
+        if let Some(pinned) = opts.protocol_version
+            && negotiated.protocol_version != pinned
+        {
+            return Err(ClientError::PinnedVersionRefused {
+                server: name.to_owned(),
+                pinned: pinned.as_str().to_owned(),
+                offered: negotiated.protocol_version.as_str().to_owned(),
+            });
+        }
         // Subscribe before `initialized` so no early notification is missed.
         let notes = peer.subscribe();
         peer.notify(methods::NOTIFICATION_INITIALIZED, None)

@@ -109,6 +109,8 @@ pub struct ServerConfig {
     pub share: Share,
     /// What this server may ask the hosts for.
     pub offer: Offer,
+    /// Speak exactly this revision instead of negotiating.
+    pub protocol_version: Option<crate::protocol::ProtocolVersion>,
 }
 
 /// The client capabilities offered to a server: which of its requests a

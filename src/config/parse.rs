@@ -71,6 +71,7 @@ const SERVER_KEYS: &[&str] = &[
     "roots",
     "share",
     "offer",
+    "protocolVersion",
 ];
 const OFFER_KEYS: &[&str] = &["sampling", "elicitation", "roots"];
 const STDIO_ONLY: &[&str] = &["command", "args", "env", "envFile", "cwd", "inheritEnv"];
@@ -535,6 +536,29 @@ impl<'a> Ctx<'a> {
             None => Offer::default(),
         };
 
+        let protocol_version = obj.get("protocolVersion").and_then(|p| {
+            let field = child(field, "protocolVersion");
+            let text = self.string(&p.value, &field)?;
+            match text.parse::<crate::protocol::ProtocolVersion>() {
+                Ok(v) => Some(v),
+                Err(_) => {
+                    let known: Vec<&str> = crate::protocol::ProtocolVersion::ALL
+                        .iter()
+                        .map(|v| v.as_str())
+                        .collect();
+                    self.error(
+                        p.value.start(),
+                        &field,
+                        format!(
+                            "{text:?} is not a revision mcphost knows ({})",
+                            known.join(", ")
+                        ),
+                    );
+                    None
+                }
+            }
+        });
+
         let share = match obj.get("share") {
             Some(p) => {
                 let field = child(field, "share");
@@ -568,6 +592,7 @@ impl<'a> Ctx<'a> {
             roots,
             share,
             offer,
+            protocol_version,
         })
     }
 

@@ -380,6 +380,7 @@ impl Registry {
         events: &broadcast::Sender<SupervisorEvent>,
     ) -> SupervisorHandle {
         let mut opts = self.inner.base.clone();
+        opts.protocol_version = sc.protocol_version.or(opts.protocol_version);
         opts.host = if sc.offer == crate::config::Offer::default() {
             host
         } else {

@@ -82,8 +82,12 @@ impl Backend {
         host: Arc<dyn Host>,
         fallback: PolicyHost,
         patient: bool,
+        pin: Option<mcphost::protocol::ProtocolVersion>,
     ) -> Result<Backend> {
         let mut cfg = direct_config(specs).await?;
+        for s in &mut cfg.servers {
+            s.protocol_version = pin;
+        }
         if patient {
             for s in &mut cfg.servers {
                 s.timeouts.request = s.timeouts.max_request;
@@ -404,6 +408,7 @@ async fn direct_config(specs: &[String]) -> Result<HostConfig> {
             roots: Vec::new(),
             share: Default::default(),
             offer: Default::default(),
+            protocol_version: None,
         });
     }
     Ok(cfg)

@@ -1,10 +1,9 @@
 //! `mcphost inspect`: one stdio server, its handshake and catalog.
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Result;
-use mcphost::client::{CallOptions, ClientOptions, Host, ServerClient};
+use mcphost::client::{CallOptions, ClientOptions, ServerClient};
 use mcphost::protocol::{
     Prompt, ProtocolVersion, RawValue, Resource, ResourceTemplate, Tool, ToolResult,
 };
@@ -15,18 +14,11 @@ pub async fn inspect(
     cfg: StdioConfig,
     call: Option<String>,
     arguments: Box<RawValue>,
-    timeout: Duration,
     json: bool,
-    host: Arc<dyn Host>,
+    opts: ClientOptions,
 ) -> Result<()> {
     let started = Instant::now();
     let conn = spawn(name, &cfg).await?;
-    let opts = ClientOptions {
-        request_timeout: timeout,
-        max_request_timeout: timeout,
-        host,
-        ..Default::default()
-    };
     let client = ServerClient::connect(name, conn, opts).await?;
     let connect_ms = started.elapsed().as_millis();
     let result = report(&client, call, arguments, connect_ms, json).await;

@@ -82,8 +82,23 @@ struct Cli {
     /// For --direct, `daemon` and `inspect`.
     #[arg(long, global = true, value_enum, value_name = "POLICY")]
     on_sampling: Option<OnSampling>,
+    /// Speak exactly this protocol revision to the servers of --direct and
+    /// `inspect` instead of negotiating (the daemon: `protocolVersion` per
+    /// server in the config).
+    #[arg(long, global = true, value_name = "REVISION", value_parser = revision)]
+    protocol_version: Option<mcphost::protocol::ProtocolVersion>,
     #[command(subcommand)]
     command: Command,
+}
+
+fn revision(text: &str) -> Result<mcphost::protocol::ProtocolVersion, String> {
+    text.parse().map_err(|_| {
+        let known: Vec<&str> = mcphost::protocol::ProtocolVersion::ALL
+            .iter()
+            .map(|v| v.as_str())
+            .collect();
+        format!("not a revision mcphost knows ({})", known.join(", "))
+    })
 }
 
 /// `--on-elicitation`: what to answer to `elicitation/create`.
@@ -410,7 +425,14 @@ async fn run_command(
             cfg.env = key_values(&env, "--env")?;
             let arguments = RawValue::from_string(args.clone())
                 .with_context(|| format!("--args is not valid JSON: {args}"))?;
-            inspect::inspect(&name, cfg, call, arguments, timeout, cli.json, host).await?;
+            let opts = mcphost::client::ClientOptions {
+                request_timeout: timeout,
+                max_request_timeout: timeout,
+                host,
+                protocol_version: cli.protocol_version,
+                ..Default::default()
+            };
+            inspect::inspect(&name, cfg, call, arguments, cli.json, opts).await?;
             Ok(0)
         }
         command => {
@@ -418,7 +440,14 @@ async fn run_command(
                 refuse_policy_flags(&policy, "a command sent to the daemon")?;
                 Backend::daemon(&socket, person).await?
             } else {
-                Backend::direct(&cli.direct, host, policy.or_decline(), person.is_some()).await?
+                Backend::direct(
+                    &cli.direct,
+                    host,
+                    policy.or_decline(),
+                    person.is_some(),
+                    cli.protocol_version,
+                )
+                .await?
             };
             let code = dispatch(&backend, command, out).await;
             backend.close().await;
