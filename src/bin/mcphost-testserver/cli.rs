@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::builder::BoolishValueParser;
-use clap::{ArgAction, Parser};
+use clap::{ArgAction, Parser, ValueEnum};
 
 /// Which capabilities the server declares in its `initialize` result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +59,62 @@ pub fn parse_caps(s: &str) -> Result<Caps, String> {
         }
     }
     Ok(caps)
+}
+
+/// Which protocol era(s) the server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Era {
+    /// The `initialize` handshake (2024-11-05 … 2025-11-25) only.
+    Handshake,
+    /// The stateless 2026-07-28 revision only: `server/discover` and `_meta` on
+    /// every request; `initialize` is refused with -32022.
+    Stateless,
+    /// Dual-era: `initialize` selects the handshake, requests carrying
+    /// `_meta["io.modelcontextprotocol/protocolVersion"]` (and `server/discover`,
+    /// `subscriptions/listen`) are served statelessly.
+    Both,
+}
+
+/// Faults of the 2026-07-28 era (`--modern-fault`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ModernFault {
+    /// A legacy server that exits (status 1) on `server/discover` before
+    /// `initialize`, as some SDKs do. Needs `--era handshake`.
+    DieOnDiscover,
+    /// The first stateless request is refused with -32022 whatever its version
+    /// (`data.supported` = the supported versions); later ones are served.
+    UnsupportedVersion,
+    /// Every stateless request is refused with -32022, even with a listed version.
+    UnsupportedVersionAlways,
+    /// The first stateless `tools/call`, `resources/read` or `prompts/get` is
+    /// refused with -32020 (stdio has no headers: simulated); later ones are served.
+    HeaderMismatchOnce,
+    /// The MRTR tools never complete: every retry gets a new `input_required`.
+    InputRequiredForever,
+    /// Every stateless `tools/call` without a `requestState` first gets an
+    /// `input_required` carrying only a `requestState` (load shedding).
+    StateOnly,
+    /// A `subscriptions/listen` stream sends its acknowledgement and one
+    /// notification, then ends with `notifications/cancelled` (no result).
+    ListenDrops,
+    /// As listen-drops, but ends gracefully with the listen request's result.
+    ListenCloses,
+}
+
+/// `Cache-Control`-like scope of cacheable stateless results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CacheScope {
+    Public,
+    Private,
+}
+
+impl CacheScope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheScope::Public => "public",
+            CacheScope::Private => "private",
+        }
+    }
 }
 
 /// Scriptable fault-injection MCP server over stdio (newline-delimited JSON-RPC 2.0).
@@ -264,6 +320,95 @@ pub struct Cli {
     /// `resource_link` to `uri` (with `embed`, an embedded text resource).
     #[arg(long, env = "MCPHOST_TS_LINK_TOOL", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
     pub link_tool: bool,
+
+    /// Protocol era: `handshake` (the `initialize` handshake, as always),
+    /// `stateless` (2026-07-28 only: `server/discover`, `_meta` on every request,
+    /// `input_required` instead of server requests, `subscriptions/listen`) or
+    /// `both` (dual-era: chosen per request by how the client opens).
+    #[arg(
+        long,
+        env = "MCPHOST_TS_ERA",
+        value_name = "ERA",
+        value_enum,
+        default_value_t = Era::Handshake
+    )]
+    pub era: Era,
+
+    /// Inject a 2026-07-28-era fault (repeatable or comma-separated):
+    /// die-on-discover (with --era handshake), unsupported-version,
+    /// unsupported-version-always, header-mismatch-once, input-required-forever,
+    /// state-only, listen-drops, listen-closes (the others need --era stateless
+    /// or both).
+    #[arg(
+        long,
+        env = "MCPHOST_TS_MODERN_FAULT",
+        value_name = "KIND",
+        value_enum,
+        value_delimiter = ','
+    )]
+    pub modern_fault: Vec<ModernFault>,
+
+    /// Comma-separated stateless protocol versions accepted in `_meta` and listed
+    /// in `server/discover` and -32022 errors (with --era both, the handshake
+    /// versions are listed after them). Use one the client cannot speak (e.g.
+    /// 2099-01-01) for a server that refuses every version.
+    #[arg(
+        long,
+        env = "MCPHOST_TS_MODERN_VERSIONS",
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "2026-07-28"
+    )]
+    pub modern_versions: Vec<String>,
+
+    /// `ttlMs` of cacheable stateless results (`server/discover`, the four lists,
+    /// `resources/read`).
+    #[arg(
+        long,
+        env = "MCPHOST_TS_TTL_MS",
+        value_name = "MS",
+        default_value_t = 0
+    )]
+    pub ttl_ms: u64,
+
+    /// `cacheScope` of cacheable stateless results: public or private.
+    #[arg(
+        long,
+        env = "MCPHOST_TS_CACHE_SCOPE",
+        value_name = "SCOPE",
+        value_enum,
+        default_value_t = CacheScope::Public
+    )]
+    pub cache_scope: CacheScope,
+}
+
+impl Cli {
+    /// Whether `fault` was asked for.
+    pub fn fault(&self, fault: ModernFault) -> bool {
+        self.modern_fault.contains(&fault)
+    }
+
+    /// Rejects flag combinations that cannot mean anything.
+    pub fn validate(&self) -> Result<(), String> {
+        for f in &self.modern_fault {
+            let needs_handshake = *f == ModernFault::DieOnDiscover;
+            if needs_handshake != (self.era == Era::Handshake) {
+                let name = f
+                    .to_possible_value()
+                    .map_or_else(String::new, |v| v.get_name().to_owned());
+                return Err(if needs_handshake {
+                    format!("--modern-fault {name} needs --era handshake (it is a legacy server)")
+                } else {
+                    format!("--modern-fault {name} needs --era stateless or --era both")
+                });
+            }
+        }
+        let bad = self.modern_versions.iter().any(|v| v.trim().is_empty());
+        if bad || self.modern_versions.is_empty() {
+            return Err("--modern-versions needs at least one non-empty version".into());
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -313,5 +458,63 @@ mod tests {
         assert_eq!(cli.hang_on, ["tools/call:slow", "prompts/get"]);
         assert!(cli.capabilities.tools && !cli.capabilities.prompts);
         assert!(Cli::try_parse_from(["ts", "--page-size", "0"]).is_err());
+    }
+
+    fn parse(args: &[&str]) -> Cli {
+        let mut all = vec!["ts"];
+        all.extend_from_slice(args);
+        match Cli::try_parse_from(all) {
+            Ok(c) => c,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn era_defaults_to_handshake() {
+        let cli = parse(&[]);
+        assert_eq!(cli.era, Era::Handshake);
+        assert!(cli.modern_fault.is_empty());
+        assert_eq!(cli.modern_versions, ["2026-07-28"]);
+        assert_eq!((cli.ttl_ms, cli.cache_scope), (0, CacheScope::Public));
+        assert_eq!(cli.validate(), Ok(()));
+    }
+
+    #[test]
+    fn modern_flags_parse_and_validate() {
+        let cli = parse(&[
+            "--era",
+            "both",
+            "--modern-fault",
+            "header-mismatch-once,listen-drops",
+            "--modern-fault",
+            "input-required-forever",
+            "--modern-versions",
+            "2026-01-01,2026-07-28",
+            "--ttl-ms",
+            "60000",
+            "--cache-scope",
+            "private",
+        ]);
+        assert_eq!(cli.era, Era::Both);
+        assert!(cli.fault(ModernFault::HeaderMismatchOnce));
+        assert!(cli.fault(ModernFault::ListenDrops));
+        assert!(cli.fault(ModernFault::InputRequiredForever));
+        assert!(!cli.fault(ModernFault::StateOnly));
+        assert_eq!(cli.modern_versions, ["2026-01-01", "2026-07-28"]);
+        assert_eq!(cli.cache_scope.as_str(), "private");
+        assert_eq!(cli.validate(), Ok(()));
+
+        let bad = parse(&["--era", "stateless", "--modern-fault", "die-on-discover"]);
+        assert!(bad.validate().unwrap_err().contains("--era handshake"));
+        let bad = parse(&["--modern-fault", "listen-drops"]);
+        assert!(bad.validate().unwrap_err().contains("--era stateless"));
+        assert_eq!(
+            parse(&["--modern-fault", "die-on-discover"]).validate(),
+            Ok(())
+        );
+        assert!(Cli::try_parse_from(["ts", "--era", "bogus"]).is_err());
+        assert!(
+            Cli::try_parse_from(["ts", "--era", "stateless", "--modern-fault", "bogus"]).is_err()
+        );
     }
 }

@@ -94,6 +94,12 @@ fn log_line(args: std::fmt::Arguments<'_>) {
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
+    if let Err(e) = cli.validate() {
+        use clap::CommandFactory;
+        cli::Cli::command()
+            .error(clap::error::ErrorKind::ArgumentConflict, e)
+            .exit();
+    }
     let ignore_eof = cli.ignore_eof;
     let server = match server::Server::new(cli) {
         Ok(s) => s,

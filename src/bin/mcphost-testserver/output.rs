@@ -55,8 +55,10 @@ pub enum Payload {
     /// Raw JSON text of the `result` member (emitted verbatim).
     Result(String),
     Error(RpcError),
-    /// A streamed tool result of at least this many bytes (whole line).
-    Huge(u64),
+    /// A streamed tool result of at least this many bytes (whole line), and raw
+    /// members (`"k":v,` with the trailing comma; empty for the handshake era)
+    /// put first in its `result`.
+    Huge(u64, String),
 }
 
 /// A response ready to be sent, plus notifications to send right after it.
@@ -83,7 +85,7 @@ pub fn render_response(id: &Value, payload: &Payload) -> String {
             s
         }
         Payload::Error(e) => format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{}}}"#, e.to_value()),
-        Payload::Huge(_) => {
+        Payload::Huge(..) => {
             // Never rendered in memory; callers stream it with `Out::huge`.
             json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": "internal: huge payload rendered in memory"}}).to_string()
         }
@@ -187,11 +189,13 @@ impl<W: Write> Out<W> {
     /// Streams a single-line tool result of at least `min_bytes` bytes (the whole
     /// line, newline excluded) without holding it in memory.
     ///
-    /// With `batch`, the line is an array `[companion, response]`.
+    /// With `batch`, the line is an array `[companion, response]`. `extra`
+    /// (raw `"k":v,` members) opens the `result` object.
     pub fn huge(
         &mut self,
         id: &Value,
         min_bytes: u64,
+        extra: &str,
         id_first: bool,
         batch: bool,
     ) -> io::Result<()> {
@@ -203,10 +207,10 @@ impl<W: Write> Out<W> {
         };
         let prefix = if id_first {
             format!(
-                r#"{head}{{"jsonrpc":"2.0","id":{id_s},"result":{{"content":[{{"type":"text","text":""#
+                r#"{head}{{"jsonrpc":"2.0","id":{id_s},"result":{{{extra}"content":[{{"type":"text","text":""#
             )
         } else {
-            format!(r#"{head}{{"result":{{"content":[{{"type":"text","text":""#)
+            format!(r#"{head}{{"result":{{{extra}"content":[{{"type":"text","text":""#)
         };
         let suffix = if id_first {
             format!(r#""}}],"isError":false}}}}{tail}"#)
@@ -270,7 +274,7 @@ mod tests {
 
     fn huge_line(min: u64, id_first: bool, batch: bool) -> String {
         let mut out = Out::new(Vec::new(), false);
-        out.huge(&json!(5), min, id_first, batch).unwrap();
+        out.huge(&json!(5), min, "", id_first, batch).unwrap();
         String::from_utf8(out.written().clone()).unwrap()
     }
 
@@ -299,6 +303,18 @@ mod tests {
         let v: Value = serde_json::from_str(s.trim_end()).unwrap();
         assert_eq!(v[1]["id"], 5);
         assert_eq!(v[0]["method"], "notifications/message");
+    }
+
+    #[test]
+    fn huge_extra_members_open_the_result() {
+        let mut out = Out::new(Vec::new(), false);
+        out.huge(&json!(5), 2000, r#""resultType":"complete","#, false, false)
+            .unwrap();
+        let s = String::from_utf8(out.written().clone()).unwrap();
+        assert!(s.starts_with(r#"{"result":{"resultType":"complete","content":[{"#));
+        let v: Value = serde_json::from_str(s.trim_end()).unwrap();
+        assert_eq!(v["result"]["resultType"], "complete");
+        assert!(s.trim_end().len() >= 2000);
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! Message dispatch, MCP method handlers and fault injection.
 
+mod modern;
+
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
-use std::io::{self, Stdout, Write};
+use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, mpsc};
 use std::thread;
@@ -12,7 +14,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::catalog::{self, COMPLETION_NAMES, LOSSLESS_RESULT};
-use crate::cli::Cli;
+use crate::cli::{Cli, Era, ModernFault};
 use crate::output::{
     Out, Payload, Reply, RpcError, batch_companion, notification, render_response,
 };
@@ -21,6 +23,10 @@ use crate::output::{
 pub const SUPPORTED_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 /// What the server answers when the client asks for something it does not know.
 pub const LATEST_VERSION: &str = "2025-11-25";
+
+/// The `instructions` of `initialize` and `server/discover`.
+const INSTRUCTIONS: &str = "mcphost-testserver: a scriptable fault-injection MCP server for tests. \
+                Tools: echo, add, fail, slow, lossless, huge, sample, elicit, roots.";
 
 const LOG_LEVELS: &[&str] = &[
     "debug",
@@ -132,10 +138,13 @@ enum Delayed {
     Many(Vec<Reply>),
 }
 
+/// Where protocol output goes (stdout; a buffer in unit tests).
+pub type Sink = Box<dyn Write + Send>;
+
 /// The server: configuration, output and the bits of state requests share.
 pub struct Server {
     cfg: Cli,
-    out: Mutex<Out<Stdout>>,
+    out: Mutex<Out<Sink>>,
     initialized: AtomicBool,
     /// Items added at runtime by the list-changed timer.
     dynamic: AtomicU64,
@@ -152,10 +161,26 @@ pub struct Server {
     pending: Mutex<HashMap<String, mpsc::Sender<Value>>>,
     delay_tx: Option<mpsc::Sender<(Instant, Delayed)>>,
     log_file: Option<Mutex<File>>,
+    /// Untagged list_changed / log notifications go out (a handshake client sent
+    /// `notifications/initialized`).
+    legacy_notify: AtomicBool,
+    /// Open `subscriptions/listen` streams by request id.
+    listens: Mutex<HashMap<String, modern::Listen>>,
+    /// --modern-fault unsupported-version / header-mismatch-once already fired.
+    version_refused: AtomicBool,
+    mismatch_sent: AtomicBool,
+    /// The exit status a unit test's server would have died with.
+    #[cfg(test)]
+    died: Mutex<Option<i32>>,
 }
 
 impl Server {
     pub fn new(cfg: Cli) -> io::Result<Arc<Server>> {
+        Server::with_output(cfg, Box::new(io::stdout()))
+    }
+
+    /// A server writing its protocol output to `sink`.
+    pub fn with_output(cfg: Cli, sink: Sink) -> io::Result<Arc<Server>> {
         let log_file = match &cfg.log_requests {
             Some(path) => Some(Mutex::new(
                 OpenOptions::new().create(true).append(true).open(path)?,
@@ -169,7 +194,7 @@ impl Server {
             (None, None)
         };
         let server = Arc::new(Server {
-            out: Mutex::new(Out::new(io::stdout(), cfg.garbage)),
+            out: Mutex::new(Out::new(sink, cfg.garbage)),
             cfg,
             initialized: AtomicBool::new(false),
             dynamic: AtomicU64::new(0),
@@ -183,6 +208,12 @@ impl Server {
             pending: Mutex::new(HashMap::new()),
             delay_tx,
             log_file,
+            legacy_notify: AtomicBool::new(false),
+            listens: Mutex::new(HashMap::new()),
+            version_refused: AtomicBool::new(false),
+            mismatch_sent: AtomicBool::new(false),
+            #[cfg(test)]
+            died: Mutex::new(None),
         });
         if let Some(rx) = delay_rx {
             let this = Arc::clone(&server);
@@ -370,8 +401,12 @@ impl Server {
 
     fn on_notification(self: &Arc<Self>, method: &str, params: Option<&Value>) {
         match method {
+            "notifications/initialized" if self.cfg.era == Era::Stateless => {
+                log!("ignoring notifications/initialized (--era stateless has no handshake)");
+            }
             "notifications/initialized" => {
                 log!("client sent notifications/initialized");
+                self.legacy_notify.store(true, Ordering::SeqCst);
                 if self.cfg.exit_on_initialized {
                     log!("exiting on notifications/initialized (--exit-on-initialized)");
                     self.flush();
@@ -386,6 +421,9 @@ impl Server {
                     return;
                 };
                 let key = id_key(rid);
+                if lock(&self.listens).remove(&key).is_some() {
+                    return log!("subscriptions/listen {key} cancelled by the client");
+                }
                 match lock(&self.inflight).get(&key) {
                     Some(flag) => {
                         flag.store(true, Ordering::SeqCst);
@@ -424,6 +462,23 @@ impl Server {
             return;
         }
         let wire_id = self.wire_id(&id);
+        let stateless = match self.cfg.era {
+            Era::Handshake => false,
+            Era::Stateless => true,
+            Era::Both => modern::is_modern(&method, &params),
+        };
+        if stateless {
+            return self.on_modern_request(id, wire_id, &method, params, batch);
+        }
+        if method == "server/discover"
+            && self.cfg.fault(ModernFault::DieOnDiscover)
+            && !self.initialized.load(Ordering::SeqCst)
+        {
+            log!(
+                "fatal: server/discover before initialize; exiting with status 1 (--modern-fault die-on-discover)"
+            );
+            return self.die(1);
+        }
         if method != "initialize" && method != "ping" && !self.initialized.load(Ordering::SeqCst) {
             let err = RpcError::new(
                 INVALID_REQUEST,
@@ -436,14 +491,15 @@ impl Server {
         }
         let tool = params.get("name").and_then(Value::as_str);
         if method == "tools/call" && tool.is_some_and(|t| BLOCKING_TOOLS.contains(&t)) {
-            self.spawn_blocking(id, wire_id, params);
+            self.spawn_blocking(id, wire_id, params, false);
             return;
         }
         let handled = self.handle(&method, &params);
         self.deliver(Reply::from_handled(wire_id, handled), batch);
     }
 
-    fn spawn_blocking(self: &Arc<Self>, id: Value, wire_id: Value, params: Value) {
+    /// Runs a blocking tool on its own thread (`stateless`: decorate its result).
+    fn spawn_blocking(self: &Arc<Self>, id: Value, wire_id: Value, params: Value, stateless: bool) {
         let key = id_key(&id);
         let flag = Arc::new(AtomicBool::new(false));
         lock(&self.inflight).insert(key.clone(), Arc::clone(&flag));
@@ -452,7 +508,10 @@ impl Server {
         let spawned = thread::Builder::new()
             .name(format!("request-{key}"))
             .spawn(move || {
-                let handled = this.call_blocking_tool(&params, &flag);
+                let mut handled = this.call_blocking_tool(&params, &flag);
+                if stateless {
+                    handled = handled.map(|h| this.decorate(h, "tools/call"));
+                }
                 lock(&this.inflight).remove(&key);
                 match handled {
                     Some(h) if !flag.load(Ordering::SeqCst) => {
@@ -487,6 +546,18 @@ impl Server {
             }
             None => h == method,
         })
+    }
+
+    /// Exits with `code` (in unit tests: records it and returns, answering nothing).
+    #[cfg(not(test))]
+    fn die(&self, code: i32) {
+        self.flush();
+        std::process::exit(code);
+    }
+
+    #[cfg(test)]
+    fn die(&self, code: i32) {
+        *lock(&self.died) = Some(code);
     }
 
     fn crash(&self, n: u64, method: &str) -> ! {
@@ -527,7 +598,7 @@ impl Server {
     /// Collects a reply into an incoming batch's answer, or sends it.
     fn deliver(&self, reply: Reply, batch: Option<&mut Vec<Reply>>) {
         match batch {
-            Some(b) if !matches!(reply.payload, Payload::Huge(_)) => b.push(reply),
+            Some(b) if !matches!(reply.payload, Payload::Huge(..)) => b.push(reply),
             _ => self.dispatch(reply),
         }
     }
@@ -558,8 +629,8 @@ impl Server {
                 out.json_log(&reply.id)?;
             }
             match &reply.payload {
-                Payload::Huge(n) => {
-                    out.huge(&reply.id, *n, self.cfg.huge_id_first, batch)?;
+                Payload::Huge(n, extra) => {
+                    out.huge(&reply.id, *n, extra, self.cfg.huge_id_first, batch)?;
                     if !reply.follow.is_empty() {
                         out.messages(&reply.follow, batch)?;
                     }
@@ -729,6 +800,16 @@ impl Server {
             .and_then(Value::as_str)
             .unwrap_or("?");
         log!("initialize from {client} requesting {requested:?}; answering {version}");
+        ok(json!({
+            "protocolVersion": version,
+            "capabilities": self.server_capabilities(),
+            "serverInfo": {"name": "mcphost-testserver", "version": env!("CARGO_PKG_VERSION")},
+            "instructions": INSTRUCTIONS
+        }))
+    }
+
+    /// The declared capabilities (`initialize` and `server/discover`).
+    fn server_capabilities(&self) -> Map<String, Value> {
         let caps = self.cfg.capabilities;
         let mut c = Map::new();
         if caps.tools {
@@ -751,13 +832,7 @@ impl Server {
         if caps.completions {
             c.insert("completions".into(), json!({}));
         }
-        ok(json!({
-            "protocolVersion": version,
-            "capabilities": c,
-            "serverInfo": {"name": "mcphost-testserver", "version": env!("CARGO_PKG_VERSION")},
-            "instructions": "mcphost-testserver: a scriptable fault-injection MCP server for tests. \
-                Tools: echo, add, fail, slow, lossless, huge, sample, elicit, roots."
-        }))
+        c
     }
 
     fn list(&self, key: &str, items: &[String], params: &Value) -> Handled {
@@ -853,7 +928,7 @@ impl Server {
                     .and_then(Value::as_u64)
                     .unwrap_or(self.cfg.huge_bytes);
                 Ok(Outcome {
-                    payload: Payload::Huge(bytes),
+                    payload: Payload::Huge(bytes, String::new()),
                     follow: Vec::new(),
                 })
             }
@@ -1117,7 +1192,7 @@ impl Server {
             for n in 1u64.. {
                 thread::sleep(Duration::from_millis(ms));
                 log!("tick {n}");
-                if this.cfg.capabilities.logging {
+                if this.cfg.capabilities.logging && this.legacy_notify.load(Ordering::SeqCst) {
                     let msg = notification(
                         "notifications/message",
                         json!({"level": "info", "logger": "mcphost-testserver", "data": format!("tick {n}")}),
@@ -1149,11 +1224,14 @@ impl Server {
                     let n = this.dynamic.fetch_add(1, Ordering::SeqCst) + 1;
                     let caps = this.cfg.capabilities;
                     let mut lines = Vec::new();
-                    for (declared, what) in [(caps.tools, "tools"), (caps.resources, "resources"), (caps.prompts, "prompts")] {
-                        if declared {
-                            lines.push(format!(r#"{{"jsonrpc":"2.0","method":"notifications/{what}/list_changed"}}"#));
+                    if this.legacy_notify.load(Ordering::SeqCst) {
+                        for (declared, what) in [(caps.tools, "tools"), (caps.resources, "resources"), (caps.prompts, "prompts")] {
+                            if declared {
+                                lines.push(format!(r#"{{"jsonrpc":"2.0","method":"notifications/{what}/list_changed"}}"#));
+                            }
                         }
                     }
+                    lines.extend(this.listen_list_changed());
                     log!("list-changed round {round}: added {}", catalog::dynamic_tool_name(n));
                     if !lines.is_empty() {
                         this.send_notifications(&lines);
