@@ -2,9 +2,11 @@
 //!
 //! Speaks newline-delimited JSON-RPC 2.0 (one compact message per line) on
 //! stdin/stdout and logs to stderr only. It is a normal MCP server for protocol
-//! revisions 2024-11-05, 2025-03-26, 2025-06-18 and 2025-11-25, used by mcphost's
-//! tests and benchmarks to produce the faults real servers won't. It deliberately
-//! does not use the `mcphost` library.
+//! revisions 2024-11-05, 2025-03-26, 2025-06-18 and 2025-11-25 (the handshake era,
+//! the default) and, with `--era stateless|both`, for the stateless 2026-07-28
+//! revision (see below), used by mcphost's tests and benchmarks to produce the
+//! faults real servers won't. It deliberately does not use the `mcphost` library.
+//! stdio only: there is no HTTP mode (tests/common/http_fault.rs is the HTTP one).
 //!
 //! # Features
 //!
@@ -34,6 +36,62 @@
 //! * `ping` works at any time; other requests before `initialize` → -32600;
 //!   unknown or undeclared methods → -32601; malformed lines → -32700 with id null.
 //!   Incoming batches are answered with an array.
+//!
+//! # The stateless era (`--era stateless`, or per request with `--era both`)
+//!
+//! Field names as in the 2026-07-28 specification. `M` below is a valid request
+//! `_meta`: `{"io.modelcontextprotocol/protocolVersion":"2026-07-28",
+//! "io.modelcontextprotocol/clientCapabilities":{…}}`.
+//!
+//! * No session: every request must carry both `_meta` fields, else -32602 with
+//!   `data.missing` (and `data.supported`); a version outside `--modern-versions`
+//!   gets -32022 `{"supported":[…],"requested":V}`. With `--era stateless`,
+//!   `initialize` gets -32022 naming the supported versions (a stateless-only
+//!   server has no handshake); `ping`, `logging/setLevel`, `resources/(un)subscribe`
+//!   get -32601 (removed in 2026-07-28); `notifications/initialized` is ignored.
+//! * `server/discover` → `{"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{…}},
+//!   "ttlMs":0,"cacheScope":"public","capabilities":{…},"instructions":…,"supportedVersions":["2026-07-28"]}`
+//!   (with `--era both` the handshake versions follow).
+//! * Every result starts with `"resultType":"complete"` and `_meta` serverInfo, the
+//!   rest of the raw result left byte for byte; discover, the four lists and
+//!   `resources/read` also carry `ttlMs` (`--ttl-ms`) and `cacheScope` (`--cache-scope`).
+//!   A missing resource is -32602 (not -32002); `later` / `url_required` are tool
+//!   errors (no server requests, no -32042).
+//! * Multi-round-trip tools: `sample`, `elicit`, `roots` (and with `--host-tools`
+//!   `ask`, `url_elicit`) send no request; they answer
+//!   `{"resultType":"input_required","_meta":{…},"inputRequests":{"sampling"|"elicitation"|"roots"|"ask":
+//!   {"method":…,"params":…}},"requestState":"ts1.…"}` with the params the
+//!   handshake era would have sent (URL elicitation without `elicitationId`). The
+//!   retry (new id, same `name`/`arguments`, `inputResponses` {key: result} and the
+//!   exact `requestState`) completes with the handshake era's text: the result
+//!   as compact JSON. A retry without the answer is asked again; `inputResponses`
+//!   without `requestState`, an altered state, or one issued for another tool or
+//!   other arguments → -32602. An input request the client did not declare the
+//!   capability for (`sampling`, `roots`, `elicitation`, `elicitation.url`) →
+//!   -32021 with `data.requiredCapabilities`.
+//! * `subscriptions/listen` {notifications: {toolsListChanged, promptsListChanged,
+//!   resourcesListChanged, resourceSubscriptions}} sends no response while open:
+//!   first `notifications/subscriptions/acknowledged` with the granted subset
+//!   (declared capabilities only; `resourceSubscriptions` needs `subscribe`), then
+//!   one `notifications/resources/updated` per subscribed uri, then the
+//!   list-changed timer's notifications, all with
+//!   `_meta["io.modelcontextprotocol/subscriptionId"]` = the listen's id. The
+//!   first listen starts the `--list-changed-after-ms` timer (there is no
+//!   `notifications/initialized`); `notifications/cancelled` for its id ends it.
+//!   `--chatter-ms` only prints stderr ticks (no `notifications/message` without a handshake).
+//!
+//! `--modern-fault` kinds: `die-on-discover` (handshake era: exit 1 on
+//! `server/discover` before `initialize`), `unsupported-version` (the first
+//! stateless request gets -32022 whatever its version, then served),
+//! `unsupported-version-always` (every one), `header-mismatch-once` (the first
+//! `tools/call` / `resources/read` / `prompts/get` gets -32020; stdio has no
+//! headers, so this stands in for an `Mcp-Name` mismatch), `input-required-forever`
+//! (the multi-round-trip tools ask again on every retry, each round a new
+//! `requestState`), `state-only` (each `tools/call` without `requestState` first
+//! gets `input_required` with only a `requestState`), `listen-drops` (a listen gets
+//! its acknowledgement, one notification, then `notifications/cancelled`
+//! `{"requestId":ID}` and no result), `listen-closes` (the same, ended by the
+//! result `{"resultType":"complete","_meta":{"io.modelcontextprotocol/subscriptionId":ID,…}}`).
 //!
 //! # Flags (each also settable as env var `MCPHOST_TS_<FLAG>`, e.g. `MCPHOST_TS_PAGE_SIZE=2`)
 //!
@@ -69,6 +127,10 @@
 //! | `--log-requests FILE` | append every received line to FILE |
 //! | `--link-tool` | also list the `link` tool |
 //! | `--host-tools` | also list `ask`, `later`, `url_elicit`, `url_required` |
+//! | `--era ERA` | `handshake` (default), `stateless` (2026-07-28 only) or `both` (per request) |
+//! | `--modern-fault KIND` | a 2026-07-28-era fault (above); repeatable / comma-separated |
+//! | `--modern-versions LIST` | stateless versions accepted and listed (default 2026-07-28) |
+//! | `--ttl-ms MS` / `--cache-scope public\|private` | caching hints of stateless cacheable results (default 0, public) |
 
 macro_rules! log {
     ($($arg:tt)*) => {
