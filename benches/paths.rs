@@ -3,7 +3,7 @@
 //! (`rmcp`) as the reference:
 //!
 //! - `direct`: `ServerClient` over stdio to the test server;
-//! - `engine`: the in-process engine, `Engine::handle("tools/call", …)`
+//! - `engine`: the in-process engine, an in-process `Session` (`Engine::open_session`), `request("tools/call", …)`
 //!   (catalog routing, then the registry's `ServerClient`);
 //! - `socket`: a `ServerClient` over `ipc::connect` to a listener in this
 //!   process whose connections are served by `Engine::serve`, i.e. the
