@@ -455,14 +455,33 @@ fn a_pinned_revision_is_spoken_or_the_server_fails_naming_both() {
         "{r:?}"
     );
 
-    // The stateless revision is refused clearly, not attempted.
+    // The stateless revision: spoken on stdio by a server that has it...
+    let modern = format!("m={TESTSERVER} --era stateless");
+    let servers = sb.json(&[
+        "--direct",
+        &modern,
+        "--protocol-version",
+        "2026-07-28",
+        "servers",
+    ]);
+    assert_eq!(servers[0]["protocolVersion"], "2026-07-28", "{servers}");
+    // ...a handshake-only server fails its server/discover, named...
     let r = sb.run(&["--direct", &ts, "--protocol-version", "2026-07-28", "tools"]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(
-        r.stderr
-            .contains("does not speak the stateless revision yet"),
+        r.stderr.contains("server 'ts'") && r.stderr.contains("server/discover"),
         "{r:?}"
     );
+    // ...and over HTTP it is refused clearly, not attempted.
+    let r = sb.run(&[
+        "--direct",
+        "h=http://127.0.0.1:9/mcp",
+        "--protocol-version",
+        "2026-07-28",
+        "tools",
+    ]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("only over stdio so far"), "{r:?}");
 
     // An unknown revision is a usage error naming the known ones.
     let r = sb.run(&["--direct", &ts, "--protocol-version", "2099-01-01", "tools"]);

@@ -412,3 +412,136 @@ async fn a_host_that_does_not_answer_in_time_gets_the_server_an_error_naming_it(
         "{took:?}"
     );
 }
+
+fn stateless_engine(args: &[&str]) -> Arc<Engine> {
+    let entry = json!({"command": TESTSERVER, "args": args, "protocolVersion": "2026-07-28"});
+    let text = json!({"mcpServers": {"ts": entry}, "loginShellPath": false}).to_string();
+    let cfg =
+        mcphost::config::parse(&text, std::path::Path::new("/n/config.json"), &|_| None).unwrap();
+    EngineBuilder::new(cfg).start()
+}
+
+#[tokio::test]
+async fn a_pinned_stateless_server_is_discovered_and_its_input_required_rounds_reach_the_callers_host()
+ {
+    let engine = stateless_engine(&["--era", "stateless"]);
+    ready(&engine).await;
+    let status = engine.registry().statuses().pop().unwrap();
+    assert_eq!(
+        status.protocol_version.as_deref(),
+        Some("2026-07-28"),
+        "{status:?}"
+    );
+    let (ha, hb) = (NamedHost::new("a"), NamedHost::new("b"));
+    let (a, b) = (session(&engine, ha.clone()), session(&engine, hb.clone()));
+    assert!(
+        call(&a, 1, "echo", json!({"text": "hi"}))
+            .await
+            .contains("hi")
+    );
+    // The rounds carry their call's origin, so even concurrent calls of two
+    // sessions on one stdio server are never ambiguous.
+    let (ra, rb) = tokio::join!(
+        call(&a, 2, "sample", json!({})),
+        call(&b, 2, "sample", json!({}))
+    );
+    assert!(ra.contains("sampled by a"), "{ra}");
+    assert!(rb.contains("sampled by b"), "{rb}");
+    assert!(
+        call(&b, 3, "elicit", json!({}))
+            .await
+            .contains(r#""name":"b""#)
+    );
+    assert!(call(&a, 3, "roots", json!({})).await.contains("file:///a"));
+    let (_, sampled) = &ha.seen()[0];
+    assert_eq!(sampled["_meta"][META_SERVER], "ts");
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_input_required_loop_that_never_completes_is_bounded() {
+    let engine = stateless_engine(&[
+        "--era",
+        "stateless",
+        "--modern-fault",
+        "input-required-forever",
+    ]);
+    ready(&engine).await;
+    let s = session(&engine, NamedHost::new("a"));
+    let params = json!({"name": "ts__sample", "arguments": {}});
+    let raw = RawValue::from_string(params.to_string()).unwrap();
+    let e = tokio::time::timeout(
+        Duration::from_secs(20),
+        s.request(Id::number(1), "tools/call", Some(raw)),
+    )
+    .await
+    .unwrap()
+    .unwrap_err();
+    assert!(e.message.contains("asked for input 16 times"), "{e}");
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn both_eras_side_by_side_server_everything_beside_stateless_python_sdk_and_fastmcp() {
+    let Some(env) = common::interop() else { return };
+    let ev = env
+        .dir
+        .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let py = |script: &str| env.dir.join(script).display().to_string();
+    let text = json!({
+        "mcpServers": {
+            "ev": {"command": env.node, "args": [ev.display().to_string(), "stdio"]},
+            "py": {"command": env.python, "args": [py("py_server.py")], "protocolVersion": "2026-07-28"},
+            "fm": {"command": env.python, "args": [py("fastmcp_server.py")], "protocolVersion": "2026-07-28"},
+        },
+        "loginShellPath": false,
+    })
+    .to_string();
+    let cfg =
+        mcphost::config::parse(&text, std::path::Path::new("/n/config.json"), &|_| None).unwrap();
+    let engine = EngineBuilder::new(cfg).start();
+    let failed = engine.wait_started(Duration::from_secs(60)).await;
+    assert!(failed.is_empty(), "{failed:?}");
+    let versions: std::collections::BTreeMap<String, String> = engine
+        .registry()
+        .statuses()
+        .iter()
+        .map(|s| {
+            (
+                s.name.clone(),
+                s.protocol_version.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    eprintln!("negotiated: {versions:?}");
+    assert_eq!(versions["ev"], "2025-11-25");
+    assert_eq!(versions["py"], "2026-07-28");
+    assert_eq!(versions["fm"], "2026-07-28");
+    let s = session(&engine, NamedHost::new("h"));
+    let call_raw = |name: &'static str, args: Value| {
+        let s = s.clone();
+        async move {
+            let params = json!({"name": name, "arguments": args});
+            let raw = RawValue::from_string(params.to_string()).unwrap();
+            s.request(Id::number(1), "tools/call", Some(raw))
+                .await
+                .unwrap_or_else(|e| panic!("{name}: {e}"))
+        }
+    };
+    let r = call_raw("ev__echo", json!({"message": "from ev"})).await;
+    assert!(r.get().contains("from ev"), "{}", r.get());
+    let r = call_raw("py__add", json!({"a": 2, "b": 40})).await;
+    assert!(r.get().contains(r#""sum":42"#), "{}", r.get());
+    let names: Vec<String> = engine
+        .registry()
+        .catalog()
+        .tools()
+        .iter()
+        .filter(|t| t.server == "fm")
+        .map(|t| t.name.clone())
+        .collect();
+    assert!(!names.is_empty(), "fastmcp listed no tools over 2026-07-28");
+    let r = call_raw("fm__echo", json!({"text": "from fastmcp"})).await;
+    assert!(r.get().contains("from fastmcp"), "{}", r.get());
+    engine.shutdown().await;
+}

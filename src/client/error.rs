@@ -38,7 +38,7 @@ pub enum ClientError {
         offered: String,
     },
     #[error(
-        "server '{server}': protocol revision {pinned} is pinned, but mcphost does not speak the stateless revision yet; pin a handshake revision (2024-11-05 to 2025-11-25) or none"
+        "server '{server}': protocol revision {pinned} is pinned, but mcphost speaks the stateless revision only over stdio so far; pin a handshake revision (2024-11-05 to 2025-11-25) or none for this HTTP server"
     )]
     StatelessNotBuilt { server: String, pinned: String },
     #[error("server '{server}': invalid {method} payload: {reason}")]

@@ -25,7 +25,7 @@ pub use host::{ElicitationPolicy, Host, HostRequest, NoHost, PolicyHost, Samplin
 use crate::jsonrpc::{Origin, Peer, PeerConfig, ProgressCallback, RequestOptions};
 use crate::protocol::{
     ClientCapabilities, Era, Notification, Prompt, ProtocolVersion, Resource, ResourceTemplate,
-    ServerCapabilities, Tool, ToolResult, methods, raw_field, set_fields, to_raw,
+    ServerCapabilities, Tool, ToolResult, methods, raw_field, set_fields, set_meta, to_raw,
 };
 use crate::transport::{CloseReason, Connection, TransportControl};
 
@@ -139,7 +139,6 @@ struct Core {
     /// Replaced when the transport renews the session.
     negotiated: std::sync::Mutex<Arc<Negotiated>>,
     opts: ClientOptions,
-    #[allow(dead_code)] // read once the stateless era lands
     era: Era,
 }
 
@@ -214,20 +213,23 @@ impl ServerClient {
         conn: Connection,
         opts: ClientOptions,
     ) -> Result<(Core, broadcast::Receiver<Arc<Notification>>), ClientError> {
+        if let Some(v) = opts.protocol_version
+            && v.era() == Era::Stateless
+        {
+            if conn.control.kind() != "stdio" {
+                return Err(ClientError::StatelessNotBuilt {
+                    server: name.to_owned(),
+                    pinned: v.as_str().to_owned(),
+                });
+            }
+            return Self::discover(name, conn, opts, v).await;
+        }
         let mut cfg = PeerConfig::new(name);
         cfg.timeout = opts.request_timeout;
         cfg.max_timeout = opts.max_request_timeout;
         let handler = Arc::new(host::HostHandler::new(name, opts.host.clone()));
         let peer = Peer::start(cfg, conn.outbound, conn.inbound, handler);
         let caps: ClientCapabilities = opts.host.capabilities();
-        if let Some(v) = opts.protocol_version
-            && v.era() == Era::Stateless
-        {
-            return Err(ClientError::StatelessNotBuilt {
-                server: name.to_owned(),
-                pinned: v.as_str().to_owned(),
-            });
-        }
         let requested = opts
             .protocol_version
             .unwrap_or(ProtocolVersion::LATEST_HANDSHAKE);
@@ -277,6 +279,53 @@ impl ServerClient {
             },
             notes,
         ))
+    }
+
+    /// The stateless revision (pinned): no handshake, `server/discover`
+    /// for what the server offers, and `_meta` on every request.
+    async fn discover(
+        name: &str,
+        conn: Connection,
+        opts: ClientOptions,
+        version: ProtocolVersion,
+    ) -> Result<(Core, broadcast::Receiver<Arc<Notification>>), ClientError> {
+        let mut cfg = PeerConfig::new(name);
+        cfg.timeout = opts.request_timeout;
+        cfg.max_timeout = opts.max_request_timeout;
+        // Servers of this revision send no requests; refuse any.
+        let peer = Peer::start(
+            cfg,
+            conn.outbound,
+            conn.inbound,
+            Arc::new(crate::jsonrpc::NoHandler),
+        );
+        let notes = peer.subscribe();
+        let core = Core {
+            name: name.to_owned(),
+            peer,
+            negotiated: std::sync::Mutex::new(Arc::new(Negotiated {
+                protocol_version: version,
+                capabilities: ServerCapabilities::default(),
+                capabilities_raw: crate::protocol::empty_object(),
+                server_info: crate::protocol::empty_object(),
+                server_name: None,
+                server_version: None,
+                instructions: None,
+            })),
+            opts,
+            era: Era::Stateless,
+        };
+        let init = CallOptions {
+            timeout: Some(core.opts.init_timeout),
+            ..CallOptions::default()
+        };
+        let raw = core
+            .request(methods::SERVER_DISCOVER, None, None, &init)
+            .await?;
+        let negotiated = discovered(name, raw.get(), version)?;
+        debug!(version = %negotiated.protocol_version, server_name = ?negotiated.server_name, "discovered");
+        *core.negotiated.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(negotiated);
+        Ok((core, notes))
     }
 
     pub fn name(&self) -> &str {
@@ -585,6 +634,66 @@ fn negotiate(name: &str, result: &str) -> Result<Negotiated, ClientError> {
     })
 }
 
+/// Read a `server/discover` result for the pinned stateless `version`.
+fn discovered(
+    name: &str,
+    result: &str,
+    version: ProtocolVersion,
+) -> Result<Negotiated, ClientError> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct DiscoverResult {
+        #[serde(default)]
+        supported_versions: Vec<String>,
+        #[serde(default)]
+        capabilities: Option<Box<RawValue>>,
+        #[serde(default)]
+        instructions: Option<String>,
+        #[serde(default, rename = "_meta")]
+        meta: Option<Box<RawValue>>,
+    }
+    let d: DiscoverResult = serde_json::from_str(result)
+        .map_err(|e| ClientError::invalid(name, methods::SERVER_DISCOVER, e))?;
+    if !d.supported_versions.iter().any(|v| v == version.as_str()) {
+        return Err(ClientError::PinnedVersionRefused {
+            server: name.to_owned(),
+            pinned: version.as_str().to_owned(),
+            offered: d.supported_versions.join(", "),
+        });
+    }
+    let capabilities_raw = d.capabilities.unwrap_or_else(crate::protocol::empty_object);
+    let capabilities: ServerCapabilities = serde_json::from_str(capabilities_raw.get())
+        .map_err(|e| ClientError::invalid(name, methods::SERVER_DISCOVER, e))?;
+    let server_info = d
+        .meta
+        .as_deref()
+        .and_then(|m| {
+            raw_field::<Box<RawValue>>(m, META_SERVER_INFO)
+                .ok()
+                .flatten()
+        })
+        .unwrap_or_else(crate::protocol::empty_object);
+    let info: InfoKey = serde_json::from_str(server_info.get()).unwrap_or_default();
+    Ok(Negotiated {
+        protocol_version: version,
+        capabilities,
+        capabilities_raw,
+        server_info,
+        server_name: info.name,
+        server_version: info.version,
+        instructions: d.instructions,
+    })
+}
+
+/// Request `_meta` members of the stateless revision.
+const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+
+/// Rounds of `input_required` one request may take before it is abandoned.
+const MAX_INPUT_ROUNDS: usize = 16;
+
 impl Core {
     fn negotiated(&self) -> Arc<Negotiated> {
         self.negotiated
@@ -648,10 +757,132 @@ impl Core {
             origin: opts.origin.clone(),
             ..Default::default()
         };
+        if self.era == Era::Stateless {
+            return self.stateless_request(method, params, ro).await;
+        }
         self.peer
             .request(method, params, ro)
             .await
             .map_err(|source| ClientError::request(&self.name, method, source))
+    }
+
+    /// One request of the stateless revision: `_meta` spliced into the raw
+    /// params, and `input_required` rounds answered through the host (the
+    /// session whose call it is) until the result is complete.
+    async fn stateless_request(
+        &self,
+        method: &'static str,
+        params: Option<Box<RawValue>>,
+        ro: RequestOptions,
+    ) -> Result<Box<RawValue>, ClientError> {
+        let invalid = |e: String| ClientError::invalid(&self.name, method, e);
+        let meta = [
+            (
+                META_PROTOCOL_VERSION.to_owned(),
+                self.encode(method, self.negotiated().protocol_version.as_str())?,
+            ),
+            (
+                META_CLIENT_CAPABILITIES.to_owned(),
+                self.encode(method, &self.opts.host.capabilities())?,
+            ),
+            (
+                META_CLIENT_INFO.to_owned(),
+                self.encode(method, &self.opts.client_info)?,
+            ),
+        ];
+        let base = set_meta(params.as_deref(), meta).map_err(|e| invalid(e.to_string()))?;
+        let mut params = base.clone();
+        for _ in 0..MAX_INPUT_ROUNDS {
+            let raw = self
+                .peer
+                .request(method, Some(params), ro.clone())
+                .await
+                .map_err(|source| ClientError::request(&self.name, method, source))?;
+            let kind: Option<String> =
+                raw_field(&raw, "resultType").map_err(|e| invalid(e.to_string()))?;
+            match kind.as_deref() {
+                None | Some("complete") => return Ok(raw),
+                Some("input_required")
+                    if matches!(
+                        method,
+                        methods::TOOLS_CALL | methods::RESOURCES_READ | methods::PROMPTS_GET
+                    ) =>
+                {
+                    let responses = self.answer_inputs(&raw, ro.origin.as_ref()).await?;
+                    let state: Option<Box<RawValue>> =
+                        raw_field(&raw, "requestState").map_err(|e| invalid(e.to_string()))?;
+                    let mut fields = vec![("inputResponses".to_owned(), responses)];
+                    if let Some(state) = state {
+                        fields.push(("requestState".to_owned(), state));
+                    }
+                    // The same params, answered, under a new id.
+                    params = set_fields(Some(&base), fields).map_err(|e| invalid(e.to_string()))?;
+                }
+                Some(other) => {
+                    return Err(invalid(format!(
+                        "resultType {other:?} is not one this client handles for {method}"
+                    )));
+                }
+            }
+        }
+        Err(invalid(format!(
+            "the server asked for input {MAX_INPUT_ROUNDS} times without completing"
+        )))
+    }
+
+    /// Answer every `inputRequests` entry of an `input_required` result
+    /// through the host: `{key: result}`.
+    async fn answer_inputs(
+        &self,
+        result: &RawValue,
+        origin: Option<&Origin>,
+    ) -> Result<Box<RawValue>, ClientError> {
+        #[derive(Deserialize)]
+        struct InputRequest {
+            method: String,
+            #[serde(default)]
+            params: Option<Box<RawValue>>,
+        }
+        let requests: indexmap::IndexMap<String, InputRequest> = raw_field(result, "inputRequests")
+            .map_err(|e| ClientError::invalid(&self.name, "inputRequests", e))?
+            .unwrap_or_default();
+        let caps = self.opts.host.capabilities();
+        let mut answers = Vec::with_capacity(requests.len());
+        for (key, r) in requests {
+            if !caps.handles(&r.method) {
+                return Err(ClientError::invalid(
+                    &self.name,
+                    "inputRequests",
+                    format!(
+                        "the server asked for {} ({key}), which was not declared",
+                        r.method
+                    ),
+                ));
+            }
+            let relation = match origin {
+                Some(o) => crate::jsonrpc::Relation::Caused(o.clone()),
+                None => crate::jsonrpc::Relation::Unrelated,
+            };
+            let answer = self
+                .opts
+                .host
+                .handle(HostRequest {
+                    server: self.name.clone(),
+                    method: r.method.clone(),
+                    params: r.params,
+                    relation,
+                })
+                .await
+                .map_err(|e| {
+                    ClientError::request(
+                        &self.name,
+                        "inputRequests",
+                        crate::jsonrpc::PeerError::Rpc(e),
+                    )
+                })?;
+            answers.push((key, answer));
+        }
+        set_fields(None, answers).map_err(|e| ClientError::invalid(&self.name, "inputRequests", e))
     }
 
     async fn list_tools(&self) -> Result<Vec<Tool>, ClientError> {
