@@ -326,6 +326,7 @@ fn global_flags_go_before_or_after_the_subcommand() {
         assert_eq!(s["pid"], d.pid(), "{s}");
         assert_eq!(s["servers"], 1, "{s}");
         assert_eq!(s["ready"], 1, "{s}");
+        assert_eq!(s["eras"], json!({"handshake": 1, "stateless": 0}), "{s}");
         assert_eq!(s["configPath"], json!(d.config), "{s}");
         assert_eq!(s["configError"], Value::Null, "{s}");
     }
@@ -333,7 +334,10 @@ fn global_flags_go_before_or_after_the_subcommand() {
     let r = d.run(&["status"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(serde_json::from_str::<Value>(&r.stdout).is_err(), "{r:?}");
-    assert!(r.stdout.contains("1 (1 ready)"), "{r:?}");
+    assert!(
+        r.stdout.contains("1 (1 ready; 1 handshake, 0 stateless)"),
+        "{r:?}"
+    );
 
     // --socket after the subcommand wins over a wrong MCPHOST_SOCKET.
     let socket = d.socket.to_str().unwrap();
@@ -465,6 +469,15 @@ fn a_pinned_revision_is_spoken_or_the_server_fails_naming_both() {
         "servers",
     ]);
     assert_eq!(servers[0]["protocolVersion"], "2026-07-28", "{servers}");
+    assert_eq!(servers[0]["era"], "stateless", "{servers}");
+    let table = sb.run(&[
+        "--direct",
+        &modern,
+        "--protocol-version",
+        "2026-07-28",
+        "servers",
+    ]);
+    assert!(table.stdout.contains("2026-07-28 stateless"), "{table:?}");
     // ...a handshake-only server fails its server/discover, named...
     let r = sb.run(&["--direct", &ts, "--protocol-version", "2026-07-28", "tools"]);
     assert_eq!(r.code, 2, "{r:?}");

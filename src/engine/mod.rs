@@ -66,6 +66,15 @@ pub struct EngineInfo {
     pub config_path: Option<PathBuf>,
 }
 
+/// `"handshake"` or `"stateless"` for a negotiated revision.
+fn era_of(version: Option<&str>) -> Option<&'static str> {
+    let v: crate::protocol::ProtocolVersion = version?.parse().ok()?;
+    Some(match v.era() {
+        crate::protocol::Era::Handshake => "handshake",
+        crate::protocol::Era::Stateless => "stateless",
+    })
+}
+
 /// One edit of the server list, as `mcphost/servers/*` asks for it.
 #[derive(Debug)]
 pub enum ConfigEdit {
@@ -530,7 +539,16 @@ impl Engine {
             .iter()
             .filter(|s| s.state == crate::registry::supervisor::ServerState::Ready)
             .count();
+        let (mut handshake, mut stateless) = (0usize, 0usize);
+        for s in &statuses {
+            match era_of(s.protocol_version.as_deref()) {
+                Some("stateless") => stateless += 1,
+                Some(_) => handshake += 1,
+                None => {}
+            }
+        }
         raw(&json!({
+            "eras": { "handshake": handshake, "stateless": stateless },
             "version": env!("CARGO_PKG_VERSION"),
             "pid": std::process::id(),
             "socket": self.info.socket,
@@ -556,6 +574,9 @@ impl Engine {
             .map(|s| {
                 let mut v = serde_json::to_value(&**s).unwrap_or_default();
                 v["tools"] = json!(catalog.count_for(&s.name));
+                if let Some(era) = era_of(s.protocol_version.as_deref()) {
+                    v["era"] = json!(era);
+                }
                 let renamed: Vec<_> = catalog
                     .collisions()
                     .iter()

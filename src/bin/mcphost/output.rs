@@ -112,7 +112,13 @@ impl Out {
             vec!["uptime".into(), format!("{}s", s(&v["uptimeSeconds"]))],
             vec![
                 "servers".into(),
-                format!("{} ({} ready)", s(&v["servers"]), s(&v["ready"])),
+                format!(
+                    "{} ({} ready; {} handshake, {} stateless)",
+                    s(&v["servers"]),
+                    s(&v["ready"]),
+                    s(&v["eras"]["handshake"]),
+                    s(&v["eras"]["stateless"])
+                ),
             ],
             vec!["tools".into(), s(&v["tools"])],
         ];
@@ -153,7 +159,10 @@ impl Out {
                 s(&sv["name"]),
                 s(&sv["state"]),
                 s(&sv["transport"]),
-                s(&sv["protocolVersion"]),
+                match &sv["era"] {
+                    Value::String(era) => format!("{} {era}", s(&sv["protocolVersion"])),
+                    _ => s(&sv["protocolVersion"]),
+                },
                 s(&sv["tools"]),
                 s(&sv["pid"]),
                 detail,
