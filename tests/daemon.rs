@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use common::{
     Daemon, Interop, MCPHOST, Sandbox, TESTSERVER, alive, interop, js, lenient_json, output_within,
-    poll, text_of,
+    poll, servers_config, text_of, ts_entry,
 };
 use serde_json::{Value, json};
 
@@ -26,27 +26,6 @@ use serde_json::{Value, json};
 const READY: Duration = Duration::from_secs(30);
 /// Anything the daemon does on its own (reloads, restarts, notifications).
 const SOON: Duration = Duration::from_secs(15);
-
-/// `"command"`/`"args"` members for the bundled test server.
-fn ts(args: &[&str]) -> String {
-    format!(
-        r#""command": {}, "args": {}"#,
-        js(TESTSERVER),
-        serde_json::to_string(args).unwrap()
-    )
-}
-
-/// A config with these servers (name, JSON members) and no login-shell probe.
-fn config(servers: &[(&str, String)]) -> String {
-    let body: Vec<String> = servers
-        .iter()
-        .map(|(name, members)| format!("    {}: {{ {members} }}", js(name)))
-        .collect();
-    format!(
-        "{{\n  // written by tests/daemon.rs\n  \"loginShellPath\": false,\n  \"mcpServers\": {{\n{}\n  }}\n}}\n",
-        body.join(",\n")
-    )
-}
 
 /// The node binary and its bare name, found in our PATH unless MCPHOST_NODE
 /// names it with a path.
@@ -64,8 +43,8 @@ fn real_config(env: &Interop, sb: &Sandbox) -> String {
     let (node, name) = node_binary(env);
     let entry = env.node_entry("server-memory");
     let args = &entry[entry.find(r#""args""#).unwrap()..];
-    config(&[
-        ("ts", ts(&["--tools", "2"])),
+    servers_config(&[
+        ("ts", ts_entry(&["--tools", "2"])),
         ("time", env.time_entry()),
         (
             "memory",
@@ -369,20 +348,20 @@ fn killed_server_is_restarted_and_sigterm_leaves_no_process() {
 #[test]
 fn hot_reload_restarts_only_what_changed() {
     // A relative --config: the watch is on the daemon's working directory.
-    let d = Daemon::start_relative(&config(&[
-        ("a", ts(&["--tools", "1"])),
-        ("b", ts(&["--tools", "1"])),
-        ("c", ts(&["--tools", "1"])),
+    let d = Daemon::start_relative(&servers_config(&[
+        ("a", ts_entry(&["--tools", "1"])),
+        ("b", ts_entry(&["--tools", "1"])),
+        ("c", ts_entry(&["--tools", "1"])),
     ]));
     let before = d.wait_ready(&["a", "b", "c"], SOON);
     let b_tools = before["b"]["tools"].as_u64().unwrap();
 
     // An editor-style save (rename over the file): b changes, d is new.
-    d.rename_config(&config(&[
-        ("a", ts(&["--tools", "1"])),
-        ("b", ts(&["--tools", "3"])),
-        ("c", ts(&["--tools", "1"])),
-        ("d", ts(&["--tools", "1"])),
+    d.rename_config(&servers_config(&[
+        ("a", ts_entry(&["--tools", "1"])),
+        ("b", ts_entry(&["--tools", "3"])),
+        ("c", ts_entry(&["--tools", "1"])),
+        ("d", ts_entry(&["--tools", "1"])),
     ]));
     let after = poll("b restarted and d added", SOON, || {
         let s = d.wait_ready(&["a", "c"], SOON);
@@ -410,10 +389,10 @@ fn hot_reload_restarts_only_what_changed() {
     let mid = pids(&d);
 
     // An in-place write: c goes away, nothing else moves.
-    d.write_config(&config(&[
-        ("a", ts(&["--tools", "1"])),
-        ("b", ts(&["--tools", "3"])),
-        ("d", ts(&["--tools", "1"])),
+    d.write_config(&servers_config(&[
+        ("a", ts_entry(&["--tools", "1"])),
+        ("b", ts_entry(&["--tools", "3"])),
+        ("d", ts_entry(&["--tools", "1"])),
     ]));
     poll("c to be removed", SOON, || {
         d.server("c").is_none().then_some(())
@@ -434,14 +413,14 @@ fn tool_filters_apply_to_listed_and_relisted_tools() {
     // also after the server's list_changed re-list.
     let filtered = format!(
         r#"{}, "tools": {{ "allow": ["e*", "add", "dynamic_*"], "deny": ["echo"] }}"#,
-        ts(&[
+        ts_entry(&[
             "--list-changed-after-ms",
             "100",
             "--list-changed-count",
             "1"
         ])
     );
-    let d = Daemon::start(&config(&[("f", filtered), ("open", ts(&[]))]));
+    let d = Daemon::start(&servers_config(&[("f", filtered), ("open", ts_entry(&[]))]));
     d.wait_ready(&["f", "open"], SOON);
     let names = |server: &str| -> BTreeSet<String> {
         d.json(&["tools", "--server", server])
@@ -469,8 +448,8 @@ fn tool_filters_apply_to_listed_and_relisted_tools() {
 fn five_lines(b_extra: &str) -> String {
     format!(
         "{{\n  \"loginShellPath\": false,\n  \"mcpServers\": {{\n    \"a\": {{ {} }},\n    \"b\": {{ {}{b_extra} }}\n  }}\n}}\n",
-        ts(&["--tools", "1"]),
-        ts(&["--tools", "1"])
+        ts_entry(&["--tools", "1"]),
+        ts_entry(&["--tools", "1"])
     )
 }
 
@@ -682,7 +661,7 @@ fn cli_edits_keep_the_file_and_are_applied() {
 
 #[test]
 fn parallel_servers_add_lose_no_edit() {
-    let d = Daemon::start(&config(&[("base", ts(&[]))]));
+    let d = Daemon::start(&servers_config(&[("base", ts_entry(&[]))]));
     let names: Vec<String> = (0..10).map(|i| format!("p{i}")).collect();
     let children: Vec<_> = names
         .iter()
@@ -717,8 +696,8 @@ fn parallel_servers_add_lose_no_edit() {
 
 #[test]
 fn configured_separator_reaches_instructions_and_cli_hints() {
-    let cfg = config(&[
-        ("ok", ts(&[])),
+    let cfg = servers_config(&[
+        ("ok", ts_entry(&[])),
         ("bad", r#""command": "/nonexistent/cmd""#.to_owned()),
     ])
     .replace(
@@ -755,7 +734,7 @@ fn configured_separator_reaches_instructions_and_cli_hints() {
 
 #[test]
 fn servers_pid_is_the_server_process_not_its_watchdog() {
-    let d = Daemon::start(&config(&[("ts", ts(&[]))]));
+    let d = Daemon::start(&servers_config(&[("ts", ts_entry(&[]))]));
     let pid = pid_of(&d.wait_ready(&["ts"], SOON)["ts"]);
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
     assert_eq!(
@@ -877,9 +856,9 @@ const LOSSLESS: &str = concat!(
 
 #[test]
 fn socket_protocol_pages_routes_and_relays_bytes() {
-    let d = Daemon::start(&config(&[
-        ("big", ts(&["--tools", "450"])),
-        ("small", ts(&["--tools", "2"])),
+    let d = Daemon::start(&servers_config(&[
+        ("big", ts_entry(&["--tools", "450"])),
+        ("small", ts_entry(&["--tools", "2"])),
     ]));
     d.wait_ready(&["big", "small"], SOON);
     let mut w = Wire::connect(&d.socket);
@@ -995,17 +974,17 @@ fn socket_protocol_pages_routes_and_relays_bytes() {
 
 #[test]
 fn list_changed_and_server_state_reach_socket_clients() {
-    let d = Daemon::start(&config(&[
+    let d = Daemon::start(&servers_config(&[
         (
             "dyn",
-            ts(&[
+            ts_entry(&[
                 "--list-changed-after-ms",
                 "300",
                 "--list-changed-count",
                 "40",
             ]),
         ),
-        ("calm", ts(&[])),
+        ("calm", ts_entry(&[])),
     ]));
     d.wait_ready(&["dyn", "calm"], SOON);
     let mut w = Wire::connect(&d.socket);
@@ -1034,7 +1013,10 @@ fn list_changed_and_server_state_reach_socket_clients() {
 
 #[test]
 fn notifications_flow_steadily_while_a_server_churns() {
-    let d = Daemon::start(&config(&[("churn", ts(&["--list-changed-after-ms", "5"]))]));
+    let d = Daemon::start(&servers_config(&[(
+        "churn",
+        ts_entry(&["--list-changed-after-ms", "5"]),
+    )]));
     d.wait_ready(&["churn"], SOON);
     let mut w = Wire::connect(&d.socket);
     w.initialize();
@@ -1060,9 +1042,9 @@ fn notifications_flow_steadily_while_a_server_churns() {
 
 #[test]
 fn a_client_that_never_reads_is_cut_off_and_others_stay_fast() {
-    let d = Daemon::start(&config(&[
-        ("fast", ts(&[])),
-        ("flood", ts(&["--list-changed-after-ms", "5"])),
+    let d = Daemon::start(&servers_config(&[
+        ("fast", ts_entry(&[])),
+        ("flood", ts_entry(&["--list-changed-after-ms", "5"])),
     ]));
     d.wait_ready(&["fast", "flood"], SOON);
 

@@ -29,7 +29,10 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Daemon, Interop, MCPHOST, RequestLog, Sandbox, TESTSERVER, interop, js, text_of};
+use common::{
+    Daemon, Interop, MCPHOST, RequestLog, Sandbox, TESTSERVER, interop, js, servers_config,
+    text_of, ts_entry,
+};
 use serde_json::{Value, json};
 
 /// Cold starts of node servers and the Python SDK on a busy 2-core machine.
@@ -60,31 +63,12 @@ fn filesystem(env: &Interop, dir: &Path) -> String {
     )
 }
 
-fn testserver(args: &[&str]) -> String {
-    format!(
-        r#""command": {}, "args": {}"#,
-        js(TESTSERVER),
-        serde_json::to_string(args).unwrap()
-    )
-}
-
-fn config(servers: &[(&str, String)]) -> String {
-    let body: Vec<String> = servers
-        .iter()
-        .map(|(name, members)| format!("    {}: {{ {members} }}", js(name)))
-        .collect();
-    format!(
-        "{{\n  \"loginShellPath\": false,\n  \"mcpServers\": {{\n{}\n  }}\n}}\n",
-        body.join(",\n")
-    )
-}
-
 /// A daemon on these servers, logging at debug level: a failed check shows
 /// the broker's routing decisions (see [`Checks::done`]).
 fn daemon(servers: &[(&str, String)], flags: &[&str]) -> Daemon {
     let mut f = vec!["-vv"];
     f.extend_from_slice(flags);
-    Daemon::start_with_flags(&config(servers), &f)
+    Daemon::start_with_flags(&servers_config(servers), &f)
 }
 
 fn file_uri(p: &Path) -> String {
@@ -487,7 +471,7 @@ fn server_requests_reach_the_socket_host_that_caused_them() {
             ("ev", everything(&env)),
             (
                 "ts",
-                testserver(&["--host-tools", "--log-requests", &log.arg()]),
+                ts_entry(&["--host-tools", "--log-requests", &log.arg()]),
             ),
         ],
         &[],
@@ -791,8 +775,8 @@ fn a_primary_hosts_roots_and_logging_levels() {
     let d = daemon(
         &[
             ("ev", everything(&env)),
-            ("ts", testserver(&[])),
-            ("ts2", testserver(&[])),
+            ("ts", ts_entry(&[])),
+            ("ts2", ts_entry(&[])),
         ],
         &[],
     );
@@ -1067,7 +1051,7 @@ fn two_hosts_get_only_what_their_calls_caused_and_the_primary_the_rest() {
             ("ev", everything(&env)),
             (
                 "ts",
-                testserver(&["--host-tools", "--log-requests", &log.arg()]),
+                ts_entry(&["--host-tools", "--log-requests", &log.arg()]),
             ),
         ],
         &[],
@@ -1460,7 +1444,7 @@ fn a_host_that_disconnects_mid_elicitation_fails_it_at_once_and_the_daemon_serve
             ("ev", everything(&env)),
             (
                 "ts",
-                testserver(&["--host-tools", "--log-requests", &log.arg()]),
+                ts_entry(&["--host-tools", "--log-requests", &log.arg()]),
             ),
         ],
         &[],
@@ -1543,7 +1527,7 @@ fn a_host_that_disconnects_mid_elicitation_fails_it_at_once_and_the_daemon_serve
 fn cancelled_and_abandoned_calls_are_cancelled_upstream_and_forgotten() {
     let Some(env) = interop() else { return };
     let log = RequestLog::new();
-    let d = daemon(&[("ts", testserver(&["--log-requests", &log.arg()]))], &[]);
+    let d = daemon(&[("ts", ts_entry(&["--log-requests", &log.arg()]))], &[]);
     d.wait_ready(&["ts"], READY);
     let upstream_id = |ms: u64| {
         log.lines()
@@ -1681,7 +1665,7 @@ fn without_a_host_the_fallback_answers_and_direct_mode_answers_alike() {
     let d = daemon(
         &[
             ("ev", everything(&env)),
-            ("ts", testserver(&["--host-tools"])),
+            ("ts", ts_entry(&["--host-tools"])),
         ],
         &policies,
     );

@@ -12,7 +12,10 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{Daemon, Interop, Sandbox, TESTSERVER, interop, js, lenient_json, poll, text_of};
+use common::{
+    Daemon, Interop, Sandbox, TESTSERVER, interop, js, lenient_json, poll, servers_config, text_of,
+    ts_entry,
+};
 use mcphost::client::CallOptions;
 use mcphost::config::HostConfig;
 use mcphost::registry::supervisor::{RestartPolicy, ServerState};
@@ -20,26 +23,6 @@ use mcphost::registry::{Registry, RegistryError, RegistryEvent};
 use serde_json::{Value, json};
 
 const SOON: Duration = Duration::from_secs(30);
-
-/// A config with these (name, "command"/"args" members) servers.
-fn config(servers: &[(&str, String)]) -> String {
-    let body: Vec<String> = servers
-        .iter()
-        .map(|(n, e)| format!("{}: {{ {e} }}", js(n)))
-        .collect();
-    format!(
-        r#"{{ "loginShellPath": false, "mcpServers": {{ {} }} }}"#,
-        body.join(", ")
-    )
-}
-
-fn ts(args: &[&str]) -> String {
-    format!(
-        r#""command": {}, "args": {}"#,
-        js(TESTSERVER),
-        serde_json::to_string(args).unwrap()
-    )
-}
 
 fn everything_entry(env: &Interop) -> String {
     let entry = env
@@ -208,7 +191,7 @@ const TEXT_TEMPLATE: &str = "demo://resource/dynamic/text/{resourceId}";
 fn two_everything_instances_keep_every_copy_readable_through_its_server() {
     let Some(env) = interop() else { return };
     let ev = everything_entry(&env);
-    let d = Daemon::start(&config(&[("a", ev.clone()), ("b", ev)]));
+    let d = Daemon::start(&servers_config(&[("a", ev.clone()), ("b", ev)]));
     d.wait_ready(&["a", "b"], SOON);
     let mut w = Wire::connect(&d.socket);
 
@@ -398,7 +381,7 @@ fn direct_everything_call(env: &Interop, tool: &str, args: &str) -> String {
 #[test]
 fn one_everything_keeps_its_own_uris_and_links_byte_for_byte() {
     let Some(env) = interop() else { return };
-    let d = Daemon::start(&config(&[("ev", everything_entry(&env))]));
+    let d = Daemon::start(&servers_config(&[("ev", everything_entry(&env))]));
     d.wait_ready(&["ev"], SOON);
     let mut w = Wire::connect(&d.socket);
 
@@ -452,14 +435,14 @@ fn each_form_reaches_the_right_server_with_its_own_uri() {
     let arg = |p: &PathBuf| p.display().to_string();
     let d = Daemon::start_in(
         sb,
-        &config(&[
+        &servers_config(&[
             (
                 "one",
-                ts(&["--link-tool", "--log-requests", &arg(&log_one)]),
+                ts_entry(&["--link-tool", "--log-requests", &arg(&log_one)]),
             ),
             (
                 "two",
-                ts(&["--link-tool", "--log-requests", &arg(&log_two)]),
+                ts_entry(&["--link-tool", "--log-requests", &arg(&log_two)]),
             ),
         ]),
     );
@@ -629,13 +612,13 @@ async fn subscriptions_are_counted_across_sessions_and_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("ts.log");
     let other_log = dir.path().join("other.log");
-    let cfg = parsed(&config(&[
-        ("ts", ts(&["--log-requests", log.to_str().unwrap()])),
+    let cfg = parsed(&servers_config(&[
+        ("ts", ts_entry(&["--log-requests", log.to_str().unwrap()])),
         (
             "other",
-            ts(&["--log-requests", other_log.to_str().unwrap()]),
+            ts_entry(&["--log-requests", other_log.to_str().unwrap()]),
         ),
-        ("nosub", ts(&["--capabilities", "tools,resources"])),
+        ("nosub", ts_entry(&["--capabilities", "tools,resources"])),
     ]));
     let reg = Registry::start(&cfg, common::quick_opts(), quick_policy(), None);
     reg.settled(SOON).await;
@@ -720,7 +703,7 @@ async fn subscriptions_are_counted_across_sessions_and_survive_a_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_everything_updates_reach_its_subscriber() {
     let Some(env) = interop() else { return };
-    let cfg = parsed(&config(&[("ev", everything_entry(&env))]));
+    let cfg = parsed(&servers_config(&[("ev", everything_entry(&env))]));
     let reg = Registry::start(&cfg, common::quick_opts(), quick_policy(), None);
     reg.settled(SOON).await;
     let mut events = reg.subscribe();
@@ -749,12 +732,12 @@ async fn server_everything_updates_reach_its_subscriber() {
 
 #[test]
 fn every_list_pages_in_a_stable_order_across_calls_and_restarts() {
-    let d = Daemon::start(&config(&[
+    let d = Daemon::start(&servers_config(&[
         (
             "big",
-            ts(&["--tools", "250", "--resources", "250", "--prompts", "250"]),
+            ts_entry(&["--tools", "250", "--resources", "250", "--prompts", "250"]),
         ),
-        ("small", ts(&[])),
+        ("small", ts_entry(&[])),
     ]));
     d.wait_ready(&["big", "small"], SOON);
     let mut w = Wire::connect(&d.socket);
@@ -810,7 +793,7 @@ fn every_list_pages_in_a_stable_order_across_calls_and_restarts() {
 
 #[test]
 fn cli_lists_reads_and_gets_prompts_directly_and_through_the_daemon() {
-    let d = Daemon::start(&config(&[("ts", ts(&[]))]));
+    let d = Daemon::start(&servers_config(&[("ts", ts_entry(&[]))]));
     d.wait_ready(&["ts"], SOON);
     let spec = format!("ts={TESTSERVER}");
     for direct in [true, false] {

@@ -199,6 +199,28 @@ pub fn ts_config(args: &[&str]) -> String {
     )
 }
 
+/// `"command"`/`"args"` config members for the bundled test server.
+pub fn ts_entry(args: &[&str]) -> String {
+    format!(
+        r#""command": {}, "args": {}"#,
+        js(TESTSERVER),
+        serde_json::to_string(args).unwrap()
+    )
+}
+
+/// A config with these servers (name, JSON members), one per line, and no
+/// login-shell probe.
+pub fn servers_config(servers: &[(&str, String)]) -> String {
+    let body: Vec<String> = servers
+        .iter()
+        .map(|(name, members)| format!("    {}: {{ {members} }}", js(name)))
+        .collect();
+    format!(
+        "{{\n  // written by an mcphost test\n  \"loginShellPath\": false,\n  \"mcpServers\": {{\n{}\n  }}\n}}\n",
+        body.join(",\n")
+    )
+}
+
 /// A JSON string literal for `s` (for building config text).
 pub fn js(s: &str) -> String {
     serde_json::json!(s).to_string()
