@@ -64,6 +64,16 @@ pub struct ClientOptions {
     pub protocol_version: Option<ProtocolVersion>,
 }
 
+impl ClientOptions {
+    /// The peer limits of a server connection made with these options.
+    fn peer_config(&self, name: &str) -> PeerConfig {
+        let mut cfg = PeerConfig::new(name);
+        cfg.timeout = self.request_timeout;
+        cfg.max_timeout = self.max_request_timeout;
+        cfg
+    }
+}
+
 impl Default for ClientOptions {
     fn default() -> Self {
         ClientOptions {
@@ -224,9 +234,7 @@ impl ServerClient {
             }
             return Self::discover(name, conn, opts, v).await;
         }
-        let mut cfg = PeerConfig::new(name);
-        cfg.timeout = opts.request_timeout;
-        cfg.max_timeout = opts.max_request_timeout;
+        let cfg = opts.peer_config(name);
         let handler = Arc::new(host::HostHandler::new(name, opts.host.clone()));
         let peer = Peer::start(cfg, conn.outbound, conn.inbound, handler);
         let caps: ClientCapabilities = opts.host.capabilities();
@@ -289,9 +297,7 @@ impl ServerClient {
         opts: ClientOptions,
         version: ProtocolVersion,
     ) -> Result<(Core, broadcast::Receiver<Arc<Notification>>), ClientError> {
-        let mut cfg = PeerConfig::new(name);
-        cfg.timeout = opts.request_timeout;
-        cfg.max_timeout = opts.max_request_timeout;
+        let cfg = opts.peer_config(name);
         // Servers of this revision send no requests; refuse any.
         let peer = Peer::start(
             cfg,

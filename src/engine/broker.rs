@@ -24,6 +24,22 @@ use crate::transport::BoxFuture;
 /// (and in forwarded log and elicitation notifications).
 pub const META_SERVER: &str = "dev.mcphost/server";
 
+/// `params` with the asking server named in its `_meta`.
+pub(crate) fn named(
+    params: Option<&RawValue>,
+    server: &str,
+) -> Result<Box<RawValue>, crate::protocol::RawError> {
+    set_meta(params, [(META_SERVER.to_owned(), to_raw(server)?)])
+}
+
+/// The server a request's or notification's `_meta` names, if any.
+pub(crate) fn named_server(params: Option<&RawValue>) -> Option<String> {
+    let meta = raw_field::<Box<RawValue>>(params?, "_meta")
+        .ok()
+        .flatten()?;
+    raw_field::<String>(&meta, META_SERVER).ok().flatten()
+}
+
 /// URL elicitations remembered for routing their completion notification.
 const ELICITATIONS_KEPT: usize = 1024;
 
@@ -185,12 +201,8 @@ impl Broker {
     /// The sessions for `r`: the one whose call caused it, else the primary
     /// host, else (ambiguous on stdio) the sessions with calls in flight,
     /// oldest call first; each only if it declared what `r` needs.
-    fn route(&self, r: &HostRequest) -> Route {
-        let mode: Option<String> = r
-            .params
-            .as_deref()
-            .and_then(|p| raw_field::<String>(p, "mode").ok().flatten());
-        let able = |s: &Arc<Session>| s.can_answer(&r.method, mode.as_deref());
+    fn route(&self, r: &HostRequest, mode: Option<&str>) -> Route {
+        let able = |s: &Arc<Session>| s.can_answer(&r.method, mode);
         let primary = self.primary().and_then(|id| self.session(id));
         let candidates: Vec<Arc<Session>> = match &r.relation {
             Relation::Caused(o) => self.session(o.session).into_iter().chain(primary).collect(),
@@ -253,11 +265,9 @@ impl Broker {
         session: &Arc<Session>,
         r: &HostRequest,
     ) -> Result<Box<RawValue>, PeerError> {
-        let server = to_raw(&r.server).map_err(|e| PeerError::Encode(e.to_string()))?;
-        let params =
-            set_meta(r.params.as_deref(), [(META_SERVER.to_owned(), server)]).map_err(|e| {
-                PeerError::Rpc(ErrorObject::new(error_codes::INVALID_PARAMS, e.to_string()))
-            })?;
+        let params = named(r.params.as_deref(), &r.server).map_err(|e| {
+            PeerError::Rpc(ErrorObject::new(error_codes::INVALID_PARAMS, e.to_string()))
+        })?;
         if r.method == methods::ELICITATION_CREATE
             && let Ok(Some(id)) = raw_field::<String>(&params, "elicitationId")
         {
@@ -324,7 +334,12 @@ impl Host for Broker {
     fn handle(&self, r: HostRequest) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
         let broker = self.clone();
         Box::pin(async move {
-            let route = broker.route(&r);
+            // An elicitation's mode decides who can answer it.
+            let mode: Option<String> = r
+                .params
+                .as_deref()
+                .and_then(|p| raw_field::<String>(p, "mode").ok().flatten());
+            let route = broker.route(&r, mode.as_deref());
             for s in &route.sessions {
                 match broker.forward(s, &r).await {
                     Ok(answer) => return Ok(answer),
@@ -334,14 +349,14 @@ impl Host for Broker {
                     Err(e) => return Err(Broker::host_failed(s, &r.method, e)),
                 }
             }
-            broker.fallback(&r)
+            broker.fallback(&r, mode.as_deref())
         })
     }
 }
 
 impl Broker {
     /// The answer when no session can give one.
-    fn fallback(&self, r: &HostRequest) -> Result<Box<RawValue>, ErrorObject> {
+    fn fallback(&self, r: &HostRequest, mode: Option<&str>) -> Result<Box<RawValue>, ErrorObject> {
         let encode = |v: serde_json::Value| {
             to_raw(&v).map_err(|e| ErrorObject::new(error_codes::INTERNAL_ERROR, e.to_string()))
         };
@@ -349,10 +364,7 @@ impl Broker {
             return encode(serde_json::json!({ "roots": self.roots_for(&r.server) }));
         }
         let fallback = &self.inner.fallback;
-        let url_mode = r.method == methods::ELICITATION_CREATE
-            && r.params.as_deref().is_some_and(|p| {
-                raw_field::<String>(p, "mode").ok().flatten().as_deref() == Some("url")
-            });
+        let url_mode = r.method == methods::ELICITATION_CREATE && mode == Some("url");
         if url_mode && let Some(policy) = fallback.elicitation {
             // Nobody can follow a URL for the user: never accept.
             let action = match policy {

@@ -345,7 +345,6 @@ impl Engine {
 
     /// Called by a session's `Drop`.
     fn session_gone(&self, id: u64) {
-        self.registry.drop_session_instances(id);
         self.registry.forget_session(id);
         if self.broker.remove(id) {
             info!(session = id, "the primary host disconnected");

@@ -12,7 +12,7 @@ use serde_json::value::RawValue;
 use tokio::sync::broadcast;
 use tracing::{Instrument, debug, info, info_span, warn};
 
-use super::broker::META_SERVER;
+use super::broker::{named, named_server};
 use super::{BUSY, Engine, Reply, SessionLimits, invalid_params, raw, rpc_err};
 use crate::client::{Host, HostRequest};
 use crate::jsonrpc::{
@@ -21,7 +21,7 @@ use crate::jsonrpc::{
 };
 use crate::protocol::{
     ClientCapabilities, Era, ErrorObject, Id, ProtocolVersion, error_codes, methods, raw_field,
-    set_fields, set_meta, to_raw,
+    set_fields, to_raw,
 };
 use crate::registry::RegistryEvent;
 use crate::registry::supervisor::ServerStatus;
@@ -117,11 +117,7 @@ impl ClientPort for HostPort {
         params: Option<Box<RawValue>>,
         timeout: Duration,
     ) -> BoxFuture<'static, Result<Box<RawValue>, PeerError>> {
-        let server = params
-            .as_deref()
-            .and_then(|p| raw_field::<Box<RawValue>>(p, "_meta").ok().flatten())
-            .and_then(|m| raw_field::<String>(&m, META_SERVER).ok().flatten())
-            .unwrap_or_default();
+        let server = named_server(params.as_deref()).unwrap_or_default();
         let method = method.to_owned();
         let fut = self.host.handle(HostRequest {
             server,
@@ -448,10 +444,7 @@ impl Session {
                 let level: String = raw_field(p, "level")
                     .map_err(|e| invalid_params(format!("logging/setLevel: {e}")))?
                     .ok_or_else(|| invalid_params("logging/setLevel needs a level"))?;
-                let server = raw_field::<Box<RawValue>>(p, "_meta")
-                    .ok()
-                    .flatten()
-                    .and_then(|m| raw_field::<String>(&m, META_SERVER).ok().flatten());
+                let server = named_server(Some(p));
                 self.engine
                     .registry()
                     .set_log_level(server.as_deref(), &level)
@@ -496,10 +489,7 @@ impl Session {
     fn notifications_for(&self, ev: RegistryEvent) -> Vec<(&'static str, Option<Box<RawValue>>)> {
         const SERVER_STATE: &str = "notifications/mcphost/server_state";
         let state = |s: &ServerStatus| to_raw(s).ok().map(|p| (SERVER_STATE, Some(p)));
-        let named = |server: &str, params: &RawValue| {
-            let name = to_raw(server).ok()?;
-            set_meta(Some(params), [(META_SERVER.to_owned(), name)]).ok()
-        };
+        let with_server = |server: &str, params: &RawValue| named(Some(params), server).ok();
         match ev {
             RegistryEvent::ToolsChanged => vec![(methods::NOTIFICATION_TOOLS_LIST_CHANGED, None)],
             RegistryEvent::ResourcesChanged => {
@@ -511,7 +501,7 @@ impl Session {
             RegistryEvent::ServerState(s) => state(&s).into_iter().collect(),
             // Every client gets server logs, as from any MCP server; the
             // `mcphost/logs/follow` ones also get stderr lines.
-            RegistryEvent::Log { server, params } => named(&server, &params)
+            RegistryEvent::Log { server, params } => with_server(&server, &params)
                 .map(|p| (methods::NOTIFICATION_MESSAGE, Some(p)))
                 .into_iter()
                 .collect(),
@@ -522,7 +512,7 @@ impl Session {
                 if !mine {
                     return Vec::new();
                 }
-                named(&server, &params)
+                with_server(&server, &params)
                     .map(|p| (methods::NOTIFICATION_ELICITATION_COMPLETE, Some(p)))
                     .into_iter()
                     .collect()

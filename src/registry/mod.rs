@@ -610,7 +610,7 @@ impl Registry {
 
     /// A session is gone: stop its own instances of `share: per-session`
     /// servers (in the background; shutdown waits for them).
-    pub fn drop_session_instances(&self, session: u64) {
+    fn drop_session_instances(&self, session: u64) {
         let handles: Vec<SupervisorHandle> = self
             .write()
             .entries
@@ -628,14 +628,18 @@ impl Registry {
         }
     }
 
-    /// Tell every ready server that the roots changed; each asks again.
-    pub async fn roots_changed(&self) {
-        let clients: Vec<_> = self
-            .read()
+    /// The clients of every ready server, in config order.
+    fn ready_clients(&self) -> Vec<Arc<ServerClient>> {
+        self.read()
             .entries
             .iter()
             .filter_map(|e| e.handle.client().ok())
-            .collect();
+            .collect()
+    }
+
+    /// Tell every ready server that the roots changed; each asks again.
+    pub async fn roots_changed(&self) {
+        let clients = self.ready_clients();
         let sends = clients.iter().map(|c| async move {
             if let Err(e) = c
                 .notify(
@@ -660,13 +664,8 @@ impl Registry {
         if let Some(s) = server {
             return Ok(self.client(s)?.set_log_level(level).await?);
         }
-        let clients: Vec<_> = self
-            .read()
-            .entries
-            .iter()
-            .filter_map(|e| e.handle.client().ok())
-            .filter(|c| c.negotiated().capabilities.logging.is_some())
-            .collect();
+        let mut clients = self.ready_clients();
+        clients.retain(|c| c.negotiated().capabilities.logging.is_some());
         let sets = clients.iter().map(|c| c.set_log_level(level));
         for (c, r) in clients
             .iter()

@@ -323,10 +323,12 @@ impl Registry {
         Ok(())
     }
 
-    /// Drop every subscription of a session that has ended. Returns at
-    /// once: from now on no update names it, and the upstream unsubscribes
-    /// its leaving causes are sent in the background.
+    /// Forget a session that has ended: its subscriptions and its own
+    /// instances of `share: per-session` servers. Returns at once: from now
+    /// on no update names it, and the upstream unsubscribes and stops it
+    /// causes happen in the background.
     pub fn forget_session(&self, session: u64) {
+        self.drop_session_instances(session);
         let emptied: Vec<(String, String)> = {
             let mut subs = lock(&self.inner.res.subs);
             let mut out = Vec::new();

@@ -134,10 +134,23 @@ impl Backend {
         params: Option<Box<RawValue>>,
         timeout: Option<Duration>,
     ) -> Result<Box<RawValue>> {
+        self.raw_with(method, params, timeout, None).await
+    }
+
+    /// [`Backend::raw`]; through the daemon, `on_progress` gets the call's
+    /// progress (in-process, progress comes to the session's port).
+    async fn raw_with(
+        &self,
+        method: &'static str,
+        params: Option<Box<RawValue>>,
+        timeout: Option<Duration>,
+        on_progress: Option<mcphost::jsonrpc::ProgressCallback>,
+    ) -> Result<Box<RawValue>> {
         match self {
             Backend::Daemon(c) => {
                 let opts = CallOptions {
                     timeout,
+                    on_progress,
                     ..Default::default()
                 };
                 c.request_raw(method, params, opts)
@@ -304,25 +317,18 @@ impl Backend {
         }
         // On a terminal, a long call shows the server's progress.
         match self {
-            Backend::Daemon(c) => {
-                let opts = CallOptions {
-                    timeout,
-                    on_progress: Some(Arc::new(|p: mcphost::jsonrpc::Progress| {
-                        show_progress(p.progress, p.total, p.message.as_deref())
-                    })),
-                    ..Default::default()
-                };
-                c.request_raw("tools/call", Some(params), opts)
+            Backend::Daemon(_) => {
+                let show: mcphost::jsonrpc::ProgressCallback =
+                    Arc::new(|p| show_progress(p.progress, p.total, p.message.as_deref()));
+                self.raw_with("tools/call", Some(params), timeout, Some(show))
                     .await
-                    .map_err(|e| match e.rpc_error() {
-                        Some(err) => anyhow::Error::new(RpcFailure(err.clone())),
-                        None => anyhow::Error::new(e),
-                    })
             }
             Backend::Direct { .. } => {
-                let meta = to_raw(&serde_json::json!({ "progressToken": "mcphost-cli" }))?;
-                let params =
-                    mcphost::protocol::set_fields(Some(&params), [("_meta".to_owned(), meta)])?;
+                let token = to_raw("mcphost-cli")?;
+                let params = mcphost::protocol::set_meta(
+                    Some(&params),
+                    [("progressToken".to_owned(), token)],
+                )?;
                 self.raw("tools/call", Some(params), timeout).await
             }
         }
