@@ -81,7 +81,7 @@ async fn sample(pid: u32, status: &ServerClient) -> BenchResult<Sample> {
 async fn cycles(socket: &Path, n: usize) -> BenchResult<()> {
     for i in 0..n {
         let mut conn = mcphost::ipc::connect(socket, 1 << 20).await?;
-        conn.outbound.send(INITIALIZE.to_owned()).await?;
+        conn.outbound.send(INITIALIZE.into()).await?;
         match tokio::time::timeout(Duration::from_secs(10), conn.inbound.recv()).await {
             Ok(Some(TransportEvent::Frame(line))) if line.contains("\"result\"") => {}
             other => return Err(format!("cycle {i}: no initialize result: {other:?}").into()),

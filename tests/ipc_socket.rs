@@ -54,7 +54,7 @@ async fn echo_conn(conn: Connection) {
             TransportEvent::Failed { reason, .. } => format!("failed:{reason}"),
             TransportEvent::Closed(_) => break,
         };
-        if outbound.send(reply).await.is_err() {
+        if outbound.send(reply.into()).await.is_err() {
             break;
         }
     }
@@ -84,7 +84,7 @@ async fn next_line(conn: &mut Connection) -> String {
 }
 
 async fn round_trip(conn: &mut Connection, line: &str) -> String {
-    conn.outbound.send(line.to_owned()).await.unwrap();
+    conn.outbound.send(line.into()).await.unwrap();
     next_line(conn).await
 }
 
@@ -389,7 +389,7 @@ async fn slow_client_fills_its_queue_without_slowing_the_others() {
     let started = Instant::now();
     let mut queued = 0usize;
     let full = loop {
-        match slow_conn.outbound.try_send(chunk.clone()) {
+        match slow_conn.outbound.try_send(chunk.clone().into()) {
             Ok(()) => queued += 1,
             Err(TrySendError::Full(_)) => break true,
             Err(TrySendError::Closed(_)) => panic!("the connection closed"),
@@ -616,7 +616,7 @@ async fn requests_over_the_in_flight_cap_get_an_error_and_the_rest_are_served() 
     // Two slow calls fill the budget; the third is refused at once.
     for id in [10, 11, 12] {
         conn.outbound
-            .send(call(id, "slow", r#"{"ms":3000}"#))
+            .send(call(id, "slow", r#"{"ms":3000}"#).into())
             .await
             .unwrap();
     }

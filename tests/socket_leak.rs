@@ -26,7 +26,10 @@ fn rss_kib() -> Option<u64> {
 async fn cycles(socket: &std::path::Path, n: usize) {
     for i in 0..n {
         let mut conn = connect(socket, 1 << 20).await.unwrap();
-        conn.outbound.send(INITIALIZE.to_owned()).await.unwrap();
+        conn.outbound
+            .send(INITIALIZE.to_owned().into())
+            .await
+            .unwrap();
         let reply = tokio::time::timeout(Duration::from_secs(10), conn.inbound.recv())
             .await
             .unwrap_or_else(|_| panic!("cycle {i}: no initialize answer"));

@@ -112,7 +112,7 @@ async fn echo_round_trip_through_cat() {
         .unwrap();
     for i in 0..50 {
         let msg = format!("{{\"jsonrpc\":\"2.0\",\"id\":{i},\"method\":\"ping\"}}");
-        conn.outbound.send(msg.clone()).await.unwrap();
+        conn.outbound.send(msg.clone().into()).await.unwrap();
         match next_event(&mut conn).await {
             TransportEvent::Frame(f) => assert_eq!(f, msg),
             other => panic!("unexpected {other:?}"),
@@ -238,7 +238,7 @@ async fn stderr_lines_feed_each_line_live_and_close_with_stderr() {
         .control
         .stderr_lines()
         .expect("stdio has a stderr feed");
-    conn.outbound.send("go".to_owned()).await.unwrap();
+    conn.outbound.send("go".into()).await.unwrap();
     let mut got = Vec::new();
     loop {
         match tokio::time::timeout(WAIT, feed.recv())
@@ -263,7 +263,7 @@ async fn a_stderr_follower_that_falls_behind_is_told_how_many_it_missed() {
         r#"read go; i=1; while [ $i -le 2000 ]; do echo "line $i" >&2; i=$((i+1)); done; exit 0"#;
     let mut conn = spawn("flood", &sh(script)).await.unwrap();
     let mut feed = conn.control.stderr_lines().unwrap();
-    conn.outbound.send("go".to_owned()).await.unwrap();
+    conn.outbound.send("go".into()).await.unwrap();
     // Read nothing until the process is done: the feed keeps only its last 256.
     let _ = run_to_close(&mut conn).await;
     let mut lagged = 0;

@@ -101,7 +101,7 @@ impl RawSession {
     }
 
     async fn send(&self, line: &str) {
-        self.conn.outbound.send(line.to_owned()).await.unwrap();
+        self.conn.outbound.send(line.into()).await.unwrap();
     }
 
     /// Every frame up to and including the one containing `id_member`.

@@ -217,7 +217,7 @@ async fn refuse(
         id,
         outcome: Err(error),
     });
-    if outbound.send(reply.to_line()).await.is_err() {
+    if outbound.send(reply.to_line().into()).await.is_err() {
         return;
     }
     // Without senders the writer flushes the answer and sends EOF; the

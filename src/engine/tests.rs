@@ -41,7 +41,7 @@ fn engine() -> Arc<Engine> {
 /// The client's end of an in-memory session.
 struct Client {
     to_session: mpsc::Sender<TransportEvent>,
-    from_session: mpsc::Receiver<String>,
+    from_session: mpsc::Receiver<crate::transport::Outbound>,
 }
 
 impl Client {
@@ -49,7 +49,8 @@ impl Client {
         let line = tokio::time::timeout(Duration::from_secs(10), self.from_session.recv())
             .await
             .expect("nothing from the session in time")
-            .expect("the session closed");
+            .expect("the session closed")
+            .text;
         serde_json::from_str(&line).unwrap()
     }
 }

@@ -327,7 +327,7 @@ async fn feed(
     msg: Outbound,
 ) -> io::Result<()> {
     let len = msg.len();
-    match sink.feed(msg).await {
+    match sink.feed(msg.text).await {
         Ok(()) => Ok(()),
         // One bad message (a caller bug) must not end the connection.
         Err(FramingError::EmbeddedNewline) => {

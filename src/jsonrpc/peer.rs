@@ -87,6 +87,8 @@ pub struct RequestOptions {
     /// The client request that caused this one (set by the engine), so a
     /// server request that arrives while it is in flight can be routed back.
     pub origin: Option<Origin>,
+    /// The stateless revision's header values, for the transport.
+    pub modern: Option<Box<crate::transport::ModernHeaders>>,
 }
 
 impl Default for RequestOptions {
@@ -99,6 +101,7 @@ impl Default for RequestOptions {
             cancel: None,
             cancellable: true,
             origin: None,
+            modern: None,
         }
     }
 }
@@ -301,6 +304,10 @@ impl Peer {
             params,
         })
         .to_line();
+        let line = Outbound {
+            text: line,
+            modern: opts.modern,
+        };
         let span = debug_span!("request", server = %inner.cfg.name, method, id);
         async move {
             debug!("sending");
@@ -386,7 +393,7 @@ impl Peer {
         .to_line();
         self.inner
             .outbound
-            .send(line)
+            .send(line.into())
             .await
             .map_err(|_| PeerError::Closed(self.inner.close_reason_or_default()))
     }
@@ -399,12 +406,15 @@ impl Peer {
             params,
         })
         .to_line();
-        self.inner.outbound.try_send(line).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(_) => PeerError::QueueFull,
-            mpsc::error::TrySendError::Closed(_) => {
-                PeerError::Closed(self.inner.close_reason_or_default())
-            }
-        })
+        self.inner
+            .outbound
+            .try_send(line.into())
+            .map_err(|e| match e {
+                mpsc::error::TrySendError::Full(_) => PeerError::QueueFull,
+                mpsc::error::TrySendError::Closed(_) => {
+                    PeerError::Closed(self.inner.close_reason_or_default())
+                }
+            })
     }
 
     /// Notifications from the server, except progress (routed to requests).
@@ -576,7 +586,7 @@ impl Inner {
         .to_line();
         // Never block here: this runs from Drop. A full queue means the
         // server is not reading anyway.
-        if self.outbound.try_send(line).is_err() {
+        if self.outbound.try_send(line.into()).is_err() {
             warn!(server = %self.cfg.name, id, "could not queue notifications/cancelled");
         }
     }
@@ -677,7 +687,7 @@ impl Inner {
     }
 
     async fn send(&self, line: String) {
-        if self.outbound.send(line).await.is_err() {
+        if self.outbound.send(line.into()).await.is_err() {
             debug!("transport closed before a reply could be sent");
         }
     }

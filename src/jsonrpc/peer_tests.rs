@@ -6,7 +6,7 @@ use super::*;
 
 struct Fake {
     peer: Peer,
-    from_peer: mpsc::Receiver<String>,
+    from_peer: mpsc::Receiver<crate::transport::Outbound>,
     to_peer: mpsc::Sender<TransportEvent>,
 }
 
@@ -24,7 +24,7 @@ impl Fake {
         }
     }
     async fn next(&mut self) -> Value {
-        let line = self.from_peer.recv().await.expect("peer sent nothing");
+        let line = self.from_peer.recv().await.expect("peer sent nothing").text;
         assert!(!line.contains('\n'));
         serde_json::from_str(&line).expect("peer sent invalid JSON")
     }
@@ -398,7 +398,8 @@ async fn server_requests_with_ids_outside_i64_are_answered_byte_for_byte() {
             let line = tokio::time::timeout(Duration::from_secs(10), f.from_peer.recv())
                 .await
                 .unwrap_or_else(|_| panic!("no reply to {method} with id {id}"))
-                .unwrap();
+                .unwrap()
+                .text;
             assert!(
                 line.starts_with(&format!(r#"{{"jsonrpc":"2.0","id":{id},"result":"#)),
                 "{method} {id}: {line}"

@@ -17,8 +17,60 @@ use tokio::sync::mpsc;
 
 use crate::protocol::Id;
 
-/// One outgoing message or batch, already serialised without newlines.
-pub type Outbound = String;
+/// One outgoing message or batch, already serialised without newlines,
+/// with what the transport must know of it that it should not re-parse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outbound {
+    pub text: String,
+    /// Set on every request of the stateless revision (2026-07-28): the
+    /// values an HTTP transport mirrors into headers. Its presence is what
+    /// tells the transport to speak that revision (no session, no GET
+    /// stream); stdio ignores it.
+    pub modern: Option<Box<ModernHeaders>>,
+}
+
+impl Outbound {
+    pub fn new(text: String) -> Self {
+        Outbound { text, modern: None }
+    }
+
+    pub fn len(&self) -> usize {
+        self.text.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.text.is_empty()
+    }
+}
+
+impl From<&str> for Outbound {
+    fn from(text: &str) -> Self {
+        Outbound::new(text.to_owned())
+    }
+}
+
+impl From<String> for Outbound {
+    fn from(text: String) -> Self {
+        Outbound::new(text)
+    }
+}
+
+/// The request metadata the 2026-07-28 Streamable HTTP transport mirrors
+/// into headers, as plain values: the transport encodes them (the
+/// `=?base64?…?=` form for values that are not header-safe).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModernHeaders {
+    /// `MCP-Protocol-Version`: equals the body's `_meta` protocolVersion.
+    pub protocol_version: String,
+    /// `Mcp-Method`.
+    pub method: String,
+    /// `Mcp-Name`: `params.name` or `params.uri` of `tools/call`,
+    /// `prompts/get` and `resources/read`.
+    pub name: Option<String>,
+    /// `Mcp-Param-{name}: value` for tool parameters marked `x-mcp-header`,
+    /// values already converted to their string form.
+    pub params: Vec<(String, String)>,
+}
 
 #[derive(Debug)]
 pub enum TransportEvent {

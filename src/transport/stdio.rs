@@ -700,9 +700,9 @@ async fn write_stdin(
         };
         // Whatever else is queued goes out in the same write.
         buf.clear();
-        append_line(&mut buf, &first);
+        append_line(&mut buf, &first.text);
         while let Ok(msg) = outbound.try_recv() {
-            append_line(&mut buf, &msg);
+            append_line(&mut buf, &msg.text);
         }
         if buf.is_empty() {
             continue;

@@ -521,7 +521,7 @@ pub async fn bridge(socket: &Path) -> Result<()> {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .extend(ids);
-            if outbound.blocking_send(line).is_err() {
+            if outbound.blocking_send(line.into()).is_err() {
                 break;
             }
         }

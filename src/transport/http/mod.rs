@@ -464,7 +464,7 @@ impl Shared {
                     None => break,
                 },
             };
-            let msg = OutMsg::classify(text);
+            let msg = OutMsg::classify(text.text);
             let step = async {
                 if self.kind.load(Ordering::SeqCst) == KIND_SSE {
                     legacy::send(&self, msg).await;
