@@ -7,6 +7,7 @@
 
 mod error;
 mod host;
+mod modern;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -150,6 +151,11 @@ struct Core {
     negotiated: std::sync::Mutex<Arc<Negotiated>>,
     opts: ClientOptions,
     era: Era,
+    /// The transport mirrors request metadata into headers (HTTP), so
+    /// `x-mcp-header` annotations matter.
+    http: bool,
+    /// Per tool, the parameters mirrored into headers (stateless era).
+    header_params: std::sync::Mutex<std::collections::HashMap<String, Arc<modern::HeaderParams>>>,
 }
 
 /// A connected MCP server.
@@ -226,12 +232,6 @@ impl ServerClient {
         if let Some(v) = opts.protocol_version
             && v.era() == Era::Stateless
         {
-            if conn.control.kind() != "stdio" {
-                return Err(ClientError::StatelessNotBuilt {
-                    server: name.to_owned(),
-                    pinned: v.as_str().to_owned(),
-                });
-            }
             return Self::discover(name, conn, opts, v).await;
         }
         let cfg = opts.peer_config(name);
@@ -284,6 +284,8 @@ impl ServerClient {
                 negotiated: std::sync::Mutex::new(Arc::new(negotiated)),
                 opts,
                 era: Era::Handshake,
+                http: false,
+                header_params: Default::default(),
             },
             notes,
         ))
@@ -298,6 +300,7 @@ impl ServerClient {
         version: ProtocolVersion,
     ) -> Result<(Core, broadcast::Receiver<Arc<Notification>>), ClientError> {
         let cfg = opts.peer_config(name);
+        let http = conn.control.kind() != "stdio";
         // Servers of this revision send no requests; refuse any.
         let peer = Peer::start(
             cfg,
@@ -320,6 +323,8 @@ impl ServerClient {
             })),
             opts,
             era: Era::Stateless,
+            http,
+            header_params: Default::default(),
         };
         let init = CallOptions {
             timeout: Some(core.opts.init_timeout),
@@ -797,6 +802,8 @@ impl Core {
             ),
         ];
         let base = set_meta(params.as_deref(), meta).map_err(|e| invalid(e.to_string()))?;
+        let mut ro = ro;
+        ro.modern = Some(Box::new(self.modern_headers(method, &base)));
         let mut params = base.clone();
         for _ in 0..MAX_INPUT_ROUNDS {
             let raw = self
@@ -891,9 +898,50 @@ impl Core {
         set_fields(None, answers).map_err(|e| ClientError::invalid(&self.name, "inputRequests", e))
     }
 
+    /// What the HTTP transport mirrors into headers for this request.
+    fn modern_headers(&self, method: &str, params: &RawValue) -> crate::transport::ModernHeaders {
+        let tool = (method == methods::TOOLS_CALL)
+            .then(|| raw_field::<String>(params, "name").ok().flatten())
+            .flatten()
+            .and_then(|t| {
+                self.header_params
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get(&t)
+                    .cloned()
+            });
+        modern::headers(
+            self.negotiated().protocol_version.as_str(),
+            method,
+            Some(params),
+            tool.as_deref(),
+        )
+    }
+
     async fn list_tools(&self) -> Result<Vec<Tool>, ClientError> {
-        self.list(methods::TOOLS_LIST, "tools", Some(Cap::Tools))
-            .await
+        let mut tools: Vec<Tool> = self
+            .list(methods::TOOLS_LIST, "tools", Some(Cap::Tools))
+            .await?;
+        if self.era == Era::Stateless {
+            let mut map = std::collections::HashMap::new();
+            tools.retain(|t| match modern::header_params(t) {
+                Ok(p) => {
+                    if !p.is_empty() {
+                        map.insert(t.name.clone(), Arc::new(p));
+                    }
+                    true
+                }
+                // The spec: a tool whose annotations break the rules is
+                // not offered over HTTP; other transports may ignore them.
+                Err(why) if self.http => {
+                    warn!(tool = %t.name, "tool left out: {why}");
+                    false
+                }
+                Err(_) => true,
+            });
+            *self.header_params.lock().unwrap_or_else(|p| p.into_inner()) = map;
+        }
+        Ok(tools)
     }
 
     /// Follow `nextCursor` to the end; a repeated cursor is an error.
