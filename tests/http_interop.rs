@@ -452,7 +452,7 @@ async fn python_sdk_server_over_streamable_http() {
     let srv = python_server(&env, "py_server.py");
     let (c, control) = start(&srv, "/mcp", HttpMode::Auto, opts()).await;
     assert_eq!(control.kind(), "streamable-http");
-    common::exercise_py_server(&c).await;
+    common::exercise_py_server(&c, "2025-11-25").await;
 
     // list_changed and a log message, sent on the GET stream: the client
     // re-lists (paged, over the same session) on its own.

@@ -128,7 +128,12 @@ async fn headers_session_and_protocol_version_on_every_request() {
     let issued = srv.sessions_issued();
     assert_eq!(issued.len(), 1, "{}", srv.summary());
     let all = srv.requests();
-    let init = &all[0];
+    // First the era probe (2026-07-28's server/discover), sessionless; this
+    // server answers it as a handshake-era server does, then initialize.
+    let probe = &all[0];
+    assert!(probe.is_rpc("server/discover"), "{}", srv.summary());
+    assert_eq!(probe.session(), None, "the probe carried a session id");
+    let init = &all[1];
     assert!(init.is_rpc("initialize"), "{}", srv.summary());
     assert_eq!(init.session(), None, "initialize carried a session id");
     assert_eq!(
@@ -941,13 +946,16 @@ async fn auto_mode_falls_back_to_legacy_sse_on_400_404_405() {
         assert_eq!(client.list_tools().await.unwrap().len(), 3);
         echo(&client, u64::from(status)).await;
         let all = srv.requests();
-        // First the Streamable HTTP initialize, refused; then the SSE GET.
-        assert!(all[0].is_rpc("initialize"), "{}", srv.summary());
+        // First the era probe and the Streamable HTTP initialize, both
+        // refused; then the SSE GET.
+        assert!(all[0].is_rpc("server/discover"), "{}", srv.summary());
         assert_eq!(all[0].status, Some(status));
-        assert_eq!(all[1].method, "GET", "{}", srv.summary());
-        assert_eq!(all[1].path, "/mcp");
+        assert!(all[1].is_rpc("initialize"), "{}", srv.summary());
+        assert_eq!(all[1].status, Some(status));
+        assert_eq!(all[2].method, "GET", "{}", srv.summary());
+        assert_eq!(all[2].path, "/mcp");
         // Everything else went to the endpoint the event named.
-        for r in all.iter().skip(2).filter(|r| r.method == "POST") {
+        for r in all.iter().skip(3).filter(|r| r.method == "POST") {
             assert!(
                 r.path.starts_with("/messages?sessionId="),
                 "{status}: {}",
@@ -1677,9 +1685,10 @@ fn daemon_serves_http_servers_of_every_type() {
         assert_eq!(r.header("x-trace"), Some("t-secret"));
         assert_eq!(r.header("authorization"), Some("Bearer secret"));
     }
-    // The auto entry's session: every request after initialize carries it.
+    // The auto entry's session: every request after the era probe and
+    // initialize carries it.
     let auto_sessions: std::collections::BTreeSet<Option<&str>> =
-        auto.iter().skip(1).map(|r| r.session()).collect();
+        auto.iter().skip(2).map(|r| r.session()).collect();
     assert_eq!(auto_sessions.len(), 1, "{}", modern.summary());
     assert!(!auto_sessions.contains(&None));
 

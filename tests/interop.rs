@@ -15,6 +15,7 @@ use common::{
     FullHost, Interop, interop, progress_counter as counter, raw, raw_text_of as text_of,
 };
 use mcphost::client::{CallOptions, ClientError, ClientOptions, ServerClient, ServerEvent};
+use mcphost::protocol::ProtocolVersion;
 use mcphost::transport::stdio::{StdioConfig, spawn};
 
 /// Launch configs for the interop servers.
@@ -423,33 +424,49 @@ async fn time_server() {
 #[tokio::test]
 async fn python_sdk_server_with_pagination() {
     let Some(env) = interop() else { return };
-    let c = start("py", env.python(&[&env.script("py_server.py")]), opts()).await;
-    common::exercise_py_server(&c).await;
+    // Unpinned, the SDK's server negotiates the stateless revision (probed
+    // with server/discover); pinned, the handshake. Same results either way.
+    for (pin, version) in [
+        (None, "2026-07-28"),
+        (Some(ProtocolVersion::V2025_11_25), "2025-11-25"),
+    ] {
+        let o = ClientOptions {
+            protocol_version: pin,
+            ..opts()
+        };
+        let c = start("py", env.python(&[&env.script("py_server.py")]), o).await;
+        common::exercise_py_server(&c, version).await;
 
-    // list_changed from a real SDK: the client re-lists on its own.
-    let mut events = c.subscribe();
-    c.set_log_level("info").await.unwrap();
-    c.call_tool("notify", Some(raw("{}")), CallOptions::default())
-        .await
-        .unwrap();
-    let (mut tools, mut resources, mut prompts, mut log) = (false, false, false, false);
-    while !(tools && resources && prompts && log) {
-        match tokio::time::timeout(Duration::from_secs(10), events.recv())
+        // list_changed from a real SDK: the client re-lists on its own
+        // (handshake: notifications; stateless: subscriptions/listen).
+        let mut events = c.subscribe();
+        c.set_log_level("info").await.unwrap();
+        c.call_tool("notify", Some(raw("{}")), CallOptions::default())
             .await
-            .unwrap()
-            .unwrap()
-        {
-            ServerEvent::ToolsChanged(t) => tools = t.len() == 5,
-            ServerEvent::ResourcesChanged {
-                resources: r,
-                templates,
-            } => resources = r.len() == 5 && templates.len() == 3,
-            ServerEvent::PromptsChanged(p) => prompts = p.len() == 3,
-            ServerEvent::Log(_) => log = true,
-            _ => {}
+            .unwrap();
+        let (mut tools, mut resources, mut prompts, mut log) = (false, false, false, false);
+        while !(tools && resources && prompts && log) {
+            match tokio::time::timeout(Duration::from_secs(10), events.recv())
+                .await
+                .unwrap_or_else(|_| {
+                    panic!(
+                        "{version}: tools {tools} resources {resources} prompts {prompts} log {log}"
+                    )
+                })
+                .unwrap()
+            {
+                ServerEvent::ToolsChanged(t) => tools = t.len() == 5,
+                ServerEvent::ResourcesChanged {
+                    resources: r,
+                    templates,
+                } => resources = r.len() == 5 && templates.len() == 3,
+                ServerEvent::PromptsChanged(p) => prompts = p.len() == 3,
+                ServerEvent::Log(_) => log = true,
+                _ => {}
+            }
         }
+        c.shutdown().await;
     }
-    c.shutdown().await;
 }
 
 #[tokio::test]

@@ -38,9 +38,18 @@ pub enum ClientError {
         offered: String,
     },
     #[error(
-        "server '{server}': protocol revision {pinned} is pinned, but mcphost speaks the stateless revision only over stdio so far; pin a handshake revision (2024-11-05 to 2025-11-25) or none for this HTTP server"
+        "server '{server}' exited when asked server/discover (the probe for the 2026-07-28 revision): {reason}; it is started again and spoken to with initialize"
     )]
-    StatelessNotBuilt { server: String, pinned: String },
+    ExitedOnProbe { server: String, reason: String },
+    #[error(
+        "server '{server}': {method} needs the client capability {capability}, which the caller did not declare ({message})"
+    )]
+    MissingCapability {
+        server: String,
+        method: &'static str,
+        capability: String,
+        message: String,
+    },
     #[error("server '{server}': invalid {method} payload: {reason}")]
     Invalid {
         server: String,

@@ -31,6 +31,12 @@ pub struct HostRequest {
 /// is advertised, and anything else is refused with -32601 before it gets here.
 pub trait Host: Send + Sync + 'static {
     fn capabilities(&self) -> ClientCapabilities;
+    /// The capabilities of the client whose call `origin` is: what a
+    /// request of the stateless revision declares for itself.
+    fn capabilities_for(&self, origin: Option<&crate::jsonrpc::Origin>) -> ClientCapabilities {
+        let _ = origin;
+        self.capabilities()
+    }
     fn handle(
         &self,
         request: HostRequest,

@@ -5,6 +5,7 @@
 //! declare, follows pagination, and re-lists when the server says a list
 //! changed. The protocol era is decided here and never leaks to callers.
 
+mod eras;
 mod error;
 mod host;
 mod modern;
@@ -20,13 +21,15 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info_span, warn};
 
+pub use eras::EraCache;
 pub use error::ClientError;
 pub use host::{ElicitationPolicy, Host, HostRequest, NoHost, PolicyHost, SamplingPolicy};
 
-use crate::jsonrpc::{Origin, Peer, PeerConfig, ProgressCallback, RequestOptions};
+use crate::jsonrpc::{Origin, Peer, PeerConfig, PeerError, ProgressCallback, RequestOptions};
 use crate::protocol::{
-    ClientCapabilities, Era, Notification, Prompt, ProtocolVersion, Resource, ResourceTemplate,
-    ServerCapabilities, Tool, ToolResult, methods, raw_field, set_fields, set_meta, to_raw,
+    ClientCapabilities, Era, ErrorObject, Notification, Prompt, ProtocolVersion, Resource,
+    ResourceTemplate, ServerCapabilities, Tool, ToolResult, error_codes, methods, raw_field,
+    set_fields, set_meta, to_raw,
 };
 use crate::transport::{CloseReason, Connection, TransportControl};
 
@@ -63,6 +66,16 @@ pub struct ClientOptions {
     pub max_pages: usize,
     /// Speak exactly this revision (`None`: negotiate, newest first).
     pub protocol_version: Option<ProtocolVersion>,
+    /// The era an earlier start of this server negotiated: `Handshake`
+    /// skips the `server/discover` probe (and a server that exits on it is
+    /// not started twice).
+    pub known_era: Option<Era>,
+    /// How long the `server/discover` probe waits before taking silence
+    /// for a server of the handshake revisions.
+    pub probe_timeout: Duration,
+    /// Where supervisors remember each server's era (read and written by
+    /// `registry`, not by the client itself).
+    pub eras: Arc<EraCache>,
 }
 
 impl ClientOptions {
@@ -85,6 +98,9 @@ impl Default for ClientOptions {
             max_request_timeout: Duration::from_secs(600),
             max_pages: 10_000,
             protocol_version: None,
+            known_era: None,
+            probe_timeout: Duration::from_secs(10),
+            eras: Arc::new(EraCache::in_memory()),
         }
     }
 }
@@ -156,6 +172,9 @@ struct Core {
     http: bool,
     /// Per tool, the parameters mirrored into headers (stateless era).
     header_params: std::sync::Mutex<std::collections::HashMap<String, Arc<modern::HeaderParams>>>,
+    /// `logging/setLevel` of the stateless era: sent in every request's
+    /// `_meta` instead.
+    log_level: std::sync::Mutex<Option<String>>,
 }
 
 /// A connected MCP server.
@@ -164,11 +183,18 @@ pub struct ServerClient {
     control: Arc<dyn TransportControl>,
     events: broadcast::Sender<ServerEvent>,
     watcher: JoinHandle<()>,
+    /// The stateless era's `subscriptions/listen` loop, and the resource
+    /// URIs it asks updates for (`resources/subscribe` of the handshake).
+    listener: Option<JoinHandle<()>>,
+    subscriptions: tokio::sync::watch::Sender<std::collections::BTreeSet<String>>,
 }
 
 impl Drop for ServerClient {
     fn drop(&mut self) {
         self.watcher.abort();
+        if let Some(l) = &self.listener {
+            l.abort();
+        }
     }
 }
 
@@ -210,11 +236,20 @@ impl ServerClient {
                     watch_notifications(core.clone(), notes, control.renewals(), events.clone())
                         .instrument(info_span!("server", server = name)),
                 );
+                let (subscriptions, subs) = tokio::sync::watch::channel(Default::default());
+                let listener = (core.era == Era::Stateless).then(|| {
+                    tokio::spawn(
+                        listen(core.clone(), subs, events.clone())
+                            .instrument(info_span!("server", server = name)),
+                    )
+                });
                 Ok(ServerClient {
                     core,
                     control,
                     events,
                     watcher,
+                    listener,
+                    subscriptions,
                 })
             }
             Err(e) => {
@@ -229,112 +264,76 @@ impl ServerClient {
         conn: Connection,
         opts: ClientOptions,
     ) -> Result<(Core, broadcast::Receiver<Arc<Notification>>), ClientError> {
-        if let Some(v) = opts.protocol_version
-            && v.era() == Era::Stateless
-        {
-            return Self::discover(name, conn, opts, v).await;
-        }
-        let cfg = opts.peer_config(name);
-        let handler = Arc::new(host::HostHandler::new(name, opts.host.clone()));
-        let peer = Peer::start(cfg, conn.outbound, conn.inbound, handler);
-        let caps: ClientCapabilities = opts.host.capabilities();
-        let requested = opts
-            .protocol_version
-            .unwrap_or(ProtocolVersion::LATEST_HANDSHAKE);
-        let params = serde_json::json!({
-            "protocolVersion": requested,
-            "capabilities": caps,
-            "clientInfo": opts.client_info,
-        });
-        let params =
-            to_raw(&params).map_err(|e| ClientError::invalid(name, methods::INITIALIZE, e))?;
-        let req_opts = RequestOptions {
-            timeout: Some(opts.init_timeout),
-            max_timeout: Some(opts.init_timeout),
-            reset_timeout_on_progress: false,
-            cancellable: false,
-            ..Default::default()
-        };
-        let raw = peer
-            .request(methods::INITIALIZE, Some(params), req_opts)
-            .await
-            .map_err(|source| ClientError::request(name, methods::INITIALIZE, source))?;
-        let negotiated = negotiate(name, raw.get())?;
-        if let Some(pinned) = opts.protocol_version
-            && negotiated.protocol_version != pinned
-        {
-            return Err(ClientError::PinnedVersionRefused {
-                server: name.to_owned(),
-                pinned: pinned.as_str().to_owned(),
-                offered: negotiated.protocol_version.as_str().to_owned(),
-            });
-        }
-        // Subscribe before `initialized` so no early notification is missed.
-        let notes = peer.subscribe();
-        peer.notify(methods::NOTIFICATION_INITIALIZED, None)
-            .await
-            .map_err(|source| {
-                ClientError::request(name, methods::NOTIFICATION_INITIALIZED, source)
-            })?;
-        debug!(version = %negotiated.protocol_version, server_name = ?negotiated.server_name, "initialized");
-        Ok((
-            Core {
-                name: name.to_owned(),
-                peer,
-                negotiated: std::sync::Mutex::new(Arc::new(negotiated)),
-                opts,
-                era: Era::Handshake,
-                http: false,
-                header_params: Default::default(),
-            },
-            notes,
-        ))
-    }
-
-    /// The stateless revision (pinned): no handshake, `server/discover`
-    /// for what the server offers, and `_meta` on every request.
-    async fn discover(
-        name: &str,
-        conn: Connection,
-        opts: ClientOptions,
-        version: ProtocolVersion,
-    ) -> Result<(Core, broadcast::Receiver<Arc<Notification>>), ClientError> {
-        let cfg = opts.peer_config(name);
         let http = conn.control.kind() != "stdio";
-        // Servers of this revision send no requests; refuse any.
-        let peer = Peer::start(
-            cfg,
-            conn.outbound,
-            conn.inbound,
-            Arc::new(crate::jsonrpc::NoHandler),
-        );
+        let stateless = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let handler = Arc::new(EraHandler {
+            stateless: stateless.clone(),
+            host: host::HostHandler::new(name, opts.host.clone()),
+        });
+        let peer = Peer::start(opts.peer_config(name), conn.outbound, conn.inbound, handler);
+        // Subscribe before anything is sent so no early notification is missed.
         let notes = peer.subscribe();
-        let core = Core {
+        let unknown = Arc::new(Negotiated {
+            protocol_version: ProtocolVersion::LATEST_HANDSHAKE,
+            capabilities: ServerCapabilities::default(),
+            capabilities_raw: crate::protocol::empty_object(),
+            server_info: crate::protocol::empty_object(),
+            server_name: None,
+            server_version: None,
+            instructions: None,
+        });
+        let mut core = Core {
             name: name.to_owned(),
             peer,
-            negotiated: std::sync::Mutex::new(Arc::new(Negotiated {
-                protocol_version: version,
-                capabilities: ServerCapabilities::default(),
-                capabilities_raw: crate::protocol::empty_object(),
-                server_info: crate::protocol::empty_object(),
-                server_name: None,
-                server_version: None,
-                instructions: None,
-            })),
+            negotiated: std::sync::Mutex::new(unknown),
             opts,
-            era: Era::Stateless,
+            era: Era::Handshake,
             http,
             header_params: Default::default(),
+            log_level: Default::default(),
         };
-        let init = CallOptions {
-            timeout: Some(core.opts.init_timeout),
-            ..CallOptions::default()
+        let pinned = core.opts.protocol_version;
+        let probe = match pinned {
+            Some(v) => v.era() == Era::Stateless,
+            // What an earlier start learned, else probe: the spec's
+            // backwards-compatible order is modern first.
+            None => core.opts.known_era != Some(Era::Handshake),
         };
-        let raw = core
-            .request(methods::SERVER_DISCOVER, None, None, &init)
-            .await?;
-        let negotiated = discovered(name, raw.get(), version)?;
-        debug!(version = %negotiated.protocol_version, server_name = ?negotiated.server_name, "discovered");
+        if probe {
+            core.era = Era::Stateless;
+            stateless.store(true, std::sync::atomic::Ordering::SeqCst);
+            let want = pinned.unwrap_or(ProtocolVersion::V2026_07_28);
+            match core.probe(want, pinned.is_some()).await? {
+                Probe::Modern(n) => {
+                    debug!(version = %n.protocol_version, server_name = ?n.server_name, "discovered");
+                    *core.negotiated.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(n);
+                    return Ok((core, notes));
+                }
+                Probe::Legacy(why) => {
+                    debug!("not the stateless revision ({why}); falling back to initialize");
+                    core.era = Era::Handshake;
+                    stateless.store(false, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+        }
+        let negotiated = match core.initialize().await {
+            // Remembered as a handshake server, it now refuses initialize:
+            // it may have become a server of the stateless revision.
+            Err(e) if !probe && pinned.is_none() && e.rpc_error().is_some() => {
+                debug!("initialize refused ({e}); asking server/discover");
+                core.era = Era::Stateless;
+                stateless.store(true, std::sync::atomic::Ordering::SeqCst);
+                return match core.probe(ProtocolVersion::V2026_07_28, false).await? {
+                    Probe::Modern(n) => {
+                        *core.negotiated.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(n);
+                        Ok((core, notes))
+                    }
+                    Probe::Legacy(_) => Err(e),
+                };
+            }
+            r => r?,
+        };
+        debug!(version = %negotiated.protocol_version, server_name = ?negotiated.server_name, "initialized");
         *core.negotiated.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(negotiated);
         Ok((core, notes))
     }
@@ -384,6 +383,9 @@ impl ServerClient {
     /// Idempotent; calls still in flight fail with the close reason.
     pub async fn shutdown(&self) {
         self.watcher.abort();
+        if let Some(l) = &self.listener {
+            l.abort();
+        }
         self.control.shutdown().await;
     }
 
@@ -398,11 +400,22 @@ impl ServerClient {
         self.core.request(method, None, params, &opts).await
     }
 
+    /// `ping`; the stateless revision has none, so `server/discover`
+    /// answers for it there.
     pub async fn ping(&self) -> Result<(), ClientError> {
+        let method = match self.core.era {
+            Era::Handshake => methods::PING,
+            Era::Stateless => methods::SERVER_DISCOVER,
+        };
         self.core
-            .request(methods::PING, None, None, &CallOptions::default())
+            .request(method, None, None, &CallOptions::default())
             .await?;
         Ok(())
+    }
+
+    /// The era this client speaks with its server.
+    pub fn era(&self) -> Era {
+        self.core.era
     }
 
     pub async fn list_tools(&self) -> Result<Vec<Tool>, ClientError> {
@@ -524,11 +537,20 @@ impl ServerClient {
     }
 
     /// Send a notification (e.g. `notifications/roots/list_changed`).
+    /// The stateless revision has no client notification but cancellation
+    /// (roots go with each request), so there others are not sent.
     pub async fn notify(
         &self,
         method: &'static str,
         params: Option<Box<RawValue>>,
     ) -> Result<(), ClientError> {
+        if self.core.era == Era::Stateless && method != methods::NOTIFICATION_CANCELLED {
+            debug!(
+                method,
+                "not sent: the 2026-07-28 revision has no such notification"
+            );
+            return Ok(());
+        }
         self.core
             .peer
             .notify(method, params)
@@ -536,11 +558,27 @@ impl ServerClient {
             .map_err(|source| ClientError::request(&self.core.name, method, source))
     }
 
+    /// `resources/subscribe`; in the stateless revision the URI joins the
+    /// `resourceSubscriptions` of `subscriptions/listen`.
     pub async fn subscribe_resource(&self, uri: &str) -> Result<(), ClientError> {
+        if self.core.era == Era::Stateless {
+            self.core
+                .require(Cap::Subscribe, methods::RESOURCES_SUBSCRIBE)?;
+            self.subscriptions.send_modify(|s| {
+                s.insert(uri.to_owned());
+            });
+            return Ok(());
+        }
         self.uri_request(methods::RESOURCES_SUBSCRIBE, uri).await
     }
 
     pub async fn unsubscribe_resource(&self, uri: &str) -> Result<(), ClientError> {
+        if self.core.era == Era::Stateless {
+            self.subscriptions.send_modify(|s| {
+                s.remove(uri);
+            });
+            return Ok(());
+        }
         self.uri_request(methods::RESOURCES_UNSUBSCRIBE, uri).await
     }
 
@@ -560,8 +598,18 @@ impl ServerClient {
     }
 
     /// `logging/setLevel` (debug, info, notice, warning, error, critical, alert, emergency).
+    /// In the stateless revision the level goes in every request's `_meta`.
     pub async fn set_log_level(&self, level: &str) -> Result<(), ClientError> {
         let m = methods::LOGGING_SET_LEVEL;
+        if self.core.era == Era::Stateless {
+            self.core.require(Cap::Logging, m)?;
+            *self
+                .core
+                .log_level
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = Some(level.to_owned());
+            return Ok(());
+        }
         let params = self
             .core
             .build(m, [("level".to_owned(), self.core.encode(m, level)?)])?;
@@ -645,12 +693,14 @@ fn negotiate(name: &str, result: &str) -> Result<Negotiated, ClientError> {
     })
 }
 
-/// Read a `server/discover` result for the pinned stateless `version`.
+/// Read a `server/discover` result: the newest stateless revision both
+/// sides speak (`want` when pinned).
 fn discovered(
     name: &str,
     result: &str,
-    version: ProtocolVersion,
-) -> Result<Negotiated, ClientError> {
+    want: ProtocolVersion,
+    pinned: bool,
+) -> Result<Probe, ClientError> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct DiscoverResult {
@@ -665,13 +715,26 @@ fn discovered(
     }
     let d: DiscoverResult = serde_json::from_str(result)
         .map_err(|e| ClientError::invalid(name, methods::SERVER_DISCOVER, e))?;
-    if !d.supported_versions.iter().any(|v| v == version.as_str()) {
-        return Err(ClientError::PinnedVersionRefused {
-            server: name.to_owned(),
-            pinned: version.as_str().to_owned(),
-            offered: d.supported_versions.join(", "),
-        });
-    }
+    let version = if d.supported_versions.iter().any(|v| v == want.as_str()) {
+        want
+    } else {
+        match pick_version(&d.supported_versions) {
+            Some(v) if !pinned => v,
+            _ if pinned => {
+                return Err(ClientError::PinnedVersionRefused {
+                    server: name.to_owned(),
+                    pinned: want.as_str().to_owned(),
+                    offered: d.supported_versions.join(", "),
+                });
+            }
+            _ => {
+                return Ok(Probe::Legacy(format!(
+                    "server/discover lists only {}",
+                    d.supported_versions.join(", ")
+                )));
+            }
+        }
+    };
     let capabilities_raw = d.capabilities.unwrap_or_else(crate::protocol::empty_object);
     let capabilities: ServerCapabilities = serde_json::from_str(capabilities_raw.get())
         .map_err(|e| ClientError::invalid(name, methods::SERVER_DISCOVER, e))?;
@@ -685,7 +748,7 @@ fn discovered(
         })
         .unwrap_or_else(crate::protocol::empty_object);
     let info: InfoKey = serde_json::from_str(server_info.get()).unwrap_or_default();
-    Ok(Negotiated {
+    Ok(Probe::Modern(Negotiated {
         protocol_version: version,
         capabilities,
         capabilities_raw,
@@ -693,7 +756,24 @@ fn discovered(
         server_name: info.name,
         server_version: info.version,
         instructions: d.instructions,
-    })
+    }))
+}
+
+/// `data.supported` of an `UnsupportedProtocolVersionError`.
+fn supported_versions(e: &ErrorObject) -> Vec<String> {
+    e.data
+        .as_deref()
+        .and_then(|d| raw_field::<Vec<String>>(d, "supported").ok().flatten())
+        .unwrap_or_default()
+}
+
+/// The newest stateless revision in `offered` that mcphost speaks.
+fn pick_version(offered: &[String]) -> Option<ProtocolVersion> {
+    offered
+        .iter()
+        .filter_map(|v| v.parse::<ProtocolVersion>().ok())
+        .filter(|v| v.era() == Era::Stateless)
+        .max()
 }
 
 /// Request `_meta` members of the stateless revision.
@@ -701,11 +781,213 @@ const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
 const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+
+/// The capability a `MissingRequiredClientCapabilityError` names.
+fn missing_capability(e: &ErrorObject) -> String {
+    e.data
+        .as_deref()
+        .and_then(|d| {
+            raw_field::<serde_json::Value>(d, "requiredCapabilities")
+                .ok()
+                .flatten()
+                .or_else(|| {
+                    raw_field::<serde_json::Value>(d, "capability")
+                        .ok()
+                        .flatten()
+                })
+        })
+        .map(|v| match v {
+            serde_json::Value::String(s) => s,
+            serde_json::Value::Object(m) => m.keys().cloned().collect::<Vec<_>>().join(", "),
+            other => other.to_string(),
+        })
+        .unwrap_or_else(|| "(not named by the server)".to_owned())
+}
 
 /// Rounds of `input_required` one request may take before it is abandoned.
 const MAX_INPUT_ROUNDS: usize = 16;
 
+/// How a `server/discover` probe ended.
+enum Probe {
+    Modern(Negotiated),
+    /// The server speaks the handshake revisions: why we think so.
+    Legacy(String),
+}
+
+/// Error codes only a server of the stateless revision sends.
+const MODERN_ERRORS: [i64; 3] = [
+    error_codes::HEADER_MISMATCH,
+    error_codes::MISSING_CAPABILITY,
+    error_codes::UNSUPPORTED_VERSION,
+];
+
+/// Refuses server requests while the stateless revision is spoken (its
+/// servers must not send any); the host's handler otherwise.
+struct EraHandler {
+    stateless: Arc<std::sync::atomic::AtomicBool>,
+    host: host::HostHandler,
+}
+
+impl crate::jsonrpc::RequestHandler for EraHandler {
+    fn handle(
+        &self,
+        r: crate::jsonrpc::IncomingRequest,
+    ) -> crate::transport::BoxFuture<'static, Result<Box<RawValue>, crate::protocol::ErrorObject>>
+    {
+        if self.stateless.load(std::sync::atomic::Ordering::SeqCst) {
+            return crate::jsonrpc::NoHandler.handle(r);
+        }
+        self.host.handle(r)
+    }
+}
+
 impl Core {
+    /// The `initialize` handshake, then `notifications/initialized`.
+    async fn initialize(&self) -> Result<Negotiated, ClientError> {
+        let name = &self.name;
+        let opts = &self.opts;
+        let caps: ClientCapabilities = opts.host.capabilities();
+        let requested = opts
+            .protocol_version
+            .unwrap_or(ProtocolVersion::LATEST_HANDSHAKE);
+        let params = serde_json::json!({
+            "protocolVersion": requested,
+            "capabilities": caps,
+            "clientInfo": opts.client_info,
+        });
+        let params =
+            to_raw(&params).map_err(|e| ClientError::invalid(name, methods::INITIALIZE, e))?;
+        let req_opts = RequestOptions {
+            timeout: Some(opts.init_timeout),
+            max_timeout: Some(opts.init_timeout),
+            reset_timeout_on_progress: false,
+            cancellable: false,
+            ..Default::default()
+        };
+        let raw = self
+            .peer
+            .request(methods::INITIALIZE, Some(params), req_opts)
+            .await
+            .map_err(|source| ClientError::request(name, methods::INITIALIZE, source))?;
+        let negotiated = negotiate(name, raw.get())?;
+        if let Some(pinned) = opts.protocol_version
+            && negotiated.protocol_version != pinned
+        {
+            return Err(ClientError::PinnedVersionRefused {
+                server: name.to_owned(),
+                pinned: pinned.as_str().to_owned(),
+                offered: negotiated.protocol_version.as_str().to_owned(),
+            });
+        }
+        self.peer
+            .notify(methods::NOTIFICATION_INITIALIZED, None)
+            .await
+            .map_err(|source| {
+                ClientError::request(name, methods::NOTIFICATION_INITIALIZED, source)
+            })?;
+        Ok(negotiated)
+    }
+
+    /// Ask with `server/discover` which era the server speaks. A
+    /// `DiscoverResult` or a modern error means modern (`-32022`: retry with
+    /// a version it lists); any other error or silence means legacy. Never
+    /// one error code alone: legacy servers answer -32601, -32602, -32000 …
+    /// A server that exits on the probe is [`ClientError::ExitedOnProbe`]:
+    /// the supervisor restarts it and speaks `initialize` to it.
+    async fn probe(&self, mut want: ProtocolVersion, pinned: bool) -> Result<Probe, ClientError> {
+        let timeout = if pinned {
+            self.opts.init_timeout
+        } else {
+            self.opts.probe_timeout.min(self.opts.init_timeout)
+        };
+        for _ in 0..2 {
+            self.set_version(want);
+            let init = CallOptions {
+                timeout: Some(timeout),
+                ..CallOptions::default()
+            };
+            let err = match self
+                .stateless_request(methods::SERVER_DISCOVER, None, self.request_options(&init))
+                .await
+            {
+                Ok(raw) => return discovered(&self.name, raw.get(), want, pinned),
+                Err(e) => e,
+            };
+            let ClientError::Request { error, .. } = &err else {
+                return Err(err);
+            };
+            match error {
+                PeerError::Rpc(e) if e.code == error_codes::UNSUPPORTED_VERSION => {
+                    let supported = supported_versions(e);
+                    match pick_version(&supported) {
+                        Some(v) if v != want && !pinned => {
+                            want = v;
+                            continue;
+                        }
+                        _ if pinned => {
+                            return Err(ClientError::PinnedVersionRefused {
+                                server: self.name.clone(),
+                                pinned: want.as_str().to_owned(),
+                                offered: supported.join(", "),
+                            });
+                        }
+                        // It lists only handshake revisions.
+                        _ => {
+                            return Ok(Probe::Legacy(format!(
+                                "it supports {}",
+                                supported.join(", ")
+                            )));
+                        }
+                    }
+                }
+                PeerError::Rpc(e) if MODERN_ERRORS.contains(&e.code) => return Err(err),
+                _ if pinned => return Err(err),
+                PeerError::Rpc(e) => {
+                    return Ok(Probe::Legacy(format!(
+                        "server/discover answered {} {:?}",
+                        e.code, e.message
+                    )));
+                }
+                PeerError::Timeout { .. } => {
+                    return Ok(Probe::Legacy(format!(
+                        "no answer to server/discover within {timeout:?}"
+                    )));
+                }
+                PeerError::Closed(reason) if !self.http => {
+                    return Err(ClientError::ExitedOnProbe {
+                        server: self.name.clone(),
+                        reason: reason.to_string(),
+                    });
+                }
+                PeerError::Transport(reason) => {
+                    return Ok(Probe::Legacy(reason.clone()));
+                }
+                _ => return Err(err),
+            }
+        }
+        Ok(Probe::Legacy(
+            "server/discover kept refusing every version it listed".to_owned(),
+        ))
+    }
+
+    fn set_version(&self, v: ProtocolVersion) {
+        let mut n = self.negotiated.lock().unwrap_or_else(|p| p.into_inner());
+        let mut next = (**n).clone();
+        next.protocol_version = v;
+        *n = Arc::new(next);
+    }
+
+    fn request_options(&self, opts: &CallOptions) -> RequestOptions {
+        RequestOptions {
+            timeout: opts.timeout,
+            on_progress: opts.on_progress.clone(),
+            cancel: opts.cancel.clone(),
+            origin: opts.origin.clone(),
+            ..Default::default()
+        }
+    }
+
     fn negotiated(&self) -> Arc<Negotiated> {
         self.negotiated
             .lock()
@@ -752,22 +1034,10 @@ impl Core {
         params: Option<Box<RawValue>>,
         opts: &CallOptions,
     ) -> Result<Box<RawValue>, ClientError> {
-        if let Some(cap) = cap
-            && !cap.declared(&self.negotiated().capabilities)
-        {
-            return Err(ClientError::CapabilityNotDeclared {
-                server: self.name.clone(),
-                capability: cap.name(),
-                method,
-            });
+        if let Some(cap) = cap {
+            self.require(cap, method)?;
         }
-        let ro = RequestOptions {
-            timeout: opts.timeout,
-            on_progress: opts.on_progress.clone(),
-            cancel: opts.cancel.clone(),
-            origin: opts.origin.clone(),
-            ..Default::default()
-        };
+        let ro = self.request_options(opts);
         if self.era == Era::Stateless {
             return self.stateless_request(method, params, ro).await;
         }
@@ -780,37 +1050,92 @@ impl Core {
     /// One request of the stateless revision: `_meta` spliced into the raw
     /// params, and `input_required` rounds answered through the host (the
     /// session whose call it is) until the result is complete.
-    async fn stateless_request(
+    fn stateless_request(
+        &self,
+        method: &'static str,
+        params: Option<Box<RawValue>>,
+        ro: RequestOptions,
+    ) -> crate::transport::BoxFuture<'_, Result<Box<RawValue>, ClientError>> {
+        // Boxed: a request may re-list tools or discover again, which send
+        // requests of their own.
+        Box::pin(self.stateless_request_inner(method, params, ro))
+    }
+
+    async fn stateless_request_inner(
         &self,
         method: &'static str,
         params: Option<Box<RawValue>>,
         ro: RequestOptions,
     ) -> Result<Box<RawValue>, ClientError> {
         let invalid = |e: String| ClientError::invalid(&self.name, method, e);
-        let meta = [
-            (
-                META_PROTOCOL_VERSION.to_owned(),
-                self.encode(method, self.negotiated().protocol_version.as_str())?,
-            ),
-            (
-                META_CLIENT_CAPABILITIES.to_owned(),
-                self.encode(method, &self.opts.host.capabilities())?,
-            ),
-            (
-                META_CLIENT_INFO.to_owned(),
-                self.encode(method, &self.opts.client_info)?,
-            ),
-        ];
-        let base = set_meta(params.as_deref(), meta).map_err(|e| invalid(e.to_string()))?;
+        let original = params;
         let mut ro = ro;
+        let mut base = self.with_meta(method, original.as_deref(), ro.origin.as_ref())?;
         ro.modern = Some(Box::new(self.modern_headers(method, &base)));
         let mut params = base.clone();
-        for _ in 0..MAX_INPUT_ROUNDS {
-            let raw = self
+        let mut retried = false;
+        let mut rounds = 0;
+        while rounds < MAX_INPUT_ROUNDS {
+            let raw = match self
                 .peer
-                .request(method, Some(params), ro.clone())
+                .request(method, Some(params.clone()), ro.clone())
                 .await
-                .map_err(|source| ClientError::request(&self.name, method, source))?;
+            {
+                Ok(raw) => raw,
+                Err(PeerError::Rpc(e)) if !retried && method != methods::SERVER_DISCOVER => {
+                    retried = true;
+                    match e.code {
+                        // The tool's x-mcp-header parameters changed: list
+                        // the tools again, then retry once.
+                        error_codes::HEADER_MISMATCH if method == methods::TOOLS_CALL => {
+                            debug!("header mismatch: re-listing tools, then retrying once");
+                            let _ = self.list_tools().await;
+                            ro.modern = Some(Box::new(self.modern_headers(method, &base)));
+                            continue;
+                        }
+                        // The server was redeployed with other revisions:
+                        // discover again, then retry once.
+                        error_codes::UNSUPPORTED_VERSION => {
+                            let supported = supported_versions(&e);
+                            let Some(v) = pick_version(&supported) else {
+                                return Err(ClientError::request(
+                                    &self.name,
+                                    method,
+                                    PeerError::Rpc(e),
+                                ));
+                            };
+                            if let Probe::Modern(n) =
+                                self.probe(v, self.opts.protocol_version.is_some()).await?
+                            {
+                                debug!(version = %n.protocol_version, "the server changed its revision");
+                                *self.negotiated.lock().unwrap_or_else(|p| p.into_inner()) =
+                                    Arc::new(n);
+                            }
+                            base =
+                                self.with_meta(method, original.as_deref(), ro.origin.as_ref())?;
+                            ro.modern = Some(Box::new(self.modern_headers(method, &base)));
+                            params = base.clone();
+                            continue;
+                        }
+                        error_codes::MISSING_CAPABILITY => {
+                            return Err(ClientError::MissingCapability {
+                                server: self.name.clone(),
+                                method,
+                                capability: missing_capability(&e),
+                                message: e.message,
+                            });
+                        }
+                        _ => {
+                            return Err(ClientError::request(
+                                &self.name,
+                                method,
+                                PeerError::Rpc(e),
+                            ));
+                        }
+                    }
+                }
+                Err(source) => return Err(ClientError::request(&self.name, method, source)),
+            };
             let kind: Option<String> =
                 raw_field(&raw, "resultType").map_err(|e| invalid(e.to_string()))?;
             match kind.as_deref() {
@@ -821,10 +1146,17 @@ impl Core {
                         methods::TOOLS_CALL | methods::RESOURCES_READ | methods::PROMPTS_GET
                     ) =>
                 {
-                    let responses = self.answer_inputs(&raw, ro.origin.as_ref()).await?;
+                    rounds += 1;
+                    let requests: Option<Box<RawValue>> =
+                        raw_field(&raw, "inputRequests").map_err(|e| invalid(e.to_string()))?;
                     let state: Option<Box<RawValue>> =
                         raw_field(&raw, "requestState").map_err(|e| invalid(e.to_string()))?;
-                    let mut fields = vec![("inputResponses".to_owned(), responses)];
+                    let mut fields = Vec::new();
+                    // Only a requestState: retry at once.
+                    if requests.is_some() {
+                        let responses = self.answer_inputs(&raw, ro.origin.as_ref()).await?;
+                        fields.push(("inputResponses".to_owned(), responses));
+                    }
                     if let Some(state) = state {
                         fields.push(("requestState".to_owned(), state));
                     }
@@ -896,6 +1228,51 @@ impl Core {
             answers.push((key, answer));
         }
         set_fields(None, answers).map_err(|e| ClientError::invalid(&self.name, "inputRequests", e))
+    }
+
+    fn require(&self, cap: Cap, method: &'static str) -> Result<(), ClientError> {
+        if cap.declared(&self.negotiated().capabilities) {
+            return Ok(());
+        }
+        Err(ClientError::CapabilityNotDeclared {
+            server: self.name.clone(),
+            capability: cap.name(),
+            method,
+        })
+    }
+
+    /// `params` with the stateless revision's `_meta`: version, the
+    /// capabilities of the caller (`origin`), clientInfo, the log level.
+    fn with_meta(
+        &self,
+        method: &str,
+        params: Option<&RawValue>,
+        origin: Option<&Origin>,
+    ) -> Result<Box<RawValue>, ClientError> {
+        let caps = self.opts.host.capabilities_for(origin);
+        let mut meta = vec![
+            (
+                META_PROTOCOL_VERSION.to_owned(),
+                self.encode(method, self.negotiated().protocol_version.as_str())?,
+            ),
+            (
+                META_CLIENT_CAPABILITIES.to_owned(),
+                self.encode(method, &caps)?,
+            ),
+            (
+                META_CLIENT_INFO.to_owned(),
+                self.encode(method, &self.opts.client_info)?,
+            ),
+        ];
+        let level = self
+            .log_level
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(level) = level {
+            meta.push((META_LOG_LEVEL.to_owned(), self.encode(method, &level)?));
+        }
+        set_meta(params, meta).map_err(|e| ClientError::invalid(&self.name, method, e))
     }
 
     /// What the HTTP transport mirrors into headers for this request.
@@ -1134,6 +1511,98 @@ async fn relist(core: &Core, events: &broadcast::Sender<ServerEvent>, dirty: Dir
         {
             Ok(p) => drop(events.send(ServerEvent::PromptsChanged(Arc::new(p)))),
             Err(e) => failed("prompts", e),
+        }
+    }
+}
+
+/// Longest wait before listening again after a dropped stream.
+const MAX_LISTEN_BACKOFF: Duration = Duration::from_secs(30);
+
+/// The stateless revision's change notifications: one
+/// `subscriptions/listen` at a time, asking for what the server declared
+/// and the subscribed resource URIs; listened to again (with backoff) when
+/// the stream drops, and at once when the URIs change. Its notifications
+/// reach [`watch_notifications`] like those of the handshake.
+async fn listen(
+    core: Arc<Core>,
+    mut subs: tokio::sync::watch::Receiver<std::collections::BTreeSet<String>>,
+    events: broadcast::Sender<ServerEvent>,
+) {
+    let mut backoff = Duration::from_millis(250);
+    let mut dropped = false;
+    loop {
+        let caps = core.negotiated().capabilities.clone();
+        let changed = |c: Option<bool>| c.unwrap_or(false);
+        let uris: Vec<String> = subs.borrow_and_update().iter().cloned().collect();
+        let mut filter = serde_json::Map::new();
+        if changed(caps.tools.as_ref().and_then(|t| t.list_changed)) {
+            filter.insert("toolsListChanged".into(), true.into());
+        }
+        if changed(caps.prompts.as_ref().and_then(|t| t.list_changed)) {
+            filter.insert("promptsListChanged".into(), true.into());
+        }
+        if changed(caps.resources.as_ref().and_then(|t| t.list_changed)) {
+            filter.insert("resourcesListChanged".into(), true.into());
+        }
+        if !uris.is_empty() {
+            filter.insert("resourceSubscriptions".into(), uris.into());
+        }
+        if filter.is_empty() {
+            // Nothing to listen for until a resource is subscribed.
+            if subs.changed().await.is_err() {
+                return;
+            }
+            continue;
+        }
+        let Ok(params) = to_raw(&serde_json::json!({ "notifications": filter })) else {
+            return;
+        };
+        if dropped {
+            // Changes while no stream was open were missed.
+            relist(
+                &core,
+                &events,
+                Dirty {
+                    tools: true,
+                    resources: true,
+                    prompts: true,
+                },
+            )
+            .await;
+        }
+        let cancel = CancellationToken::new();
+        let opts = CallOptions {
+            // A stream with no end: only a drop, the server or we end it.
+            timeout: Some(Duration::MAX),
+            cancel: Some(cancel.clone()),
+            ..CallOptions::default()
+        };
+        let mut ro = core.request_options(&opts);
+        ro.max_timeout = Some(Duration::MAX);
+        let started = tokio::time::Instant::now();
+        tokio::select! {
+            r = core.stateless_request(methods::SUBSCRIPTIONS_LISTEN, Some(params), ro) => {
+                match r {
+                    Ok(_) => debug!("the server ended subscriptions/listen"),
+                    Err(e) => warn!("subscriptions/listen ended: {e}"),
+                }
+                if core.peer.close_reason().is_some() {
+                    return;
+                }
+                dropped = true;
+                if started.elapsed() > MAX_LISTEN_BACKOFF {
+                    backoff = Duration::from_millis(250);
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = backoff.saturating_mul(2).min(MAX_LISTEN_BACKOFF);
+            }
+            c = subs.changed() => {
+                cancel.cancel();
+                if c.is_err() {
+                    return;
+                }
+            }
+            _ = core.peer.closed() => return,
         }
     }
 }

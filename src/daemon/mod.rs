@@ -106,7 +106,15 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     } else {
         None
     };
+    let eras = match crate::ipc::default_state_dir() {
+        Some(dir) => crate::client::EraCache::at(dir.join("eras.json")),
+        None => crate::client::EraCache::in_memory(),
+    };
     let engine = EngineBuilder::new(cfg.clone())
+        .client_options(crate::client::ClientOptions {
+            eras: Arc::new(eras),
+            ..Default::default()
+        })
         .shell_path(shell_path)
         .fallback(opts.fallback)
         .info(EngineInfo {

@@ -331,6 +331,14 @@ impl Host for Broker {
         }
     }
 
+    /// A caller's own capabilities; the fallback's when nobody caused it.
+    fn capabilities_for(&self, origin: Option<&crate::jsonrpc::Origin>) -> ClientCapabilities {
+        match origin.and_then(|o| self.session(o.session)) {
+            Some(s) => s.client_capabilities(),
+            None => self.capabilities(),
+        }
+    }
+
     fn handle(&self, r: HostRequest) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
         let broker = self.clone();
         Box::pin(async move {

@@ -289,6 +289,11 @@ impl Session {
             }
     }
 
+    /// What this client declared it answers.
+    pub(crate) fn client_capabilities(&self) -> ClientCapabilities {
+        self.lock().caps.clone()
+    }
+
     /// Mark an in-process session initialized with these capabilities, as
     /// if its client had sent `initialize`.
     pub fn initialize_as(&self, caps: ClientCapabilities) {

@@ -50,7 +50,9 @@ pub use conn::connect;
 #[doc(hidden)]
 pub use conn::fuzz_socket_reader;
 pub use listen::{ListenOptions, Listener, PeerCred, listen};
-pub use path::{SOCKET_ENV, default_socket_path, resolve_socket_path};
+pub use path::{
+    SOCKET_ENV, STATE_DIR_ENV, default_socket_path, default_state_dir, resolve_socket_path,
+};
 
 /// Default longest accepted message, as for stdio servers.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;

@@ -34,6 +34,25 @@ pub fn default_socket_path() -> PathBuf {
         .join(SOCKET_NAME)
 }
 
+/// Environment variable naming the daemon's state directory.
+pub const STATE_DIR_ENV: &str = "MCPHOST_STATE_DIR";
+
+/// Where the daemon keeps what it learned and must survive a restart (the
+/// era each server spoke): `$MCPHOST_STATE_DIR`, else the per-user state
+/// directory (`~/.local/state/mcphost` on Linux, `~/Library/Application
+/// Support/mcphost` on macOS). `None` without a home directory.
+pub fn default_state_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os(STATE_DIR_ENV).filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(dir));
+    }
+    let dirs = ProjectDirs::from("", "", APP)?;
+    Some(
+        dirs.state_dir()
+            .map(PathBuf::from)
+            .unwrap_or_else(|| dirs.data_local_dir().to_owned()),
+    )
+}
+
 /// `--socket` if given, then `$MCPHOST_SOCKET` if set and non-empty, then
 /// [`default_socket_path`]. Relative paths are made absolute, so logs and
 /// errors name the real file.

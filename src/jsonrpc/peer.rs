@@ -636,9 +636,27 @@ impl Inner {
                     .params
                     .as_deref()
                     .and_then(|p| raw_field::<Id>(p, "requestId").ok().flatten());
-                if let Some(h) = id.and_then(|id| self.lock().incoming.remove(&id)) {
+                let Some(id) = id else { return };
+                let incoming = self.lock().incoming.remove(&id);
+                if let Some(h) = incoming {
                     debug!("server cancelled its request");
                     h.abort();
+                    return;
+                }
+                // Not one of its own: a server of the stateless revision
+                // (which sends no requests) ending one of ours, as it may
+                // end a `subscriptions/listen` stream.
+                let pending = id.as_number().and_then(|n| self.lock().pending.remove(&n));
+                if let Some(p) = pending {
+                    let reason = n
+                        .params
+                        .as_deref()
+                        .and_then(|p| raw_field::<String>(p, "reason").ok().flatten())
+                        .unwrap_or_default();
+                    debug!(%id, "the server ended our request: {reason}");
+                    let _ = p.tx.send(Err(PeerError::Transport(format!(
+                        "the server ended the request (notifications/cancelled: {reason})"
+                    ))));
                 }
             }
             _ => {

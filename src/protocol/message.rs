@@ -19,6 +19,14 @@ pub mod error_codes {
     /// A URL-mode elicitation must be completed first (2025-11-25);
     /// `data.elicitations` holds them.
     pub const URL_ELICITATION_REQUIRED: i64 = -32042;
+    /// 2026-07-28: the HTTP headers do not match the body (`HeaderMismatch`).
+    pub const HEADER_MISMATCH: i64 = -32020;
+    /// 2026-07-28: the request lacks a client capability the server needs
+    /// (`MissingRequiredClientCapabilityError`).
+    pub const MISSING_CAPABILITY: i64 = -32021;
+    /// 2026-07-28: the protocol version is not one the server speaks;
+    /// `data.supported` lists those it does.
+    pub const UNSUPPORTED_VERSION: i64 = -32022;
     /// Request cancelled by the caller (mcphost-local, mirrors LSP's -32800).
     pub const REQUEST_CANCELLED: i64 = -32800;
 }

@@ -46,9 +46,11 @@ struct OfferedHost {
     offer: crate::config::Offer,
 }
 
-impl crate::client::Host for OfferedHost {
-    fn capabilities(&self) -> crate::protocol::ClientCapabilities {
-        let mut caps = self.host.capabilities();
+impl OfferedHost {
+    fn offered(
+        &self,
+        mut caps: crate::protocol::ClientCapabilities,
+    ) -> crate::protocol::ClientCapabilities {
         if !self.offer.sampling {
             caps.sampling = None;
         }
@@ -59,6 +61,16 @@ impl crate::client::Host for OfferedHost {
             caps.roots = None;
         }
         caps
+    }
+}
+
+impl crate::client::Host for OfferedHost {
+    fn capabilities(&self) -> crate::protocol::ClientCapabilities {
+        self.offered(self.host.capabilities())
+    }
+
+    fn capabilities_for(&self, origin: Option<&Origin>) -> crate::protocol::ClientCapabilities {
+        self.offered(self.host.capabilities_for(origin))
     }
 
     fn handle(
@@ -81,6 +93,14 @@ struct SessionHost {
 impl crate::client::Host for SessionHost {
     fn capabilities(&self) -> crate::protocol::ClientCapabilities {
         self.host.capabilities()
+    }
+
+    fn capabilities_for(&self, _origin: Option<&Origin>) -> crate::protocol::ClientCapabilities {
+        let origin = Origin {
+            session: self.session,
+            request: crate::protocol::Id::number(0),
+        };
+        self.host.capabilities_for(Some(&origin))
     }
 
     fn handle(

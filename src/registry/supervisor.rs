@@ -323,6 +323,7 @@ pub fn spawn(
     };
     let generation = NEXT_GENERATION.fetch_add(1, Ordering::Relaxed);
     let status = Arc::new(ServerStatus::new(name, &launch, initial, generation));
+    let launch_debug = format!("{launch:?}");
     let (status_tx, status_rx) = watch::channel(status);
     let (client_tx, client_rx) = watch::channel(None);
     let (cmd_tx, cmd_rx) = mpsc::channel(8);
@@ -335,6 +336,7 @@ pub fn spawn(
         client: client_tx,
         events,
         generation,
+        config_hash: config_hash(&launch_debug),
     };
     let span = info_span!("supervisor", server = name);
     if !disabled {
@@ -360,6 +362,8 @@ struct Supervisor {
     client: watch::Sender<Option<Arc<ServerClient>>>,
     events: broadcast::Sender<SupervisorEvent>,
     generation: u64,
+    /// Identifies this launch configuration in the era cache.
+    config_hash: String,
 }
 
 /// How a start attempt ended.
@@ -481,6 +485,23 @@ impl Supervisor {
                         backoff = self.policy.initial_backoff;
                     }
                 }
+                Started::Failed(StartError::Handshake(ClientError::ExitedOnProbe {
+                    reason,
+                    ..
+                })) => {
+                    // Some handshake-era servers exit on a request before
+                    // initialize: start it again and speak initialize.
+                    info!(
+                        "exited on the server/discover probe ({reason}); starting it again with initialize"
+                    );
+                    self.opts.eras.put(
+                        &self.name,
+                        &self.config_hash,
+                        crate::protocol::Era::Handshake,
+                        "",
+                    );
+                    continue;
+                }
                 Started::Failed(e) => {
                     start_failures = start_failures.saturating_add(1);
                     let msg = e.to_string();
@@ -589,10 +610,17 @@ impl Supervisor {
         let pid = conn.control.server_pid();
         let control = conn.control.clone();
         self.update(|s| s.pid = pid);
-        let client = ServerClient::connect(&self.name, conn, self.opts.clone())
+        let mut opts = self.opts.clone();
+        if opts.known_era.is_none() {
+            opts.known_era = self.opts.eras.get(&self.name, &self.config_hash);
+        }
+        let client = ServerClient::connect(&self.name, conn, opts)
             .await
             .map_err(StartError::Handshake)?;
         let version = client.negotiated().protocol_version.as_str().to_owned();
+        self.opts
+            .eras
+            .put(&self.name, &self.config_hash, client.era(), &version);
         let transport = control.kind();
         info!(%version, pid, transport, "ready");
         self.update(|s| {
@@ -760,4 +788,12 @@ fn retryable(e: &StartError) -> bool {
             ) | StartError::Http(HttpError::InvalidUrl { .. } | HttpError::InvalidHeader { .. })
                 | StartError::Handshake(ClientError::UnsupportedVersion { .. })
         )
+}
+
+/// A short stable hash of a launch configuration (its debug form: the
+/// command, arguments, environment or URL), never stored in clear.
+fn config_hash(launch: &str) -> String {
+    use sha2::Digest;
+    let d = sha2::Sha256::digest(launch.as_bytes());
+    d.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }

@@ -286,6 +286,8 @@ impl Sandbox {
             .env("MCPHOST_CONFIG", &self.config)
             .env_remove("XDG_RUNTIME_DIR")
             .env_remove("XDG_CONFIG_HOME")
+            .env_remove("XDG_STATE_HOME")
+            .env_remove("MCPHOST_STATE_DIR")
             .env_remove("RUST_LOG")
             .stdin(std::process::Stdio::null());
         for (k, v) in &self.env {
@@ -594,14 +596,14 @@ pub fn assert_three_steps(seen: &[ProgressSeen]) {
 /// What tests/interop/py_server.py (Python `mcp` SDK) offers, over any
 /// transport: every list paged two at a time, structured output, isError,
 /// progress, resources, prompts and completion.
-pub async fn exercise_py_server(c: &ServerClient) {
+pub async fn exercise_py_server(c: &ServerClient, version: &str) {
     use mcphost::client::CallOptions;
     use std::sync::atomic::Ordering;
     assert_eq!(
         c.negotiated().server_name.as_deref(),
         Some("mcphost-interop-py")
     );
-    assert_eq!(c.negotiated().protocol_version.as_str(), "2025-11-25");
+    assert_eq!(c.negotiated().protocol_version.as_str(), version);
     let tools: Vec<_> = c
         .list_tools()
         .await

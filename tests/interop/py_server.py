@@ -48,6 +48,13 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ListenHandler,
+    PromptsListChanged,
+    ResourcesListChanged,
+    ToolsListChanged,
+)
 from mcp.shared.exceptions import MCPError
 
 # `on_set_logging_level` is deprecated for the 2026-07-28 era; we serve the
@@ -190,9 +197,13 @@ async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestPara
         return types.CallToolResult(content=[_text(f"slept {ms} ms in {steps} steps")])
 
     if name == "notify":
+        # Handshake-era sessions get the notifications; 2026-07-28 clients
+        # get them on their `subscriptions/listen` streams, through the bus.
         await ctx.session.send_tool_list_changed()
         await ctx.session.send_resource_list_changed()
         await ctx.session.send_prompt_list_changed()
+        for event in (ToolsListChanged(), ResourcesListChanged(), PromptsListChanged()):
+            await SUBSCRIPTIONS.publish(event)
         logged = _LEVELS.index("info") >= _LEVELS.index(_log_level)
         if logged:  # suppressed when logging/setLevel asked for something above "info"
             await ctx.session.send_log_message(level="info", data="notify tool was called", logger=SERVER_NAME)
@@ -375,6 +386,10 @@ async def complete(ctx: ServerRequestContext, params: types.CompleteRequestParam
 # ---------------------------------------------------------------- main
 
 
+# Fan-out to `subscriptions/listen` streams (2026-07-28).
+SUBSCRIPTIONS = InMemorySubscriptionBus()
+
+
 def build_server() -> Server:
     return Server(
         SERVER_NAME,
@@ -389,6 +404,7 @@ def build_server() -> Server:
         on_get_prompt=get_prompt,
         on_completion=complete,
         on_set_logging_level=set_logging_level,
+        on_subscriptions_listen=ListenHandler(SUBSCRIPTIONS),
     )
 
 

@@ -453,6 +453,17 @@ impl Server {
         params: Value,
         batch: Option<&mut Vec<Reply>>,
     ) {
+        // A handshake-era server refuses a client's era probe before
+        // initialize, outside the request count of --crash-after/--hang-*.
+        if self.cfg.era == Era::Handshake
+            && method == "server/discover"
+            && !self.cfg.fault(ModernFault::DieOnDiscover)
+            && !self.initialized.load(Ordering::SeqCst)
+        {
+            log!("server/discover before initialize: not a handshake-era method");
+            let err = RpcError::new(METHOD_NOT_FOUND, format!("Method not found: {method}"));
+            return self.deliver(Reply::error(self.wire_id(&id), err), batch);
+        }
         let n = self.requests_seen.fetch_add(1, Ordering::SeqCst) + 1;
         if self.cfg.crash_after == Some(n) {
             self.crash(n, &method);
