@@ -491,8 +491,9 @@ async fn both_eras_side_by_side_server_everything_beside_stateless_python_sdk_an
     let text = json!({
         "mcpServers": {
             "ev": {"command": env.node, "args": [ev.display().to_string(), "stdio"]},
-            "py": {"command": env.python, "args": [py("py_server.py")], "protocolVersion": "2026-07-28"},
-            "fm": {"command": env.python, "args": [py("fastmcp_server.py")], "protocolVersion": "2026-07-28"},
+            // Unpinned: each era is negotiated (server/discover first).
+            "py": {"command": env.python, "args": [py("py_server.py")]},
+            "fm": {"command": env.python, "args": [py("fastmcp_server.py")]},
         },
         "loginShellPath": false,
     })

@@ -901,6 +901,7 @@ impl Core {
         } else {
             self.opts.probe_timeout.min(self.opts.init_timeout)
         };
+        let mut refused = None;
         for _ in 0..2 {
             self.set_version(want);
             let init = CallOptions {
@@ -921,8 +922,11 @@ impl Core {
                 PeerError::Rpc(e) if e.code == error_codes::UNSUPPORTED_VERSION => {
                     let supported = supported_versions(e);
                     match pick_version(&supported) {
-                        Some(v) if v != want && !pinned => {
+                        // Once more with what it lists (the same version
+                        // too: a redeploy may have been under way).
+                        Some(v) if !pinned || v == want => {
                             want = v;
+                            refused = Some(err);
                             continue;
                         }
                         _ if pinned => {
@@ -966,9 +970,14 @@ impl Core {
                 _ => return Err(err),
             }
         }
-        Ok(Probe::Legacy(
-            "server/discover kept refusing every version it listed".to_owned(),
-        ))
+        // A server that refuses the versions it lists is broken, not legacy.
+        Err(refused.unwrap_or_else(|| {
+            ClientError::invalid(
+                &self.name,
+                methods::SERVER_DISCOVER,
+                "no version was accepted",
+            )
+        }))
     }
 
     fn set_version(&self, v: ProtocolVersion) {

@@ -1,0 +1,302 @@
+//! Era negotiation per server (2026-07-28 against the handshake revisions)
+//! and the stateless revision's faults, against the scriptable test server:
+//! the probe, its fallbacks, the restart of a server that dies on it, the
+//! era cache, -32022 / -32020 retries and a dropped `subscriptions/listen`.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use mcphost::client::{CallOptions, ClientError, ClientOptions, EraCache, ServerEvent};
+use mcphost::protocol::{Era, RawValue};
+
+fn raw(s: &str) -> Box<RawValue> {
+    RawValue::from_string(s.to_owned()).unwrap()
+}
+
+#[tokio::test]
+async fn an_unpinned_client_speaks_each_servers_own_era() {
+    for (era, want_era, version) in [
+        ("handshake", Era::Handshake, "2025-11-25"),
+        ("stateless", Era::Stateless, "2026-07-28"),
+        // A dual-era server is spoken to in the newest revision.
+        ("both", Era::Stateless, "2026-07-28"),
+    ] {
+        let log = RequestLog::new();
+        let c = connect(era, &["--era", era, "--log-requests", &log.arg()]).await;
+        assert_eq!(c.era(), want_era, "{era}");
+        assert_eq!(c.negotiated().protocol_version.as_str(), version, "{era}");
+        assert!(c.negotiated().capabilities.tools.is_some(), "{era}");
+        lists_and_echoes(&c, era).await;
+        c.ping().await.unwrap();
+        let methods: Vec<String> = log
+            .lines()
+            .iter()
+            .map(|l| l["method"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        // Modern first, always: the probe is the first thing sent.
+        assert_eq!(methods[0], "server/discover", "{era}: {methods:?}");
+        assert_eq!(
+            methods.contains(&"initialize".to_owned()),
+            want_era == Era::Handshake,
+            "{era}: {methods:?}"
+        );
+        c.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn a_legacy_server_that_exits_on_the_probe_is_started_again_with_initialize() {
+    let args = ["--modern-fault", "die-on-discover"];
+    // The client alone reports it, naming the server and the probe...
+    let e = try_connect("dies", testserver(&args), quick_opts())
+        .await
+        .err()
+        .expect("the probe kills it");
+    assert!(matches!(e, ClientError::ExitedOnProbe { .. }), "{e}");
+    assert!(e.to_string().contains("'dies'") && e.to_string().contains("server/discover"));
+    // ...and with the era known, no probe is sent at all.
+    let known = ClientOptions {
+        known_era: Some(Era::Handshake),
+        ..quick_opts()
+    };
+    let c = try_connect("dies", testserver(&args), known).await.unwrap();
+    assert_eq!(c.negotiated().protocol_version.as_str(), "2025-11-25");
+    c.shutdown().await;
+
+    // Supervised, it is restarted once, without counting as a crash, and
+    // the era is remembered (here in a file, as the daemon keeps it).
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("eras.json");
+    let cfg = config_with(&[("dies", &args)]);
+    let opts = ClientOptions {
+        eras: Arc::new(EraCache::at(file.clone())),
+        ..quick_opts()
+    };
+    let reg = mcphost::registry::Registry::start(&cfg, opts, quick_policy(), None);
+    let st = wait_ready(&reg, "dies").await;
+    assert_eq!(st.protocol_version.as_deref(), Some("2025-11-25"));
+    assert_eq!(st.restarts, 0, "a probe exit is not a crash");
+    let saved = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        saved.contains("\"dies\"") && saved.contains("handshake"),
+        "{saved}"
+    );
+    reg.shutdown().await;
+
+    // A new daemon with the same config reads it and never probes.
+    let log = RequestLog::new();
+    let args2 = [
+        "--modern-fault",
+        "die-on-discover",
+        "--log-requests",
+        &log.arg(),
+    ];
+    let cfg = config_with(&[("dies", &args2)]);
+    let opts = ClientOptions {
+        eras: Arc::new(EraCache::at(file.clone())),
+        ..quick_opts()
+    };
+    // Another command line is another configuration: probed again.
+    let reg = mcphost::registry::Registry::start(&cfg, opts, quick_policy(), None);
+    wait_ready(&reg, "dies").await;
+    reg.shutdown().await;
+    let opts = ClientOptions {
+        eras: Arc::new(EraCache::at(file)),
+        ..quick_opts()
+    };
+    let log_before = log.lines().len();
+    let reg = mcphost::registry::Registry::start(&cfg, opts, quick_policy(), None);
+    let st = wait_ready(&reg, "dies").await;
+    assert_eq!(st.restarts, 0);
+    let after: Vec<_> = log.lines().into_iter().skip(log_before).collect();
+    assert_eq!(after[0]["method"], "initialize", "remembered: {after:?}");
+    reg.shutdown().await;
+}
+
+#[tokio::test]
+async fn unsupported_version_is_retried_with_a_version_the_server_lists() {
+    let log = RequestLog::new();
+    let c = connect(
+        "picky",
+        &[
+            "--era",
+            "stateless",
+            "--modern-fault",
+            "unsupported-version",
+            "--log-requests",
+            &log.arg(),
+        ],
+    )
+    .await;
+    assert_eq!(c.era(), Era::Stateless);
+    lists_and_echoes(&c, "picky").await;
+    let discovers = log
+        .lines()
+        .into_iter()
+        .filter(|l| l["method"] == "server/discover")
+        .count();
+    assert_eq!(discovers, 2, "refused once, asked again");
+    c.shutdown().await;
+
+    // A server that refuses even the versions it lists is an error naming
+    // it, not taken for a legacy server.
+    let e = try_connect(
+        "broken",
+        testserver(&[
+            "--era",
+            "stateless",
+            "--modern-fault",
+            "unsupported-version-always",
+        ]),
+        quick_opts(),
+    )
+    .await
+    .err()
+    .expect("must fail");
+    assert_eq!(e.rpc_error().map(|e| e.code), Some(-32022), "{e}");
+    assert!(e.to_string().contains("'broken'"), "{e}");
+}
+
+#[tokio::test]
+async fn a_header_mismatch_relists_the_tools_and_retries_once() {
+    let log = RequestLog::new();
+    let c = connect(
+        "hm",
+        &[
+            "--era",
+            "stateless",
+            "--modern-fault",
+            "header-mismatch-once",
+            "--log-requests",
+            &log.arg(),
+        ],
+    )
+    .await;
+    c.list_tools().await.unwrap();
+    let r = c
+        .call_tool(
+            "echo",
+            Some(raw(r#"{"text":"again"}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(r.raw.get().contains("again"), "{}", r.raw.get());
+    let methods: Vec<String> = log
+        .lines()
+        .iter()
+        .map(|l| l["method"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    let calls = methods.iter().filter(|m| *m == "tools/call").count();
+    let lists = methods.iter().filter(|m| *m == "tools/list").count();
+    assert_eq!(calls, 2, "{methods:?}");
+    assert!(lists >= 2, "re-listed before the retry: {methods:?}");
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_dropped_listen_stream_is_listened_again_and_updates_keep_coming() {
+    let log = RequestLog::new();
+    let c = connect(
+        "drops",
+        &[
+            "--era",
+            "stateless",
+            "--modern-fault",
+            "listen-drops",
+            "--log-requests",
+            &log.arg(),
+        ],
+    )
+    .await;
+    let mut events = c.subscribe();
+    c.subscribe_resource("test://static/1").await.unwrap();
+    let mut updates = 0;
+    while updates < 2 {
+        match tokio::time::timeout(Duration::from_secs(15), events.recv())
+            .await
+            .expect("no resource update: the listen stream was not opened again")
+            .unwrap()
+        {
+            ServerEvent::ResourceUpdated { uri } => {
+                assert_eq!(uri, "test://static/1");
+                updates += 1;
+            }
+            ServerEvent::Closed(r) => panic!("closed: {r}"),
+            _ => {}
+        }
+    }
+    let listens: Vec<_> = log
+        .lines()
+        .into_iter()
+        .filter(|l| l["method"] == "subscriptions/listen")
+        .collect();
+    assert!(listens.len() >= 2, "{listens:?}");
+    let last = listens.last().unwrap();
+    assert_eq!(
+        last["params"]["notifications"]["resourceSubscriptions"],
+        serde_json::json!(["test://static/1"])
+    );
+    // The legacy-only methods are mapped, never sent.
+    c.set_log_level("debug").await.unwrap();
+    c.ping().await.unwrap();
+    let sent: Vec<String> = log
+        .lines()
+        .iter()
+        .map(|l| l["method"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    for legacy in ["ping", "logging/setLevel", "resources/subscribe"] {
+        assert!(
+            !sent.iter().any(|m| m == legacy),
+            "{legacy} was sent: {sent:?}"
+        );
+    }
+    c.shutdown().await;
+}
+
+fn quick_policy() -> mcphost::registry::supervisor::RestartPolicy {
+    mcphost::registry::supervisor::RestartPolicy {
+        initial_backoff: Duration::from_millis(200),
+        max_backoff: Duration::from_secs(1),
+        reset_after: Duration::from_secs(60),
+        max_start_failures: 3,
+    }
+}
+
+/// A config of test servers, each with its own arguments.
+fn config_with(servers: &[(&str, &[&str])]) -> mcphost::config::HostConfig {
+    let members: Vec<(&str, String)> = servers
+        .iter()
+        .map(|(name, args)| {
+            let args: Vec<String> = args.iter().map(|a| js(a)).collect();
+            (
+                *name,
+                format!(
+                    "\"command\": {}, \"args\": [{}]",
+                    js(TESTSERVER),
+                    args.join(", ")
+                ),
+            )
+        })
+        .collect();
+    let text = servers_config(&members);
+    mcphost::config::parse(&text, std::path::Path::new("/t/config.json"), &|_| None).unwrap()
+}
+
+async fn wait_ready(
+    reg: &mcphost::registry::Registry,
+    name: &str,
+) -> Arc<mcphost::registry::supervisor::ServerStatus> {
+    for _ in 0..300 {
+        if let Some(s) = reg.statuses().into_iter().find(|s| s.name == name)
+            && s.state == mcphost::registry::supervisor::ServerState::Ready
+        {
+            return s;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{name} never became ready: {:?}", reg.statuses());
+}
