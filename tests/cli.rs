@@ -485,7 +485,7 @@ fn a_pinned_revision_is_spoken_or_the_server_fails_naming_both() {
         r.stderr.contains("server 'ts'") && r.stderr.contains("server/discover"),
         "{r:?}"
     );
-    // ...and over HTTP it is refused clearly, not attempted.
+    // ...and over HTTP it is attempted, and an unreachable server is named.
     let r = sb.run(&[
         "--direct",
         "h=http://127.0.0.1:9/mcp",
@@ -494,7 +494,10 @@ fn a_pinned_revision_is_spoken_or_the_server_fails_naming_both() {
         "tools",
     ]);
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stderr.contains("only over stdio so far"), "{r:?}");
+    assert!(
+        r.stderr.contains("server 'h'") && r.stderr.contains("cannot reach"),
+        "{r:?}"
+    );
 
     // An unknown revision is a usage error naming the known ones.
     let r = sb.run(&["--direct", &ts, "--protocol-version", "2099-01-01", "tools"]);

@@ -66,10 +66,13 @@ pub struct ClientOptions {
     pub max_pages: usize,
     /// Speak exactly this revision (`None`: negotiate, newest first).
     pub protocol_version: Option<ProtocolVersion>,
-    /// The era an earlier start of this server negotiated: `Handshake`
-    /// skips the `server/discover` probe (and a server that exits on it is
-    /// not started twice).
+    /// The era the caller knows the server speaks: `Handshake` skips the
+    /// `server/discover` probe.
     pub known_era: Option<Era>,
+    /// The era an earlier start of this server negotiated (the era cache):
+    /// as `known_era`, but a remembered handshake server that now refuses
+    /// `initialize` is probed again, as it may have been upgraded.
+    pub remembered_era: Option<Era>,
     /// How long the `server/discover` probe waits before taking silence
     /// for a server of the handshake revisions.
     pub probe_timeout: Duration,
@@ -99,6 +102,7 @@ impl Default for ClientOptions {
             max_pages: 10_000,
             protocol_version: None,
             known_era: None,
+            remembered_era: None,
             probe_timeout: Duration::from_secs(10),
             eras: Arc::new(EraCache::in_memory()),
         }
@@ -297,8 +301,9 @@ impl ServerClient {
             Some(v) => v.era() == Era::Stateless,
             // What an earlier start learned, else probe: the spec's
             // backwards-compatible order is modern first.
-            None => core.opts.known_era != Some(Era::Handshake),
+            None => core.opts.known_era.or(core.opts.remembered_era) != Some(Era::Handshake),
         };
+        let remembered = core.opts.known_era.is_none() && core.opts.remembered_era.is_some();
         if probe {
             core.era = Era::Stateless;
             stateless.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -319,7 +324,7 @@ impl ServerClient {
         let negotiated = match core.initialize().await {
             // Remembered as a handshake server, it now refuses initialize:
             // it may have become a server of the stateless revision.
-            Err(e) if !probe && pinned.is_none() && e.rpc_error().is_some() => {
+            Err(e) if !probe && remembered && pinned.is_none() && e.rpc_error().is_some() => {
                 debug!("initialize refused ({e}); asking server/discover");
                 core.era = Era::Stateless;
                 stateless.store(true, std::sync::atomic::Ordering::SeqCst);

@@ -611,9 +611,7 @@ impl Supervisor {
         let control = conn.control.clone();
         self.update(|s| s.pid = pid);
         let mut opts = self.opts.clone();
-        if opts.known_era.is_none() {
-            opts.known_era = self.opts.eras.get(&self.name, &self.config_hash);
-        }
+        opts.remembered_era = self.opts.eras.get(&self.name, &self.config_hash);
         let client = ServerClient::connect(&self.name, conn, opts)
             .await
             .map_err(StartError::Handshake)?;

@@ -63,6 +63,9 @@ impl Backend {
             })?;
         let mut opts = ClientOptions {
             request_timeout: Duration::from_secs(600),
+            // Our own daemon: the handshake, never an era probe (a refused
+            // connection must read as the daemon's refusal).
+            known_era: Some(mcphost::protocol::Era::Handshake),
             ..Default::default()
         };
         if let Some(host) = host {

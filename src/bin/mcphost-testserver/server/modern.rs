@@ -1434,10 +1434,11 @@ mod tests {
         assert_eq!(r["error"]["code"], -32601);
         assert_eq!(*lock(&ts.server.died), None);
 
-        // Without the fault a handshake server answers as it always has.
+        // Without the fault a handshake server refuses the probe as the
+        // TypeScript SDK does: method not found.
         let mut ts = Ts::new(&[]);
         let r = ts.request(1, "server/discover", json!({"_meta": meta(json!({}))}));
-        assert_eq!(r["error"]["code"], -32600);
+        assert_eq!(r["error"]["code"], -32601);
     }
 
     #[test]
