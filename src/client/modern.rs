@@ -177,7 +177,7 @@ mod tests {
                 "q":{"type":"string"}}}"#,
         );
         let p = header_params(&t).unwrap();
-        let mut got = |a: &RawValue| {
+        let got = |a: &RawValue| {
             let mut v = p.values(Some(a));
             v.sort();
             v
