@@ -300,3 +300,57 @@ async fn wait_ready(
     }
     panic!("{name} never became ready: {:?}", reg.statuses());
 }
+
+#[tokio::test]
+async fn lists_are_refetched_on_access_once_their_ttl_ran_out_and_never_polled() {
+    let log = RequestLog::new();
+    let c = connect(
+        "ttl",
+        &[
+            "--era",
+            "stateless",
+            "--ttl-ms",
+            "400",
+            "--log-requests",
+            &log.arg(),
+        ],
+    )
+    .await;
+    let lists = || {
+        log.lines()
+            .into_iter()
+            .filter(|l| l["method"] == "tools/list")
+            .count()
+    };
+    c.list_tools().await.unwrap();
+    let first = lists();
+    // Fresh: reading the catalog re-fetches nothing.
+    assert!(!c.revalidate(), "fresh lists were re-fetched");
+    // Stale, but nobody reads: no polling on the TTL.
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    assert_eq!(lists(), first, "the client polled on the TTL");
+    // Read once stale: re-fetched, and the new list arrives as an event.
+    let mut events = c.subscribe();
+    assert!(c.revalidate(), "stale lists were not re-fetched on access");
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), events.recv())
+            .await
+            .expect("no ToolsChanged after revalidating")
+            .unwrap()
+        {
+            ServerEvent::ToolsChanged(t) => {
+                assert!(!t.is_empty());
+                break;
+            }
+            _ => continue,
+        }
+    }
+    assert!(lists() > first);
+    c.shutdown().await;
+
+    // A handshake server has no TTL: nothing to revalidate.
+    let h = connect("hs", &[]).await;
+    h.list_tools().await.unwrap();
+    assert!(!h.revalidate());
+    h.shutdown().await;
+}

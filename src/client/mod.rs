@@ -179,7 +179,23 @@ struct Core {
     /// `logging/setLevel` of the stateless era: sent in every request's
     /// `_meta` instead.
     log_level: std::sync::Mutex<Option<String>>,
+    /// Stateless era: until when each list method's result is fresh
+    /// (`ttlMs`, the shortest of its pages), and when it was fetched.
+    freshness: std::sync::Mutex<std::collections::HashMap<&'static str, Fresh>>,
+    /// A revalidation is running.
+    revalidating: std::sync::atomic::AtomicBool,
 }
+
+#[derive(Debug, Clone, Copy)]
+struct Fresh {
+    until: tokio::time::Instant,
+    fetched: tokio::time::Instant,
+}
+
+/// Least time between two re-fetches of a list on access, for servers
+/// whose results are stale at once (`ttlMs` 0 or absent) and that send no
+/// change notifications: the client's own caching heuristic.
+const MIN_REFETCH: Duration = Duration::from_secs(1);
 
 /// A connected MCP server.
 pub struct ServerClient {
@@ -295,6 +311,8 @@ impl ServerClient {
             http,
             header_params: Default::default(),
             log_level: Default::default(),
+            freshness: Default::default(),
+            revalidating: Default::default(),
         };
         let pinned = core.opts.protocol_version;
         let probe = match pinned {
@@ -416,6 +434,79 @@ impl ServerClient {
             .request(method, None, None, &CallOptions::default())
             .await?;
         Ok(())
+    }
+
+    /// Re-fetch, in the background, the lists whose `ttlMs` ran out (the
+    /// stateless era's caching): called when the catalog is read, never on
+    /// a timer. A list the server announces changes for (`listChanged`) is
+    /// re-fetched early only when its TTL was positive; one stale at once
+    /// with no announcements, at most once per [`MIN_REFETCH`]. Returns
+    /// whether a re-fetch started; the new lists arrive as events.
+    pub fn revalidate(&self) -> bool {
+        let core = &self.core;
+        if core.era != Era::Stateless {
+            return false;
+        }
+        let caps = core.negotiated().capabilities.clone();
+        let announced = |c: Option<bool>| c.unwrap_or(false);
+        let now = tokio::time::Instant::now();
+        let stale = |method: &'static str, announced: bool| {
+            let f = core.freshness.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(x) = f.get(method) else { return false };
+            let ttl_was_positive = x.until > x.fetched;
+            if now < x.until {
+                false
+            } else if ttl_was_positive {
+                true
+            } else {
+                // Stale at once: trust the announcements when there are
+                // some, else re-fetch, but not more than once a second.
+                !announced && now.saturating_duration_since(x.fetched) >= MIN_REFETCH
+            }
+        };
+        let dirty = Dirty {
+            tools: caps.tools.is_some()
+                && stale(
+                    methods::TOOLS_LIST,
+                    announced(caps.tools.as_ref().and_then(|c| c.list_changed)),
+                ),
+            resources: caps.resources.is_some()
+                && stale(
+                    methods::RESOURCES_LIST,
+                    announced(caps.resources.as_ref().and_then(|c| c.list_changed)),
+                ),
+            prompts: caps.prompts.is_some()
+                && stale(
+                    methods::PROMPTS_LIST,
+                    announced(caps.prompts.as_ref().and_then(|c| c.list_changed)),
+                ),
+        };
+        if !(dirty.tools || dirty.resources || dirty.prompts) {
+            return false;
+        }
+        if core
+            .revalidating
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            return false;
+        }
+        debug!(
+            tools = dirty.tools,
+            resources = dirty.resources,
+            prompts = dirty.prompts,
+            "re-fetching stale lists (ttlMs)"
+        );
+        let core = core.clone();
+        let events = self.events.clone();
+        tokio::spawn(
+            async move {
+                relist(&core, &events, dirty).await;
+                core.revalidating
+                    .store(false, std::sync::atomic::Ordering::SeqCst);
+            }
+            .instrument(info_span!("server", server = %self.core.name)),
+        );
+        true
     }
 
     /// The era this client speaks with its server.
@@ -1359,6 +1450,24 @@ impl Core {
                 .map_err(|e| ClientError::invalid(&self.name, method, e))?
                 .unwrap_or_default();
             out.extend(items);
+            if self.era == Era::Stateless {
+                // Absent or negative is 0: stale at once.
+                let ttl = raw_field::<i64>(&page, "ttlMs").ok().flatten().unwrap_or(0);
+                let ttl = Duration::from_millis(u64::try_from(ttl).unwrap_or(0));
+                let now = tokio::time::Instant::now();
+                let until = now.checked_add(ttl).unwrap_or(now);
+                let mut f = self.freshness.lock().unwrap_or_else(|p| p.into_inner());
+                let e = f.entry(method).or_insert(Fresh {
+                    until,
+                    fetched: now,
+                });
+                // Each page is fresh for its own TTL: the list, for the
+                // shortest (a first page restarts it).
+                if cursor.is_none() || until < e.until {
+                    e.until = until;
+                }
+                e.fetched = now;
+            }
             let next: Option<String> = raw_field::<Option<String>>(&page, "nextCursor")
                 .map_err(|e| ClientError::invalid(&self.name, method, e))?
                 .flatten();

@@ -423,6 +423,16 @@ impl Engine {
             origin: Some(call.origin),
             ..Default::default()
         };
+        if matches!(
+            method,
+            methods::TOOLS_LIST
+                | methods::PROMPTS_LIST
+                | methods::RESOURCES_LIST
+                | methods::RESOURCES_TEMPLATES_LIST
+        ) && cursor_of(&params).is_none()
+        {
+            self.registry.revalidate();
+        }
         match method {
             methods::TOOLS_LIST => {
                 let catalog = self.registry.catalog();

@@ -648,6 +648,14 @@ impl Registry {
         }
     }
 
+    /// The catalog is being read: servers whose lists' `ttlMs` ran out
+    /// re-fetch them in the background (the stateless era's caching).
+    pub fn revalidate(&self) {
+        for c in self.ready_clients() {
+            c.revalidate();
+        }
+    }
+
     /// The clients of every ready server, in config order.
     fn ready_clients(&self) -> Vec<Arc<ServerClient>> {
         self.read()
