@@ -1759,3 +1759,74 @@ fn without_a_host_the_fallback_answers_and_direct_mode_answers_alike() {
     );
     c.done(&d, &[]);
 }
+
+// ---------------------------------------------------------------------------
+// 2026-07-28: multi round-trip requests (MRTR)
+
+/// The Python SDK server's `interview` asks for an elicitation and a
+/// sampling at once. Negotiated as 2026-07-28 it returns `input_required`
+/// (MRTR); pinned to 2025-11-25 it sends the two requests. Either way the
+/// socket host whose call it was answers both, with the server named, and
+/// the tool's result carries its answers.
+#[test]
+fn mrtr_rounds_of_a_stateless_python_server_are_answered_by_the_socket_host_that_called() {
+    let Some(env) = interop() else { return };
+    let py = |pin: Option<&str>| {
+        let mut e = format!(
+            r#""command": {}, "args": [{}]"#,
+            js(env.python.to_str().unwrap()),
+            js(env.dir.join("py_server.py").to_str().unwrap())
+        );
+        if let Some(v) = pin {
+            e.push_str(&format!(r#", "protocolVersion": {}"#, js(v)));
+        }
+        e
+    };
+    let d = daemon(
+        &[("modern", py(None)), ("legacy", py(Some("2025-11-25")))],
+        &[],
+    );
+    let servers = d.wait_ready(&["modern", "legacy"], READY);
+    assert_eq!(
+        servers["modern"]["protocolVersion"], "2026-07-28",
+        "{servers:?}"
+    );
+    assert_eq!(
+        servers["legacy"]["protocolVersion"], "2025-11-25",
+        "{servers:?}"
+    );
+    let steps = json!([
+        call("modern", "modern__interview", json!({"topic": "eras"})),
+        call("legacy", "legacy__interview", json!({"topic": "eras"})),
+    ]);
+    let host = PyHost::start(
+        &env,
+        &d,
+        "mrtr-host",
+        &[
+            "--sample-text",
+            "hello from the host",
+            "--elicit-answer",
+            r#"{"action":"accept","content":{"name":"Ada"}}"#,
+        ],
+        steps,
+    );
+    let r = host.finish();
+    let mut c = Checks::default();
+    for server in ["modern", "legacy"] {
+        let t = r.text(server);
+        c.that(
+            t.contains("name=Ada") && t.contains("greeting=hello from the host"),
+            format!("{server}: the host's answers are not in the result: {t}"),
+        );
+        for method in ["elicitation/create", "sampling/createMessage"] {
+            let n = r
+                .callbacks(method)
+                .iter()
+                .filter(|s| server_of(&s["params"]) == Some(server))
+                .count();
+            c.eq(n, 1, &format!("{method} from {server}"));
+        }
+    }
+    c.done(&d, &[&r]);
+}

@@ -529,7 +529,7 @@ async fn notify_and_relist(
                 break; // call again
             };
             match e.unwrap() {
-                ServerEvent::ToolsChanged(t) => tools = t.len() == 5,
+                ServerEvent::ToolsChanged(t) => tools = t.len() == 6,
                 ServerEvent::ResourcesChanged {
                     resources: r,
                     templates,
@@ -586,7 +586,7 @@ async fn python_sdk_server_session_ended_by_the_server_is_renewed() {
         .unwrap_or_else(|e| panic!("{e}\nserver log:\n{}", srv.log_text()));
     assert_eq!(text_of(&r.raw), r#"{"n": 2}"#);
     let tools = c.list_tools().await.unwrap();
-    assert_eq!(tools.len(), 5);
+    assert_eq!(tools.len(), 6);
     notify_and_relist(&c, &mut events, &srv).await;
     // Exactly one session is open: the renewed one.
     assert_eq!(end_sessions(&srv).await, 1);
@@ -772,6 +772,7 @@ fn cli_direct_to_python_servers() {
         "py__add",
         "py__fail",
         "py__slow",
+        "py__interview",
         "py__notify",
         "fm__echo",
         "fm__add",
@@ -892,7 +893,7 @@ fn daemon_serves_http_and_stdio_servers_side_by_side() {
     common::poll("py's tools re-listed", Duration::from_secs(20), || {
         (lists_sent(&d) >= before + 3).then_some(())
     });
-    assert_eq!(d.server("py").unwrap()["tools"], 5);
+    assert_eq!(d.server("py").unwrap()["tools"], 6);
 
     // The official Python SDK, through `mcphost bridge`.
     let mut cmd = Command::new(&env.python);

@@ -455,7 +455,7 @@ async fn python_sdk_server_with_pagination() {
                 })
                 .unwrap()
             {
-                ServerEvent::ToolsChanged(t) => tools = t.len() == 5,
+                ServerEvent::ToolsChanged(t) => tools = t.len() == 6,
                 ServerEvent::ResourcesChanged {
                     resources: r,
                     templates,

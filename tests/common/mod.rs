@@ -611,7 +611,10 @@ pub async fn exercise_py_server(c: &ServerClient, version: &str) {
         .into_iter()
         .map(|t| t.name)
         .collect();
-    assert_eq!(tools, ["echo", "add", "fail", "slow", "notify"]);
+    assert_eq!(
+        tools,
+        ["echo", "add", "fail", "slow", "interview", "notify"]
+    );
     assert_eq!(c.list_resources().await.unwrap().len(), 5);
     assert_eq!(c.list_resource_templates().await.unwrap().len(), 3);
     assert_eq!(c.list_prompts().await.unwrap().len(), 3);

@@ -17,6 +17,7 @@ unknown cursor is a -32602 error.
 Inventory
   tools      echo, add (outputSchema + structuredContent), fail (isError),
              slow (progress notifications, honours cancellation),
+             interview (elicitation + sampling: MRTR in 2026-07-28),
              notify (emits list_changed + a log message)         -> 3 pages
   resources  interop://static/{alpha,beta,gamma,delta,blob}      -> 3 pages
   templates  interop://item/{id}, interop://user/{name}/profile,
@@ -136,6 +137,15 @@ TOOLS: list[types.Tool] = [
         },
     ),
     types.Tool(
+        name="interview",
+        description=(
+            "Asks the user for a name (elicitation) and the model for a greeting (sampling), "
+            "then returns both. 2026-07-28: one input_required round (MRTR); the handshake: "
+            "elicitation/create and sampling/createMessage requests."
+        ),
+        input_schema={"type": "object", "properties": {"topic": {"type": "string"}}},
+    ),
+    types.Tool(
         name="notify",
         description=(
             "Sends notifications/tools/list_changed, notifications/resources/list_changed, "
@@ -145,6 +155,52 @@ TOOLS: list[types.Tool] = [
     ),
 ]
 TOOL_NAMES = {t.name for t in TOOLS}
+
+
+_NAME_FORM: dict[str, Any] = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "description": "Your name"}},
+    "required": ["name"],
+}
+
+
+def _greeting_request(topic: str) -> types.CreateMessageRequestParams:
+    return types.CreateMessageRequestParams(
+        messages=[types.SamplingMessage(role="user", content=_text(f"Write a greeting about {topic}"))],
+        max_tokens=50,
+    )
+
+
+async def _interview(ctx: ServerRequestContext, params: types.CallToolRequestParams):
+    topic = str((params.arguments or {}).get("topic", "mcp"))
+    if ctx.protocol_version == "2026-07-28":
+        answers = params.input_responses or {}
+        if "name" not in answers or "greeting" not in answers:
+            # One round: both questions at once; the state names the round.
+            return types.InputRequiredResult(
+                input_requests={
+                    "name": types.ElicitRequest(
+                        params=types.ElicitRequestFormParams(message="Who are you?", requested_schema=_NAME_FORM)
+                    ),
+                    "greeting": types.CreateMessageRequest(params=_greeting_request(topic)),
+                },
+                request_state="interview-round-1",
+            )
+        if params.request_state != "interview-round-1":
+            raise MCPError(code=-32602, message=f"interview: unexpected requestState {params.request_state!r}")
+        elicited = types.ElicitResult.model_validate(_dump(answers["name"]))
+        sampled = types.CreateMessageResult.model_validate(_dump(answers["greeting"]))
+    else:
+        elicited = await ctx.session.elicit_form("Who are you?", _NAME_FORM, related_request_id=ctx.request_id)
+        p = _greeting_request(topic)
+        sampled = await ctx.session.create_message(p.messages, max_tokens=p.max_tokens, related_request_id=ctx.request_id)
+    who = (elicited.content or {}).get("name") if elicited.action == "accept" else f"({elicited.action})"
+    said = sampled.content.text if isinstance(sampled.content, types.TextContent) else str(sampled.content)
+    return types.CallToolResult(content=[_text(f"name={who}; greeting={said}")])
+
+
+def _dump(v: Any) -> Any:
+    return v.model_dump(by_alias=True, exclude_none=True) if hasattr(v, "model_dump") else v
 
 
 def _text(s: str) -> types.TextContent:
@@ -195,6 +251,9 @@ async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestPara
             # No-op unless the request carried _meta.progressToken.
             await ctx.session.report_progress(i, steps, f"step {i}/{steps}")
         return types.CallToolResult(content=[_text(f"slept {ms} ms in {steps} steps")])
+
+    if name == "interview":
+        return await _interview(ctx, params)
 
     if name == "notify":
         # Handshake-era sessions get the notifications; 2026-07-28 clients
