@@ -1,5 +1,7 @@
 //! HTTP transports: Streamable HTTP (2025-03-26 … 2025-11-25) and the legacy
-//! HTTP+SSE transport (2024-11-05), behind the same [`Connection`] as stdio.
+//! HTTP+SSE transport (2024-11-05), behind the same [`Connection`] as stdio;
+//! requests of the stateless revision (2026-07-28, [`Outbound::modern`]) take
+//! their own path beside them (`modern.rs`).
 //!
 //! The peer above never sees HTTP. Everything HTTP-specific stays here:
 //! one POST per message, JSON or SSE answers, the session id and its
