@@ -745,7 +745,8 @@ fn probe(id: i64) -> Outbound {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_probe_leaves_the_connection_to_the_handshake() {
     // A handshake-only Streamable HTTP server: its session error, addressed
-    // to the probe, is the answer; the handshake then goes as always.
+    // to the probe, is the answer; the handshake then goes as always. The
+    // client, unpinned, probes once more itself on the same connection.
     let srv = FaultServer::start();
     let mut conn = connect(srv.url()).await;
     send(&conn, probe(900)).await;
@@ -762,7 +763,14 @@ async fn a_failed_probe_leaves_the_connection_to_the_handshake() {
         .unwrap();
     assert_eq!(control.kind(), "streamable-http");
     c.shutdown().await;
+    let probes = srv.rpc("server/discover");
+    assert_eq!(probes.len(), 2, "{}", srv.summary());
+    for p in &probes {
+        assert_modern_post(p, &srv);
+        assert_eq!(p.status, Some(400));
+    }
     let init = &srv.rpc("initialize")[0];
+    assert!(init.seq > probes[1].seq, "{}", srv.summary());
     assert_eq!(init.session(), None);
     assert_eq!(
         init.header("mcp-protocol-version"),
