@@ -735,6 +735,77 @@ async fn a_cancelled_call_through_the_client_closes_its_stream() {
 }
 
 // ---------------------------------------------------------------------------
+// subscriptions/listen
+
+async fn until(what: &str, limit: Duration, f: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + limit;
+    while !f() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not within {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_stream_stays_open_carries_changes_and_is_opened_again_after_a_drop() {
+    let srv = FaultServer::with(Script {
+        capabilities: Some(json!({ "tools": { "listChanged": true } })),
+        ..Script::modern()
+    });
+    let (c, _control) = modern_client(srv.url()).await;
+    until("the listen stream", WAIT, || srv.live_listens() == 1).await;
+    let listen = &srv.rpc("subscriptions/listen")[0];
+    assert_modern_post(listen, &srv);
+    assert_eq!(
+        listen.json().unwrap()["params"]["notifications"],
+        json!({ "toolsListChanged": true })
+    );
+    // Quiet, and still open: no deadline of the transport's cuts it.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(srv.live_listens(), 1);
+
+    // A change on it: the client lists again.
+    let lists = srv.rpc("tools/list").len();
+    assert_eq!(
+        srv.push_listen("notifications/tools/list_changed", json!({})),
+        1
+    );
+    until("tools/list after list_changed", WAIT, || {
+        srv.rpc("tools/list").len() > lists
+    })
+    .await;
+
+    // Dropped: listened to again (with the lists fetched again, as changes
+    // may have been missed), and changes flow on the new stream.
+    assert_eq!(srv.cut_listen(Cut::Abort), 1);
+    until("a second listen", WAIT, || {
+        srv.rpc("subscriptions/listen").len() == 2 && srv.live_listens() == 1
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let lists = srv.rpc("tools/list").len();
+    assert_eq!(
+        srv.push_listen("notifications/tools/list_changed", json!({})),
+        1
+    );
+    until("tools/list on the new stream", WAIT, || {
+        srv.rpc("tools/list").len() > lists
+    })
+    .await;
+
+    // Shutdown closes it; nothing but POSTs was ever sent.
+    c.shutdown().await;
+    until("the listen stream closed", WAIT, || srv.live_listens() == 0).await;
+    assert!(
+        srv.requests().iter().all(|r| r.method == "POST"),
+        "{}",
+        srv.summary()
+    );
+}
+
+// ---------------------------------------------------------------------------
 // A failed probe, then the handshake on the same connection
 
 /// `server/discover` as the client probes with.

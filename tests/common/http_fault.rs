@@ -16,7 +16,10 @@
 //! `MCP-Protocol-Version` is [`MODERN_VERSION`] is served statelessly (no
 //! session asked for or issued), and `server/discover`, `resources/read`,
 //! `prompts/get` and the tool `route` (parameters mirrored as
-//! `Mcp-Param-Region` and `Mcp-Param-N`) are offered.
+//! `Mcp-Param-Region` and `Mcp-Param-N`) are offered. A
+//! `subscriptions/listen` is acknowledged and its stream kept open:
+//! [`FaultServer::push_listen`] sends on it, [`FaultServer::cut_listen`]
+//! drops it.
 //!
 //! SSE event ids are `<stream>-<index>`: `s3-0` is the first event of POST
 //! stream `s3`. A POST stream cut before its response keeps collecting
@@ -544,6 +547,40 @@ impl FaultServer {
             .count()
     }
 
+    /// Sends a notification on every open `subscriptions/listen` stream,
+    /// its `_meta` subscriptionId set; how many.
+    pub fn push_listen(&self, method: &str, mut params: Value) -> usize {
+        let listens = self.shared.listens.lock().unwrap().clone();
+        listens
+            .iter()
+            .filter(|(sid, id)| {
+                params["_meta"]["io.modelcontextprotocol/subscriptionId"] = id.clone();
+                let msg = json!({"jsonrpc": "2.0", "method": method, "params": params});
+                self.shared.is_live(sid) && self.shared.emit(sid, Some(&msg.to_string()), None)
+            })
+            .count()
+    }
+
+    /// Ends every open `subscriptions/listen` stream abruptly; how many.
+    pub fn cut_listen(&self, how: Cut) -> usize {
+        let listens = self.shared.listens.lock().unwrap().clone();
+        let mut n = 0;
+        for (sid, _) in listens.iter().filter(|(sid, _)| self.shared.is_live(sid)) {
+            self.shared.cut(sid, how);
+            n += 1;
+        }
+        n
+    }
+
+    /// `subscriptions/listen` streams whose client is still reading.
+    pub fn live_listens(&self) -> usize {
+        let listens = self.shared.listens.lock().unwrap().clone();
+        listens
+            .iter()
+            .filter(|(sid, _)| self.shared.is_live(sid))
+            .count()
+    }
+
     /// Standalone GET streams currently open.
     pub fn open_standalone(&self) -> usize {
         let ids = self.shared.standalone.lock().unwrap().clone();
@@ -652,6 +689,8 @@ struct Shared {
     answers: Mutex<HashMap<String, oneshot::Sender<Value>>>,
     cuts: Mutex<Vec<(String, Instant)>>,
     standalone: Mutex<Vec<String>>,
+    /// `subscriptions/listen` streams and their request ids.
+    listens: Mutex<Vec<(String, Value)>>,
 }
 
 impl Shared {
@@ -666,6 +705,7 @@ impl Shared {
             answers: Mutex::new(HashMap::new()),
             cuts: Mutex::new(Vec::new()),
             standalone: Mutex::new(Vec::new()),
+            listens: Mutex::new(Vec::new()),
         }
     }
 
@@ -1283,6 +1323,15 @@ async fn post(s: &Arc<Shared>, parts: &Parts, body: &[u8], script: &Script) -> R
         return plain(StatusCode::ACCEPTED, "");
     };
     let params = msg.get("params").cloned().unwrap_or(json!({}));
+    if modern && method == "subscriptions/listen" {
+        let (sid, body) = s.open("L");
+        let ack = json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+            "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": id},
+                       "notifications": params.get("notifications").cloned().unwrap_or(json!({}))}});
+        s.emit(&sid, Some(&ack.to_string()), None);
+        s.listens.lock().unwrap().push((sid, id));
+        return sse_response(body);
+    }
     let reply = script.reply_for(&method, tool);
     let session = (is_init && script.sessions).then(|| s.new_session());
     let mut resp = if reply.sse {
