@@ -395,8 +395,9 @@ async fn a_400_with_a_jsonrpc_error_is_the_answer_with_its_code() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_unsupported_version_error_reaches_the_caller_byte_exact() {
-    // Through the client: the code and data.supported as the server sent
+async fn a_header_mismatch_reaches_the_caller_byte_exact() {
+    // Through the client (which re-lists and retries a -32020 once; this
+    // server refuses every time): the code and data as the server sent
     // them (numbers included), not a transport failure.
     let err = r#"{"code":-32020,"message":"Header mismatch","data":{"supported":["2026-07-28"],"big":12345678901234567890,"f":1.10}}"#;
     let srv = FaultServer::with(Script::modern().fail_rpc(
