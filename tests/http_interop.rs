@@ -89,6 +89,15 @@ fn opts() -> ClientOptions {
     }
 }
 
+/// Pinned to 2025-11-25, for what only the handshake revisions have
+/// (sessions, the GET stream): dual-era servers negotiate 2026-07-28.
+fn handshake_opts() -> ClientOptions {
+    ClientOptions {
+        protocol_version: Some(mcphost::protocol::ProtocolVersion::V2025_11_25),
+        ..opts()
+    }
+}
+
 fn http_config(url: String, mode: HttpMode) -> HttpConfig {
     let mut cfg = HttpConfig::new(url);
     cfg.mode = mode;
@@ -446,11 +455,30 @@ async fn everything_calls_back_into_the_host_over_both_transports() {
     }
 }
 
+/// The SDK serves both eras on one endpoint; unpinned, the probe finds the
+/// stateless one.
 #[tokio::test]
 async fn python_sdk_server_over_streamable_http() {
     let Some(env) = interop() else { return };
     let srv = python_server(&env, "py_server.py");
     let (c, control) = start(&srv, "/mcp", HttpMode::Auto, opts()).await;
+    assert_eq!(control.kind(), "streamable-http");
+    common::exercise_py_server(&c, "2026-07-28").await;
+
+    // list_changed on the client's subscriptions/listen stream and the log
+    // message on the tools/call's own: the client re-lists on its own.
+    let mut events = c.subscribe();
+    c.set_log_level("info").await.unwrap();
+    notify_and_relist(&c, &mut events, &srv).await;
+    c.shutdown().await;
+}
+
+/// The same server pinned to the handshake: a session, and the GET stream.
+#[tokio::test]
+async fn python_sdk_server_over_streamable_http_handshake() {
+    let Some(env) = interop() else { return };
+    let srv = python_server(&env, "py_server.py");
+    let (c, control) = start(&srv, "/mcp", HttpMode::Auto, handshake_opts()).await;
     assert_eq!(control.kind(), "streamable-http");
     common::exercise_py_server(&c, "2025-11-25").await;
 
@@ -571,7 +599,7 @@ async fn end_sessions(srv: &HttpServer) -> u64 {
 async fn python_sdk_server_session_ended_by_the_server_is_renewed() {
     let Some(env) = interop() else { return };
     let srv = python_server(&env, "py_server.py");
-    let (c, _) = start(&srv, "/mcp", HttpMode::Streamable, opts()).await;
+    let (c, _) = start(&srv, "/mcp", HttpMode::Streamable, handshake_opts()).await;
     let mut events = c.subscribe();
     let r = c
         .call_tool("echo", Some(raw(r#"{"n":1}"#)), CallOptions::default())
@@ -609,6 +637,8 @@ async fn fastmcp_server_over_streamable_http() {
         c.negotiated().server_name.as_deref(),
         Some("mcphost-interop-fastmcp")
     );
+    // fastmcp serves both eras; the probe finds the stateless one.
+    assert_eq!(c.negotiated().protocol_version.as_str(), "2026-07-28");
     let tools: Vec<_> = c
         .list_tools()
         .await
@@ -822,20 +852,26 @@ fn daemon_serves_http_and_stdio_servers_side_by_side() {
     sb.env.push(("RUST_LOG".into(), "mcphost=debug".into()));
     let mut d = Daemon::start_in(sb, &cfg);
     let servers = d.wait_ready(&["ev", "evsse", "evauto", "py", "ts"], READY);
-    for (name, transport) in [
-        ("ev", "streamable-http"),
-        ("evsse", "sse"),
-        ("evauto", "sse"),
-        ("py", "streamable-http"),
-        ("ts", "stdio"),
+    // Each its own era: the Python SDK serves both and is spoken to in
+    // 2026-07-28, the others only know the handshake.
+    for (name, transport, modern) in [
+        ("ev", "streamable-http", false),
+        ("evsse", "sse", false),
+        ("evauto", "sse", false),
+        ("py", "streamable-http", true),
+        ("ts", "stdio", false),
     ] {
         let s = &servers[name];
         assert_eq!(s["transport"], transport, "{s}");
-        assert!(
-            ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
-                .contains(&s["protocolVersion"].as_str().unwrap_or_default()),
-            "{s}"
-        );
+        let version = s["protocolVersion"].as_str().unwrap_or_default();
+        if modern {
+            assert_eq!(version, "2026-07-28", "{s}");
+        } else {
+            assert!(
+                ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"].contains(&version),
+                "{s}"
+            );
+        }
         assert_eq!(s.get("pid").is_some(), name == "ts", "{s}");
     }
 

@@ -12,6 +12,15 @@
 //! The server runs on its own runtime thread, so it works the same under
 //! `#[test]` (driving the `mcphost` binary) and `#[tokio::test]`.
 //!
+//! With [`Script::modern`] it also serves revision 2026-07-28: a POST whose
+//! `MCP-Protocol-Version` is [`MODERN_VERSION`] is served statelessly (no
+//! session asked for or issued), and `server/discover`, `resources/read`,
+//! `prompts/get` and the tool `route` (parameters mirrored as
+//! `Mcp-Param-Region` and `Mcp-Param-N`) are offered. A
+//! `subscriptions/listen` is acknowledged and its stream kept open:
+//! [`FaultServer::push_listen`] sends on it, [`FaultServer::cut_listen`]
+//! drops it.
+//!
 //! SSE event ids are `<stream>-<index>`: `s3-0` is the first event of POST
 //! stream `s3`. A POST stream cut before its response keeps collecting
 //! events; a GET with `Last-Event-ID: s3-0` replays everything after event 0
@@ -35,6 +44,8 @@ pub const VERSIONS: [&str; 3] = ["2025-03-26", "2025-06-18", "2025-11-25"];
 pub const LATEST: &str = "2025-11-25";
 pub const LEGACY_VERSION: &str = "2024-11-05";
 pub const SERVER_NAME: &str = "fault-server";
+/// The stateless revision, served when [`Script::modern`] is set.
+pub const MODERN_VERSION: &str = "2026-07-28";
 
 /// The exact `Accept` a Streamable HTTP client must send on a POST.
 pub const POST_ACCEPT: &str = "application/json, text/event-stream";
@@ -180,6 +191,8 @@ pub struct Reply {
     /// carries one priming event with a new id and closes, until the
     /// response is ready; then a resuming GET gets the response.
     pub poll: bool,
+    /// During `delay` (SSE), a `: keep-alive` comment this often.
+    pub keep_alive: Option<Duration>,
 }
 
 impl Reply {
@@ -236,6 +249,10 @@ impl Reply {
         self.poll = true;
         self
     }
+    pub fn keep_alive(mut self, every: Duration) -> Reply {
+        self.keep_alive = Some(every);
+        self
+    }
 }
 
 /// The standalone GET stream.
@@ -261,6 +278,8 @@ pub struct Fail {
     /// (else plain text), in a response to the request's id, or with
     /// `"id": null`.
     pub rpc_error: Option<(String, bool)>,
+    /// Else this body, with this Content-Type (else "injected HTTP N").
+    pub body: Option<(String, String)>,
 }
 
 /// Requests must carry `Authorization: Bearer <token>`, else `status`.
@@ -303,6 +322,8 @@ pub struct Script {
     pub capabilities: Option<Value>,
     /// Legacy server: wait this long before answering the event stream's GET.
     pub get_delay: Duration,
+    /// Also serve revision 2026-07-28 (see the module docs).
+    pub modern: bool,
 }
 
 impl Default for Script {
@@ -323,6 +344,7 @@ impl Default for Script {
             unknown_session_status: 404,
             capabilities: None,
             get_delay: Duration::ZERO,
+            modern: false,
         }
     }
 }
@@ -339,6 +361,7 @@ impl Script {
             status,
             remaining: times,
             rpc_error: None,
+            body: None,
         });
         self
     }
@@ -357,8 +380,34 @@ impl Script {
             status,
             remaining: times,
             rpc_error: Some((error.to_owned(), to_request)),
+            body: None,
         });
         self
+    }
+    /// Like [`Script::fail`], with this body and Content-Type.
+    pub fn fail_body(
+        mut self,
+        rpc_method: Option<&str>,
+        status: u16,
+        times: usize,
+        content_type: &str,
+        body: &str,
+    ) -> Script {
+        self.fails.push(Fail {
+            rpc_method: rpc_method.map(str::to_owned),
+            status,
+            remaining: times,
+            rpc_error: None,
+            body: Some((content_type.to_owned(), body.to_owned())),
+        });
+        self
+    }
+    /// A server of both eras: the handshake revisions and 2026-07-28.
+    pub fn modern() -> Script {
+        Script {
+            modern: true,
+            ..Script::default()
+        }
     }
     pub fn legacy(status: u16) -> Script {
         Script {
@@ -487,6 +536,51 @@ impl FaultServer {
             .count()
     }
 
+    /// POST response streams (SSE) whose client is still reading.
+    pub fn live_post_streams(&self) -> usize {
+        let streams = self.shared.streams.lock().unwrap();
+        streams
+            .iter()
+            .filter(|(sid, s)| {
+                sid.starts_with('s') && s.live.as_ref().is_some_and(|tx| !tx.is_closed())
+            })
+            .count()
+    }
+
+    /// Sends a notification on every open `subscriptions/listen` stream,
+    /// its `_meta` subscriptionId set; how many.
+    pub fn push_listen(&self, method: &str, mut params: Value) -> usize {
+        let listens = self.shared.listens.lock().unwrap().clone();
+        listens
+            .iter()
+            .filter(|(sid, id)| {
+                params["_meta"]["io.modelcontextprotocol/subscriptionId"] = id.clone();
+                let msg = json!({"jsonrpc": "2.0", "method": method, "params": params});
+                self.shared.is_live(sid) && self.shared.emit(sid, Some(&msg.to_string()), None)
+            })
+            .count()
+    }
+
+    /// Ends every open `subscriptions/listen` stream abruptly; how many.
+    pub fn cut_listen(&self, how: Cut) -> usize {
+        let listens = self.shared.listens.lock().unwrap().clone();
+        let mut n = 0;
+        for (sid, _) in listens.iter().filter(|(sid, _)| self.shared.is_live(sid)) {
+            self.shared.cut(sid, how);
+            n += 1;
+        }
+        n
+    }
+
+    /// `subscriptions/listen` streams whose client is still reading.
+    pub fn live_listens(&self) -> usize {
+        let listens = self.shared.listens.lock().unwrap().clone();
+        listens
+            .iter()
+            .filter(|(sid, _)| self.shared.is_live(sid))
+            .count()
+    }
+
     /// Standalone GET streams currently open.
     pub fn open_standalone(&self) -> usize {
         let ids = self.shared.standalone.lock().unwrap().clone();
@@ -595,6 +689,8 @@ struct Shared {
     answers: Mutex<HashMap<String, oneshot::Sender<Value>>>,
     cuts: Mutex<Vec<(String, Instant)>>,
     standalone: Mutex<Vec<String>>,
+    /// `subscriptions/listen` streams and their request ids.
+    listens: Mutex<Vec<(String, Value)>>,
 }
 
 impl Shared {
@@ -609,6 +705,7 @@ impl Shared {
             answers: Mutex::new(HashMap::new()),
             cuts: Mutex::new(Vec::new()),
             standalone: Mutex::new(Vec::new()),
+            listens: Mutex::new(Vec::new()),
         }
     }
 
@@ -831,15 +928,41 @@ impl Shared {
                     json!({"name": "big", "description": "Returns `bytes` bytes of text",
                            "inputSchema": {"type": "object", "properties": {"bytes": {"type": "integer"}}}}),
                 ];
+                if script.modern {
+                    tools.push(
+                        json!({"name": "route", "description": "Echoes; region and n go in headers",
+                        "inputSchema": {"type": "object", "properties": {
+                            "region": {"type": "string", "x-mcp-header": "Region"},
+                            "n": {"type": "integer", "x-mcp-header": "N"},
+                            "text": {"type": "string"}}}}),
+                    );
+                }
                 for t in &script.extra_tools {
                     tools.push(json!({"name": t, "inputSchema": {"type": "object"}}));
                 }
                 Ok(json!({ "tools": tools }))
             }
+            "server/discover" if script.modern => Ok(json!({
+                "supportedVersions": [MODERN_VERSION],
+                "capabilities": script.capabilities.clone().unwrap_or_else(
+                    || json!({ "tools": {}, "resources": {}, "prompts": {} })),
+                "_meta": { "io.modelcontextprotocol/serverInfo":
+                           { "name": SERVER_NAME, "version": "1.0.0" } },
+            })),
+            "resources/read" if script.modern => {
+                let uri = params["uri"].as_str().unwrap_or("");
+                Ok(json!({ "contents": [ { "uri": uri, "text": format!("contents of {uri}") } ] }))
+            }
+            "prompts/get" if script.modern => {
+                let name = params["name"].as_str().unwrap_or("");
+                Ok(json!({ "messages": [ { "role": "user",
+                    "content": { "type": "text", "text": format!("prompt {name}") } } ] }))
+            }
             "tools/call" => {
                 let args = params.get("arguments").cloned().unwrap_or(json!({}));
                 let text = match params["name"].as_str().unwrap_or("") {
                     "echo" => args.to_string(),
+                    "route" if script.modern => args.to_string(),
                     "slow" => {
                         let ms = args["ms"].as_u64().unwrap_or(1000);
                         tokio::time::sleep(Duration::from_millis(ms)).await;
@@ -941,7 +1064,16 @@ impl Shared {
             tokio::time::sleep(Duration::from_millis(20)).await;
             self.cut(&sid, how);
         }
-        tokio::time::sleep(reply.delay).await;
+        match reply.keep_alive {
+            Some(every) => {
+                let until = tokio::time::Instant::now() + reply.delay;
+                while tokio::time::Instant::now() < until {
+                    tokio::time::sleep(every).await;
+                    self.write_raw(&sid, ": keep-alive\n\n");
+                }
+            }
+            None => tokio::time::sleep(reply.delay).await,
+        }
         let out = self.compute(&method, &params, &script).await;
         comment(&self);
         self.emit(&sid, Some(&response(&id, out).to_string()), None);
@@ -1099,7 +1231,14 @@ fn failed(f: &Fail, id: Option<&Value>) -> Response {
                 .insert("content-type", "application/json".parse().unwrap());
             r
         }
-        None => plain(status(f.status), &format!("injected HTTP {}", f.status)),
+        None => match &f.body {
+            Some((ct, body)) => {
+                let mut r = plain(status(f.status), body);
+                r.headers_mut().insert("content-type", ct.parse().unwrap());
+                r
+            }
+            None => plain(status(f.status), &format!("injected HTTP {}", f.status)),
+        },
     }
 }
 
@@ -1157,10 +1296,19 @@ async fn post(s: &Arc<Shared>, parts: &Parts, body: &[u8], script: &Script) -> R
         return failed(&f, msg.get("id"));
     }
     let is_init = method.as_deref() == Some("initialize");
-    if !is_init && let Some(st) = s.check_session(&parts.headers, script) {
+    let modern = script.modern
+        && parts
+            .headers
+            .get("mcp-protocol-version")
+            .is_some_and(|v| v == MODERN_VERSION);
+    if !is_init
+        && !modern
+        && let Some(st) = s.check_session(&parts.headers, script)
+    {
         return session_error(st, msg.get("id"));
     }
-    if let Some(v) = parts.headers.get("mcp-protocol-version")
+    if !modern
+        && let Some(v) = parts.headers.get("mcp-protocol-version")
         && !VERSIONS.contains(&v.to_str().unwrap_or(""))
     {
         return plain(StatusCode::BAD_REQUEST, "unsupported MCP-Protocol-Version");
@@ -1175,6 +1323,15 @@ async fn post(s: &Arc<Shared>, parts: &Parts, body: &[u8], script: &Script) -> R
         return plain(StatusCode::ACCEPTED, "");
     };
     let params = msg.get("params").cloned().unwrap_or(json!({}));
+    if modern && method == "subscriptions/listen" {
+        let (sid, body) = s.open("L");
+        let ack = json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+            "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": id},
+                       "notifications": params.get("notifications").cloned().unwrap_or(json!({}))}});
+        s.emit(&sid, Some(&ack.to_string()), None);
+        s.listens.lock().unwrap().push((sid, id));
+        return sse_response(body);
+    }
     let reply = script.reply_for(&method, tool);
     let session = (is_init && script.sessions).then(|| s.new_session());
     let mut resp = if reply.sse {

@@ -1,5 +1,7 @@
 //! HTTP transports: Streamable HTTP (2025-03-26 … 2025-11-25) and the legacy
-//! HTTP+SSE transport (2024-11-05), behind the same [`Connection`] as stdio.
+//! HTTP+SSE transport (2024-11-05), behind the same [`Connection`] as stdio;
+//! requests of the stateless revision (2026-07-28, [`Outbound::modern`]) take
+//! their own path beside them (`modern.rs`).
 //!
 //! The peer above never sees HTTP. Everything HTTP-specific stays here:
 //! one POST per message, JSON or SSE answers, the session id and its
@@ -13,6 +15,7 @@
 //! a dropped legacy event stream cannot be opened again.
 
 mod legacy;
+mod modern;
 mod sse;
 #[doc(hidden)]
 pub use sse::fuzz_sse;
@@ -273,6 +276,12 @@ struct State {
     /// Legacy transport: requests whose answers are due on the event
     /// stream, failed when it drops.
     awaiting: Vec<Id>,
+    /// Revision 2026-07-28: the task of each request in flight, aborted to
+    /// cancel it (which closes its response stream).
+    stateless: std::collections::HashMap<Id, tokio::task::AbortHandle>,
+    /// A server answered a request of revision 2026-07-28 as one of that
+    /// revision would.
+    stateless_answered: bool,
     /// Session state the server forgets with the session (resource
     /// subscriptions, the log level): requests to send again, in order,
     /// after a renewal: what they set, their id, their text.
@@ -457,16 +466,20 @@ impl Shared {
 
     async fn drive(self: Arc<Self>, mut outbound: mpsc::Receiver<Outbound>) {
         loop {
-            let text = tokio::select! {
+            let out = tokio::select! {
                 _ = self.stop.cancelled() => break,
                 m = outbound.recv() => match m {
                     Some(t) => t,
                     None => break,
                 },
             };
-            let msg = OutMsg::classify(text.text);
+            let msg = OutMsg::classify(out.text);
             let step = async {
-                if self.kind.load(Ordering::SeqCst) == KIND_SSE {
+                if let Some(headers) = &out.modern {
+                    modern::send(&self, msg, headers).await;
+                } else if modern::takes(&self, &msg) {
+                    // cancelled by closing its stream, or nothing to send
+                } else if self.kind.load(Ordering::SeqCst) == KIND_SSE {
                     legacy::send(&self, msg).await;
                 } else {
                     streamable::send(&self, msg).await;

@@ -1,8 +1,6 @@
 //! Server-sent events from a reqwest response, parsed by `sse-stream`, with a
 //! size limit per event that the parser itself does not have.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures_util::{Stream, StreamExt};
@@ -30,7 +28,6 @@ pub(super) enum SseError {
 /// Reads events and remembers the stream's last event id and retry delay.
 pub(super) struct EventStream {
     inner: std::pin::Pin<Box<dyn Stream<Item = Result<sse_stream::Sse, sse_stream::Error>> + Send>>,
-    since_event: Arc<AtomicUsize>,
     limit: usize,
     pub last_id: Option<String>,
     pub retry: Option<Duration>,
@@ -45,20 +42,17 @@ impl EventStream {
         chunks: impl Stream<Item = Result<bytes::Bytes, reqwest::Error>> + Send + 'static,
         limit: usize,
     ) -> Self {
-        let since_event = Arc::new(AtomicUsize::new(0));
-        let counter = since_event.clone();
-        // Counting whole chunks: the limit is exact to within one chunk.
+        // Checked per chunk: the limit is exact to within one chunk.
+        let mut pending = Pending::default();
         let bytes = chunks.map(move |chunk| {
             let chunk = chunk?;
-            let seen = counter.fetch_add(chunk.len(), Ordering::Relaxed) + chunk.len();
-            if seen > limit {
+            if pending.feed(&chunk) > limit {
                 return Err(BodyError::Oversized(Oversized));
             }
             Ok::<_, BodyError>(chunk)
         });
         EventStream {
             inner: Box::pin(sse_stream::SseByteStream::new(bytes)),
-            since_event,
             limit,
             last_id: None,
             retry: None,
@@ -68,7 +62,6 @@ impl EventStream {
     /// The next event, `None` at the end of the stream.
     pub async fn next(&mut self) -> Option<Result<Event, SseError>> {
         let item = self.inner.next().await?;
-        self.since_event.store(0, Ordering::Relaxed);
         let sse = match item {
             Ok(sse) => sse,
             Err(sse_stream::Error::Body(e))
@@ -91,6 +84,58 @@ impl EventStream {
             (Some("endpoint"), Some(data)) => Event::Endpoint(data),
             _ => Event::Other,
         }))
+    }
+}
+
+/// The bytes of the event being read: every line since the last blank one,
+/// except comments, which the parser drops. Keep-alive comments on a quiet
+/// stream (a `subscriptions/listen` one may be quiet for days) therefore
+/// never add up to the limit, with or without a blank line after each.
+#[derive(Default)]
+struct Pending {
+    bytes: usize,
+    /// After a line ending (or at the start): the next byte starts a line.
+    line_start: bool,
+    started: bool,
+    in_comment: bool,
+    /// The last byte was CR: an LF now completes the same line ending.
+    after_cr: bool,
+}
+
+impl Pending {
+    /// The most the event being read held while this chunk was read.
+    fn feed(&mut self, chunk: &[u8]) -> usize {
+        if !self.started {
+            self.started = true;
+            self.line_start = true;
+        }
+        let mut peak = self.bytes;
+        for &b in chunk {
+            peak = peak.max(self.bytes);
+            if b == b'\n' && self.after_cr {
+                self.after_cr = false;
+                continue;
+            }
+            self.after_cr = b == b'\r';
+            if b == b'\r' || b == b'\n' {
+                if self.line_start && !self.in_comment {
+                    self.bytes = 0; // a blank line ends the event
+                } else if !self.in_comment {
+                    self.bytes = self.bytes.saturating_add(1);
+                }
+                self.in_comment = false;
+                self.line_start = true;
+                continue;
+            }
+            if self.line_start && b == b':' {
+                self.in_comment = true;
+            }
+            self.line_start = false;
+            if !self.in_comment {
+                self.bytes = self.bytes.saturating_add(1);
+            }
+        }
+        peak.max(self.bytes)
     }
 }
 
@@ -154,4 +199,65 @@ pub fn fuzz_sse(data: &[u8]) {
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the event being read holds after these chunks.
+    fn feed_all(chunks: &[&str]) -> usize {
+        let mut p = Pending::default();
+        for c in chunks {
+            p.feed(c.as_bytes());
+        }
+        p.bytes
+    }
+
+    #[test]
+    fn keep_alive_comments_never_add_up() {
+        // The spec's own example (`:\r\n`, no blank line), Python's
+        // (`: ping\r\n\r\n`), LF only, split anywhere.
+        for ping in [":\r\n", ": ping\r\n\r\n", ":\n", ": keep-alive\n\n", "\r\n"] {
+            let many: Vec<&str> = std::iter::repeat_n(ping, 10_000).collect();
+            assert_eq!(feed_all(&many), 0, "{ping:?}");
+            let split: Vec<String> = ping.repeat(50).chars().map(String::from).collect();
+            let split: Vec<&str> = split.iter().map(String::as_str).collect();
+            assert_eq!(feed_all(&split), 0, "{ping:?} byte by byte");
+        }
+    }
+
+    #[test]
+    fn an_event_counts_its_lines_until_a_blank_one() {
+        assert_eq!(feed_all(&["data: abc\n"]), 10);
+        assert_eq!(feed_all(&["data: abc\n", ": note\n", "data: d"]), 17);
+        assert_eq!(feed_all(&["data: abc\r", "\n", "\r\n"]), 0);
+        assert_eq!(feed_all(&["data: abc\r\n\r\nid: 1"]), 5);
+        // A colon inside a line is no comment.
+        assert_eq!(feed_all(&["data: a:b\n"]), 10);
+        // A whole event in one chunk: its size is what counts.
+        let mut p = Pending::default();
+        assert_eq!(p.feed(b": c\ndata: abcd\n\n: c\n"), 11);
+        assert_eq!(p.bytes, 0);
+    }
+
+    #[tokio::test]
+    async fn a_quiet_stream_outlives_the_limit_and_a_big_event_does_not() {
+        let mut body: Vec<Result<bytes::Bytes, reqwest::Error>> = Vec::new();
+        for _ in 0..1000 {
+            body.push(Ok(bytes::Bytes::from_static(b":\r\n")));
+        }
+        body.push(Ok(bytes::Bytes::from_static(b"data: {\"ok\":1}\n\n")));
+        body.push(Ok(bytes::Bytes::from(format!(
+            "data: {}\n\n",
+            "x".repeat(100)
+        ))));
+        let mut s = EventStream::from_chunks(futures_util::stream::iter(body), 64);
+        assert!(matches!(s.next().await, Some(Ok(Event::Message(d))) if d == r#"{"ok":1}"#));
+        let next = s.next().await;
+        assert!(
+            matches!(next, Some(Err(SseError::Oversized { limit: 64 }))),
+            "{next:?}"
+        );
+    }
 }

@@ -461,7 +461,7 @@ async fn answer(shared: &Arc<Shared>, resp: reqwest::Response, ids: Vec<Id>) {
 
 /// A JSON answer is the whole answer: a request it does not answer never
 /// will be, so fail it now, not at its timeout.
-async fn deliver_json(shared: &Arc<Shared>, text: String, ids: Vec<Id>) {
+pub(super) async fn deliver_json(shared: &Arc<Shared>, text: String, ids: Vec<Id>) {
     let on = post_stream(&ids);
     let answered = response_ids(&text);
     let missed: Vec<Id> = ids
@@ -618,7 +618,7 @@ async fn read_stream(shared: &Arc<Shared>, mut stream: EventStream, mut pending:
 /// response: a connection whose body was not read to the end cannot go back
 /// to the pool, and the next request would pay for a new one. Anything
 /// still sent is delivered; a server that keeps the stream open is left.
-async fn drain(shared: &Arc<Shared>, mut stream: EventStream, on: Option<Stream>) {
+pub(super) async fn drain(shared: &Arc<Shared>, mut stream: EventStream, on: Option<Stream>) {
     let rest = async {
         while let Some(Ok(ev)) = stream.next().await {
             if let Event::Message(data) = ev {
