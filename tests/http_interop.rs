@@ -1091,3 +1091,128 @@ fn python_sdk_client_reaches_every_server() {
         }
     });
 }
+
+// ---------------------------------------------------------------------------
+// Both eras side by side
+
+/// One daemon, seven real servers nobody here wrote, on stdio and HTTP:
+/// server-everything (TypeScript SDK, handshake only) beside the Python
+/// `mcp` SDK, fastmcp and mcp-server-time (dual-era). Nothing is pinned:
+/// each negotiates its own era, and a tool of each is called in the same
+/// run, through the socket and through `--direct`.
+#[test]
+fn both_eras_in_one_daemon_on_stdio_and_http_through_the_socket_and_direct() {
+    let Some(env) = interop() else { return };
+    let evh = everything(&env, "streamableHttp");
+    let pyh = python_server(&env, "py_server.py");
+    let fmh = python_server(&env, "fastmcp_server.py");
+    let script = |s: &str| env.dir.join(s).display().to_string();
+    let stdio = |args: &[String]| {
+        let args: Vec<String> = args.iter().map(|a| js(a)).collect();
+        format!(
+            r#""command": {}, "args": [{}]"#,
+            js(env.python.to_str().unwrap()),
+            args.join(", ")
+        )
+    };
+    let servers = [
+        ("ev", env.node_entry("server-everything")),
+        ("evh", format!(r#""url": {}"#, js(&evh.url("/mcp")))),
+        ("py", stdio(&[script("py_server.py")])),
+        ("pyh", format!(r#""url": {}"#, js(&pyh.url("/mcp")))),
+        ("fm", stdio(&[script("fastmcp_server.py")])),
+        ("fmh", format!(r#""url": {}"#, js(&fmh.url("/mcp")))),
+        ("time", env.time_entry()),
+    ];
+    let d = Daemon::start_in(Sandbox::new(), &common::servers_config(&servers));
+    let names: Vec<&str> = servers.iter().map(|(n, _)| *n).collect();
+    let ready = d.wait_ready(&names, READY);
+    let want = [
+        ("ev", "stdio", "2025-11-25", "handshake"),
+        ("evh", "streamable-http", "2025-11-25", "handshake"),
+        ("py", "stdio", "2026-07-28", "stateless"),
+        ("pyh", "streamable-http", "2026-07-28", "stateless"),
+        ("fm", "stdio", "2026-07-28", "stateless"),
+        ("fmh", "streamable-http", "2026-07-28", "stateless"),
+        ("time", "stdio", "2026-07-28", "stateless"),
+    ];
+    for (name, transport, version, era) in want {
+        let s = &ready[name];
+        eprintln!(
+            "{name:5} {:16} {:11} {}",
+            s["transport"].as_str().unwrap_or_default(),
+            s["protocolVersion"].as_str().unwrap_or_default(),
+            s["era"].as_str().unwrap_or_default()
+        );
+        assert_eq!(s["transport"], transport, "{s}");
+        assert_eq!(s["protocolVersion"], version, "{s}");
+        assert_eq!(s["era"], era, "{s}");
+    }
+    let status = d.json(&["status"]);
+    assert_eq!(
+        status["eras"],
+        json!({"handshake": 2, "stateless": 5}),
+        "{status}"
+    );
+
+    // A tool of every server, through the socket.
+    let calls = [
+        ("ev__echo", r#"{"message":"ev"}"#, "Echo: ev"),
+        ("evh__echo", r#"{"message":"evh"}"#, "Echo: evh"),
+        ("py__echo", r#"{"who":"py"}"#, r#"{"who": "py"}"#),
+        ("pyh__echo", r#"{"who":"pyh"}"#, r#"{"who": "pyh"}"#),
+        ("fm__echo", r#"{"text":"fm"}"#, "fm"),
+        ("fmh__echo", r#"{"text":"fmh"}"#, "fmh"),
+    ];
+    for (tool, args, text) in calls {
+        let r = d.json(&["call", tool, args]);
+        assert!(common::text_of(&r).contains(text), "{tool}: {r}");
+    }
+    let r = d.json(&["call", "time__get_current_time", r#"{"timezone":"UTC"}"#]);
+    assert!(common::text_of(&r).contains("UTC"), "{r}");
+
+    // The same servers in-process (`--direct`), negotiated again.
+    let sb = Sandbox::new();
+    let py_cmd = shell_words::join([env.python.to_str().unwrap(), &script("py_server.py")]);
+    let ev_entry = env
+        .dir
+        .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let ev_cmd = shell_words::join([env.node.as_str(), ev_entry.to_str().unwrap()]);
+    let direct = [
+        format!("ev={ev_cmd}"),
+        format!("evh={}", evh.url("/mcp")),
+        format!("py={py_cmd}"),
+        format!("fmh={}", fmh.url("/mcp")),
+    ];
+    let mut args: Vec<&str> = Vec::new();
+    for spec in &direct {
+        args.extend(["--direct", spec.as_str()]);
+    }
+    let mut servers_args = args.clone();
+    servers_args.push("servers");
+    let listed = sb.json(&servers_args);
+    let era_of = |name: &str| {
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .map(|s| s["protocolVersion"].as_str().unwrap_or_default().to_owned())
+            .unwrap_or_default()
+    };
+    assert_eq!(era_of("ev"), "2025-11-25", "{listed}");
+    assert_eq!(era_of("evh"), "2025-11-25", "{listed}");
+    assert_eq!(era_of("py"), "2026-07-28", "{listed}");
+    assert_eq!(era_of("fmh"), "2026-07-28", "{listed}");
+    for (tool, call_args, text) in [
+        ("ev__echo", r#"{"message":"direct"}"#, "Echo: direct"),
+        ("evh__echo", r#"{"message":"direct"}"#, "Echo: direct"),
+        ("py__add", r#"{"a":20,"b":22}"#, "42"),
+        ("fmh__echo", r#"{"text":"direct fm"}"#, "direct fm"),
+    ] {
+        let mut a = args.clone();
+        a.extend(["call", tool, call_args]);
+        let r = sb.json(&a);
+        assert!(r.to_string().contains(text), "--direct {tool}: {r}");
+    }
+}
