@@ -871,8 +871,10 @@ fn socket_protocol_pages_routes_and_relays_bytes() {
     let r = w.request("tools/list", json!({}));
     assert_eq!(r["error"]["code"], -32600, "{r}");
     assert!(r["result"].is_null(), "{r}");
+    // A stateless request without its _meta is malformed (and settles
+    // nothing: the handshake below still works).
     let r = w.request("server/discover", json!({}));
-    assert_eq!(r["error"]["code"], -32601, "{r}");
+    assert_eq!(r["error"]["code"], -32602, "{r}");
     let r = w.request("ping", json!({}));
     assert_eq!(r["result"], json!({}), "{r}");
     // Malformed lines get an error and the connection stays up.

@@ -13,7 +13,7 @@ use tracing::{debug, info, warn};
 use super::session::Session;
 use crate::client::{ElicitationPolicy, Host, HostRequest, PolicyHost};
 use crate::config::{HostConfig, HostTimeouts, Root};
-use crate::jsonrpc::{PeerError, Relation};
+use crate::jsonrpc::{Origin, PeerError, Relation};
 use crate::protocol::capabilities::{ElicitationCap, Empty, RootsCap, SamplingCap};
 use crate::protocol::{
     ClientCapabilities, ErrorObject, error_codes, methods, raw_field, set_fields, set_meta, to_raw,
@@ -105,11 +105,12 @@ pub(crate) struct Broker {
     inner: Arc<Inner>,
 }
 
-/// Where one request goes: the sessions to ask, in order. Only a guess
+/// Where one request goes: the sessions to ask, in order, each with the
+/// call it is asked for (none for the primary host). Only a guess
 /// (ambiguous on stdio) moves on to the next when a session turns out to be
 /// gone; a request a session caused dies with it.
 struct Route {
-    sessions: Vec<Arc<Session>>,
+    sessions: Vec<(Arc<Session>, Option<Origin>)>,
     guessed: bool,
 }
 
@@ -146,6 +147,12 @@ impl Broker {
 
     fn roots_for(&self, server: &str) -> Vec<Root> {
         self.lock().roots.for_server(server)
+    }
+
+    /// How long a host may take to answer `method` (the config's
+    /// `hostTimeouts`).
+    pub(crate) fn timeout_for(&self, method: &str) -> Duration {
+        timeout_of(&self.lock().timeouts, method)
     }
 
     pub(crate) fn add(&self, id: u64, session: Weak<Session>) {
@@ -200,12 +207,18 @@ impl Broker {
 
     /// The sessions for `r`: the one whose call caused it, else the primary
     /// host, else (ambiguous on stdio) the sessions with calls in flight,
-    /// oldest call first; each only if it declared what `r` needs.
+    /// oldest call first; each only if it declared what `r` needs (a
+    /// stateless client: on the request of that call).
     fn route(&self, r: &HostRequest, mode: Option<&str>) -> Route {
-        let able = |s: &Arc<Session>| s.can_answer(&r.method, mode);
-        let primary = self.primary().and_then(|id| self.session(id));
-        let candidates: Vec<Arc<Session>> = match &r.relation {
-            Relation::Caused(o) => self.session(o.session).into_iter().chain(primary).collect(),
+        let able =
+            |(s, o): &(Arc<Session>, Option<Origin>)| s.can_answer(&r.method, mode, o.as_ref());
+        let primary = self
+            .primary()
+            .and_then(|id| self.session(id))
+            .map(|s| (s, None));
+        let caused = |o: &Origin| self.session(o.session).map(|s| (s, Some(o.clone())));
+        let candidates: Vec<(Arc<Session>, Option<Origin>)> = match &r.relation {
+            Relation::Caused(o) => caused(o).into_iter().chain(primary).collect(),
             Relation::Unrelated => primary.into_iter().collect(),
             Relation::Ambiguous(origins) => {
                 debug!(
@@ -213,14 +226,14 @@ impl Broker {
                     sessions = origins.len(),
                     "several sessions have calls in flight; the primary host, else the oldest call's session, is asked"
                 );
-                let in_flight = origins.iter().filter_map(|o| self.session(o.session));
+                let in_flight = origins.iter().filter_map(caused);
                 primary.into_iter().chain(in_flight).collect()
             }
         };
-        let mut sessions: Vec<Arc<Session>> = Vec::new();
-        for s in candidates.into_iter().filter(able) {
-            if !sessions.iter().any(|k| k.id() == s.id()) {
-                sessions.push(s);
+        let mut sessions: Vec<(Arc<Session>, Option<Origin>)> = Vec::new();
+        for c in candidates.into_iter().filter(able) {
+            if !sessions.iter().any(|(k, _)| k.id() == c.0.id()) {
+                sessions.push(c);
             }
         }
         let guessed = matches!(r.relation, Relation::Ambiguous(_));
@@ -233,9 +246,10 @@ impl Broker {
     async fn forward(
         &self,
         session: &Arc<Session>,
+        origin: Option<&Origin>,
         r: &HostRequest,
     ) -> Result<Box<RawValue>, PeerError> {
-        let answer = self.ask(session, r).await?;
+        let answer = self.ask(session, origin, r).await?;
         if r.method == methods::ROOTS_LIST {
             return with_roots(&answer, &self.roots_for(&r.server)).map_err(PeerError::Rpc);
         }
@@ -263,6 +277,7 @@ impl Broker {
     async fn ask(
         &self,
         session: &Arc<Session>,
+        origin: Option<&Origin>,
         r: &HostRequest,
     ) -> Result<Box<RawValue>, PeerError> {
         let params = named(r.params.as_deref(), &r.server).map_err(|e| {
@@ -279,10 +294,7 @@ impl Broker {
         }
         let timeout = timeout_of(&self.lock().timeouts, &r.method);
         info!(server = %r.server, method = %r.method, session = session.id(), "forwarding to the host");
-        session
-            .port()
-            .request(&r.method, Some(params), timeout)
-            .await
+        session.ask(origin, &r.method, params, timeout).await
     }
 }
 
@@ -348,8 +360,8 @@ impl Host for Broker {
                 .as_deref()
                 .and_then(|p| raw_field::<String>(p, "mode").ok().flatten());
             let route = broker.route(&r, mode.as_deref());
-            for s in &route.sessions {
-                match broker.forward(s, &r).await {
+            for (s, origin) in &route.sessions {
+                match broker.forward(s, origin.as_ref(), &r).await {
                     Ok(answer) => return Ok(answer),
                     Err(PeerError::Closed(_)) if route.guessed => {
                         info!(server = %r.server, session = s.id(), "the guessed host is gone; asking the next");

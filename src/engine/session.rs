@@ -27,6 +27,8 @@ use crate::registry::RegistryEvent;
 use crate::registry::supervisor::ServerStatus;
 use crate::transport::{BoxFuture, Connection, TransportControl};
 
+mod stateless;
+
 /// How a session reaches its client.
 pub trait ClientPort: Send + Sync + 'static {
     /// Queue a notification; [`PeerError::QueueFull`] when the client does
@@ -141,12 +143,25 @@ impl ClientPort for HostPort {
     }
 }
 
+/// Which revision a session speaks, settled by its first request that
+/// says: `initialize` (the handshake) or a stateless 2026-07-28 request.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    #[default]
+    Undecided,
+    Handshake,
+    Stateless,
+}
+
 #[derive(Default)]
 struct SessionState {
-    initialized: bool,
+    mode: Mode,
+    /// What the handshake's `initialize` declared (a stateless client
+    /// declares per request: see `stateless`).
     caps: ClientCapabilities,
     /// `mcphost/logs/follow`: `Some(None)` every server, `Some(Some(s))` one.
     follow: Option<Option<String>>,
+    stateless: stateless::State,
 }
 
 /// One client session. Doors hold it; the engine's table holds it weakly,
@@ -191,22 +206,27 @@ impl Drop for InFlight {
     }
 }
 
+/// The client's progress token for a call: fixed for a handshake call; a
+/// stateless call's is the token of whichever of its requests is waiting
+/// (none while it is parked for input).
+type TokenSlot = Arc<Mutex<Option<Box<RawValue>>>>;
+
 /// Where progress for a relayed call goes.
 #[derive(Clone)]
 pub(crate) struct ProgressSink {
     port: Arc<dyn ClientPort>,
-    token: Box<RawValue>,
+    token: TokenSlot,
 }
 
 impl ProgressSink {
     pub(crate) fn callback(self) -> crate::jsonrpc::ProgressCallback {
         Arc::new(move |p: Progress| {
+            let token = self.token.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let Some(token) = token else { return };
             // The server's params go on byte for byte; only the token is
             // swapped for the one the caller chose.
-            let Ok(with_token) = set_fields(
-                Some(&p.params),
-                [("progressToken".to_owned(), self.token.clone())],
-            ) else {
+            let Ok(with_token) = set_fields(Some(&p.params), [("progressToken".to_owned(), token)])
+            else {
                 return;
             };
             if let Err(e) = self
@@ -266,27 +286,68 @@ impl Session {
         &self.name
     }
 
-    pub(crate) fn port(&self) -> &Arc<dyn ClientPort> {
-        &self.port
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, SessionState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn is_initialized(&self) -> bool {
-        self.lock().initialized
+    fn mode(&self) -> Mode {
+        self.lock().mode
+    }
+
+    /// Settle the session's revision (or find it settled the same way).
+    fn decide(&self, want: Mode) -> Result<(), ErrorObject> {
+        let mut st = self.lock();
+        match st.mode {
+            Mode::Undecided => {
+                st.mode = want;
+                Ok(())
+            }
+            m if m == want => Ok(()),
+            Mode::Handshake => Err(handshake_only()),
+            _ => Err(stateless::stateless_only(None)),
+        }
     }
 
     /// Whether this client declared that it answers `method` (in `mode`,
-    /// for elicitation).
-    pub(crate) fn can_answer(&self, method: &str, mode: Option<&str>) -> bool {
+    /// for elicitation): in `initialize`, or, for a stateless client, on
+    /// the request of `origin` (the call that caused it).
+    pub(crate) fn can_answer(
+        &self,
+        method: &str,
+        mode: Option<&str>,
+        origin: Option<&Origin>,
+    ) -> bool {
         let st = self.lock();
-        st.initialized
-            && match method {
-                methods::ELICITATION_CREATE => st.caps.elicits(mode),
-                other => st.caps.handles(other),
-            }
+        let caps = match st.mode {
+            Mode::Handshake => &st.caps,
+            Mode::Stateless => match origin.and_then(|o| st.stateless.caps_of(self.id, o)) {
+                Some(caps) => caps,
+                None => return false,
+            },
+            Mode::Undecided => return false,
+        };
+        match method {
+            methods::ELICITATION_CREATE => caps.elicits(mode),
+            other => caps.handles(other),
+        }
+    }
+
+    /// Ask this client what a server asked (params already named) on
+    /// behalf of the call `origin`, waiting up to `timeout`. A handshake
+    /// client gets a JSON-RPC request; a stateless client cannot receive
+    /// one, so the call's pending response becomes an `input_required`
+    /// result and the answer comes with the client's retry.
+    pub(crate) fn ask(
+        &self,
+        origin: Option<&Origin>,
+        method: &str,
+        params: Box<RawValue>,
+        timeout: Duration,
+    ) -> BoxFuture<'static, Result<Box<RawValue>, PeerError>> {
+        if self.mode() == Mode::Stateless {
+            return self.ask_stateless(origin, method, params, timeout);
+        }
+        self.port.request(method, Some(params), timeout)
     }
 
     /// What this client declared it answers.
@@ -298,11 +359,39 @@ impl Session {
     /// if its client had sent `initialize`.
     pub fn initialize_as(&self, caps: ClientCapabilities) {
         let mut st = self.lock();
-        st.initialized = true;
+        st.mode = Mode::Handshake;
         st.caps = caps;
     }
 
+    /// What the daemon offers its clients; a stateless client is not
+    /// offered `logging` (it gets no `notifications/message`).
+    fn capabilities(stateless: bool) -> serde_json::Value {
+        let mut caps = json!({
+            "tools": { "listChanged": true },
+            "resources": { "listChanged": true, "subscribe": true },
+            "prompts": { "listChanged": true },
+            "completions": {},
+        });
+        if !stateless {
+            caps["logging"] = json!({});
+        }
+        caps
+    }
+
+    fn instructions(&self) -> String {
+        format!(
+            "mcphost aggregates the tools of many MCP servers. Tool names are <server>{}<tool>.",
+            self.engine.registry().naming().separator
+        )
+    }
+
     fn initialize(&self, params: &Option<Box<RawValue>>) -> Reply {
+        if self.mode() == Mode::Stateless {
+            let requested = params
+                .as_deref()
+                .and_then(|p| raw_field::<String>(p, "protocolVersion").ok().flatten());
+            return Err(stateless::stateless_only(requested.as_deref()));
+        }
         let p = params.as_deref();
         let requested: Option<String> =
             p.and_then(|p| raw_field::<String>(p, "protocolVersion").ok().flatten());
@@ -328,21 +417,13 @@ impl Session {
             roots = caps.roots.is_some(),
             "client initialized"
         );
-        self.initialize_as(caps);
+        self.decide(Mode::Handshake)?;
+        self.lock().caps = caps;
         raw(&json!({
             "protocolVersion": version,
-            "capabilities": {
-                "tools": { "listChanged": true },
-                "resources": { "listChanged": true, "subscribe": true },
-                "prompts": { "listChanged": true },
-                "completions": {},
-                "logging": {},
-            },
-            "serverInfo": { "name": "mcphost", "version": env!("CARGO_PKG_VERSION") },
-            "instructions": format!(
-                "mcphost aggregates the tools of many MCP servers. Tool names are <server>{}<tool>.",
-                self.engine.registry().naming().separator
-            ),
+            "capabilities": Session::capabilities(false),
+            "serverInfo": stateless::server_info(),
+            "instructions": self.instructions(),
         }))
     }
 
@@ -381,17 +462,38 @@ impl Session {
         if method == methods::INITIALIZE {
             return self.initialize(&params);
         }
-        if !self.is_initialized() {
-            let known = SESSION_METHODS.contains(&method) || method.starts_with("mcphost/");
-            return Err(if known {
-                rpc_err(
-                    error_codes::INVALID_REQUEST,
-                    format!("{method} before initialize"),
-                )
-            } else {
-                ErrorObject::method_not_found(method)
-            });
+        let modern = stateless::is_stateless_request(method, params.as_deref());
+        match self.mode() {
+            Mode::Stateless => return self.stateless(id, method, params).await,
+            Mode::Undecided if modern => return self.stateless(id, method, params).await,
+            Mode::Handshake if modern => return Err(handshake_only()),
+            Mode::Handshake => {}
+            Mode::Undecided => {
+                let known = SESSION_METHODS.contains(&method) || method.starts_with("mcphost/");
+                return Err(if known {
+                    rpc_err(
+                        error_codes::INVALID_REQUEST,
+                        format!(
+                            "{method} before initialize (a stateless 2026-07-28 client \
+                             carries io.modelcontextprotocol/protocolVersion in params._meta instead)"
+                        ),
+                    )
+                } else {
+                    ErrorObject::method_not_found(method)
+                });
+            }
         }
+        self.handle_common(id, method, params).await
+    }
+
+    /// A request of either era past its gating; `id` is what its calls'
+    /// origin carries (the client's id, or a stateless call's own).
+    async fn handle_common(
+        self: &Arc<Self>,
+        id: Id,
+        method: &str,
+        params: Option<Box<RawValue>>,
+    ) -> Reply {
         match method {
             "mcphost/host/register" | "mcphost/host/unregister" => {
                 let primary = method.ends_with("/register");
@@ -468,7 +570,7 @@ impl Session {
                     })
                     .map(|token| ProgressSink {
                         port: self.port.clone(),
-                        token,
+                        token: Arc::new(Mutex::new(Some(token))),
                     });
                 let call = Call {
                     origin: Origin {
@@ -490,9 +592,36 @@ impl Session {
         }
     }
 
+    /// Only sessions whose revision is settled get notifications.
+    fn receives_events(&self) -> bool {
+        self.mode() != Mode::Undecided
+    }
+
+    /// Stderr lines, for `mcphost/logs/follow`.
+    fn stderr_note(
+        &self,
+        server: &str,
+        line: &str,
+    ) -> Option<(&'static str, Option<Box<RawValue>>)> {
+        let wanted = match &self.lock().follow {
+            Some(None) => true,
+            Some(Some(s)) => s == server,
+            None => false,
+        };
+        if !wanted {
+            return None;
+        }
+        to_raw(&json!({ "server": server, "line": line }))
+            .ok()
+            .map(|p| ("notifications/mcphost/stderr", Some(p)))
+    }
+
     /// The notifications one registry event makes for this client.
     fn notifications_for(&self, ev: RegistryEvent) -> Vec<(&'static str, Option<Box<RawValue>>)> {
         const SERVER_STATE: &str = "notifications/mcphost/server_state";
+        if self.mode() == Mode::Stateless {
+            return self.stateless_notifications(ev);
+        }
         let state = |s: &ServerStatus| to_raw(s).ok().map(|p| (SERVER_STATE, Some(p)));
         let with_server = |server: &str, params: &RawValue| named(Some(params), server).ok();
         match ev {
@@ -535,19 +664,7 @@ impl Session {
             }
             // Only to the sessions that follow logs (`mcphost/logs/follow`).
             RegistryEvent::Stderr { server, line } => {
-                let wanted = match &self.lock().follow {
-                    Some(None) => true,
-                    Some(Some(s)) => *s == server,
-                    None => false,
-                };
-                if !wanted {
-                    return Vec::new();
-                }
-                to_raw(&json!({ "server": server, "line": &*line }))
-                    .ok()
-                    .map(|p| ("notifications/mcphost/stderr", Some(p)))
-                    .into_iter()
-                    .collect()
+                self.stderr_note(&server, &line).into_iter().collect()
             }
         }
     }
@@ -582,6 +699,16 @@ impl RequestHandler for SessionHandler {
             }
         })
     }
+}
+
+/// A stateless request on a session that began with `initialize`.
+fn handshake_only() -> ErrorObject {
+    rpc_err(
+        error_codes::INVALID_REQUEST,
+        "this connection began with initialize (the handshake); server/discover and \
+         stateless 2026-07-28 requests (io.modelcontextprotocol/protocolVersion in \
+         params._meta) need a connection of their own",
+    )
 }
 
 impl Engine {
@@ -698,7 +825,7 @@ pub(crate) async fn forward_events(
             }
             Err(broadcast::error::RecvError::Closed) => return,
         };
-        if !s.is_initialized() {
+        if !s.receives_events() {
             continue;
         }
         for (method, params) in out {

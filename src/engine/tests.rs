@@ -113,3 +113,196 @@ async fn lagged_event_queue_resends_every_list_and_every_server_state() {
         .await
         .unwrap();
 }
+
+impl Client {
+    async fn send(&self, frame: serde_json::Value) {
+        self.to_session
+            .send(TransportEvent::Frame(frame.to_string()))
+            .await
+            .unwrap();
+    }
+
+    async fn request(
+        &mut self,
+        id: i64,
+        method: &str,
+        params: serde_json::Value,
+    ) -> serde_json::Value {
+        self.send(
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        )
+        .await;
+        loop {
+            let msg = self.line().await;
+            if msg["id"] == id {
+                return msg;
+            }
+        }
+    }
+}
+
+fn modern_meta() -> serde_json::Value {
+    serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "0"},
+    })
+}
+
+#[tokio::test]
+async fn a_stateless_session_is_settled_by_its_first_request_and_refuses_the_handshake() {
+    use serde_json::json;
+    let engine = engine();
+    let mut c = connect(&engine, engine.registry().subscribe());
+    // Invalid stateless requests settle nothing.
+    let r = c.request(1, "server/discover", json!({})).await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    let mut meta = modern_meta();
+    meta["io.modelcontextprotocol/protocolVersion"] = json!("1900-01-01");
+    let r = c.request(2, "tools/list", json!({"_meta": meta})).await;
+    assert_eq!(r["error"]["code"], -32022, "{r}");
+    assert_eq!(r["error"]["data"]["requested"], "1900-01-01", "{r}");
+    assert_eq!(r["error"]["data"]["supported"][0], "2026-07-28", "{r}");
+    assert!(
+        r["error"]["data"]["supported"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v == "2025-11-25"),
+        "{r}"
+    );
+    let mut meta = modern_meta();
+    meta.as_object_mut()
+        .unwrap()
+        .remove("io.modelcontextprotocol/clientCapabilities");
+    let r = c.request(3, "tools/list", json!({"_meta": meta})).await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("clientCapabilities"),
+        "{r}"
+    );
+
+    let r = c
+        .request(4, "server/discover", json!({"_meta": modern_meta()}))
+        .await;
+    let res = &r["result"];
+    assert_eq!(res["resultType"], "complete", "{r}");
+    assert_eq!(res["supportedVersions"], json!(["2026-07-28"]), "{r}");
+    assert_eq!(res["capabilities"]["tools"]["listChanged"], true, "{r}");
+    assert_eq!(res["ttlMs"], 0, "{r}");
+    assert_eq!(res["cacheScope"], "private", "{r}");
+    assert_eq!(
+        res["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "mcphost",
+        "{r}"
+    );
+
+    let r = c
+        .request(5, "tools/list", json!({"_meta": modern_meta()}))
+        .await;
+    assert_eq!(r["result"]["tools"], json!([]), "{r}");
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert_eq!(r["result"]["cacheScope"], "private", "{r}");
+    // Now settled: every request needs its _meta, and the handshake is refused.
+    let r = c.request(6, "tools/list", json!({})).await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    let r = c
+        .request(7, "initialize", json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}))
+        .await;
+    assert_eq!(r["error"]["code"], -32022, "{r}");
+    assert_eq!(
+        r["error"]["data"]["supported"],
+        json!(["2026-07-28"]),
+        "{r}"
+    );
+    // The management methods work, with the stateless result fields.
+    let r = c
+        .request(8, "mcphost/status", json!({"_meta": modern_meta()}))
+        .await;
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert_eq!(r["result"]["clients"], 1, "{r}");
+    let r = c
+        .request(9, "mcphost/host/register", json!({"_meta": modern_meta()}))
+        .await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    // A forged requestState is refused.
+    let r = c
+        .request(10, "tools/call", json!({"_meta": modern_meta(), "name": "a__x", "inputResponses": {}, "requestState": "00ff"}))
+        .await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("requestState"),
+        "{r}"
+    );
+}
+
+#[tokio::test]
+async fn a_handshake_session_refuses_stateless_requests() {
+    use serde_json::json;
+    let engine = engine();
+    let mut c = connect(&engine, engine.registry().subscribe());
+    let r = c
+        .request(1, "initialize", json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}))
+        .await;
+    assert_eq!(r["result"]["protocolVersion"], "2025-11-25", "{r}");
+    let r = c
+        .request(2, "server/discover", json!({"_meta": modern_meta()}))
+        .await;
+    assert_eq!(r["error"]["code"], -32600, "{r}");
+    let r = c
+        .request(3, "tools/list", json!({"_meta": modern_meta()}))
+        .await;
+    assert_eq!(r["error"]["code"], -32600, "{r}");
+    let r = c.request(4, "tools/list", json!({})).await;
+    assert!(r["result"]["tools"].is_array(), "{r}");
+    assert!(r["result"].get("resultType").is_none(), "{r}");
+}
+
+#[tokio::test]
+async fn a_listen_stream_is_acknowledged_then_tagged_until_cancelled() {
+    use serde_json::json;
+    let engine = engine();
+    let (events, rx) = broadcast::channel(16);
+    let mut c = connect(&engine, rx);
+    c.send(json!({"jsonrpc": "2.0", "id": "L1", "method": "subscriptions/listen",
+        "params": {"_meta": modern_meta(), "notifications": {"toolsListChanged": true, "promptsListChanged": false}}}))
+        .await;
+    let ack = c.line().await;
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "L1",
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"toolsListChanged": true}),
+        "{ack}"
+    );
+    events.send(RegistryEvent::PromptsChanged).unwrap();
+    events.send(RegistryEvent::ToolsChanged).unwrap();
+    let n = c.line().await;
+    assert_eq!(n["method"], "notifications/tools/list_changed", "{n}");
+    assert_eq!(
+        n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "L1",
+        "{n}"
+    );
+    c.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "L1"}}))
+        .await;
+    // After the cancel nothing more comes on it; the next line is this answer.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    events.send(RegistryEvent::ToolsChanged).unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    c.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": modern_meta()}}))
+        .await;
+    let r = c.line().await;
+    assert_eq!(r["id"], 2, "{r}");
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+}
