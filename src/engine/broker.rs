@@ -243,13 +243,13 @@ impl Broker {
         Route { sessions, guessed }
     }
 
+    /// The answer `asked` brings, as the server gets it.
     async fn forward(
         &self,
-        session: &Arc<Session>,
-        origin: Option<&Origin>,
+        asked: BoxFuture<'static, Result<Box<RawValue>, PeerError>>,
         r: &HostRequest,
     ) -> Result<Box<RawValue>, PeerError> {
-        let answer = self.ask(session, origin, r).await?;
+        let answer = asked.await?;
         if r.method == methods::ROOTS_LIST {
             return with_roots(&answer, &self.roots_for(&r.server)).map_err(PeerError::Rpc);
         }
@@ -257,29 +257,30 @@ impl Broker {
     }
 
     /// What to tell the server when the host that was asked failed.
-    fn host_failed(session: &Session, method: &str, e: PeerError) -> ErrorObject {
+    fn host_failed(host: &str, method: &str, e: PeerError) -> ErrorObject {
         let internal = |e: String| ErrorObject::new(error_codes::INTERNAL_ERROR, e);
         match e {
             // The host's own error goes to the server as it was sent.
             PeerError::Rpc(err) => err,
             PeerError::Timeout { elapsed, .. } => internal(format!(
-                "the host ({}) did not answer {method} within {elapsed:.0?}",
-                session.name(),
+                "the host ({host}) did not answer {method} within {elapsed:.0?}"
             )),
             PeerError::Closed(_) => internal(format!(
-                "the host ({}) disconnected before answering {method}",
-                session.name(),
+                "the host ({host}) disconnected before answering {method}"
             )),
-            other => internal(format!("the host ({}): {other}", session.name())),
+            other => internal(format!("the host ({host}): {other}")),
         }
     }
 
-    async fn ask(
+    /// Put `r` to `session`; the future holds no reference to the session,
+    /// so a session that goes while its answer is awaited is freed (a
+    /// stateless session's parked calls, holding the answer, go with it).
+    fn ask(
         &self,
-        session: &Arc<Session>,
+        session: &Session,
         origin: Option<&Origin>,
         r: &HostRequest,
-    ) -> Result<Box<RawValue>, PeerError> {
+    ) -> Result<BoxFuture<'static, Result<Box<RawValue>, PeerError>>, PeerError> {
         let params = named(r.params.as_deref(), &r.server).map_err(|e| {
             PeerError::Rpc(ErrorObject::new(error_codes::INVALID_PARAMS, e.to_string()))
         })?;
@@ -294,7 +295,7 @@ impl Broker {
         }
         let timeout = timeout_of(&self.lock().timeouts, &r.method);
         info!(server = %r.server, method = %r.method, session = session.id(), "forwarding to the host");
-        session.ask(origin, &r.method, params, timeout).await
+        Ok(session.ask(origin, &r.method, params, timeout))
     }
 }
 
@@ -360,13 +361,37 @@ impl Host for Broker {
                 .as_deref()
                 .and_then(|p| raw_field::<String>(p, "mode").ok().flatten());
             let route = broker.route(&r, mode.as_deref());
-            for (s, origin) in &route.sessions {
-                match broker.forward(s, origin.as_ref(), &r).await {
+            let guessed = route.guessed;
+            // Held weakly while answers are awaited (see `ask`).
+            let targets: Vec<(Weak<Session>, Option<Origin>)> = route
+                .sessions
+                .into_iter()
+                .map(|(s, o)| (Arc::downgrade(&s), o))
+                .collect();
+            for (weak, origin) in targets {
+                let gone = || {
+                    PeerError::Closed(Arc::new(crate::transport::CloseReason::new(
+                        "the session ended",
+                    )))
+                };
+                let (asked, name, id) = match weak.upgrade() {
+                    Some(s) => (
+                        broker.ask(&s, origin.as_ref(), &r),
+                        s.name().to_owned(),
+                        s.id(),
+                    ),
+                    None => (Err(gone()), String::from("gone"), 0),
+                };
+                let outcome = match asked {
+                    Ok(asked) => broker.forward(asked, &r).await,
+                    Err(e) => Err(e),
+                };
+                match outcome {
                     Ok(answer) => return Ok(answer),
-                    Err(PeerError::Closed(_)) if route.guessed => {
-                        info!(server = %r.server, session = s.id(), "the guessed host is gone; asking the next");
+                    Err(PeerError::Closed(_)) if guessed => {
+                        info!(server = %r.server, session = id, "the guessed host is gone; asking the next");
                     }
-                    Err(e) => return Err(Broker::host_failed(s, &r.method, e)),
+                    Err(e) => return Err(Broker::host_failed(&name, &r.method, e)),
                 }
             }
             broker.fallback(&r, mode.as_deref())

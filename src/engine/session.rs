@@ -740,8 +740,10 @@ impl Engine {
             Arc::new(port),
             limits,
         ));
-        let _ = cell.set(Arc::downgrade(&session));
+        // Known to the broker before its first request runs: that request
+        // may be a stateless call whose server asks something at once.
         self.add_session(&session);
+        let _ = cell.set(Arc::downgrade(&session));
         self.rt.spawn(
             run_socket_session(session, peer, events)
                 .instrument(info_span!("session", client = name)),
@@ -782,6 +784,8 @@ async fn run_socket_session(
         listen_until_closed
     );
     peer.closed().await;
+    // Its parked calls are cancelled now, whoever still holds the session.
+    session.end_stateless();
     drop(session);
 }
 

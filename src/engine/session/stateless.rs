@@ -719,6 +719,28 @@ impl Session {
         Ok(result)
     }
 
+    /// The client is gone: cancel its parked calls (their servers get
+    /// `notifications/cancelled`) and forget its calls' slots.
+    pub(super) fn end_stateless(&self) {
+        // Taken out first: dropping a call takes the lock itself.
+        let (parked, calls) = {
+            let mut st = self.lock();
+            (
+                std::mem::take(&mut st.stateless.parked),
+                std::mem::take(&mut st.stateless.calls),
+            )
+        };
+        if !parked.is_empty() {
+            info!(
+                session = self.id,
+                calls = parked.len(),
+                "the client left with calls waiting for input; cancelled"
+            );
+        }
+        drop(parked);
+        drop(calls);
+    }
+
     fn expire(&self, token: &str, after: Duration) {
         // Taken out first: dropping the call takes the lock itself.
         let parked = self.lock().stateless.parked.remove(token);
