@@ -533,6 +533,22 @@ fn a_stateless_server_behind_us_gets_its_input_answered_by_a_stateless_client() 
         text(&r["result"]).contains("file:///from-the-client"),
         "{r}"
     );
+
+    // A handshake client of the same daemon gets that server's rounds as
+    // ordinary JSON-RPC requests.
+    let mut h = Wire::connect(&d);
+    h.initialize(json!({"elicitation": {}}));
+    let id = h.start("tools/call", json!({"name": "ts__elicit", "arguments": {}}));
+    let asked = lenient_json(&h.until("elicitation/create", |m| {
+        m["method"] == "elicitation/create"
+    }));
+    assert_eq!(
+        asked["params"]["_meta"]["dev.mcphost/server"], "ts",
+        "{asked}"
+    );
+    h.send(&json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"name": "Handshake"}}}));
+    let r = h.answer(id);
+    assert!(text(&r["result"]).contains("Handshake"), "{r}");
 }
 
 #[test]
@@ -743,12 +759,9 @@ fn subscriptions_listen_is_acknowledged_then_gets_list_changes_tagged_with_its_i
         json!({"promptsListChanged": true, "resourceSubscriptions": ["test://static/1"]}),
         "{ack}"
     );
-    // The test server confirms a subscription with one update.
-    let n = lenient_json(&w.until("a resources/updated", |m| {
-        m["method"] == "notifications/resources/updated"
-    }));
-    assert_eq!(n["params"]["uri"], "test://static/1", "{n}");
-    assert_eq!(n["params"]["_meta"][SUB_ID], 7, "{n}");
+    // (The test server confirms a subscription with one update, which may
+    // come before the acknowledgement and is then not the stream's: the
+    // checks below allow it, tagged, and do not wait for it.)
 
     let n = lenient_json(&w.until("a tools list_changed", |m| {
         m["method"] == "notifications/tools/list_changed"

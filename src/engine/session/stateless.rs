@@ -541,14 +541,16 @@ impl Session {
             st.stateless.calls.insert(id, CallSlot { caps, asks: tx });
             id
         };
+        // Progress only when the first request asks for it (the server's
+        // params stay as they are otherwise); later rounds swap the token.
+        let wanted = token.is_some();
         let progress: TokenSlot = Arc::new(Mutex::new(token));
         let call = Call {
             origin: Origin {
                 session: self.id,
                 request: Id::number(id),
             },
-            // Always a sink: a later round may bring a token.
-            progress: Some(ProgressSink {
+            progress: wanted.then(|| ProgressSink {
                 port: self.port.clone(),
                 token: progress.clone(),
             }),
