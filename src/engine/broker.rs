@@ -346,8 +346,8 @@ impl Host for Broker {
 
     /// A caller's own capabilities; the fallback's when nobody caused it.
     fn capabilities_for(&self, origin: Option<&crate::jsonrpc::Origin>) -> ClientCapabilities {
-        match origin.and_then(|o| self.session(o.session)) {
-            Some(s) => s.client_capabilities(),
+        match origin.and_then(|o| self.session(o.session).map(|s| (s, o))) {
+            Some((s, o)) => s.client_capabilities(o),
             None => self.capabilities(),
         }
     }

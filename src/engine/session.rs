@@ -350,9 +350,18 @@ impl Session {
         self.port.request(method, Some(params), timeout)
     }
 
-    /// What this client declared it answers.
-    pub(crate) fn client_capabilities(&self) -> ClientCapabilities {
-        self.lock().caps.clone()
+    /// What this client declared it answers, for the call `origin`: in
+    /// `initialize`, or (stateless) on that call's latest request.
+    pub(crate) fn client_capabilities(&self, origin: &Origin) -> ClientCapabilities {
+        let st = self.lock();
+        match st.mode {
+            Mode::Stateless => st
+                .stateless
+                .caps_of(self.id, origin)
+                .cloned()
+                .unwrap_or_default(),
+            _ => st.caps.clone(),
+        }
     }
 
     /// Mark an in-process session initialized with these capabilities, as

@@ -29,9 +29,6 @@ pub mod error_codes {
     pub const UNSUPPORTED_VERSION: i64 = -32022;
     /// Request cancelled by the caller (mcphost-local, mirrors LSP's -32800).
     pub const REQUEST_CANCELLED: i64 = -32800;
-    /// 2026-07-28: the request's protocol version is not spoken here;
-    /// `data: {supported, requested}`.
-    pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 }
 
 /// A request id exactly as it was on the wire: the text of a JSON string or

@@ -3,7 +3,6 @@
 pub const INITIALIZE: &str = "initialize";
 pub const PING: &str = "ping";
 pub const SERVER_DISCOVER: &str = "server/discover";
-pub const SUBSCRIPTIONS_LISTEN: &str = "subscriptions/listen";
 
 pub const TOOLS_LIST: &str = "tools/list";
 pub const TOOLS_CALL: &str = "tools/call";
@@ -34,5 +33,3 @@ pub const NOTIFICATION_ROOTS_LIST_CHANGED: &str = "notifications/roots/list_chan
 pub const NOTIFICATION_SUBSCRIPTIONS_ACKNOWLEDGED: &str =
     "notifications/subscriptions/acknowledged";
 pub const NOTIFICATION_ELICITATION_COMPLETE: &str = "notifications/elicitation/complete";
-pub const NOTIFICATION_SUBSCRIPTIONS_ACKNOWLEDGED: &str =
-    "notifications/subscriptions/acknowledged";

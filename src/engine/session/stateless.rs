@@ -76,7 +76,7 @@ fn meta_of(params: &RawValue) -> Option<Box<RawValue>> {
 /// `-32022` for `requested`; `supported` is what this connection can
 /// still speak.
 fn unsupported(requested: &str, supported: &[&str], why: &str) -> ErrorObject {
-    let mut e = rpc_err(error_codes::UNSUPPORTED_PROTOCOL_VERSION, why);
+    let mut e = rpc_err(error_codes::UNSUPPORTED_VERSION, why);
     e.data = to_raw(&json!({ "supported": supported, "requested": requested })).ok();
     e
 }
