@@ -97,8 +97,9 @@ MCPHOST_DEMO_BIN="$ROOT/target/debug" "$ROOT/scripts/demo.sh"
 step_done
 
 # After the cargo tests and on its own: sse-retry times a 450-700 ms
-# reconnect window, so nothing else should compete for the CPU.
-step "MCP client conformance suite (scripts/conformance.sh)"
+# reconnect window, so nothing else should compete for the CPU. Both suites:
+# 0.1.16 and the 2026-07-28 pre-release (about a minute together).
+step "MCP client conformance suites, 0.1.16 and the pre-release (scripts/conformance.sh)"
 "$ROOT/scripts/conformance.sh"
 step_done
 
