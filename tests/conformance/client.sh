@@ -193,8 +193,12 @@ json-schema-2020-12-preservation)
 	# tools`: the catalog's tool objects, relayed raw) is sent back through
 	# json_schema_echo, and compared with what the server sent: every
 	# 2020-12 keyword must survive.
-	catalog="$(step --json tools)"
-	schema="$(printf '%s' "$catalog" | json '
+	# Into a file, not $(…): step must run in this shell, where the signal
+	# trap can pass a timeout on to mcphost.
+	catalog="$(mktemp)"
+	trap 'rm -f "$catalog"' EXIT
+	step --json tools >"$catalog"
+	schema="$(json '
 		const input = require("fs").readFileSync(0, "utf8");
 		const t = JSON.parse(input).find((t) => t.name === "conf__json_schema_2020_12_tool");
 		if (!t || !t.inputSchema) {
@@ -202,7 +206,8 @@ json-schema-2020-12-preservation)
 			process.exit(1);
 		}
 		console.log(JSON.stringify({ schema: t.inputSchema }));
-	')"
+	' <"$catalog")"
+	rm -f "$catalog" # exec runs no EXIT trap
 	mcphost call json_schema_echo "$schema"
 	;;
 auth/*)
