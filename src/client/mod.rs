@@ -824,10 +824,12 @@ fn discovered(
                 });
             }
             _ => {
-                return Ok(Probe::Legacy(format!(
-                    "server/discover lists only {}",
-                    d.supported_versions.join(", ")
-                )));
+                let listed = if d.supported_versions.is_empty() {
+                    "no version".to_owned()
+                } else {
+                    format!("only {}", d.supported_versions.join(", "))
+                };
+                return Ok(Probe::Legacy(format!("server/discover lists {listed}")));
             }
         }
     };
