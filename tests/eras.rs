@@ -354,3 +354,101 @@ async fn lists_are_refetched_on_access_once_their_ttl_ran_out_and_never_polled()
     assert!(!h.revalidate());
     h.shutdown().await;
 }
+
+/// A scripted server on bare channels: what it is sent, and what it says.
+struct Wire;
+
+impl mcphost::transport::TransportControl for Wire {
+    fn shutdown(&self) -> mcphost::transport::BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+    fn stderr_tail(&self, _n: usize) -> Vec<String> {
+        Vec::new()
+    }
+    fn pid(&self) -> Option<u32> {
+        None
+    }
+    fn kind(&self) -> &'static str {
+        "stdio"
+    }
+}
+
+#[tokio::test]
+async fn on_stdio_only_the_open_listen_streams_notifications_are_taken_up() {
+    use mcphost::transport::{Connection, TransportEvent};
+    use tokio::sync::mpsc;
+    let (out_tx, mut out_rx) = mpsc::channel(64);
+    let (in_tx, in_rx) = mpsc::channel(64);
+    let conn = Connection {
+        outbound: out_tx,
+        inbound: in_rx,
+        control: Arc::new(Wire),
+    };
+    let server = tokio::spawn(async move {
+        let mut listen_id: Option<serde_json::Value> = None;
+        let mut lists = 0;
+        let send = |v: serde_json::Value| {
+            let in_tx = in_tx.clone();
+            async move {
+                in_tx
+                    .send(TransportEvent::Frame(v.to_string()))
+                    .await
+                    .unwrap()
+            }
+        };
+        while let Some(m) = out_rx.recv().await {
+            let m: serde_json::Value = serde_json::from_str(&m.text).unwrap();
+            let id = m["id"].clone();
+            match m["method"].as_str().unwrap_or_default() {
+                "server/discover" => {
+                    send(serde_json::json!({"jsonrpc":"2.0","id":id,"result":{
+                        "supportedVersions":["2026-07-28"],
+                        "capabilities":{"tools":{"listChanged":true}},
+                        "ttlMs":60000,"cacheScope":"public"}}))
+                    .await
+                }
+                "tools/list" => {
+                    lists += 1;
+                    send(serde_json::json!({"jsonrpc":"2.0","id":id,"result":{
+                        "tools":[{"name":format!("t{lists}"),"inputSchema":{"type":"object"}}],
+                        "ttlMs":60000}}))
+                    .await
+                }
+                "subscriptions/listen" => {
+                    listen_id = Some(id.clone());
+                    let tag = serde_json::json!({"io.modelcontextprotocol/subscriptionId": id});
+                    send(serde_json::json!({"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged",
+                        "params":{"_meta":tag,"notifications":{"toolsListChanged":true}}}))
+                    .await;
+                    // A closed stream's leftover first, then the open one's.
+                    send(serde_json::json!({"jsonrpc":"2.0","method":"notifications/tools/list_changed",
+                        "params":{"_meta":{"io.modelcontextprotocol/subscriptionId": 9999}}}))
+                    .await;
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    send(serde_json::json!({"jsonrpc":"2.0","method":"notifications/tools/list_changed",
+                        "params":{"_meta":tag}}))
+                    .await;
+                }
+                _ => {}
+            }
+        }
+        let _ = listen_id;
+    });
+    let c = mcphost::client::ServerClient::connect("wire", conn, quick_opts())
+        .await
+        .unwrap();
+    let mut events = c.subscribe();
+    let mut changes = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+    while let Ok(Ok(ev)) = tokio::time::timeout_at(deadline, events.recv()).await {
+        if let ServerEvent::ToolsChanged(t) = ev {
+            changes.push(t[0].name.clone());
+        }
+    }
+    // One re-list only, after the listen (nothing else lists): the
+    // notification tagged for subscription 9999 was not taken up.
+    assert_eq!(changes, ["t1"], "re-lists: {changes:?}");
+    c.shutdown().await;
+    // The scripted server holds the inbound side open: stop it.
+    server.abort();
+}

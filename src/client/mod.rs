@@ -184,6 +184,9 @@ struct Core {
     freshness: std::sync::Mutex<std::collections::HashMap<&'static str, Fresh>>,
     /// A revalidation is running.
     revalidating: std::sync::atomic::AtomicBool,
+    /// The request id of the open `subscriptions/listen`: notifications
+    /// tagged with another subscription are a closed stream's leftovers.
+    listen_id: std::sync::Mutex<Option<Arc<std::sync::OnceLock<i64>>>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -313,6 +316,7 @@ impl ServerClient {
             log_level: Default::default(),
             freshness: Default::default(),
             revalidating: Default::default(),
+            listen_id: Default::default(),
         };
         let pinned = core.opts.protocol_version;
         let probe = match pinned {
@@ -880,6 +884,7 @@ const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabiliti
 const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
 const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// The capability a `MissingRequiredClientCapabilityError` names.
 fn missing_capability(e: &ErrorObject) -> String {
@@ -1337,6 +1342,31 @@ impl Core {
         set_fields(None, answers).map_err(|e| ClientError::invalid(&self.name, "inputRequests", e))
     }
 
+    /// Whether `n` may be taken up: untagged, or tagged with the open
+    /// `subscriptions/listen` (on stdio every stream shares one channel).
+    fn current_subscription(&self, n: &Notification) -> bool {
+        if self.era != Era::Stateless {
+            return true;
+        }
+        let tag = n
+            .params
+            .as_deref()
+            .and_then(|p| raw_field::<Box<RawValue>>(p, "_meta").ok().flatten())
+            .and_then(|m| {
+                raw_field::<crate::protocol::Id>(&m, META_SUBSCRIPTION_ID)
+                    .ok()
+                    .flatten()
+            });
+        let Some(tag) = tag else { return true };
+        let open = self
+            .listen_id
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .and_then(|id| id.get().copied());
+        open.is_some_and(|id| tag.as_number() == Some(id))
+    }
+
     fn require(&self, cap: Cap, method: &'static str) -> Result<(), ClientError> {
         if cap.declared(&self.negotiated().capabilities) {
             return Ok(());
@@ -1547,6 +1577,10 @@ async fn watch_notifications(
         };
         let mut dirty = Dirty::default();
         let handle = |n: Arc<Notification>, dirty: &mut Dirty| {
+            if !core.current_subscription(&n) {
+                debug!(method = %n.method, "dropped: it belongs to a closed subscriptions/listen");
+                return;
+            }
             if dirty.mark(&n) {
                 return;
             }
@@ -1704,6 +1738,9 @@ async fn listen(
         };
         let mut ro = core.request_options(&opts);
         ro.max_timeout = Some(Duration::MAX);
+        let id = Arc::new(std::sync::OnceLock::new());
+        ro.sent_as = Some(id.clone());
+        *core.listen_id.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
         let started = tokio::time::Instant::now();
         tokio::select! {
             r = core.stateless_request(methods::SUBSCRIPTIONS_LISTEN, Some(params), ro) => {

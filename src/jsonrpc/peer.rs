@@ -89,6 +89,9 @@ pub struct RequestOptions {
     pub origin: Option<Origin>,
     /// The stateless revision's header values, for the transport.
     pub modern: Option<Box<crate::transport::ModernHeaders>>,
+    /// Set to the id the request goes out under (a `subscriptions/listen`
+    /// stream is known by it).
+    pub sent_as: Option<Arc<std::sync::OnceLock<i64>>>,
 }
 
 impl Default for RequestOptions {
@@ -102,6 +105,7 @@ impl Default for RequestOptions {
             cancellable: true,
             origin: None,
             modern: None,
+            sent_as: None,
         }
     }
 }
@@ -261,6 +265,9 @@ impl Peer {
     ) -> Result<Box<RawValue>, PeerError> {
         let inner = &self.inner;
         let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
+        if let Some(s) = &opts.sent_as {
+            let _ = s.set(id);
+        }
         // A progress token changes what the server sees, so only ask for
         // progress when someone listens.
         let wants_progress = opts.on_progress.is_some();
