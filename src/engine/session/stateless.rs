@@ -237,11 +237,9 @@ fn finish(method: &str, result: Box<RawValue>) -> Reply {
 
 /// A hard-to-guess `requestState`: 24 bytes from the OS, in hex.
 fn random_token() -> Result<String, ErrorObject> {
-    use std::io::Read;
     let mut bytes = [0u8; 24];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|e| internal(format!("cannot read /dev/urandom for a requestState: {e}")))?;
+    getrandom::fill(&mut bytes)
+        .map_err(|e| internal(format!("no randomness for a requestState: {e}")))?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
