@@ -878,13 +878,11 @@ fn pick_version(offered: &[String]) -> Option<ProtocolVersion> {
         .max()
 }
 
-/// Request `_meta` members of the stateless revision.
-const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
-const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
-const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
-const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
-const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+use methods::meta::{
+    CLIENT_CAPABILITIES as META_CLIENT_CAPABILITIES, CLIENT_INFO as META_CLIENT_INFO,
+    LOG_LEVEL as META_LOG_LEVEL, PROTOCOL_VERSION as META_PROTOCOL_VERSION,
+    SERVER_INFO as META_SERVER_INFO, SUBSCRIPTION_ID as META_SUBSCRIPTION_ID,
+};
 
 /// The capability a `MissingRequiredClientCapabilityError` names.
 fn missing_capability(e: &ErrorObject) -> String {

@@ -33,12 +33,13 @@ use crate::protocol::{
 use crate::registry::RegistryEvent;
 use crate::transport::BoxFuture;
 
-pub(super) const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-pub(super) const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
-const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
-const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
-const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
-const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+pub(super) use crate::protocol::methods::meta::{
+    CLIENT_CAPABILITIES as META_CLIENT_CAPABILITIES, PROTOCOL_VERSION as META_PROTOCOL_VERSION,
+};
+use crate::protocol::methods::meta::{
+    CLIENT_INFO as META_CLIENT_INFO, LOG_LEVEL as META_LOG_LEVEL, SERVER_INFO as META_SERVER_INFO,
+    SUBSCRIPTION_ID as META_SUBSCRIPTION_ID,
+};
 
 /// The stateless revision we speak.
 const STATELESS: ProtocolVersion = ProtocolVersion::V2026_07_28;
