@@ -36,11 +36,9 @@ const PARAM_PREFIX: &str = "mcp-param-";
 const SENTINEL_PREFIX: &str = "=?base64?";
 const SENTINEL_SUFFIX: &str = "?=";
 
-/// The 2026-07-28 error codes only a server of that revision sends.
-const HEADER_MISMATCH: i64 = -32020;
-const MISSING_CAPABILITY: i64 = -32021;
-const UNSUPPORTED_VERSION: i64 = -32022;
-const METHOD_NOT_FOUND: i64 = -32601;
+use crate::protocol::error_codes::{
+    HEADER_MISMATCH, METHOD_NOT_FOUND, MISSING_CAPABILITY, UNSUPPORTED_VERSION,
+};
 
 /// A header value per the spec's Value Encoding: as it is when every
 /// character is visible ASCII, space or tab, with no whitespace at either
