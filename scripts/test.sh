@@ -64,6 +64,19 @@ step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets -- -D warnings
 step_done
 
+# What embeds the engine (the C library) must not pull in the CLI's
+# dependencies: the library builds without feature `cli`, and none of them
+# is in its dependency tree.
+step "the library without the CLI's dependencies (cargo check --lib --no-default-features)"
+cargo check --lib --no-default-features
+cli_deps="$(cargo tree --no-default-features --edges normal --prefix none |
+	grep -E '^(anyhow|clap|tracing-subscriber|inquire|open|shell-words) ' | sort -u || true)"
+if [[ -n "$cli_deps" ]]; then
+	printf 'the library depends on CLI crates without feature cli:\n%s\n' "$cli_deps" >&2
+	exit 1
+fi
+step_done
+
 # nextest enforces the per-test timeouts of .config/nextest.toml; plain
 # `cargo test` would not, so there is no fallback to it.
 NEXTEST_VERSION=0.9.143
