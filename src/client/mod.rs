@@ -1181,7 +1181,7 @@ impl Core {
         let original = params;
         let mut ro = ro;
         let mut base = self.with_meta(method, original.as_deref(), ro.origin.as_ref())?;
-        ro.modern = Some(Box::new(self.modern_headers(method, &base)));
+        ro.modern = self.modern_headers(method, &base);
         let mut params = base.clone();
         let mut retried = false;
         let mut rounds = 0;
@@ -1200,7 +1200,7 @@ impl Core {
                         error_codes::HEADER_MISMATCH if method == methods::TOOLS_CALL => {
                             debug!("header mismatch: re-listing tools, then retrying once");
                             let _ = self.list_tools().await;
-                            ro.modern = Some(Box::new(self.modern_headers(method, &base)));
+                            ro.modern = self.modern_headers(method, &base);
                             continue;
                         }
                         // The server was redeployed with other revisions:
@@ -1223,7 +1223,7 @@ impl Core {
                             }
                             base =
                                 self.with_meta(method, original.as_deref(), ro.origin.as_ref())?;
-                            ro.modern = Some(Box::new(self.modern_headers(method, &base)));
+                            ro.modern = self.modern_headers(method, &base);
                             params = base.clone();
                             continue;
                         }
@@ -1411,30 +1411,37 @@ impl Core {
     }
 
     /// What the HTTP transport mirrors into headers for this request.
-    fn modern_headers(&self, method: &str, params: &RawValue) -> crate::transport::ModernHeaders {
-        let tool = (method == methods::TOOLS_CALL)
-            .then(|| raw_field::<String>(params, "name").ok().flatten())
-            .flatten()
-            .and_then(|t| {
+    fn modern_headers(
+        &self,
+        method: &str,
+        params: &RawValue,
+    ) -> Option<Box<crate::transport::ModernHeaders>> {
+        // stdio has no headers: nothing to work out per request.
+        if !self.http {
+            return None;
+        }
+        let headers = modern::headers(
+            self.negotiated().protocol_version.as_str(),
+            method,
+            params,
+            |tool| {
                 self.header_params
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .get(&t)
+                    .get(tool)
                     .cloned()
-            });
-        modern::headers(
-            self.negotiated().protocol_version.as_str(),
-            method,
-            Some(params),
-            tool.as_deref(),
-        )
+            },
+        );
+        Some(Box::new(headers))
     }
 
     async fn list_tools(&self) -> Result<Vec<Tool>, ClientError> {
         let mut tools: Vec<Tool> = self
             .list(methods::TOOLS_LIST, "tools", Some(Cap::Tools))
             .await?;
-        if self.era == Era::Stateless {
+        // Only HTTP mirrors parameters into headers; the spec lets other
+        // transports ignore the annotations.
+        if self.era == Era::Stateless && self.http {
             let mut map = std::collections::HashMap::new();
             tools.retain(|t| match modern::header_params(t) {
                 Ok(p) => {
@@ -1443,13 +1450,11 @@ impl Core {
                     }
                     true
                 }
-                // The spec: a tool whose annotations break the rules is
-                // not offered over HTTP; other transports may ignore them.
-                Err(why) if self.http => {
+                // A tool whose annotations break the rules is not offered.
+                Err(why) => {
                     warn!(tool = %t.name, "tool left out: {why}");
                     false
                 }
-                Err(_) => true,
             });
             *self.header_params.lock().unwrap_or_else(|p| p.into_inner()) = map;
         }

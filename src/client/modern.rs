@@ -129,27 +129,32 @@ impl HeaderParams {
     }
 }
 
-/// The header values of one request of the stateless revision.
+/// The header values of one request of the stateless revision;
+/// `tool_params` gives a tool's `x-mcp-header` parameters by its name.
 pub(crate) fn headers(
     version: &str,
     method: &str,
-    params: Option<&RawValue>,
-    tool: Option<&HeaderParams>,
+    params: &RawValue,
+    tool_params: impl FnOnce(&str) -> Option<std::sync::Arc<HeaderParams>>,
 ) -> ModernHeaders {
     let key = match method {
         methods::TOOLS_CALL | methods::PROMPTS_GET => Some("name"),
         methods::RESOURCES_READ => Some("uri"),
         _ => None,
     };
-    let name = key
-        .zip(params)
-        .and_then(|(k, p)| raw_field::<String>(p, k).ok().flatten());
-    let params_headers = match (tool, params) {
-        (Some(t), Some(p)) if !t.is_empty() => {
-            let args = raw_field::<Box<RawValue>>(p, "arguments").ok().flatten();
+    let name = key.and_then(|k| raw_field::<String>(params, k).ok().flatten());
+    let tool = match (method, &name) {
+        (methods::TOOLS_CALL, Some(n)) => tool_params(n).filter(|t| !t.is_empty()),
+        _ => None,
+    };
+    let params_headers = match tool {
+        Some(t) => {
+            let args = raw_field::<Box<RawValue>>(params, "arguments")
+                .ok()
+                .flatten();
             t.values(args.as_deref())
         }
-        _ => Vec::new(),
+        None => Vec::new(),
     };
     ModernHeaders {
         protocol_version: version.to_owned(),
@@ -238,10 +243,11 @@ mod tests {
     #[test]
     fn request_headers_name_the_target() {
         let p = RawValue::from_string(r#"{"uri":"file:///a b","_meta":{}}"#.to_owned()).unwrap();
-        let h = headers("2026-07-28", methods::RESOURCES_READ, Some(&p), None);
+        let h = headers("2026-07-28", methods::RESOURCES_READ, &p, |_| None);
         assert_eq!(h.name.as_deref(), Some("file:///a b"));
         assert_eq!(h.method, "resources/read");
-        let l = headers("2026-07-28", methods::TOOLS_LIST, None, None);
+        let empty = RawValue::from_string("{}".to_owned()).unwrap();
+        let l = headers("2026-07-28", methods::TOOLS_LIST, &empty, |_| None);
         assert!(l.name.is_none() && l.params.is_empty());
     }
 }
