@@ -453,13 +453,19 @@ impl Server {
         params: Value,
         batch: Option<&mut Vec<Reply>>,
     ) {
-        // A handshake-era server refuses a client's era probe before
-        // initialize, outside the request count of --crash-after/--hang-*.
+        // A handshake-era server refuses (or, with the fault, dies on) a
+        // client's era probe before initialize, outside the request count
+        // of --crash-after/--hang-*.
         if self.cfg.era == Era::Handshake
             && method == "server/discover"
-            && !self.cfg.fault(ModernFault::DieOnDiscover)
             && !self.initialized.load(Ordering::SeqCst)
         {
+            if self.cfg.fault(ModernFault::DieOnDiscover) {
+                log!(
+                    "fatal: server/discover before initialize; exiting with status 1 (--modern-fault die-on-discover)"
+                );
+                return self.die(1);
+            }
             log!("server/discover before initialize: not a handshake-era method");
             let err = RpcError::new(METHOD_NOT_FOUND, format!("Method not found: {method}"));
             return self.deliver(Reply::error(self.wire_id(&id), err), batch);
@@ -480,15 +486,6 @@ impl Server {
         };
         if stateless {
             return self.on_modern_request(id, wire_id, &method, params, batch);
-        }
-        if method == "server/discover"
-            && self.cfg.fault(ModernFault::DieOnDiscover)
-            && !self.initialized.load(Ordering::SeqCst)
-        {
-            log!(
-                "fatal: server/discover before initialize; exiting with status 1 (--modern-fault die-on-discover)"
-            );
-            return self.die(1);
         }
         if method != "initialize" && method != "ping" && !self.initialized.load(Ordering::SeqCst) {
             let err = RpcError::new(
