@@ -257,30 +257,11 @@ async fn a_dropped_listen_stream_is_listened_again_and_updates_keep_coming() {
     c.shutdown().await;
 }
 
-fn quick_policy() -> mcphost::registry::supervisor::RestartPolicy {
-    mcphost::registry::supervisor::RestartPolicy {
-        initial_backoff: Duration::from_millis(200),
-        max_backoff: Duration::from_secs(1),
-        reset_after: Duration::from_secs(60),
-        max_start_failures: 3,
-    }
-}
-
 /// A config of test servers, each with its own arguments.
 fn config_with(servers: &[(&str, &[&str])]) -> mcphost::config::HostConfig {
     let members: Vec<(&str, String)> = servers
         .iter()
-        .map(|(name, args)| {
-            let args: Vec<String> = args.iter().map(|a| js(a)).collect();
-            (
-                *name,
-                format!(
-                    "\"command\": {}, \"args\": [{}]",
-                    js(TESTSERVER),
-                    args.join(", ")
-                ),
-            )
-        })
+        .map(|(name, args)| (*name, ts_entry(args)))
         .collect();
     let text = servers_config(&members);
     mcphost::config::parse(&text, std::path::Path::new("/t/config.json"), &|_| None).unwrap()

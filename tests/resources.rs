@@ -18,7 +18,7 @@ use common::{
 };
 use mcphost::client::CallOptions;
 use mcphost::config::HostConfig;
-use mcphost::registry::supervisor::{RestartPolicy, ServerState};
+use mcphost::registry::supervisor::ServerState;
 use mcphost::registry::{Registry, RegistryError, RegistryEvent};
 use serde_json::{Value, json};
 
@@ -550,15 +550,6 @@ fn parsed(text: &str) -> HostConfig {
     mcphost::config::parse(text, Path::new("/cfg/config.json"), &|_| None).unwrap()
 }
 
-fn quick_policy() -> RestartPolicy {
-    RestartPolicy {
-        initial_backoff: Duration::from_millis(200),
-        max_backoff: Duration::from_secs(1),
-        reset_after: Duration::from_secs(60),
-        max_start_failures: 3,
-    }
-}
-
 /// The next `ResourceUpdated` events until `want` of them arrived, sorted.
 async fn updates(
     events: &mut tokio::sync::broadcast::Receiver<RegistryEvent>,
@@ -620,7 +611,7 @@ async fn subscriptions_are_counted_across_sessions_and_survive_a_restart() {
         ),
         ("nosub", ts_entry(&["--capabilities", "tools,resources"])),
     ]));
-    let reg = Registry::start(&cfg, common::quick_opts(), quick_policy(), None);
+    let reg = Registry::start(&cfg, common::quick_opts(), common::quick_policy(), None);
     reg.settled(SOON).await;
     let subs = |p: &Path| logged_uris(p, "resources/subscribe");
     let unsubs = |p: &Path| logged_uris(p, "resources/unsubscribe");
@@ -704,7 +695,7 @@ async fn subscriptions_are_counted_across_sessions_and_survive_a_restart() {
 async fn server_everything_updates_reach_its_subscriber() {
     let Some(env) = interop() else { return };
     let cfg = parsed(&servers_config(&[("ev", everything_entry(&env))]));
-    let reg = Registry::start(&cfg, common::quick_opts(), quick_policy(), None);
+    let reg = Registry::start(&cfg, common::quick_opts(), common::quick_policy(), None);
     reg.settled(SOON).await;
     let mut events = reg.subscribe();
     reg.subscribe_resource(7, STATIC_DOC).await.unwrap();

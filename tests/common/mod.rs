@@ -21,6 +21,16 @@ pub fn testserver(args: &[&str]) -> StdioConfig {
     cfg
 }
 
+/// Restarts quick enough for tests that crash or stop servers.
+pub fn quick_policy() -> mcphost::registry::supervisor::RestartPolicy {
+    mcphost::registry::supervisor::RestartPolicy {
+        initial_backoff: Duration::from_millis(200),
+        max_backoff: Duration::from_secs(1),
+        reset_after: Duration::from_secs(60),
+        max_start_failures: 3,
+    }
+}
+
 pub fn quick_opts() -> ClientOptions {
     ClientOptions {
         init_timeout: Duration::from_secs(20),
