@@ -131,6 +131,13 @@ fn describe_log(params: &RawValue) -> String {
     }
 }
 
+/// A server's last `lines` stderr lines (`logs NAME`, `servers logs NAME`).
+pub async fn tail(b: &Backend, name: &str, lines: usize, out: &Out) -> Result<()> {
+    let params = crate::backend::params(json!({ "name": name, "lines": lines }))?;
+    let r = b.request("mcphost/servers/logs", Some(params)).await?;
+    out.logs(&r)
+}
+
 /// Follow until Ctrl-C (or the daemon goes away).
 pub async fn follow(b: &Backend, name: Option<&str>, out: &Out) -> Result<()> {
     if let Some(name) = name {

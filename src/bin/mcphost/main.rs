@@ -491,15 +491,7 @@ async fn dispatch(b: &Backend, command: Command, out: &Out) -> Result<u8> {
                     .await?;
                 out.done(&format!("disabled {name}"));
             }
-            ServersAction::Logs { name, lines } => {
-                let r = b
-                    .request(
-                        "mcphost/servers/logs",
-                        Some(backend::params(json!({ "name": name, "lines": lines }))?),
-                    )
-                    .await?;
-                out.logs(&r)?;
-            }
+            ServersAction::Logs { name, lines } => logs::tail(b, &name, lines, out).await?,
             ServersAction::Add {
                 name,
                 url,
@@ -588,13 +580,7 @@ async fn dispatch(b: &Backend, command: Command, out: &Out) -> Result<u8> {
                 let Some(name) = name else {
                     anyhow::bail!("`logs` needs a server NAME, or -f to follow every server");
                 };
-                let r = b
-                    .request(
-                        "mcphost/servers/logs",
-                        Some(backend::params(json!({ "name": name, "lines": lines }))?),
-                    )
-                    .await?;
-                out.logs(&r)?;
+                logs::tail(b, &name, lines, out).await?;
             }
         }
         Command::Daemon { .. } | Command::Bridge | Command::Inspect { .. } => {}
