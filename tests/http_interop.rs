@@ -545,36 +545,29 @@ async fn notify_and_relist(
     events: &mut tokio::sync::broadcast::Receiver<ServerEvent>,
     srv: &HttpServer,
 ) {
-    let (mut tools, mut resources, mut prompts, mut log) = (false, false, false, false);
+    let mut seen = common::PyRelisted::default();
     for _ in 0..5 {
         let r = c
             .call_tool("notify", Some(raw("{}")), CallOptions::default())
             .await
             .unwrap();
         assert!(text_of(&r.raw).starts_with("sent 3"), "{}", r.raw.get());
-        while !(tools && resources && prompts && log) {
+        while !seen.all() {
             let Ok(e) = tokio::time::timeout(Duration::from_secs(3), events.recv()).await else {
                 break; // call again
             };
-            match e.unwrap() {
-                ServerEvent::ToolsChanged(t) => tools = t.len() == 6,
-                ServerEvent::ResourcesChanged {
-                    resources: r,
-                    templates,
-                } => resources = r.len() == 5 && templates.len() == 3,
-                ServerEvent::PromptsChanged(p) => prompts = p.len() == 3,
-                ServerEvent::Log(_) => log = true,
-                ServerEvent::RelistFailed { what, error } => panic!("re-listing {what}: {error}"),
-                _ => {}
+            let e = e.unwrap();
+            if let ServerEvent::RelistFailed { what, error } = &e {
+                panic!("re-listing {what}: {error}");
             }
+            seen.see(&e);
         }
-        if tools && resources && prompts && log {
+        if seen.all() {
             return;
         }
     }
     panic!(
-        "after 5 notify calls: tools {tools} resources {resources} prompts {prompts} log {log}; \
-         server log:\n{}",
+        "after 5 notify calls: {seen:?}; server log:\n{}",
         srv.log_text()
     );
 }

@@ -444,26 +444,13 @@ async fn python_sdk_server_with_pagination() {
         c.call_tool("notify", Some(raw("{}")), CallOptions::default())
             .await
             .unwrap();
-        let (mut tools, mut resources, mut prompts, mut log) = (false, false, false, false);
-        while !(tools && resources && prompts && log) {
-            match tokio::time::timeout(Duration::from_secs(10), events.recv())
+        let mut seen = common::PyRelisted::default();
+        while !seen.all() {
+            let ev = tokio::time::timeout(Duration::from_secs(10), events.recv())
                 .await
-                .unwrap_or_else(|_| {
-                    panic!(
-                        "{version}: tools {tools} resources {resources} prompts {prompts} log {log}"
-                    )
-                })
-                .unwrap()
-            {
-                ServerEvent::ToolsChanged(t) => tools = t.len() == 6,
-                ServerEvent::ResourcesChanged {
-                    resources: r,
-                    templates,
-                } => resources = r.len() == 5 && templates.len() == 3,
-                ServerEvent::PromptsChanged(p) => prompts = p.len() == 3,
-                ServerEvent::Log(_) => log = true,
-                _ => {}
-            }
+                .unwrap_or_else(|_| panic!("{version}: {seen:?}"))
+                .unwrap();
+            seen.see(&ev);
         }
         c.shutdown().await;
     }

@@ -603,6 +603,37 @@ pub fn assert_three_steps(seen: &[ProgressSeen]) {
     assert_eq!(seen, want, "one progress per step");
 }
 
+/// What py_server's `notify` tool must make a client do: re-fetch every
+/// list in full (6 tools, 5 resources and 3 templates, 3 prompts) and pass
+/// its log message on.
+#[derive(Debug, Default)]
+pub struct PyRelisted {
+    pub tools: bool,
+    pub resources: bool,
+    pub prompts: bool,
+    pub log: bool,
+}
+
+impl PyRelisted {
+    pub fn see(&mut self, ev: &mcphost::client::ServerEvent) {
+        use mcphost::client::ServerEvent;
+        match ev {
+            ServerEvent::ToolsChanged(t) => self.tools = t.len() == 6,
+            ServerEvent::ResourcesChanged {
+                resources,
+                templates,
+            } => self.resources = resources.len() == 5 && templates.len() == 3,
+            ServerEvent::PromptsChanged(p) => self.prompts = p.len() == 3,
+            ServerEvent::Log(_) => self.log = true,
+            _ => {}
+        }
+    }
+
+    pub fn all(&self) -> bool {
+        self.tools && self.resources && self.prompts && self.log
+    }
+}
+
 /// What tests/interop/py_server.py (Python `mcp` SDK) offers, over any
 /// transport: every list paged two at a time, structured output, isError,
 /// progress, resources, prompts and completion.
