@@ -79,6 +79,10 @@ pub struct ClientOptions {
     /// Where supervisors remember each server's era (read and written by
     /// `registry`, not by the client itself).
     pub eras: Arc<EraCache>,
+    /// Re-fetch a list when the server says it changed, for
+    /// [`ServerClient::subscribe`]. A client that only relays the
+    /// notification (the C library's connected mode) turns it off.
+    pub relist_on_change: bool,
 }
 
 impl ClientOptions {
@@ -105,6 +109,7 @@ impl Default for ClientOptions {
             remembered_era: None,
             probe_timeout: Duration::from_secs(10),
             eras: Arc::new(EraCache::in_memory()),
+            relist_on_change: true,
         }
     }
 }
@@ -251,13 +256,20 @@ impl ServerClient {
     ) -> Result<ServerClient, ClientError> {
         let span = info_span!("server", server = name);
         let control = conn.control.clone();
+        let relist = opts.relist_on_change;
         match Self::handshake(name, conn, opts).instrument(span).await {
             Ok((core, notes)) => {
                 let core = Arc::new(core);
                 let (events, _) = broadcast::channel(256);
                 let watcher = tokio::spawn(
-                    watch_notifications(core.clone(), notes, control.renewals(), events.clone())
-                        .instrument(info_span!("server", server = name)),
+                    watch_notifications(
+                        core.clone(),
+                        notes,
+                        control.renewals(),
+                        events.clone(),
+                        relist,
+                    )
+                    .instrument(info_span!("server", server = name)),
                 );
                 let (subscriptions, subs) = tokio::sync::watch::channel(Default::default());
                 let listener = (core.era == Era::Stateless).then(|| {
@@ -1551,6 +1563,7 @@ async fn watch_notifications(
     mut rx: broadcast::Receiver<Arc<Notification>>,
     mut renewals: Option<tokio::sync::watch::Receiver<Option<Arc<str>>>>,
     events: broadcast::Sender<ServerEvent>,
+    relist_on_change: bool,
 ) {
     loop {
         let renewed = async {
@@ -1629,7 +1642,9 @@ async fn watch_notifications(
         while let Ok(n) = rx.try_recv() {
             handle(n, &mut dirty);
         }
-        relist(&core, &events, dirty).await;
+        if relist_on_change {
+            relist(&core, &events, dirty).await;
+        }
     }
 }
 

@@ -30,6 +30,8 @@ struct State {
 
 pub struct ConfigStore {
     location: ConfigLocation,
+    /// An embedded engine's config has no file: edits change this text.
+    memory: Option<Mutex<String>>,
     state: Mutex<State>,
     /// One edit at a time, from its read until its config is applied.
     turn: Arc<tokio::sync::Mutex<()>>,
@@ -49,6 +51,27 @@ impl ConfigStore {
         let current = load_from(&location, &process_env)?;
         Ok(ConfigStore {
             location,
+            memory: None,
+            state: Mutex::new(State {
+                current,
+                error: None,
+            }),
+            turn: Arc::new(tokio::sync::Mutex::new(())),
+        })
+    }
+
+    /// A config held only in memory (the C library's embedded mode): edits
+    /// go through the same text-preserving editor and validation as a
+    /// file's, and nothing is written. `path` names it in messages and
+    /// anchors relative paths.
+    pub fn in_memory(text: &str, path: PathBuf) -> Result<ConfigStore, ConfigError> {
+        let current = parse(text, &path, &process_env)?;
+        Ok(ConfigStore {
+            location: ConfigLocation {
+                path,
+                source: super::location::ConfigSource::Flag,
+            },
+            memory: Some(Mutex::new(text.to_owned())),
             state: Mutex::new(State {
                 current,
                 error: None,
@@ -77,6 +100,9 @@ impl ConfigStore {
     /// reload never applies a file older than an edit already applied.
     pub async fn reload(&self) -> Result<Option<Edited>, ConfigError> {
         let turn = self.turn.clone().lock_owned().await;
+        if self.memory.is_some() {
+            return Ok(None);
+        }
         match load_from(&self.location, &process_env) {
             Ok(cfg) => {
                 let mut st = self.lock();
@@ -103,6 +129,13 @@ impl ConfigStore {
     ) -> Result<Edited, ConfigError> {
         let turn = self.turn.clone().lock_owned().await;
         let path = &self.location.path;
+        if let Some(memory) = &self.memory {
+            let mut text = memory.lock().unwrap_or_else(|p| p.into_inner());
+            let new_text = f(&text)?;
+            let cfg = parse(&new_text, path, &process_env)?;
+            *text = new_text;
+            return Ok(self.edited(cfg, turn));
+        }
         if let Some(dir) = path.parent()
             && !dir.as_os_str().is_empty()
         {
@@ -126,13 +159,17 @@ impl ConfigStore {
         // Never write a file the daemon would then refuse.
         let cfg = parse(&new_text, path, &process_env)?;
         edit::write_atomic(path, &new_text)?;
+        Ok(self.edited(cfg, turn))
+    }
+
+    fn edited(&self, cfg: HostConfig, turn: OwnedMutexGuard<()>) -> Edited {
         let mut st = self.lock();
         st.current = cfg.clone();
         st.error = None;
-        Ok(Edited {
+        Edited {
             config: cfg,
             _turn: turn,
-        })
+        }
     }
 
     pub async fn add(&self, name: &str, entry_json: &str) -> Result<Edited, ConfigError> {

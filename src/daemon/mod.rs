@@ -12,14 +12,12 @@ use tracing::{Instrument, error, info, info_span, warn};
 use crate::client::PolicyHost;
 use crate::config::location::ConfigLocation;
 use crate::config::shell_path::login_shell_path;
-use crate::config::store::{ConfigStore, Edited};
-use crate::engine::{
-    BUSY, ConfigEdit, ConfigEditor, Engine, EngineBuilder, EngineInfo, SessionLimits,
-};
+use crate::config::store::ConfigStore;
+use crate::engine::{BUSY, Engine, EngineBuilder, EngineInfo, SessionLimits, StoreEditor};
 use crate::ipc::{self, ListenOptions};
 use crate::jsonrpc::{Incoming, decode};
 use crate::protocol::{ErrorObject, Message, Response};
-use crate::transport::{BoxFuture, Connection, TransportEvent};
+use crate::transport::{Connection, TransportEvent};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
@@ -64,28 +62,6 @@ pub struct DaemonOptions {
     /// connected host can answer (the CLI's `--on-elicitation` /
     /// `--on-sampling`).
     pub fallback: PolicyHost,
-}
-
-/// The engine edits the config file through the store.
-struct StoreEditor(Arc<ConfigStore>);
-
-impl ConfigEditor for StoreEditor {
-    fn edit(&self, edit: ConfigEdit) -> BoxFuture<'_, Result<Edited, String>> {
-        Box::pin(async move {
-            let r = match edit {
-                ConfigEdit::Add { name, entry } => self.0.add(&name, entry.get()).await,
-                ConfigEdit::Remove { name } => self.0.remove(&name).await,
-                ConfigEdit::SetDisabled { name, disabled } => {
-                    self.0.set_disabled(&name, disabled).await
-                }
-            };
-            r.map_err(|e| e.to_string())
-        })
-    }
-
-    fn last_error(&self) -> Option<String> {
-        self.0.last_error()
-    }
 }
 
 /// Run until SIGINT or SIGTERM; every server is stopped before returning.

@@ -93,6 +93,29 @@ pub trait ConfigEditor: Send + Sync + 'static {
     fn last_error(&self) -> Option<String>;
 }
 
+/// Edits the config through a [`ConfigStore`](crate::config::store::ConfigStore): the daemon's file, or an
+/// embedded engine's text in memory.
+pub struct StoreEditor(pub Arc<crate::config::store::ConfigStore>);
+
+impl ConfigEditor for StoreEditor {
+    fn edit(&self, edit: ConfigEdit) -> BoxFuture<'_, Result<Edited, String>> {
+        Box::pin(async move {
+            let r = match edit {
+                ConfigEdit::Add { name, entry } => self.0.add(&name, entry.get()).await,
+                ConfigEdit::Remove { name } => self.0.remove(&name).await,
+                ConfigEdit::SetDisabled { name, disabled } => {
+                    self.0.set_disabled(&name, disabled).await
+                }
+            };
+            r.map_err(|e| e.to_string())
+        })
+    }
+
+    fn last_error(&self) -> Option<String> {
+        self.0.last_error()
+    }
+}
+
 pub struct Engine {
     registry: Registry,
     info: EngineInfo,
