@@ -8,7 +8,7 @@ pub enum ClientError {
     #[error("server '{server}': {method}: {error}")]
     Request {
         server: String,
-        method: &'static str,
+        method: std::borrow::Cow<'static, str>,
         /// Part of the message, not a `source()`, so error chains do not
         /// print it twice.
         error: PeerError,
@@ -76,7 +76,7 @@ impl ClientError {
     pub(crate) fn request(server: &str, method: &'static str, error: PeerError) -> Self {
         ClientError::Request {
             server: server.to_owned(),
-            method,
+            method: method.into(),
             error,
         }
     }

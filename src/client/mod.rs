@@ -439,6 +439,33 @@ impl ServerClient {
         self.core.request(method, None, params, &opts).await
     }
 
+    /// A request whose method is named at run time: the C library's
+    /// connected mode relays whatever its host sends to the daemon. Only
+    /// over the handshake revision, whose requests need nothing per method.
+    pub async fn relay(
+        &self,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        opts: CallOptions,
+    ) -> Result<Box<RawValue>, ClientError> {
+        let core = &self.core;
+        if core.era == Era::Stateless {
+            return Err(ClientError::invalid(
+                &core.name,
+                method,
+                "a method named at run time is relayed over the handshake revision only",
+            ));
+        }
+        core.peer
+            .request(method, params, core.request_options(&opts))
+            .await
+            .map_err(|error| ClientError::Request {
+                server: core.name.clone(),
+                method: method.to_owned().into(),
+                error,
+            })
+    }
+
     /// `ping`; the stateless revision has none, so `server/discover`
     /// answers for it there.
     pub async fn ping(&self) -> Result<(), ClientError> {

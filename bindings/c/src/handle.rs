@@ -1,0 +1,698 @@
+//! A handle's two modes behind one request path: an engine in this process,
+//! or a connection to the daemon. Both serve the same method set through
+//! the same engine session code, so a host sees the same answers.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use mcphost_core::client::{CallOptions, ClientError, ClientInfo, ClientOptions, ServerClient};
+use mcphost_core::config::store::ConfigStore;
+use mcphost_core::engine::{Engine, EngineBuilder, HostPort, Session, SessionLimits, StoreEditor};
+use mcphost_core::jsonrpc::{PeerError, Progress};
+use mcphost_core::protocol::{
+    Era, ErrorObject, Id, RawValue, methods, raw_field, set_fields, to_raw,
+};
+use serde::{Deserialize, Serialize};
+use tokio::runtime::Runtime;
+use tokio::task::AbortHandle;
+use tracing::{Instrument, info_span};
+
+use crate::callbacks::{CHost, HostSide};
+use crate::events::{Events, notification};
+use crate::status::Error;
+
+/// What open takes from `mcphost_options`.
+pub(crate) struct Settings {
+    pub(crate) client_name: String,
+    pub(crate) request_timeout: Duration,
+    pub(crate) wait_ready: Duration,
+}
+
+enum Backend {
+    Embedded {
+        engine: Arc<Engine>,
+        /// Taken at free: dropping the last reference ends the session.
+        session: Mutex<Option<Arc<Session>>>,
+    },
+    Connected {
+        client: Arc<ServerClient>,
+        path: PathBuf,
+    },
+}
+
+/// The shared state behind a `mcphost*`.
+pub(crate) struct Inner {
+    backend: Backend,
+    pub(crate) host: Arc<HostSide>,
+    pub(crate) events: Arc<Events>,
+    timeout: Duration,
+    closed: AtomicBool,
+    next_id: AtomicI64,
+    pending: Mutex<HashMap<u64, Arc<Pending>>>,
+    next_pending: AtomicU64,
+}
+
+/// A request's result as the host gets it.
+pub(crate) struct Outcome {
+    pub(crate) response: Option<String>,
+    pub(crate) error: Option<Error>,
+}
+
+/// Build the library's runtime. Its threads block SIGPIPE: a write to a
+/// dead server's pipe (or a gone daemon's socket) then fails with EPIPE
+/// instead of killing a host that left SIGPIPE at its default. Children
+/// start with an empty mask (std resets it before exec).
+pub(crate) fn runtime() -> Result<Runtime, Error> {
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get().clamp(1, 4))
+        .unwrap_or(2);
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .thread_name("mcphost-runtime")
+        .enable_all()
+        .on_thread_start(block_sigpipe)
+        .build()
+        .map_err(|e| Error::Runtime(format!("cannot start the runtime: {e}")))
+}
+
+fn block_sigpipe() {
+    use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGPIPE);
+    let _ = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), None);
+}
+
+/// Run `fut` on the runtime and wait for it on this thread, which never
+/// becomes a runtime thread itself.
+pub(crate) fn wait_on<T: Send + 'static>(
+    rt: &Runtime,
+    fut: impl Future<Output = T> + Send + 'static,
+) -> Result<T, Error> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    rt.spawn(async move {
+        let _ = tx.send(fut.await);
+    });
+    rx.recv()
+        .map_err(|_| Error::Closed("the runtime stopped".into()))
+}
+
+impl Inner {
+    fn new(backend: Backend, host: Arc<HostSide>, events: Arc<Events>, timeout: Duration) -> Inner {
+        Inner {
+            backend,
+            host,
+            events,
+            timeout,
+            closed: AtomicBool::new(false),
+            next_id: AtomicI64::new(1),
+            pending: Mutex::new(HashMap::new()),
+            next_pending: AtomicU64::new(1),
+        }
+    }
+
+    fn push_event(&self, method: &str, params: Option<&RawValue>) {
+        self.events
+            .push(&self.host.thread, notification(method, params));
+    }
+
+    /// Open an engine in this process over `config` (the config file's
+    /// format, as text).
+    pub(crate) async fn embedded(
+        config: String,
+        settings: Settings,
+        host: Arc<HostSide>,
+        events: Arc<Events>,
+    ) -> Result<Arc<Inner>, Error> {
+        let anchor = std::env::current_dir()
+            .unwrap_or_default()
+            .join("<embedded config>");
+        let store =
+            ConfigStore::in_memory(&config, anchor).map_err(|e| Error::Config(e.to_string()))?;
+        let cfg = store.current();
+        // Apps started from a desktop get a bare PATH; servers need the
+        // user's (as the daemon does).
+        let shell_path = if cfg.login_shell_path {
+            let p = mcphost_core::config::shell_path::login_shell_path().await;
+            Some(p.path.clone())
+        } else {
+            None
+        };
+        let engine = EngineBuilder::new(cfg)
+            .shell_path(shell_path)
+            .editor(Arc::new(StoreEditor(Arc::new(store))))
+            .start();
+        let events_for_port = events.clone();
+        let thread_host = host.clone();
+        let port = Arc::new(HostPort::new(
+            Arc::new(CHost(host.clone())),
+            move |method, params| {
+                events_for_port.push(&thread_host.thread, notification(method, params));
+            },
+        ));
+        let caps = port.capabilities();
+        let session = engine.open_session(&settings.client_name, port, SessionLimits::default());
+        session.initialize_as(caps);
+        if !settings.wait_ready.is_zero() {
+            engine.wait_started(settings.wait_ready).await;
+        }
+        let backend = Backend::Embedded {
+            engine,
+            session: Mutex::new(Some(session)),
+        };
+        Ok(Arc::new(Inner::new(
+            backend,
+            host,
+            events,
+            settings.request_timeout,
+        )))
+    }
+
+    /// Connect to the daemon at `path` and check that it is our release.
+    pub(crate) async fn connected(
+        path: PathBuf,
+        settings: Settings,
+        host: Arc<HostSide>,
+        events: Arc<Events>,
+    ) -> Result<Arc<Inner>, Error> {
+        let conn = mcphost_core::ipc::connect(&path, mcphost_core::ipc::DEFAULT_MAX_MESSAGE_BYTES)
+            .await
+            .map_err(|e| match e {
+                mcphost_core::ipc::IpcError::NotRunning { .. } => Error::NotRunning(format!(
+                    "no mcphost daemon is listening at {}: start one with `mcphost daemon`, \
+                     or open the library in embedded mode ({e})",
+                    path.display()
+                )),
+                e => Error::Connect(e.to_string()),
+            })?;
+        let opts = ClientOptions {
+            client_info: ClientInfo {
+                name: settings.client_name.clone(),
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+            },
+            host: Arc::new(CHost(host.clone())),
+            request_timeout: settings.request_timeout,
+            max_request_timeout: settings.request_timeout,
+            // Our own daemon: the handshake, never an era probe.
+            known_era: Some(Era::Handshake),
+            // The host re-lists when it wants; we only relay the news.
+            relist_on_change: false,
+            ..Default::default()
+        };
+        let client = ServerClient::connect("daemon", conn, opts)
+            .await
+            .map_err(|e| {
+                Error::Connect(format!(
+                    "the daemon at {} did not complete the handshake: {e}",
+                    path.display()
+                ))
+            })?;
+        let n = client.negotiated();
+        if let Err(e) = check_version(&path, n.server_name.as_deref(), n.server_version.as_deref())
+        {
+            client.shutdown().await;
+            return Err(e);
+        }
+        let inner = Arc::new(Inner::new(
+            Backend::Connected {
+                client: Arc::new(client),
+                path: path.clone(),
+            },
+            host,
+            events,
+            settings.request_timeout,
+        ));
+        // Every notification of the daemon becomes an event; progress comes
+        // through each call (with the host's own token).
+        if let Backend::Connected { client, .. } = &inner.backend {
+            let mut rx = client.notifications();
+            let weak = Arc::downgrade(&inner);
+            tokio::spawn(
+                async move {
+                    use tokio::sync::broadcast::error::RecvError;
+                    loop {
+                        let next = rx.recv().await;
+                        let Some(inner) = weak.upgrade() else { return };
+                        match next {
+                            Ok(n) if n.method == methods::NOTIFICATION_PROGRESS => {}
+                            Ok(n) => inner.push_event(&n.method, n.params.as_deref()),
+                            Err(RecvError::Lagged(missed)) => {
+                                let p = to_raw(&serde_json::json!({ "count": missed })).ok();
+                                inner.push_event(
+                                    "notifications/mcphost/events_dropped",
+                                    p.as_deref(),
+                                );
+                            }
+                            Err(RecvError::Closed) => {
+                                if !inner.closed.load(Ordering::SeqCst) {
+                                    let p = to_raw(&serde_json::json!({
+                                        "reason": "the connection to the daemon closed"
+                                    }))
+                                    .ok();
+                                    inner.push_event(
+                                        "notifications/mcphost/disconnected",
+                                        p.as_deref(),
+                                    );
+                                }
+                                return;
+                            }
+                        }
+                    }
+                }
+                .instrument(info_span!("events")),
+            );
+        }
+        Ok(inner)
+    }
+
+    /// Start one request; `done` gets its outcome once, on a runtime thread.
+    pub(crate) fn start(
+        self: &Arc<Self>,
+        rt: &Runtime,
+        request_json: &str,
+        done: impl FnOnce(Outcome) + Send + 'static,
+    ) -> Result<AbortHandle, Error> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(Error::Closed("the handle is being freed".into()));
+        }
+        let req = parse_request(request_json)?;
+        let inner = self.clone();
+        let task = rt.spawn(
+            async move {
+                let reply_id = req.id.clone();
+                let outcome = match inner.call(req.method.clone(), req.params).await {
+                    Ok(result) => Outcome {
+                        response: response(reply_id.as_deref(), Ok(&result)),
+                        error: None,
+                    },
+                    Err(CallError::Rpc(e)) => Outcome {
+                        response: response(reply_id.as_deref(), Err(&e)),
+                        error: Some(Error::Rpc(format!("{}: {e}", req.method))),
+                    },
+                    Err(CallError::Other(e)) => Outcome {
+                        response: None,
+                        error: Some(e),
+                    },
+                };
+                done(outcome);
+            }
+            .instrument(info_span!("request")),
+        );
+        Ok(task.abort_handle())
+    }
+
+    async fn call(
+        &self,
+        method: String,
+        params: Option<Box<RawValue>>,
+    ) -> Result<Box<RawValue>, CallError> {
+        let timeout = self.timeout;
+        let fut = self.call_untimed(&method, params);
+        match tokio::time::timeout(timeout, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(CallError::Other(Error::Timeout(format!(
+                "{method}: no answer within {timeout:?} (mcphost_options_set_request_timeout_ms)"
+            )))),
+        }
+    }
+
+    async fn call_untimed(
+        &self,
+        method: &str,
+        params: Option<Box<RawValue>>,
+    ) -> Result<Box<RawValue>, CallError> {
+        match &self.backend {
+            Backend::Embedded { session, .. } => {
+                let session = session
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone()
+                    .ok_or_else(|| {
+                        CallError::Other(Error::Closed("the handle is being freed".into()))
+                    })?;
+                let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+                session
+                    .request(Id::number(id), method, params)
+                    .await
+                    .map_err(CallError::Rpc)
+            }
+            Backend::Connected { client, path } => {
+                let on_progress = progress_token(params.as_deref()).map(|token| {
+                    let events = self.events.clone();
+                    let host = self.host.clone();
+                    let cb: mcphost_core::jsonrpc::ProgressCallback =
+                        Arc::new(move |p: Progress| {
+                            // The daemon's params as sent; only the token goes
+                            // back to the one the host chose.
+                            if let Ok(params) = set_fields(
+                                Some(&p.params),
+                                [("progressToken".to_owned(), token.clone())],
+                            ) {
+                                events.push(
+                                    &host.thread,
+                                    notification(methods::NOTIFICATION_PROGRESS, Some(&params)),
+                                );
+                            }
+                        });
+                    cb
+                });
+                let opts = CallOptions {
+                    on_progress,
+                    ..Default::default()
+                };
+                client
+                    .relay(method, params, opts)
+                    .await
+                    .map_err(|e| match e {
+                        ClientError::Request {
+                            error: PeerError::Rpc(e),
+                            ..
+                        } => CallError::Rpc(e),
+                        ClientError::Request {
+                            error: PeerError::Closed(reason),
+                            ..
+                        } => CallError::Other(Error::Closed(format!(
+                            "the connection to the daemon at {} closed: {reason}",
+                            path.display()
+                        ))),
+                        ClientError::Request {
+                            error: PeerError::Timeout { .. },
+                            ..
+                        } => CallError::Other(Error::Timeout(e.to_string())),
+                        e => CallError::Other(Error::Connect(e.to_string())),
+                    })
+            }
+        }
+    }
+
+    /// A notification from the host.
+    pub(crate) fn notify(&self, rt: &Runtime, json: &str) -> Result<(), Error> {
+        #[derive(Deserialize)]
+        struct Note {
+            method: String,
+            #[serde(default)]
+            params: Option<Box<RawValue>>,
+        }
+        let n: Note = serde_json::from_str(json).map_err(|source| Error::Json {
+            what: "notification_json",
+            source,
+        })?;
+        // What a host tells mcphost; cancellation goes by mcphost_cancel.
+        const TAKEN: [&str; 1] = [methods::NOTIFICATION_ROOTS_LIST_CHANGED];
+        let Some(method) = TAKEN.into_iter().find(|m| *m == n.method) else {
+            return Err(Error::InvalidRequest(format!(
+                "{}: mcphost takes only {} from a host (cancel requests with mcphost_cancel)",
+                n.method,
+                TAKEN.join(", ")
+            )));
+        };
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(Error::Closed("the handle is being freed".into()));
+        }
+        match &self.backend {
+            Backend::Embedded { session, .. } => {
+                if let Some(s) = session
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .as_ref()
+                {
+                    s.notification(method, n.params.as_deref());
+                }
+                Ok(())
+            }
+            Backend::Connected { client, .. } => {
+                let client = client.clone();
+                wait_on(rt, async move { client.notify(method, n.params).await })?
+                    .map_err(|e| Error::Closed(e.to_string()))
+            }
+        }
+    }
+
+    /// Track an async request until it completes, is cancelled or the
+    /// handle is freed: whichever comes first calls back, once.
+    pub(crate) fn track(&self, pending: Arc<Pending>) -> u64 {
+        let key = self.next_pending.fetch_add(1, Ordering::Relaxed);
+        self.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, pending);
+        key
+    }
+
+    pub(crate) fn untrack(&self, key: u64) {
+        self.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&key);
+    }
+
+    /// Stop everything: refuse new calls, end the async ones with
+    /// MCPHOST_ERR_CLOSED, stop every server (embedded: until no child
+    /// process is left) and let the queued callbacks run.
+    pub(crate) fn close(self: &Arc<Self>, rt: &Runtime) {
+        self.closed.store(true, Ordering::SeqCst);
+        let pending: Vec<_> = self
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain()
+            .map(|(_, p)| p)
+            .collect();
+        for p in pending {
+            p.finish(
+                &self.host.thread,
+                Outcome {
+                    response: None,
+                    error: Some(Error::Closed("the handle was freed".into())),
+                },
+            );
+        }
+        let inner = self.clone();
+        let _ = wait_on(rt, async move {
+            match &inner.backend {
+                Backend::Embedded { engine, session } => {
+                    session
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .take();
+                    engine.shutdown().await;
+                }
+                Backend::Connected { client, .. } => client.shutdown().await,
+            }
+        });
+        self.events.close();
+    }
+}
+
+enum CallError {
+    Rpc(ErrorObject),
+    Other(Error),
+}
+
+/// The daemon must be mcphost of this release: the `mcphost/*` methods and
+/// their results may change between minor releases before 1.0.
+fn check_version(path: &Path, name: Option<&str>, version: Option<&str>) -> Result<(), Error> {
+    let ours = env!("CARGO_PKG_VERSION");
+    if name != Some("mcphost") {
+        return Err(Error::VersionMismatch(format!(
+            "the server at {} is not an mcphost daemon (it calls itself {:?}); point \
+             mcphost_connect at the socket `mcphost daemon` listens on",
+            path.display(),
+            name.unwrap_or("nothing")
+        )));
+    }
+    let theirs = version.unwrap_or("unknown");
+    if !compatible(ours, theirs) {
+        return Err(Error::VersionMismatch(format!(
+            "the daemon at {} is mcphost {theirs}, but this library is {ours}; restart the \
+             daemon from the same release (`mcphost daemon`), or use libmcphost {theirs}",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Same major version, and before 1.0 the same minor one too.
+fn compatible(a: &str, b: &str) -> bool {
+    let parts = |v: &str| -> Option<(u64, u64)> {
+        let mut it = v.split(['.', '-', '+']);
+        Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+    };
+    match (parts(a), parts(b)) {
+        (Some((0, a)), Some((0, b))) => a == b,
+        (Some((a, _)), Some((b, _))) => a == b,
+        _ => false,
+    }
+}
+
+struct ParsedRequest {
+    id: Option<Box<RawValue>>,
+    method: String,
+    params: Option<Box<RawValue>>,
+}
+
+fn parse_request(json: &str) -> Result<ParsedRequest, Error> {
+    #[derive(Deserialize)]
+    struct Req {
+        #[serde(default)]
+        id: Option<Box<RawValue>>,
+        method: Option<String>,
+        #[serde(default)]
+        params: Option<Box<RawValue>>,
+    }
+    let r: Req = serde_json::from_str(json).map_err(|source| Error::Json {
+        what: "request_json",
+        source,
+    })?;
+    let Some(method) = r.method else {
+        return Err(Error::InvalidRequest(
+            "request_json has no \"method\"; send {\"method\": \"tools/list\", \"params\": {…}}"
+                .into(),
+        ));
+    };
+    if method == methods::INITIALIZE {
+        return Err(Error::InvalidRequest(
+            "initialize: the handle is initialized when it is opened; declare host \
+             capabilities by registering callbacks in mcphost_options"
+                .into(),
+        ));
+    }
+    if method.starts_with("notifications/") {
+        return Err(Error::InvalidRequest(format!(
+            "{method} is a notification: send it with mcphost_notify"
+        )));
+    }
+    if let Some(p) = &r.params
+        && !p.get().trim_start().starts_with('{')
+    {
+        return Err(Error::InvalidRequest(format!(
+            "{method}: params must be an object"
+        )));
+    }
+    Ok(ParsedRequest {
+        id: r.id,
+        method,
+        params: r.params,
+    })
+}
+
+fn progress_token(params: Option<&RawValue>) -> Option<Box<RawValue>> {
+    let meta = raw_field::<Box<RawValue>>(params?, "_meta")
+        .ok()
+        .flatten()?;
+    raw_field::<Box<RawValue>>(&meta, "progressToken")
+        .ok()
+        .flatten()
+}
+
+/// The JSON-RPC response the host gets: its own id (null if it sent none).
+fn response(id: Option<&RawValue>, r: Result<&RawValue, &ErrorObject>) -> Option<String> {
+    #[derive(Serialize)]
+    struct Resp<'a> {
+        jsonrpc: &'static str,
+        id: &'a RawValue,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        result: Option<&'a RawValue>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<&'a ErrorObject>,
+    }
+    let null = RawValue::from_string("null".into()).ok()?;
+    let (result, error) = match r {
+        Ok(v) => (Some(v), None),
+        Err(e) => (None, Some(e)),
+    };
+    serde_json::to_string(&Resp {
+        jsonrpc: "2.0",
+        id: id.unwrap_or(&null),
+        result,
+        error,
+    })
+    .ok()
+}
+
+type Done = Box<dyn FnOnce(Outcome) + Send>;
+
+/// An async request's completion, taken by whichever of its end, its
+/// cancellation or the handle's free comes first.
+pub(crate) struct Pending {
+    done: Mutex<Option<Done>>,
+    abort: Mutex<Option<AbortHandle>>,
+}
+
+impl Pending {
+    pub(crate) fn new(done: impl FnOnce(Outcome) + Send + 'static) -> Arc<Pending> {
+        Arc::new(Pending {
+            done: Mutex::new(Some(Box::new(done))),
+            abort: Mutex::new(None),
+        })
+    }
+
+    pub(crate) fn set_abort(&self, a: AbortHandle) {
+        *self.abort.lock().unwrap_or_else(PoisonError::into_inner) = Some(a);
+    }
+
+    /// Deliver `outcome` on the callback thread, unless already delivered.
+    pub(crate) fn finish(
+        &self,
+        thread: &crate::callbacks::CallbackThread,
+        outcome: Outcome,
+    ) -> bool {
+        let done = self
+            .done
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let Some(done) = done else { return false };
+        if let Some(a) = self
+            .abort
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            a.abort();
+        }
+        thread.post(move || done(outcome));
+        true
+    }
+}
+
+pub(crate) type BoxOpen = std::pin::Pin<Box<dyn Future<Output = Result<Arc<Inner>, Error>> + Send>>;
+
+pub(crate) fn open_embedded(
+    config: String,
+    settings: Settings,
+    host: Arc<HostSide>,
+    events: Arc<Events>,
+) -> BoxOpen {
+    Box::pin(Inner::embedded(config, settings, host, events))
+}
+
+pub(crate) fn open_connected(
+    path: String,
+    settings: Settings,
+    host: Arc<HostSide>,
+    events: Arc<Events>,
+) -> BoxOpen {
+    Box::pin(Inner::connected(
+        PathBuf::from(path),
+        settings,
+        host,
+        events,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::compatible;
+
+    #[test]
+    fn versions_are_compatible_by_major_and_pre_1_0_minor() {
+        assert!(compatible("0.1.0", "0.1.7"));
+        assert!(!compatible("0.1.0", "0.2.0"));
+        assert!(compatible("1.2.0", "1.9.1"));
+        assert!(!compatible("1.2.0", "2.0.0"));
+        assert!(!compatible("0.1.0", "unknown"));
+    }
+}
