@@ -227,7 +227,7 @@ impl Host for CHost {
                 let user_data = which.map_or(std::ptr::null_mut(), |c| c.user_data());
                 // SAFETY: the host's callback with its own user_data; the
                 // responder is the host's until it frees it.
-                unsafe { f(user_data, json.as_ptr(), Box::into_raw(responder)) }
+                unsafe { f(user_data, json.as_ptr(), crate::into_raw(responder)) }
             })
         };
         if !posted {

@@ -206,7 +206,7 @@ unsafe fn object<'a, T>(p: *const T, name: &'static str) -> Result<&'a T, Error>
     Ok(unsafe { &*p })
 }
 
-fn into_raw<T>(b: Box<T>) -> *mut T {
+pub(crate) fn into_raw<T>(b: Box<T>) -> *mut T {
     let p = Box::into_raw(b);
     live::add(p as usize);
     p

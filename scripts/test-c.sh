@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# The C tests of libmcphost: builds the library and the binaries, compiles
+# tests/c/test_*.c with the system C compiler against include/mcphost.h and
+# the library, and runs each in both modes (embedded, and connected to a
+# daemon this script starts), then again under valgrind (no leaks, no
+# errors). Also: the header compiles as C++, the static library links, and
+# the shared library exports only mcphost_* symbols.
+#   scripts/test-c.sh            (scripts/test.sh runs it)
+#   MCPHOST_C_VALGRIND=0 scripts/test-c.sh   skips valgrind, saying so
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+CC="${CC:-cc}"
+command -v "$CC" >/dev/null || { echo "test-c: no C compiler ($CC)" >&2; exit 1; }
+NODE="${MCPHOST_NODE:-$(command -v node || true)}"
+EVERYTHING="$ROOT/tests/interop/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+[[ -n "$NODE" && -f "$EVERYTHING" ]] || {
+	echo "test-c: server-everything is not installed; run scripts/setup-interop.sh" >&2
+	exit 1
+}
+
+cargo build -q -p mcphost-c
+cargo build -q --bin mcphost --bin mcphost-testserver
+LIB="$ROOT/target/debug"
+OUT="$ROOT/target/c-tests"
+rm -rf "$OUT"
+mkdir -p "$OUT"
+
+# Only mcphost_* leaves the shared library.
+foreign="$(nm -D --defined-only "$LIB/libmcphost.so" | awk '{print $3}' | grep -v '^mcphost_' || true)"
+if [[ -n "$foreign" ]]; then
+	printf 'libmcphost.so exports symbols outside mcphost_*:\n%s\n' "$foreign" >&2
+	exit 1
+fi
+echo "exports: $(nm -D --defined-only "$LIB/libmcphost.so" | wc -l) symbols, all mcphost_*"
+
+# The header is valid C11 and C++.
+"$CC" -std=c11 -Wall -Wextra -Werror -fsyntax-only -x c "$ROOT/include/mcphost.h"
+if command -v c++ >/dev/null; then
+	c++ -std=c++17 -Wall -Wextra -Werror -fsyntax-only -x c++ "$ROOT/include/mcphost.h"
+fi
+
+CFLAGS=(-std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -I"$ROOT/include" -DMCPHOST_TEST_DEBUG_LIBRARY)
+tests=()
+for src in "$ROOT"/tests/c/test_*.c; do
+	name="$(basename "$src" .c)"
+	"$CC" "${CFLAGS[@]}" "$src" -o "$OUT/$name" -L"$LIB" -lmcphost -lpthread -Wl,-rpath,"$LIB"
+	tests+=("$name")
+done
+# The static library links on its own too.
+"$CC" "${CFLAGS[@]}" "$ROOT/tests/c/test_basic.c" -o "$OUT/test_basic_static" \
+	"$LIB/libmcphost.a" -lpthread -ldl -lm
+
+cat >"$OUT/config.json" <<JSON
+{
+  "servers": {
+    "ts": { "command": "$ROOT/target/debug/mcphost-testserver" },
+    "ts2": { "command": "$ROOT/target/debug/mcphost-testserver" },
+    "ev": { "command": "$NODE", "args": ["$EVERYTHING", "stdio"] }
+  }
+}
+JSON
+export MCPHOST_TEST_CONFIG="$OUT/config.json"
+export MCPHOST_TEST_SOCKET="$OUT/daemon.sock"
+export MCPHOST_TEST_TESTSERVER="$ROOT/target/debug/mcphost-testserver"
+export MCPHOST_TEST_MCPHOST="$ROOT/target/debug/mcphost"
+export MCPHOST_STATE_DIR="$OUT/state"
+
+# The daemon of connected mode edits a copy of the config.
+cp "$OUT/config.json" "$OUT/daemon-config.json"
+"$ROOT/target/debug/mcphost" daemon --config "$OUT/daemon-config.json" --socket "$MCPHOST_TEST_SOCKET" \
+	2>"$OUT/daemon.log" &
+DAEMON=$!
+trap 'kill $DAEMON 2>/dev/null; wait $DAEMON 2>/dev/null || true' EXIT
+for _ in $(seq 1 200); do [[ -S "$MCPHOST_TEST_SOCKET" ]] && break; sleep 0.05; done
+[[ -S "$MCPHOST_TEST_SOCKET" ]] || { cat "$OUT/daemon.log" >&2; echo "test-c: the daemon did not start" >&2; exit 1; }
+
+run() { # mode, how ("" or valgrind), test
+	local mode="$1" how="$2" t="$3" log="$OUT/$3.$1${2:+.$2}.log"
+	local cmd=("$OUT/$t")
+	if [[ "$how" == valgrind ]]; then
+		cmd=(valgrind -q --error-exitcode=99 --leak-check=full
+			--show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect
+			--suppressions="$ROOT/tests/c/valgrind.supp" "$OUT/$t")
+	fi
+	if MCPHOST_TEST_MODE="$mode" timeout 300 "${cmd[@]}" >"$log" 2>&1; then
+		printf '  ok    %-22s %-9s %s\n' "$t" "$mode" "$how"
+	else
+		local rc=$?
+		printf '  FAIL  %-22s %-9s %s (exit %s)\n' "$t" "$mode" "$how" "$rc"
+		sed 's/^/      | /' "$log" | tail -40
+		FAILED=1
+	fi
+}
+
+FAILED=0
+for t in "${tests[@]}" test_basic_static; do
+	for mode in embedded connected; do run "$mode" "" "$t"; done
+done
+if [[ "${MCPHOST_C_VALGRIND:-1}" == 0 ]]; then
+	echo "test-c: valgrind SKIPPED (MCPHOST_C_VALGRIND=0)"
+else
+	command -v valgrind >/dev/null || { echo "test-c: valgrind is not installed" >&2; exit 1; }
+	for t in "${tests[@]}"; do
+		for mode in embedded connected; do run "$mode" valgrind "$t"; done
+	done
+fi
+if [[ $FAILED != 0 ]]; then
+	echo "test-c: FAILED (logs in $OUT)" >&2
+	exit 1
+fi
+echo "test-c: all passed"

@@ -1,0 +1,78 @@
+/* Events by callback and by polling (next_event and the event fd), and
+ * progress with the caller's own token. */
+#include <poll.h>
+#include <pthread.h>
+#include "harness.h"
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static int states = 0, progress = 0;
+static void on_event(void *ud, const char *event_json) {
+    (void)ud;
+    pthread_mutex_lock(&mu);
+    if (contains(event_json, MCPHOST_EVENT_SERVER_STATE)) states++;
+    if (contains(event_json, MCPHOST_EVENT_PROGRESS) && contains(event_json, "\"progressToken\":\"c-token\"")) progress++;
+    pthread_mutex_unlock(&mu);
+}
+
+static int count(int *n) {
+    pthread_mutex_lock(&mu);
+    int v = *n;
+    pthread_mutex_unlock(&mu);
+    return v;
+}
+
+int main(void) {
+    /* By callback. */
+    mcphost_options *o = mcphost_options_new();
+    mcphost_options_set_event_callback(o, on_event, NULL, NULL);
+    mcphost *h = open_handle(o);
+    mcphost_options_free(o);
+    char *err = NULL;
+    mcphost_status st = mcphost_next_event(h, 0, &err, NULL);
+    CHECK_STATUS(st, MCPHOST_ERR_UNSUPPORTED, NULL);
+    char *resp = request(h, "{\"method\": \"mcphost/servers/restart\", \"params\": {\"name\": \"ts2\"}}", MCPHOST_OK);
+    mcphost_string_free(resp);
+    for (int i = 0; i < 200 && count(&states) == 0; i++) sleep_ms(50);
+    CHECK(count(&states) > 0, "server_state events by callback after a restart");
+    resp = request(h, "{\"method\": \"tools/call\", \"params\": {\"name\": \"ts__slow\", \"arguments\": {\"ms\": 450}, \"_meta\": {\"progressToken\": \"c-token\"}}}", MCPHOST_OK);
+    mcphost_string_free(resp);
+    for (int i = 0; i < 100 && count(&progress) < 2; i++) sleep_ms(20);
+    CHECK(count(&progress) >= 2, "progress events with the caller's token: %d", count(&progress));
+    mcphost_free(h);
+
+    /* By polling: the fd is readable exactly while events wait. */
+    h = open_handle(NULL);
+    int fd = -1;
+    CHECK_STATUS(mcphost_event_fd(h, &fd, &err), MCPHOST_OK, err);
+    char *ev = NULL;
+    while (mcphost_next_event(h, 0, &ev, NULL) == MCPHOST_OK) mcphost_string_free(ev);
+    struct pollfd p = {fd, POLLIN, 0};
+    CHECK(poll(&p, 1, 0) == 0, "not readable once drained");
+    st = mcphost_next_event(h, 50, &ev, NULL);
+    CHECK_STATUS(st, MCPHOST_ERR_TIMEOUT, NULL);
+    CHECK(ev == NULL, "no event on timeout: %s", ev);
+    resp = request(h, "{\"method\": \"mcphost/servers/restart\", \"params\": {\"name\": \"ts2\"}}", MCPHOST_OK);
+    mcphost_string_free(resp);
+    CHECK(poll(&p, 1, 10000) == 1 && (p.revents & POLLIN), "the fd became readable");
+    int got_state = 0;
+    double t0 = now_ms();
+    while (now_ms() - t0 < 10000 && !got_state) {
+        if (mcphost_next_event(h, 500, &ev, NULL) == MCPHOST_OK) {
+            if (contains(ev, MCPHOST_EVENT_SERVER_STATE) && contains(ev, "ts2")) got_state = 1;
+            mcphost_string_free(ev);
+        }
+    }
+    CHECK(got_state, "a server_state event for ts2 by next_event");
+    resp = request(h, "{\"method\": \"tools/call\", \"params\": {\"name\": \"ts__slow\", \"arguments\": {\"ms\": 350}, \"_meta\": {\"progressToken\": 99}}}", MCPHOST_OK);
+    mcphost_string_free(resp);
+    int got_progress = 0;
+    while (mcphost_next_event(h, 200, &ev, NULL) == MCPHOST_OK) {
+        if (contains(ev, "\"progressToken\":99")) got_progress++;
+        mcphost_string_free(ev);
+    }
+    CHECK(got_progress >= 1, "progress by polling with a numeric token: %d", got_progress);
+    p.revents = 0;
+    CHECK(poll(&p, 1, 0) == 0, "drained again");
+    mcphost_free(h);
+    return finish("test_events");
+}
