@@ -1183,9 +1183,10 @@ mod watchdog {
             unsafe {
                 // As on Linux, but the kqueue stays open.
                 close_fds_except(queue);
-                // SIGCHLD at SIG_DFL counts as ignored on BSD kernels; the
-                // server's own NOTE_EXIT does not depend on it. A server that
-                // is already gone fails here and is reaped just below.
+                // Whether kqueue records a SIGCHLD left at SIG_DFL (ignored
+                // by default) is not documented; the server's own NOTE_EXIT
+                // does not depend on it. A server already gone fails here
+                // and is reaped just below.
                 let _ = add(
                     queue,
                     server as libc::uintptr_t,
