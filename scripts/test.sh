@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The one command that runs every check and test of mcphost, from a clean
 # clone: installs the interop servers, the conformance suite and a pinned
-# cargo-nextest, then fmt, clippy, the test suite, the bench smoke, the demo,
-# the official MCP client conformance suite and a fuzz smoke.
+# cargo-nextest, then fmt, clippy, the macOS type-check, the test suite, the
+# bench smoke, the demo, the official MCP client conformance suite and a fuzz
+# smoke.
 #   scripts/test.sh            (CI runs it through .ci/run)
 set -euo pipefail
 
@@ -75,6 +76,24 @@ if [[ -n "$cli_deps" ]]; then
 	printf 'the library depends on CLI crates without feature cli:\n%s\n' "$cli_deps" >&2
 	exit 1
 fi
+step_done
+
+# macOS is type-checked only, never run here: the library and the daemon's
+# code (lib + CLI binary) for both Apple targets, without feature `tls`,
+# whose aws-lc-sys C code cannot be cross-compiled without a macOS SDK.
+# A target that cannot be installed fails the step: it never passes silently.
+MACOS_TARGETS=(x86_64-apple-darwin aarch64-apple-darwin)
+step "macOS type-check without TLS (cargo check --target ${MACOS_TARGETS[*]})"
+if ! rustup target add "${MACOS_TARGETS[@]}"; then
+	printf 'cannot install the macOS targets (%s): the macOS check did NOT run\n' \
+		"${MACOS_TARGETS[*]}" >&2
+	exit 1
+fi
+for t in "${MACOS_TARGETS[@]}"; do
+	cargo check --target "$t" --lib --no-default-features
+	cargo check --target "$t" --no-default-features --features cli --bins
+	# The C library joins here: cargo check --target "$t" -p mcphost-c ...
+done
 step_done
 
 # nextest enforces the per-test timeouts of .config/nextest.toml; plain

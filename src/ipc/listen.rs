@@ -19,6 +19,8 @@ use crate::transport::Connection;
 
 const DIR_MODE: u32 = 0o700;
 const SOCKET_MODE: u32 = 0o600;
+/// S_ISVTX as a u32 on every platform (libc's is a u16 on macOS).
+const STICKY: u32 = 0o1000;
 /// How long a live daemon may take to accept a probing connect.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Pause after running out of file descriptors, instead of spinning.
@@ -119,7 +121,8 @@ pub async fn listen(opts: ListenOptions) -> Result<Listener, IpcError> {
     let inner = ListenerOptions::new()
         .name(name)
         .reclaim_name(false)
-        .mode(SOCKET_MODE)
+        // mode_t is u16 on macOS
+        .mode(SOCKET_MODE as libc::mode_t)
         .create_tokio()
         .map_err(|e| match e.kind() {
             // Someone bound it between our check and bind(), ignoring the lock.
@@ -286,7 +289,7 @@ fn prepare_dir(dir: &Path, mode: u32, uid: u32) -> Result<(), IpcError> {
     }
     // Tightening a shared directory such as /tmp (sticky) or / would break
     // the system for everyone else.
-    if meta.mode() & libc::S_ISVTX != 0 || dir.parent().is_none() {
+    if meta.mode() & STICKY != 0 || dir.parent().is_none() {
         return Err(unsafe_dir(
             "it is a shared directory; put the socket in a directory of its own".to_owned(),
         ));

@@ -783,8 +783,11 @@ fn retryable(e: &StartError) -> bool {
             e,
             StartError::Spawn(
                 stdio::StdioError::CommandNotFound { .. } | stdio::StdioError::EmptyCommand { .. }
-            ) | StartError::Http(HttpError::InvalidUrl { .. } | HttpError::InvalidHeader { .. })
-                | StartError::Handshake(ClientError::UnsupportedVersion { .. })
+            ) | StartError::Http(
+                HttpError::InvalidUrl { .. }
+                    | HttpError::InvalidHeader { .. }
+                    | HttpError::NoTls { .. }
+            ) | StartError::Handshake(ClientError::UnsupportedVersion { .. })
         )
 }
 

@@ -23,6 +23,18 @@
 //!   children) get SIGTERM and then SIGKILL too. Dropping the control without
 //!   shutdown SIGKILLs the group synchronously.
 //! - We never `waitpid(-1)`: that would steal exit statuses tokio waits for.
+//!
+//! # macOS
+//!
+//! Same design, other kernel calls (see [`watchdog`]): no PDEATHSIG, so the
+//! watchdog waits on a kqueue for the owner's `NOTE_EXIT` (and SIGKILLs the
+//! group on it, as on `SIGUSR1` here), the server's `NOTE_EXIT`, SIGCHLD and
+//! SIGTERM, and re-reads `getppid()` after arming and on every wake-up; fds
+//! are closed by a loop; the group scan uses `proc_listpgrppids`. The
+//! spawner thread is not needed there but harmless.
+
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+compile_error!("the stdio transport supports Linux and macOS only");
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ffi::{OsStr, OsString};
@@ -240,6 +252,14 @@ pub async fn spawn(server: &str, cfg: &StdioConfig) -> Result<Connection, StdioE
 
     let span = tracing::info_span!("mcp_server", server = %server);
     span.in_scope(|| tracing::debug!(pid, program = %program.display(), "server started"));
+    // A write to a dead server's stdin is EPIPE, never SIGPIPE, even for a
+    // host (the C library's) that left SIGPIPE at its default.
+    #[cfg(target_os = "macos")]
+    // SAFETY: fcntl on a descriptor we own.
+    if unsafe { libc::fcntl(stdin.as_raw_fd(), libc::F_SETNOSIGPIPE, 1) } != 0 {
+        let e = io::Error::last_os_error();
+        span.in_scope(|| tracing::debug!("F_SETNOSIGPIPE on the server's stdin: {e}"));
+    }
 
     let (exit_tx, exit_rx) = watch::channel(None);
     let (done_tx, done_rx) = watch::channel(false);
@@ -822,12 +842,13 @@ impl StderrRing {
 fn group_has_live_members(pgid: Pid) -> bool {
     match killpg(pgid, None) {
         Err(Errno::ESRCH) => false,
-        _ => live_members_in_proc(pgid).is_none_or(|n| n > 0),
+        _ => live_members(pgid).is_none_or(|n| n > 0),
     }
 }
 
 /// Counts non-zombie processes in `pgid`; `None` when /proc is unreadable.
-fn live_members_in_proc(pgid: Pid) -> Option<usize> {
+#[cfg(target_os = "linux")]
+fn live_members(pgid: Pid) -> Option<usize> {
     let entries = std::fs::read_dir("/proc").ok()?;
     let pgid = pgid.as_raw().to_string();
     let count = entries
@@ -850,6 +871,53 @@ fn live_members_in_proc(pgid: Pid) -> Option<usize> {
     Some(count)
 }
 
+/// Counts non-zombie processes in `pgid`; `None` when the kernel will not
+/// list them (then `killpg`'s answer stands, zombies included).
+#[cfg(target_os = "macos")]
+fn live_members(pgid: Pid) -> Option<usize> {
+    use std::mem::{MaybeUninit, size_of};
+    // Groups are a handful of processes; a full buffer means we cannot tell.
+    const MAX: usize = 4096;
+    let mut pids: Vec<libc::pid_t> = vec![0; MAX];
+    let bytes = libc::c_int::try_from(MAX * size_of::<libc::pid_t>()).ok()?;
+    // SAFETY: the buffer holds `bytes` bytes of pids.
+    let n = unsafe { libc::proc_listpgrppids(pgid.as_raw(), pids.as_mut_ptr().cast(), bytes) };
+    // The count; read as such even if it were bytes, the rest are zeros.
+    let n = usize::try_from(n).ok()?;
+    if n >= MAX {
+        return None;
+    }
+    let info_size = libc::c_int::try_from(size_of::<libc::proc_bsdshortinfo>()).ok()?;
+    let live = pids[..n]
+        .iter()
+        .filter(|&&pid| pid > 0)
+        .filter(|&&pid| {
+            let mut info = MaybeUninit::<libc::proc_bsdshortinfo>::zeroed();
+            // SAFETY: `info` is `info_size` bytes, written by the kernel.
+            let got = unsafe {
+                libc::proc_pidinfo(
+                    pid,
+                    libc::PROC_PIDT_SHORTBSDINFO,
+                    0,
+                    info.as_mut_ptr().cast(),
+                    info_size,
+                )
+            };
+            if got <= 0 {
+                // Gone since the listing (or a zombie the kernel no longer
+                // describes) counts as gone; any other failure as alive.
+                return io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH);
+            }
+            if got != info_size {
+                return true;
+            }
+            // SAFETY: fully written (and zero-initialised before).
+            unsafe { info.assume_init() }.pbsi_status != libc::SZOMB
+        })
+        .count();
+    Some(live)
+}
+
 /// Polls with backoff until the group has no live members, up to `limit`.
 async fn wait_group_gone(pgid: Pid, limit: Duration) -> bool {
     let started = tokio::time::Instant::now();
@@ -870,12 +938,21 @@ async fn wait_group_gone(pgid: Pid, limit: Duration) -> bool {
 /// The code that runs in the forked child before exec. After `fork` in a
 /// multithreaded process only async-signal-safe calls are allowed: no
 /// allocation, no locks, no logging; hence raw `libc`.
+///
+/// Linux learns of the owner's death through `PR_SET_PDEATHSIG` and waits
+/// with `sigwaitinfo`; macOS has neither and waits on a kqueue instead
+/// (`EVFILT_PROC`/`NOTE_EXIT` on the owner and the server, `EVFILT_SIGNAL`).
 mod watchdog {
     use std::io;
     use std::mem::MaybeUninit;
     use std::ptr;
 
+    /// Blocked in the watchdog, so they are only ever reported (by
+    /// sigwaitinfo or kqueue), never acted on.
+    #[cfg(target_os = "linux")]
     const SIGNALS: [libc::c_int; 3] = [libc::SIGCHLD, libc::SIGTERM, libc::SIGUSR1];
+    #[cfg(target_os = "macos")]
+    const SIGNALS: [libc::c_int; 2] = [libc::SIGCHLD, libc::SIGTERM];
 
     /// Forks the server off and, in the parent, never returns: that process
     /// writes the server's pid to `report` and stays behind as the watchdog
@@ -895,17 +972,24 @@ mod watchdog {
             // server) must not get in the way of sigwaitinfo.
             let mut default: libc::sigaction = MaybeUninit::zeroed().assume_init();
             default.sa_sigaction = libc::SIG_DFL;
-            let mut old_actions: [libc::sigaction; 3] = MaybeUninit::zeroed().assume_init();
+            let mut old_actions: [libc::sigaction; SIGNALS.len()] =
+                MaybeUninit::zeroed().assume_init();
             for (sig, old) in SIGNALS.iter().zip(old_actions.iter_mut()) {
                 if libc::sigaction(*sig, &default, old) != 0 {
                     return Err(io::Error::last_os_error());
                 }
             }
-            let pdeathsig = libc::SIGUSR1 as libc::c_ulong;
-            if libc::prctl(libc::PR_SET_PDEATHSIG, pdeathsig, 0, 0, 0) != 0 {
-                return Err(io::Error::last_os_error());
+            #[cfg(target_os = "linux")]
+            {
+                let pdeathsig = libc::SIGUSR1 as libc::c_ulong;
+                if libc::prctl(libc::PR_SET_PDEATHSIG, pdeathsig, 0, 0, 0) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
             }
-            // The host may have died before PDEATHSIG was armed.
+            // A kqueue is not inherited by fork: the server never sees it.
+            #[cfg(target_os = "macos")]
+            let queue = kqueue::arm(owner)?;
+            // The host may have died before PDEATHSIG (or NOTE_EXIT) was armed.
             if libc::getppid() != owner {
                 return Err(io::Error::from_raw_os_error(libc::ESRCH));
             }
@@ -928,7 +1012,10 @@ mod watchdog {
                         (&server as *const libc::pid_t).cast(),
                         std::mem::size_of::<libc::pid_t>(),
                     );
-                    watch(server, &watched)
+                    #[cfg(target_os = "linux")]
+                    watch(server, &watched);
+                    #[cfg(target_os = "macos")]
+                    kqueue::watch(owner, server, queue);
                 }
             }
         }
@@ -943,6 +1030,7 @@ mod watchdog {
         }
     }
 
+    #[cfg(target_os = "linux")]
     unsafe fn watch(server: libc::pid_t, watched: &libc::sigset_t) -> ! {
         // SAFETY: async-signal-safe libc calls only.
         unsafe {
@@ -955,22 +1043,26 @@ mod watchdog {
                         // The host died: take the whole group down, us included.
                         libc::kill(0, libc::SIGKILL);
                     }
-                    libc::SIGCHLD => {
-                        let mut status = 0;
-                        match libc::waitpid(server, &mut status, libc::WNOHANG) {
-                            r if r == server => exit_like(status),
-                            -1 if io::Error::last_os_error().raw_os_error()
-                                != Some(libc::EINTR) =>
-                            {
-                                libc::_exit(127)
-                            }
-                            _ => {}
-                        }
-                    }
+                    libc::SIGCHLD => reap(server, libc::WNOHANG),
                     // SIGTERM reaches the server through the group; stay to
                     // reap it and report how it ended.
                     _ => {}
                 }
+            }
+        }
+    }
+
+    /// Exits like the server if it has ended; returns if it still runs.
+    unsafe fn reap(server: libc::pid_t, flags: libc::c_int) {
+        // SAFETY: async-signal-safe libc calls only.
+        unsafe {
+            let mut status = 0;
+            match libc::waitpid(server, &mut status, flags) {
+                r if r == server => exit_like(status),
+                -1 if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) => {
+                    libc::_exit(127)
+                }
+                _ => {}
             }
         }
     }
@@ -982,7 +1074,16 @@ mod watchdog {
             if libc::WIFSIGNALED(status) {
                 let sig = libc::WTERMSIG(status);
                 // Die of the same signal, but never dump core for the server.
+                #[cfg(target_os = "linux")]
                 libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+                #[cfg(target_os = "macos")]
+                libc::setrlimit(
+                    libc::RLIMIT_CORE,
+                    &libc::rlimit {
+                        rlim_cur: 0,
+                        rlim_max: 0,
+                    },
+                );
                 libc::signal(sig, libc::SIG_DFL);
                 let mut set = empty_set();
                 libc::sigaddset(&mut set, sig);
@@ -994,6 +1095,7 @@ mod watchdog {
         }
     }
 
+    #[cfg(target_os = "linux")]
     unsafe fn close_all_fds() {
         // SAFETY: closing descriptors this process no longer needs.
         unsafe {
@@ -1013,6 +1115,129 @@ mod watchdog {
             };
             for fd in 0..max {
                 libc::close(fd);
+            }
+        }
+    }
+
+    /// The macOS watchdog: one kqueue reports the owner's exit, the server's
+    /// exit, SIGCHLD and SIGTERM (still blocked, so only reported here).
+    #[cfg(target_os = "macos")]
+    mod kqueue {
+        use std::io;
+        use std::mem::MaybeUninit;
+        use std::ptr;
+
+        /// How often the watchdog looks at its parent even without an event:
+        /// a backstop should the owner's exit have raced the registration.
+        const RECHECK_SECS: libc::time_t = 1;
+
+        /// A kqueue watching the owner's exit and our signals.
+        pub(super) unsafe fn arm(owner: libc::pid_t) -> io::Result<libc::c_int> {
+            // SAFETY: kqueue and kevent on local, initialised structures.
+            unsafe {
+                let queue = libc::kqueue();
+                if queue < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // An owner already gone fails with ESRCH: spawn fails.
+                add(
+                    queue,
+                    owner as libc::uintptr_t,
+                    libc::EVFILT_PROC,
+                    libc::NOTE_EXIT,
+                )?;
+                for sig in super::SIGNALS {
+                    add(queue, sig as libc::uintptr_t, libc::EVFILT_SIGNAL, 0)?;
+                }
+                Ok(queue)
+            }
+        }
+
+        unsafe fn add(
+            queue: libc::c_int,
+            ident: libc::uintptr_t,
+            filter: i16,
+            fflags: u32,
+        ) -> io::Result<()> {
+            // SAFETY: one change, no event buffer.
+            unsafe {
+                let mut change: libc::kevent = MaybeUninit::zeroed().assume_init();
+                change.ident = ident;
+                change.filter = filter;
+                change.flags = libc::EV_ADD | libc::EV_ENABLE;
+                change.fflags = fflags;
+                if libc::kevent(queue, &change, 1, ptr::null_mut(), 0, ptr::null()) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            }
+        }
+
+        pub(super) unsafe fn watch(
+            owner: libc::pid_t,
+            server: libc::pid_t,
+            queue: libc::c_int,
+        ) -> ! {
+            // SAFETY: async-signal-safe libc calls only (kqueue and kevent
+            // are plain system calls).
+            unsafe {
+                // As on Linux, but the kqueue stays open.
+                close_fds_except(queue);
+                // Whether kqueue records a SIGCHLD left at SIG_DFL (ignored
+                // by default) is not documented; the server's own NOTE_EXIT
+                // does not depend on it. A server already gone fails here
+                // and is reaped just below.
+                let _ = add(
+                    queue,
+                    server as libc::uintptr_t,
+                    libc::EVFILT_PROC,
+                    libc::NOTE_EXIT,
+                );
+                let timeout = libc::timespec {
+                    tv_sec: RECHECK_SECS,
+                    tv_nsec: 0,
+                };
+                let mut event: libc::kevent = MaybeUninit::zeroed().assume_init();
+                loop {
+                    // Every wake-up (SIGCHLD, SIGTERM, the timeout) checks
+                    // whether the server ended. SIGTERM reaches the server
+                    // through the group; we stay to reap it and report how.
+                    super::reap(server, libc::WNOHANG);
+                    if libc::getppid() != owner {
+                        libc::kill(0, libc::SIGKILL);
+                    }
+                    match libc::kevent(queue, ptr::null(), 0, &mut event, 1, &timeout) {
+                        1 if event.filter == libc::EVFILT_PROC => {
+                            if event.ident == owner as libc::uintptr_t {
+                                // The host died: take the whole group down, us included.
+                                libc::kill(0, libc::SIGKILL);
+                            }
+                            // NOTE_EXIT may come before the server is a
+                            // zombie: wait for its status.
+                            super::reap(server, 0);
+                        }
+                        // Never spin: without a queue, poll.
+                        -1 if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) => {
+                            libc::nanosleep(&timeout, ptr::null_mut());
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+
+        /// Closes every descriptor but `keep`: macOS has no close_range, and
+        /// listing /dev/fd would allocate.
+        unsafe fn close_fds_except(keep: libc::c_int) {
+            // SAFETY: closing descriptors this process no longer needs.
+            unsafe {
+                let max = match libc::getdtablesize() {
+                    n if n > 0 && n < 1 << 20 => n,
+                    _ => 1 << 16,
+                };
+                for fd in (0..max).filter(|&fd| fd != keep) {
+                    libc::close(fd);
+                }
             }
         }
     }

@@ -122,6 +122,11 @@ pub enum HttpError {
         url: String,
         reason: String,
     },
+    #[error(
+        "server '{server}': {url:?} is an https URL, but this build of mcphost has no TLS \
+         (built without feature `tls`)"
+    )]
+    NoTls { server: String, url: String },
     #[error("server '{server}': header {name:?} is not a valid HTTP header {what}")]
     InvalidHeader {
         server: String,
@@ -154,6 +159,7 @@ pub async fn connect(name: &str, cfg: HttpConfig) -> Result<Connection, HttpErro
             url: redact_url(&cfg.url),
             reason,
         })?;
+    check_tls(name, &url, TLS)?;
     let mut headers = HeaderMap::new();
     for (k, v) in &cfg.headers {
         let invalid = |what| HttpError::InvalidHeader {
@@ -222,6 +228,22 @@ pub async fn connect(name: &str, cfg: HttpConfig) -> Result<Connection, HttpErro
             done: done_rx,
         }),
     })
+}
+
+/// Whether this build speaks TLS (feature `tls`, on by default).
+const TLS: bool = cfg!(feature = "tls");
+
+/// Refuses an https URL when `tls` is false, naming the server, instead of
+/// the client's own error at the first request. `tls` is a parameter so that
+/// both answers are tested in either build.
+fn check_tls(server: &str, url: &Url, tls: bool) -> Result<(), HttpError> {
+    if url.scheme() == "https" && !tls {
+        return Err(HttpError::NoTls {
+            server: server.to_owned(),
+            url: redact_url(url.as_str()),
+        });
+    }
+    Ok(())
 }
 
 const KIND_UNDETECTED: u8 = 0;
@@ -696,6 +718,36 @@ mod tests {
             response_ids(r#"[{"id":1,"result":1},{"jsonrpc":"2.0","id":2,"result":1}]"#),
             vec![Id::number(2)]
         );
+    }
+
+    #[test]
+    fn https_needs_a_tls_build() {
+        let https = Url::parse("https://h/mcp?key=secret").unwrap();
+        let e = check_tls("remote", &https, false).unwrap_err().to_string();
+        assert!(e.contains("server 'remote'") && e.contains("no TLS"), "{e}");
+        assert!(!e.contains("secret"), "{e}");
+        check_tls("remote", &https, true).unwrap();
+        let http = Url::parse("http://h/mcp").unwrap();
+        check_tls("local", &http, false).unwrap();
+    }
+
+    /// The check is wired into `connect`: refused without TLS, accepted
+    /// (lazily, nothing is sent) with it.
+    #[tokio::test]
+    async fn connect_to_https_follows_the_build() {
+        let cfg = HttpConfig::new("https://127.0.0.1:9/mcp");
+        let outcome = match connect("remote", cfg).await {
+            Err(HttpError::NoTls { server, .. }) => {
+                assert_eq!(server, "remote");
+                "refused"
+            }
+            Ok(conn) => {
+                conn.control.shutdown().await;
+                "accepted"
+            }
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(outcome, if TLS { "accepted" } else { "refused" });
     }
 
     #[test]
