@@ -61,8 +61,8 @@ step "cargo fmt --all -- --check"
 cargo fmt --all -- --check
 step_done
 
-step "cargo clippy --all-targets -- -D warnings"
-cargo clippy --all-targets -- -D warnings
+step "cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
 step_done
 
 # What embeds the engine (the C library) must not pull in the CLI's
@@ -70,7 +70,8 @@ step_done
 # is in its dependency tree.
 step "the library without the CLI's dependencies (cargo check --lib --no-default-features)"
 cargo check --lib --no-default-features
-cli_deps="$(cargo tree --no-default-features --edges normal --prefix none |
+cli_deps="$( (cargo tree -p mcphost --no-default-features --edges normal --prefix none
+	cargo tree -p mcphost-c --edges normal --prefix none) |
 	grep -E '^(anyhow|clap|tracing-subscriber|inquire|open|shell-words) ' | sort -u || true)"
 if [[ -n "$cli_deps" ]]; then
 	printf 'the library depends on CLI crates without feature cli:\n%s\n' "$cli_deps" >&2
@@ -92,7 +93,7 @@ fi
 for t in "${MACOS_TARGETS[@]}"; do
 	cargo check --target "$t" --lib --no-default-features
 	cargo check --target "$t" --no-default-features --features cli --bins
-	# The C library joins here: cargo check --target "$t" -p mcphost-c ...
+	cargo check --target "$t" -p mcphost-c --no-default-features
 done
 step_done
 
@@ -121,6 +122,31 @@ step_done
 # `--bench` on their command line each runs a short smoke.
 step "bench smoke: cargo test --bench '*'"
 cargo test --bench '*'
+step_done
+
+step "C tests of libmcphost, both modes, then under valgrind (scripts/test-c.sh)"
+"$ROOT/scripts/test-c.sh"
+step_done
+
+# What users link: the release library exports only mcphost_* and, stripped
+# as an app ships it, stays small.
+LIB_MAX_BYTES=$((16 * 1024 * 1024))
+step "libmcphost release build: exported symbols and stripped size (at most $LIB_MAX_BYTES bytes)"
+cargo build --release -p mcphost-c
+so="$ROOT/target/release/libmcphost.so"
+foreign="$(nm -D --defined-only "$so" | awk '{print $3}' | grep -v '^mcphost_' || true)"
+if [[ -n "$foreign" ]]; then
+	printf 'libmcphost.so exports symbols outside mcphost_*:\n%s\n' "$foreign" >&2
+	exit 1
+fi
+strip -o "$ROOT/target/release/libmcphost.stripped.so" "$so"
+size="$(stat -c %s "$ROOT/target/release/libmcphost.stripped.so")"
+printf 'libmcphost.so: %s bytes stripped, %s exported symbols, all mcphost_*\n' "$size" \
+	"$(nm -D --defined-only "$so" | wc -l)"
+if ((size > LIB_MAX_BYTES)); then
+	printf 'libmcphost.so is %s bytes, over the %s limit\n' "$size" "$LIB_MAX_BYTES" >&2
+	exit 1
+fi
 step_done
 
 step "demo (scripts/demo.sh, debug build)"
