@@ -80,7 +80,7 @@ run() { # mode, how ("" or valgrind), test
 	local mode="$1" how="$2" t="$3" log="$OUT/$3.$1${2:+.$2}.log"
 	local cmd=("$OUT/$t")
 	if [[ "$how" == valgrind ]]; then
-		cmd=(valgrind -q --error-exitcode=99 --leak-check=full
+		cmd=(valgrind -q --error-exitcode=99 --leak-check=full --child-silent-after-fork=yes
 			--show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect
 			--suppressions="$ROOT/tests/c/valgrind.supp" "$OUT/$t")
 	fi

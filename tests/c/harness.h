@@ -73,7 +73,7 @@ static inline mcphost *open_handle(mcphost_options *o) {
         for (int i = 0; st == MCPHOST_OK && i < 600; i++) {
             char *resp = NULL;
             if (mcphost_request(h, "{\"method\": \"mcphost/status\"}", &resp, NULL) != MCPHOST_OK) break;
-            int starting = strstr(resp, "\"starting\"") != NULL;
+            int starting = strstr(resp, "\"starting\"") != NULL || strstr(resp, "\"restarting\"") != NULL;
             mcphost_string_free(resp);
             if (!starting) break;
             nanosleep(&(struct timespec){0, 100000000L}, NULL);

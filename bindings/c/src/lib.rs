@@ -108,8 +108,10 @@ fn boundary(error: *mut *mut c_char, f: impl FnOnce() -> Result<(), Error>) -> m
     match r {
         Ok(()) => MCPHOST_OK,
         Err(e) => {
-            // SAFETY: as above.
-            unsafe { put(error, c_string(e.to_string())) };
+            if !error.is_null() {
+                // SAFETY: as above.
+                unsafe { error.write(c_string(e.to_string())) };
+            }
             e.status()
         }
     }
