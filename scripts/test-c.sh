@@ -48,6 +48,14 @@ for src in "$ROOT"/tests/c/test_*.c; do
 	"$CC" "${CFLAGS[@]}" "$src" -o "$OUT/$name" -L"$LIB" -lmcphost -lpthread -Wl,-rpath,"$LIB"
 	tests+=("$name")
 done
+# The README's C example compiles and links as shown.
+awk '/^```c$/{on=1; next} /^```$/{on=0} on' "$ROOT/README.md" >"$OUT/readme_example.c"
+[[ -s "$OUT/readme_example.c" ]] || { echo "test-c: no C example in README.md" >&2; exit 1; }
+"$CC" -std=c11 -Wall -Wextra -Werror -Wno-unused-parameter -I"$ROOT/include" "$OUT/readme_example.c" \
+	-o "$OUT/readme_example" -L"$LIB" -lmcphost -lpthread
+for src in "$ROOT"/tests/c/bench_*.c; do
+	"$CC" "${CFLAGS[@]}" -O2 "$src" -o "$OUT/$(basename "$src" .c)" -L"$LIB" -lmcphost -lpthread -Wl,-rpath,"$LIB"
+done
 # The static library links on its own too.
 "$CC" "${CFLAGS[@]}" "$ROOT/tests/c/test_basic.c" -o "$OUT/test_basic_static" \
 	"$LIB/libmcphost.a" -lpthread -ldl -lm

@@ -230,7 +230,9 @@ unsafe fn from_raw<T>(p: *mut T) -> Option<Box<T>> {
 /// was built with). A host built against another header must not use it.
 #[unsafe(no_mangle)]
 pub extern "C" fn mcphost_abi_version() -> u32 {
-    MCPHOST_ABI_VERSION
+    let mut v = 0;
+    boundary_void(|| v = MCPHOST_ABI_VERSION);
+    v
 }
 
 /// The library's release, e.g. `"0.1.0"`: a static string, never freed.
@@ -241,7 +243,9 @@ pub extern "C" fn mcphost_version() -> *const c_char {
             Ok(v) => v,
             Err(_) => c"unknown",
         };
-    V.as_ptr()
+    let mut p = c"unknown".as_ptr();
+    boundary_void(|| p = V.as_ptr());
+    p
 }
 
 /// The name of a status (`"MCPHOST_ERR_TIMEOUT"`): a static string, never
