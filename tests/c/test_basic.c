@@ -77,6 +77,15 @@ int main(void) {
     mcphost_string_free(resp);
     mcphost_string_free(err);
 
+    /* No elicitation callback, so no elicitation capability: the engine's
+     * fallback policy (decline) answers, not a host. */
+    resp = NULL;
+    st = mcphost_request(h, "{\"method\": \"tools/call\", \"params\": {\"name\": \"ts__elicit\", \"arguments\": {\"message\": \"?\"}}}", &resp, &err);
+    CHECK(!contains(resp, "\"action\":\"accept\""), "no host answered: %s", resp);
+    CHECK(st == MCPHOST_OK && contains(resp, "decline"), "the fallback declined: %s", resp);
+    mcphost_string_free(resp);
+    mcphost_string_free(err);
+
     resp = request(h, "{\"method\": \"" MCPHOST_METHOD_MCPHOST_STATUS "\"}", MCPHOST_OK);
     CHECK(contains(resp, "\"ts\"") || contains(resp, "ts"), "%s", resp);
     mcphost_string_free(resp);

@@ -5,11 +5,13 @@
 #include "harness.h"
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static int states = 0, progress = 0;
+static int states = 0, progress = 0, tools_changed = 0, logs = 0;
 static void on_event(void *ud, const char *event_json) {
     (void)ud;
     pthread_mutex_lock(&mu);
     if (contains(event_json, MCPHOST_EVENT_SERVER_STATE)) states++;
+    if (contains(event_json, MCPHOST_EVENT_TOOLS_LIST_CHANGED)) tools_changed++;
+    if (contains(event_json, MCPHOST_EVENT_MESSAGE) && contains(event_json, "\"dev.mcphost/server\":\"ev\"")) logs++;
     if (contains(event_json, MCPHOST_EVENT_PROGRESS) && contains(event_json, "\"progressToken\":\"c-token\"")) progress++;
     pthread_mutex_unlock(&mu);
 }
@@ -34,6 +36,17 @@ int main(void) {
     mcphost_string_free(resp);
     for (int i = 0; i < 200 && count(&states) == 0; i++) sleep_ms(50);
     CHECK(count(&states) > 0, "server_state events by callback after a restart");
+    /* A server leaving and coming back changes the catalog. */
+    resp = request(h, "{\"method\": \"mcphost/servers/disable\", \"params\": {\"name\": \"ts2\"}}", MCPHOST_OK);
+    mcphost_string_free(resp);
+    resp = request(h, "{\"method\": \"mcphost/servers/enable\", \"params\": {\"name\": \"ts2\"}}", MCPHOST_OK);
+    mcphost_string_free(resp);
+    for (int i = 0; i < 200 && count(&tools_changed) == 0; i++) sleep_ms(50);
+    CHECK(count(&tools_changed) > 0, "tools/list_changed events by callback");
+    /* server-everything logs that its roots were asked for again. */
+    CHECK_STATUS(mcphost_notify(h, "{\"method\": \"notifications/roots/list_changed\"}", &err), MCPHOST_OK, err);
+    for (int i = 0; i < 200 && count(&logs) == 0; i++) sleep_ms(50);
+    CHECK(count(&logs) > 0, "server log events (notifications/message from ev) by callback");
     resp = request(h, "{\"method\": \"tools/call\", \"params\": {\"name\": \"ts__slow\", \"arguments\": {\"ms\": 450}, \"_meta\": {\"progressToken\": \"c-token\"}}}", MCPHOST_OK);
     mcphost_string_free(resp);
     for (int i = 0; i < 100 && count(&progress) < 2; i++) sleep_ms(20);
