@@ -305,11 +305,17 @@ pub unsafe extern "C" fn mcphost_options_free(options: *mut mcphost_options) {
     });
 }
 
-unsafe fn options_mut<'a>(p: *mut mcphost_options) -> Result<&'a mut mcphost_options, Error> {
-    // SAFETY: checked by `object`; options are not shared between threads.
-    unsafe { object(p, "options")? };
-    // SAFETY: as above.
-    Ok(unsafe { &mut *p })
+/// A setter of `mcphost_options`, behind the boundary.
+unsafe fn with_options(
+    p: *mut mcphost_options,
+    f: impl FnOnce(&mut mcphost_options) -> Result<(), Error>,
+) -> mcphost_status {
+    boundary(std::ptr::null_mut(), || {
+        // SAFETY: checked by `object`; options are not shared between threads.
+        unsafe { object(p, "options")? };
+        // SAFETY: as above.
+        f(unsafe { &mut *p })
+    })
 }
 
 /// The name this handle's session shows in `mcphost/status` and server
@@ -319,12 +325,13 @@ pub unsafe extern "C" fn mcphost_options_set_client_name(
     options: *mut mcphost_options,
     name: *const c_char,
 ) -> mcphost_status {
-    boundary(std::ptr::null_mut(), || {
-        // SAFETY: checked pointers.
-        let o = unsafe { options_mut(options)? };
-        o.client_name = unsafe { arg(name, "name")? }.to_owned();
-        Ok(())
-    })
+    // SAFETY: the caller's options pointer, checked.
+    unsafe {
+        with_options(options, |o| {
+            o.client_name = arg(name, "name")?.to_owned();
+            Ok(())
+        })
+    }
 }
 
 /// How long `mcphost_request` and `mcphost_request_async` wait for an
@@ -335,16 +342,17 @@ pub unsafe extern "C" fn mcphost_options_set_request_timeout_ms(
     options: *mut mcphost_options,
     timeout_ms: u64,
 ) -> mcphost_status {
-    boundary(std::ptr::null_mut(), || {
-        // SAFETY: checked pointer.
-        let o = unsafe { options_mut(options)? };
-        o.request_timeout = if timeout_ms == 0 {
-            DEFAULT_REQUEST_TIMEOUT
-        } else {
-            Duration::from_millis(timeout_ms)
-        };
-        Ok(())
-    })
+    // SAFETY: the caller's options pointer, checked.
+    unsafe {
+        with_options(options, |o| {
+            o.request_timeout = if timeout_ms == 0 {
+                DEFAULT_REQUEST_TIMEOUT
+            } else {
+                Duration::from_millis(timeout_ms)
+            };
+            Ok(())
+        })
+    }
 }
 
 /// Embedded mode: how long `mcphost_open_embedded` waits for every server
@@ -356,12 +364,13 @@ pub unsafe extern "C" fn mcphost_options_set_wait_ready_ms(
     options: *mut mcphost_options,
     wait_ms: u64,
 ) -> mcphost_status {
-    boundary(std::ptr::null_mut(), || {
-        // SAFETY: checked pointer.
-        let o = unsafe { options_mut(options)? };
-        o.wait_ready = Duration::from_millis(wait_ms);
-        Ok(())
-    })
+    // SAFETY: the caller's options pointer, checked.
+    unsafe {
+        with_options(options, |o| {
+            o.wait_ready = Duration::from_millis(wait_ms);
+            Ok(())
+        })
+    }
 }
 
 fn registered(
@@ -386,12 +395,13 @@ pub unsafe extern "C" fn mcphost_options_set_sampling(
     user_data: *mut c_void,
     free_user_data: mcphost_free_fn,
 ) -> mcphost_status {
-    boundary(std::ptr::null_mut(), || {
-        // SAFETY: checked pointer.
-        let o = unsafe { options_mut(options)? };
-        o.sampling = Some(registered(callback, user_data, free_user_data)?);
-        Ok(())
-    })
+    // SAFETY: the caller's options pointer, checked.
+    unsafe {
+        with_options(options, |o| {
+            o.sampling = Some(registered(callback, user_data, free_user_data)?);
+            Ok(())
+        })
+    }
 }
 
 /// Answer servers' `elicitation/create` requests in the given `modes`
@@ -405,18 +415,19 @@ pub unsafe extern "C" fn mcphost_options_set_elicitation(
     user_data: *mut c_void,
     free_user_data: mcphost_free_fn,
 ) -> mcphost_status {
-    boundary(std::ptr::null_mut(), || {
-        // SAFETY: checked pointer.
-        let o = unsafe { options_mut(options)? };
-        let all = MCPHOST_ELICITATION_FORM | MCPHOST_ELICITATION_URL;
-        if modes == 0 || modes & !all != 0 {
-            return Err(Error::InvalidRequest(format!(
-                "modes {modes}: use MCPHOST_ELICITATION_FORM, MCPHOST_ELICITATION_URL or both"
-            )));
-        }
-        o.elicitation = Some((registered(callback, user_data, free_user_data)?, modes));
-        Ok(())
-    })
+    // SAFETY: the caller's options pointer, checked.
+    unsafe {
+        with_options(options, |o| {
+            let all = MCPHOST_ELICITATION_FORM | MCPHOST_ELICITATION_URL;
+            if modes == 0 || modes & !all != 0 {
+                return Err(Error::InvalidRequest(format!(
+                    "modes {modes}: use MCPHOST_ELICITATION_FORM, MCPHOST_ELICITATION_URL or both"
+                )));
+            }
+            o.elicitation = Some((registered(callback, user_data, free_user_data)?, modes));
+            Ok(())
+        })
+    }
 }
 
 /// Answer servers' `roots/list` requests, and declare the roots capability
@@ -429,12 +440,13 @@ pub unsafe extern "C" fn mcphost_options_set_roots(
     user_data: *mut c_void,
     free_user_data: mcphost_free_fn,
 ) -> mcphost_status {
-    boundary(std::ptr::null_mut(), || {
-        // SAFETY: checked pointer.
-        let o = unsafe { options_mut(options)? };
-        o.roots = Some(registered(callback, user_data, free_user_data)?);
-        Ok(())
-    })
+    // SAFETY: the caller's options pointer, checked.
+    unsafe {
+        with_options(options, |o| {
+            o.roots = Some(registered(callback, user_data, free_user_data)?);
+            Ok(())
+        })
+    }
 }
 
 /// Deliver events to `callback` (on the library's callback thread) instead
@@ -451,19 +463,20 @@ pub unsafe extern "C" fn mcphost_options_set_event_callback(
     user_data: *mut c_void,
     free_user_data: mcphost_free_fn,
 ) -> mcphost_status {
-    boundary(std::ptr::null_mut(), || {
-        // SAFETY: checked pointer.
-        let o = unsafe { options_mut(options)? };
-        if callback.is_none() {
-            return Err(Error::Null("callback"));
-        }
-        o.events = Some(Arc::new(Registered::new(
-            callback,
-            user_data,
-            free_user_data,
-        )));
-        Ok(())
-    })
+    // SAFETY: the caller's options pointer, checked.
+    unsafe {
+        with_options(options, |o| {
+            if callback.is_none() {
+                return Err(Error::Null("callback"));
+            }
+            o.events = Some(Arc::new(Registered::new(
+                callback,
+                user_data,
+                free_user_data,
+            )));
+            Ok(())
+        })
+    }
 }
 
 // ---- opening and freeing ----------------------------------------------------
