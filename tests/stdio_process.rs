@@ -260,3 +260,42 @@ fn no_orphans_when_the_owner_is_killed() {
         live_group_members(pgid)
     );
 }
+
+/// A host whose threads block signals (Swift's and Dispatch's threads block
+/// nearly all; libmcphost's runtime blocks SIGPIPE) must not pass that mask
+/// on: a server that starts with SIGTERM blocked cannot be stopped politely.
+#[test]
+fn servers_start_with_no_signal_blocked_whatever_the_spawning_thread_blocks() {
+    use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
+    let mut set = SigSet::empty();
+    for s in [
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGPIPE,
+        Signal::SIGCHLD,
+    ] {
+        set.add(s);
+    }
+    // This thread, the runtime's threads and the spawner thread (made on
+    // the first spawn) all inherit the mask.
+    pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), None).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let script =
+            r#"printf '{"sigblk":"%s"}\n' "$(grep SigBlk /proc/$$/status | cut -f2)"; exec cat"#;
+        let mut conn = spawn("masked", &sh(script)).await.unwrap();
+        let line = loop {
+            match conn.inbound.recv().await {
+                Some(TransportEvent::Frame(f)) => break f,
+                Some(_) => continue,
+                None => panic!("no output"),
+            }
+        };
+        conn.control.shutdown().await;
+        assert_eq!(line, r#"{"sigblk":"0000000000000000"}"#);
+    });
+}

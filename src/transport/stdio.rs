@@ -996,12 +996,15 @@ mod watchdog {
             match libc::fork() {
                 -1 => Err(io::Error::last_os_error()),
                 0 => {
-                    // The server: back to the state the host gave us; std
-                    // goes on to exec it.
+                    // The server: the host's signal dispositions, and no
+                    // signal blocked, whatever the spawning thread blocked
+                    // (a Swift or Dispatch thread blocks nearly all, our
+                    // library's runtime SIGPIPE); std goes on to exec it.
                     for (sig, old) in SIGNALS.iter().zip(old_actions.iter()) {
                         libc::sigaction(*sig, old, ptr::null_mut());
                     }
-                    libc::sigprocmask(libc::SIG_SETMASK, &old_mask, ptr::null_mut());
+                    let none = empty_set();
+                    libc::sigprocmask(libc::SIG_SETMASK, &none, ptr::null_mut());
                     Ok(())
                 }
                 server => {
