@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import inspect
 import json
@@ -17,19 +18,24 @@ HostCallable = Callable[[dict[str, Any]], Any]
 
 
 class _Waiter:
-    """Where one request's completion lands (set on the callback thread)."""
+    """Where one request's completion lands (set on the callback thread). A
+    bare lock, held until then: cheaper to wake than threading.Event."""
 
-    __slots__ = ("event", "status", "response", "error")
+    __slots__ = ("lock", "status", "response", "error")
 
     def __init__(self) -> None:
-        self.event = threading.Event()
+        self.lock = _thread.allocate_lock()
+        self.lock.acquire()
         self.status = -1
         self.response: str | None = None
         self.error: str | None = None
 
+    def wait(self, timeout: float | None) -> bool:
+        return self.lock.acquire(timeout=-1 if timeout is None else max(0.0, timeout))
+
     def __call__(self, status: int, response: str | None, error: str | None) -> None:
         self.status, self.response, self.error = status, response, error
-        self.event.set()
+        self.lock.release()
 
 
 class Client:
@@ -75,9 +81,9 @@ class Client:
         w = _Waiter()
         call = self._h.start(body, w)
         try:
-            if not w.event.wait(timeout):
+            if not w.wait(timeout):
                 _core.cancel_call(call)
-                w.event.wait(5)
+                w.wait(5)
                 if w.status in (-1, 11):  # cancelled by us, as planned
                     raise TimeoutError(
                         f"{what}: no answer within {timeout} s (the request was cancelled)"
