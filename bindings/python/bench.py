@@ -144,9 +144,9 @@ def main() -> int:
             try:
                 c = mcphost.connect(sock)
                 break
-            except mcphost.NotRunningError:
+            except mcphost.NotRunningError as e:
                 if daemon.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"the daemon did not start: {(tmp / 'daemon.log').read_text()}")
+                    raise SystemExit(f"the daemon did not start: {(tmp / 'daemon.log').read_text()}") from e
                 time.sleep(0.05)
         with c:
             wait_listed(c, deadline)

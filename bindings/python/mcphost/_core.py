@@ -216,6 +216,8 @@ class LoopThread:
             self.loop.call_soon_threadsafe(cancel_all)
         except RuntimeError:
             return
+        if threading.current_thread() is self._thread:
+            return  # closed from a callback on this loop: it stops after it
         self._thread.join(timeout=5)
         if not self._thread.is_alive():
             self.loop.close()
@@ -301,8 +303,8 @@ class Dispatch:
 def is_async_callable(fn: Callable[..., Any]) -> bool:
     if inspect.iscoroutinefunction(fn):
         return True
-    call = getattr(fn, "__call__", None)
-    return call is not None and inspect.iscoroutinefunction(call)
+    # A callable object with an `async def __call__`.
+    return inspect.iscoroutinefunction(type(fn).__call__) if not inspect.isroutine(fn) else False
 
 
 class HostCallback:
@@ -418,11 +420,11 @@ class Handle:
         """mcphost_request_async: `done(status, response, error)` runs once on
         the callback thread. Returns the call pointer (free it with call_free)."""
         lib = _lib.lib()
-        key = register(done)
         call = c_void_p()
         err = c_void_p()
         ptr = self.enter()
         try:
+            key = register(done)
             status = lib.mcphost_request_async(
                 c_void_p(ptr), request_json, RESPONSE_TRAMPOLINE, c_void_p(key), byref(call), byref(err)
             )

@@ -6,7 +6,6 @@ import _thread
 import asyncio
 import inspect
 import json
-import threading
 import time
 import warnings
 from typing import Any, Callable, Iterable

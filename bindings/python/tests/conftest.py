@@ -134,9 +134,9 @@ class Daemon:
                     wait_servers_ready(c, deadline)
                     self.server_pids = [s["pid"] for s in c.servers() if "pid" in s]
                     return
-            except mcphost.NotRunningError:
+            except mcphost.NotRunningError as e:
                 if time.monotonic() > deadline:
-                    raise AssertionError(f"the daemon did not listen in time:\n{self.log()}")
+                    raise AssertionError(f"the daemon did not listen in time:\n{self.log()}") from e
                 time.sleep(0.05)
 
     def stop(self) -> int:

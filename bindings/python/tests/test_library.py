@@ -12,7 +12,6 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
-import pytest
 
 import mcphost
 from conftest import ROOT

@@ -293,3 +293,24 @@ def test_closing_ends_waiting_requests_with_closed_error(opener: Opener) -> None
     with pytest.raises(mcphost.ClosedError):
         c.status()
     c.close()  # idempotent
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_close_from_inside_a_host_callback(opener: Opener, kind: str) -> None:
+    holder: dict[str, mcphost.Client] = {}
+
+    def elicit_sync(req: dict[str, Any]) -> dict[str, Any]:
+        holder["c"].close()
+        return {"action": "decline"}
+
+    async def elicit_async(req: dict[str, Any]) -> dict[str, Any]:
+        holder["c"].close()
+        return {"action": "decline"}
+
+    c = opener.sync(elicitation=elicit_sync if kind == "sync" else elicit_async)
+    holder["c"] = c
+    t0 = time.monotonic()
+    with pytest.raises(mcphost.ClosedError):
+        c.call_tool("ts__elicit", FORM)
+    assert time.monotonic() - t0 < 15
+    assert c.closed
