@@ -98,16 +98,25 @@ def wait_listed(c: mcphost.Client, deadline: float) -> None:
         time.sleep(0.05)
 
 
-def run_mode(name: str, client: mcphost.Client, n: int, warmup: int) -> list[dict]:
+def run_mode(name: str, client: mcphost.Client, n: int, warmup: int, rounds: int = 10) -> list[dict]:
     args = {"text": "hi"}
     assert client.call_tool("ts__echo", args)["content"][0]["text"] == "hi"
-    rows = []
-    for what, call in (
+    paths = (
         ("Client.request", lambda: client.call_tool("ts__echo", args)),
         ("ctypes mcphost_request", raw_blocking(client)),
-    ):
-        rows.append({"mode": name, "path": what, "n": n, **summary(measure(call, n, warmup))})
-    return rows
+    )
+    for _, call in paths:
+        measure(call, 0, warmup)
+    # Interleaved rounds: a shared, busy machine slows both paths alike.
+    samples: dict[str, list[float]] = {what: [] for what, _ in paths}
+    per_round = max(1, n // rounds)
+    for _ in range(rounds):
+        for what, call in paths:
+            samples[what] += measure(call, per_round, 0)
+    return [
+        {"mode": name, "path": what, "n": len(samples[what]), **summary(samples[what])}
+        for what, _ in paths
+    ]
 
 
 def main() -> int:
