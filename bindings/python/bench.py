@@ -9,6 +9,15 @@ in one run. Prints the median (and p90) in microseconds.
 Besides `Client.request` (what users call: mcphost_request_async and a wait),
 it times the blocking mcphost_request called straight through ctypes, which
 is the binding's floor; the difference is the binding's own cost.
+
+Output, one line per path as tests/c/bench_roundtrip.c prints (read by
+scripts/bench-ffi.sh): `LABEL P50_US P90_US CALLS`, labels
+python-embedded, python-connected, python-ctypes-embedded,
+python-ctypes-connected; lines starting with # are comments.
+Environment (as scripts/bench-ffi.sh sets it): MCPHOST_BENCH_CALLS (-n),
+MCPHOST_TEST_CONFIG (a config file with the `ts` server: used instead of
+our own) and MCPHOST_TEST_SOCKET (a running daemon over that config: used
+instead of starting one).
 """
 
 from __future__ import annotations
@@ -121,41 +130,51 @@ def run_mode(name: str, client: mcphost.Client, n: int, warmup: int, rounds: int
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("-n", type=int, default=2000, help="timed calls per measurement (default 2000)")
+    ap.add_argument("-n", type=int, default=int(os.environ.get("MCPHOST_BENCH_CALLS", "2000")),
+                    help="timed calls per path (default 2000, or $MCPHOST_BENCH_CALLS)")
     ap.add_argument("--warmup", type=int, default=200, help="untimed calls first (default 200)")
     ap.add_argument("--bin-dir", type=Path, default=None, help="where mcphost and mcphost-testserver are")
     ap.add_argument("--json", action="store_true", help="one JSON object per line")
     a = ap.parse_args()
     bins = a.bin_dir or default_bin_dir()
     daemon_bin, ts = bins / "mcphost", bins / "mcphost-testserver"
-    for b in (daemon_bin, ts):
+    given_config = os.environ.get("MCPHOST_TEST_CONFIG")
+    given_socket = os.environ.get("MCPHOST_TEST_SOCKET")
+    for b in ([] if given_config else [ts]) + ([] if given_socket else [daemon_bin]):
         if not b.exists():
             raise SystemExit(f"missing {b}: cargo build --bin mcphost --bin mcphost-testserver (or --bin-dir)")
-    config = {"servers": {"ts": {"command": str(ts)}}}
+    if given_config:
+        config_text = Path(given_config).read_text()
+    else:
+        config_text = json.dumps({"servers": {"ts": {"command": str(ts)}}})
     tmp = Path(tempfile.mkdtemp(prefix="mcph-bench-"))
-    os.environ["MCPHOST_STATE_DIR"] = str(tmp / "state")
+    os.environ.setdefault("MCPHOST_STATE_DIR", str(tmp / "state"))
     rows: list[dict] = []
     daemon = None
     try:
-        with mcphost.open_embedded(config, wait_ready=30) as c:
+        with mcphost.open_embedded(config_text, wait_ready=30) as c:
             wait_listed(c, time.monotonic() + 30)
             rows += run_mode("embedded", c, a.n, a.warmup)
-        (tmp / "config.json").write_text(json.dumps(config))
-        sock = str(tmp / "d.sock")
-        daemon = subprocess.Popen(
-            [str(daemon_bin), "daemon", "--config", str(tmp / "config.json"), "--socket", sock],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=open(tmp / "daemon.log", "wb"),
-        )
+        if given_socket:
+            sock = given_socket
+        else:
+            (tmp / "config.json").write_text(config_text)
+            sock = str(tmp / "d.sock")
+            daemon = subprocess.Popen(
+                [str(daemon_bin), "daemon", "--config", str(tmp / "config.json"), "--socket", sock],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=open(tmp / "daemon.log", "wb"),
+            )
         deadline = time.monotonic() + 30
         while True:
             try:
                 c = mcphost.connect(sock)
                 break
             except mcphost.NotRunningError as e:
-                if daemon.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"the daemon did not start: {(tmp / 'daemon.log').read_text()}") from e
+                if (daemon is not None and daemon.poll() is not None) or time.monotonic() > deadline:
+                    log = (tmp / "daemon.log").read_text() if daemon is not None else ""
+                    raise SystemExit(f"no daemon at {sock}: {e} {log}") from e
                 time.sleep(0.05)
         with c:
             wait_listed(c, deadline)
@@ -165,15 +184,14 @@ def main() -> int:
             daemon.send_signal(signal.SIGTERM)
             daemon.wait(20)
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"# library {mcphost.library_path()} ({mcphost.library_version()}), servers from {bins}")
+    print(f"# python binding, library {mcphost.library_path()} ({mcphost.library_version()});"
+          " Client.request = python-*, bare mcphost_request via ctypes = python-ctypes-*")
     for r in rows:
         if a.json:
             print(json.dumps(r))
         else:
-            print(
-                f"python {r['mode']:<9} {r['path']:<23} tools/call echo: median {r['median_us']:8.1f} µs"
-                f"  p90 {r['p90_us']:8.1f} µs  (n={r['n']})"
-            )
+            prefix = "python" if r["path"] == "Client.request" else "python-ctypes"
+            print(f"{prefix}-{r['mode']} {r['median_us']:.1f} {r['p90_us']:.1f} {r['n']}")
     return 0
 
 

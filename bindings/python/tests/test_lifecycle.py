@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import shutil
 import tempfile
 import time
 import weakref
@@ -16,7 +17,15 @@ from conftest import Daemon, run, wait_gone, text_of
 
 
 def test_connect_to_a_missing_socket_raises_not_running() -> None:
-    path = os.path.join(tempfile.mkdtemp(prefix="mcph-"), "none.sock")
+    d = tempfile.mkdtemp(prefix="mcph-")
+    path = os.path.join(d, "none.sock")
+    try:
+        _missing_socket(path)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _missing_socket(path: str) -> None:
     with pytest.raises(mcphost.NotRunningError) as e:
         mcphost.connect(path)
     assert e.value.status == 6 and e.value.status_name == "MCPHOST_ERR_NOT_RUNNING"
