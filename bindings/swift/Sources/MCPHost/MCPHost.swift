@@ -14,6 +14,7 @@ public struct ElicitationModes: OptionSet, Sendable, Hashable {
 /// connection to the daemon (`connect`). Every method may be called from
 /// any thread or task at once. `close()` (or dropping the last reference)
 /// stops it: requests still running then throw `MCPHostError.closed`.
+/// A host handler that captures the handle keeps it alive: call `close()`.
 public final class MCPHost: @unchecked Sendable {
     /// The library's ABI (`mcphost_abi_version`).
     public static var abiVersion: UInt32 { mcphost_abi_version() }
@@ -22,8 +23,10 @@ public final class MCPHost: @unchecked Sendable {
         mcphost_version().map { String(cString: $0) } ?? "unknown"
     }
 
-    /// Events (JSON-RPC notifications) in order; ends when the handle is
-    /// closed. One reader: iterate it from one task.
+    /// Events (JSON-RPC notifications) in order, from the moment the handle
+    /// opened; ends when it is closed. One reader (AsyncStream's rule: two
+    /// tasks awaiting it at once is a crash), and leaving a `for await`
+    /// loop over it ends it for good: keep one long-lived loop.
     public let events: AsyncStream<MCPHost.Event>
 
     // Read-locked around every C call on the handle, write-locked only to
@@ -222,7 +225,8 @@ extension MCPHost {
         /// The session's name in `mcphost/status` and server logs (library
         /// default: `"libmcphost"`).
         public var clientName: String?
-        /// How long a request waits for its answer (library default: 600 s).
+        /// How long a request waits for its answer (nil or zero: the
+        /// library's default, 600 s).
         public var requestTimeout: Duration?
         /// Embedded: how long opening waits for the servers to be ready or
         /// failed (default: not at all; list_changed events announce them).
