@@ -12,6 +12,11 @@ final class MCPHostTests: XCTestCase {
         XCTAssertFalse(MCPHost.version.isEmpty)
         XCTAssertEqual(MCPHostError.name(MCPHOST_ERR_TIMEOUT.rawValue), "MCPHOST_ERR_TIMEOUT")
         XCTAssertEqual(MCPHostError.name(9999), "MCPHOST_ERR_UNKNOWN")
+        XCTAssertEqual(MCPHost.Method.toolsCall, "tools/call")
+        XCTAssertEqual(MCPHost.Method.mcphostServersAdd, "mcphost/servers/add")
+        XCTAssertEqual(MCPHost.Method.elicitationCreate, "elicitation/create")
+        XCTAssertEqual(MCPHost.EventName.serverState, "notifications/mcphost/server_state")
+        XCTAssertEqual(MCPHost.EventName.rootsListChanged, "notifications/roots/list_changed")
     }
 
     func testToolCallAsyncAndSync() async throws {
