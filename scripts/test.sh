@@ -2,8 +2,9 @@
 # The one command that runs every check and test of mcphost, from a clean
 # clone: installs the interop servers, the conformance suite and a pinned
 # cargo-nextest, then fmt, clippy, the macOS type-check, the test suite, the
-# bench smoke, the demo, the official MCP client conformance suite and a fuzz
-# smoke.
+# C library's tests (also under valgrind), the Python wheel's and the Swift
+# package's tests, the release library's exports and size, the bench smoke,
+# the demo, the official MCP client conformance suite and a fuzz smoke.
 #   scripts/test.sh            (CI runs it through .ci/run)
 set -euo pipefail
 
@@ -126,6 +127,14 @@ step_done
 
 step "C tests of libmcphost, both modes, then under valgrind (scripts/test-c.sh)"
 "$ROOT/scripts/test-c.sh"
+step_done
+
+step "Python binding: wheel into a fresh venv, pytest in both modes (scripts/test-python.sh)"
+"$ROOT/scripts/test-python.sh"
+step_done
+
+step "Swift package: swift test in both modes (scripts/test-swift.sh)"
+"$ROOT/scripts/test-swift.sh"
 step_done
 
 # What users link: the release library exports only mcphost_* and, stripped
