@@ -507,3 +507,42 @@ async fn a_lagged_event_channel_resyncs_every_server() {
     assert_eq!(names.len(), SERVERS);
     reg.shutdown().await;
 }
+
+/// `ready` means "its tools are in the catalog" (docs/ipc.md): no client
+/// is told `ready`, by event or by status, before the first listing lands.
+/// Seen from the Python binding: `ready` with 0 tools, then "unknown tool".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_is_announced_only_once_the_tools_are_in_the_catalog() {
+    // Every answer takes 400 ms, tools/list too.
+    let cfg = parsed(&config_text(&[(
+        "s",
+        entry(&["--delay-ms", "400"], json!({})),
+    )]));
+    let reg = Registry::start(&cfg, quick_opts(), quick_policy(), None);
+    let mut events = reg.subscribe();
+    let listed = |reg: &Registry| reg.catalog().tools().iter().any(|t| t.server == "s");
+    let started = Instant::now();
+    let mut polled_ready_unlisted = false;
+    loop {
+        if status_of(&reg, "s").state == ServerState::Ready && !listed(&reg) {
+            polled_ready_unlisted = true;
+        }
+        match tokio::time::timeout(Duration::from_millis(20), events.recv()).await {
+            Ok(Ok(RegistryEvent::ServerState(s))) if s.state == ServerState::Ready => {
+                assert!(
+                    listed(&reg),
+                    "`ready` was announced before the tools were listed"
+                );
+                break;
+            }
+            Ok(Ok(_)) | Err(_) => {}
+            Ok(Err(e)) => panic!("{e}"),
+        }
+        assert!(started.elapsed() < SOON, "never ready");
+    }
+    assert!(
+        !polled_ready_unlisted,
+        "the status said `ready` before the tools were listed"
+    );
+    reg.shutdown().await;
+}

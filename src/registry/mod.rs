@@ -236,10 +236,16 @@ impl Entry {
             .list_error
             .as_ref()
             .filter(|_| status.state == ServerState::Ready);
-        if list_error.is_none() && self.per_session.is_empty() {
+        // `ready` means its tools are in the catalog: until the first
+        // listing lands, a connected server is still starting.
+        let unlisted = status.state == ServerState::Ready && !self.listed;
+        if list_error.is_none() && self.per_session.is_empty() && !unlisted {
             return status;
         }
         let mut s = (*status).clone();
+        if unlisted {
+            s.state = ServerState::Starting;
+        }
         s.list_error = list_error.cloned();
         let mut instances: Vec<SessionInstance> = self
             .per_session
@@ -838,6 +844,9 @@ impl Registry {
                 SupervisorEvent::State(status) => {
                     if status.state != ServerState::Ready {
                         self.unlisted(&status.name, status.generation);
+                    } else if !self.is_listed(&status.name, status.generation) {
+                        // Announced by `refresh` once the catalog has its lists.
+                        continue;
                     }
                     // This transition, not the latest state: clients see each.
                     let _ = self.inner.events.send(RegistryEvent::ServerState(status));
@@ -1012,8 +1021,9 @@ impl Registry {
             self.rebuild(true, true, true);
             // Listed even when a list failed: the error is in the status,
             // and waiting for a retry would hold `--direct` up.
-            self.mark_listed(server, generation);
-            if error_changed {
+            let newly = self.mark_listed(server, generation);
+            // The first listing of a ready server is when it becomes `ready`.
+            if newly || error_changed {
                 self.send_state(server);
             }
             if error.is_none() {
@@ -1028,11 +1038,20 @@ impl Registry {
         }
     }
 
-    fn mark_listed(&self, server: &str, generation: u64) {
-        if let Some(e) = self.write().instance_mut(server, generation) {
-            e.listed = true;
-        }
+    /// Whether this marked the instance listed (it was not before).
+    fn mark_listed(&self, server: &str, generation: u64) -> bool {
+        let newly = match self.write().instance_mut(server, generation) {
+            Some(e) => !std::mem::replace(&mut e.listed, true),
+            None => false,
+        };
         self.inner.settled.send_replace(());
+        newly
+    }
+
+    fn is_listed(&self, server: &str, generation: u64) -> bool {
+        self.write()
+            .instance_mut(server, generation)
+            .is_some_and(|e| e.listed)
     }
 
     /// Wait until every server is listed, failed or disabled (or `limit`
