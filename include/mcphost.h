@@ -357,7 +357,9 @@ mcphost_status mcphost_options_set_wait_ready_ms(struct mcphost_options *options
  * Answer servers' `sampling/createMessage` requests, and declare the
  * sampling capability. The callback runs on the library's callback
  * thread; it must return quickly (hop to your own UI thread) and answer
- * through the responder later. Replaces an earlier registration.
+ * through the responder later. Replaces an earlier registration (whose
+ * user_data is freed once no handle uses it). If this fails, nothing is
+ * registered and `user_data` stays yours (`free_user_data` is not called).
  */
 mcphost_status mcphost_options_set_sampling(struct mcphost_options *options,
                                             mcphost_host_callback callback,
@@ -392,7 +394,8 @@ mcphost_status mcphost_options_set_roots(struct mcphost_options *options,
  * prompts), `notifications/mcphost/server_state`, `notifications/progress`
  * (with the request's own progressToken), `notifications/message` (server
  * logs), `notifications/resources/updated`, and
- * `notifications/mcphost/events_dropped` / `…/disconnected`.
+ * `notifications/mcphost/events_dropped` / `…/disconnected`. If this
+ * fails, `user_data` stays yours (`free_user_data` is not called).
  */
 mcphost_status mcphost_options_set_event_callback(struct mcphost_options *options,
                                                   mcphost_event_callback callback,

@@ -387,7 +387,9 @@ fn registered(
 /// Answer servers' `sampling/createMessage` requests, and declare the
 /// sampling capability. The callback runs on the library's callback
 /// thread; it must return quickly (hop to your own UI thread) and answer
-/// through the responder later. Replaces an earlier registration.
+/// through the responder later. Replaces an earlier registration (whose
+/// user_data is freed once no handle uses it). If this fails, nothing is
+/// registered and `user_data` stays yours (`free_user_data` is not called).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mcphost_options_set_sampling(
     options: *mut mcphost_options,
@@ -455,7 +457,8 @@ pub unsafe extern "C" fn mcphost_options_set_roots(
 /// prompts), `notifications/mcphost/server_state`, `notifications/progress`
 /// (with the request's own progressToken), `notifications/message` (server
 /// logs), `notifications/resources/updated`, and
-/// `notifications/mcphost/events_dropped` / `…/disconnected`.
+/// `notifications/mcphost/events_dropped` / `…/disconnected`. If this
+/// fails, `user_data` stays yours (`free_user_data` is not called).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mcphost_options_set_event_callback(
     options: *mut mcphost_options,
