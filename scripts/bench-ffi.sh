@@ -29,33 +29,47 @@ DAEMON=$!
 trap 'kill $DAEMON 2>/dev/null; wait $DAEMON 2>/dev/null || true' EXIT
 for _ in $(seq 1 200); do [[ -S "$MCPHOST_TEST_SOCKET" ]] && break; sleep 0.05; done
 
-echo "== Rust references (cargo bench --bench paths, rows engine and daemon process)"
-MCPHOST_BENCH_ONLY="engine,daemon process" MCPHOST_BENCH_ROUNDS=3 cargo bench -q --bench paths 2>/dev/null |
-	tee "$OUT/paths.md"
-row() { awk -F'|' -v l="$1" '$2 ~ "^ *"l" *$" && $3+0 == 1 {gsub(/ /, "", $5); print $5}' "$OUT/paths.md"; }
-ENGINE="$(row engine)"
-SOCKET="$(row 'daemon process')"
-
-echo "== C (tests/c/bench_roundtrip.c)"
-"$OUT/bench_roundtrip" | tee "$OUT/c.txt"
-PY_LINES=""
-if [[ -f "$ROOT/bindings/python/bench.py" ]]; then
-	echo "== Python (bindings/python/bench.py)"
-	MCPHOST_LIBRARY="$REL/libmcphost.so" PYTHONPATH="$ROOT/bindings/python" \
-		python3 "$ROOT/bindings/python/bench.py" | tee "$OUT/py.txt"
-	PY_LINES="$(cat "$OUT/py.txt")"
-fi
+# The machine is shared: each round runs the references, the C paths and
+# the Python paths back to back, and a ratio is taken within its round; the
+# table shows medians over the rounds.
+ROUNDS="${MCPHOST_BENCH_ROUNDS:-3}"
+row() { awk -F'|' -v l="$2" '$2 ~ "^ *"l" *$" && $3+0 == 1 {gsub(/ /, "", $5); print $5}' "$1"; }
+: >"$OUT/rounds.txt"
+for r in $(seq 1 "$ROUNDS"); do
+	echo "== round $r/$ROUNDS"
+	MCPHOST_BENCH_ONLY="engine,daemon process" MCPHOST_BENCH_ROUNDS=1 cargo bench -q --bench paths 2>/dev/null \
+		>"$OUT/paths.$r.md"
+	engine="$(row "$OUT/paths.$r.md" engine)"
+	socket="$(row "$OUT/paths.$r.md" 'daemon process')"
+	echo "rust-engine $engine" | tee -a "$OUT/rounds.txt"
+	echo "rust-daemon-socket $socket" | tee -a "$OUT/rounds.txt"
+	"$OUT/bench_roundtrip" >"$OUT/c.$r.txt"
+	if [[ -f "$ROOT/bindings/python/bench.py" ]]; then
+		MCPHOST_LIBRARY="$REL/libmcphost.so" PYTHONPATH="$ROOT/bindings/python" \
+			python3 "$ROOT/bindings/python/bench.py" | grep -v '^#' >>"$OUT/c.$r.txt"
+	fi
+	while read -r label p50 _; do
+		case "$label" in
+		*embedded) ref="$engine" ;;
+		*connected) ref="$socket" ;;
+		*) continue ;;
+		esac
+		awk -v l="$label" -v a="$p50" -v b="$ref" 'BEGIN { printf "%s %s %.3f\n", l, a, a / b }' |
+			tee -a "$OUT/rounds.txt"
+	done <"$OUT/c.$r.txt"
+done
 
 echo
-echo "| path | p50 µs | reference | reference p50 µs | ratio |"
-echo "|---|---:|---|---:|---:|"
-{ cat "$OUT/c.txt"; printf '%s\n' "$PY_LINES"; } | while read -r label p50 _rest; do
-	[[ -z "$label" ]] && continue
+echo "Medians of $ROUNDS rounds, $CALLS sequential calls each (p50 per round):"
+echo
+echo "| path | p50 µs | reference | ratio to it (per round, median) |"
+echo "|---|---:|---|---:|"
+med() { sort -g | awk '{v[NR] = $1} END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+for label in rust-engine rust-daemon-socket $(awk '$3 != "" {print $1}' "$OUT/rounds.txt" | awk '!seen[$0]++'); do
+	p50="$(awk -v l="$label" '$1 == l {print $2}' "$OUT/rounds.txt" | med)"
 	case "$label" in
-	*embedded) ref=engine refv="$ENGINE" ;;
-	*connected) ref="daemon socket (ServerClient)" refv="$SOCKET" ;;
-	*) continue ;;
+	rust-*) echo "| $label | $p50 | (reference) | — |" ;;
+	*embedded) echo "| $label | $p50 | rust-engine | $(awk -v l="$label" '$1 == l {print $3}' "$OUT/rounds.txt" | med)× |" ;;
+	*connected) echo "| $label | $p50 | rust-daemon-socket | $(awk -v l="$label" '$1 == l {print $3}' "$OUT/rounds.txt" | med)× |" ;;
 	esac
-	ratio="$(awk -v a="$p50" -v b="$refv" 'BEGIN { if (b > 0) printf "%.2f×", a / b; else print "—" }')"
-	echo "| $label | $p50 | $ref | $refv | $ratio |"
 done
