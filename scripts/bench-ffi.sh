@@ -4,8 +4,14 @@
 # references in the same run: the in-process engine (`engine` row of
 # benches/paths.rs: an in-process Session) and a ServerClient over a real
 # daemon's socket (`daemon process` row). Release builds; medians.
-#   scripts/bench-ffi.sh          (MCPHOST_BENCH_CALLS, default 2000)
+#   scripts/bench-ffi.sh          (MCPHOST_BENCH_CALLS, default 2000;
+#                                 MCPHOST_BENCH_ROUNDS, default 3)
+# Everything runs pinned to CPU 0 (taskset), the run docs/benchmarks.md uses
+# for ratios on this guest; MCPHOST_BENCH_PIN=0 leaves placement free.
 set -euo pipefail
+if [[ "${MCPHOST_BENCH_PIN:-1}" != 0 && -z "${MCPHOST_BENCH_PINNED:-}" ]] && command -v taskset >/dev/null; then
+	MCPHOST_BENCH_PINNED=1 exec taskset -c 0 "$0" "$@"
+fi
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 CALLS="${MCPHOST_BENCH_CALLS:-2000}"
