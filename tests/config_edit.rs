@@ -317,3 +317,44 @@ async fn two_stores_editing_one_file_lose_no_edit() {
     let lock = std::fs::metadata(dir.path().join("config.json.lock")).unwrap();
     assert_eq!(lock.permissions().mode() & 0o777, 0o600);
 }
+
+/// The C library's embedded config: edits go through the same editor and
+/// validation as a file's, change only memory, and a refused edit changes
+/// nothing.
+#[tokio::test]
+async fn an_in_memory_store_edits_and_validates_like_a_file() {
+    use mcphost::config::store::ConfigStore;
+    let dir = tempfile::tempdir().unwrap();
+    let anchor = dir.path().join("<embedded config>");
+    let store = ConfigStore::in_memory(
+        r#"{ "servers": { "a": { "command": "echo" } } }"#,
+        anchor.clone(),
+    )
+    .unwrap();
+    let names = |c: &HostConfig| c.servers.iter().map(|s| s.name.clone()).collect::<Vec<_>>();
+    let edited = store.add("b", r#"{ "command": "cat" }"#).await.unwrap();
+    assert_eq!(names(&edited.config), ["a", "b"]);
+    drop(edited);
+    assert_eq!(names(&store.current()), ["a", "b"]);
+    let refused = store.add("c", r#"{ "command": 5 }"#).await;
+    assert!(refused.is_err(), "an invalid entry is refused");
+    assert_eq!(names(&store.current()), ["a", "b"]);
+    let edited = store.set_disabled("a", true).await.unwrap();
+    assert!(
+        edited
+            .config
+            .servers
+            .iter()
+            .any(|s| s.name == "a" && s.disabled)
+    );
+    drop(edited);
+    assert!(
+        store.reload().await.unwrap().is_none(),
+        "nothing to reload from"
+    );
+    assert!(
+        std::fs::read_dir(dir.path()).unwrap().next().is_none(),
+        "nothing was written"
+    );
+    assert!(ConfigStore::in_memory("{ not json", anchor).is_err());
+}
