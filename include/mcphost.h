@@ -502,12 +502,15 @@ mcphost_status mcphost_responder_result(struct mcphost_responder *responder,
                                         char **error);
 
 /**
- * Answers a server's request with a JSON-RPC error (`message` may be
- * NULL). Once, from any thread, as `mcphost_responder_result`.
+ * Answers a server's request with a JSON-RPC error: `code`, `message`
+ * (NULL: a generic one) and `data_json`, the error's `data` as JSON (NULL:
+ * none), relayed as given. Once, from any thread, as
+ * `mcphost_responder_result`; on MCPHOST_ERR_INVALID_JSON nothing was sent.
  */
 mcphost_status mcphost_responder_error(struct mcphost_responder *responder,
                                        int64_t code,
                                        const char *message,
+                                       const char *data_json,
                                        char **error);
 
 /**

@@ -810,13 +810,16 @@ pub unsafe extern "C" fn mcphost_responder_result(
     })
 }
 
-/// Answers a server's request with a JSON-RPC error (`message` may be
-/// NULL). Once, from any thread, as `mcphost_responder_result`.
+/// Answers a server's request with a JSON-RPC error: `code`, `message`
+/// (NULL: a generic one) and `data_json`, the error's `data` as JSON (NULL:
+/// none), relayed as given. Once, from any thread, as
+/// `mcphost_responder_result`; on MCPHOST_ERR_INVALID_JSON nothing was sent.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mcphost_responder_error(
     responder: *mut mcphost_responder,
     code: i64,
     message: *const c_char,
+    data_json: *const c_char,
     error: *mut *mut c_char,
 ) -> mcphost_status {
     boundary(error, || {
@@ -827,7 +830,17 @@ pub unsafe extern "C" fn mcphost_responder_error(
         } else {
             unsafe { arg(message, "message")? }
         };
-        r.answer(Err(ErrorObject::new(code, message)))
+        let mut e = ErrorObject::new(code, message);
+        if !data_json.is_null() {
+            // SAFETY: checked non-NULL.
+            let json = unsafe { arg(data_json, "data_json")? };
+            let data: Box<RawValue> = serde_json::from_str(json).map_err(|source| Error::Json {
+                what: "data_json",
+                source,
+            })?;
+            e.data = Some(data);
+        }
+        r.answer(Err(e))
     })
 }
 

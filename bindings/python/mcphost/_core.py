@@ -161,27 +161,28 @@ def answer_result(responder: int, result: Any) -> None:
         message = take_string(err)
         if status not in (OK, 14, 15):  # already answered / server gone: nothing to do
             lib.mcphost_responder_error(
-                c_void_p(responder), INTERNAL_ERROR, f"bad host answer: {message}".encode(), None
+                c_void_p(responder), INTERNAL_ERROR, f"bad host answer: {message}".encode(), None, None
             )
     except Exception as e:
         lib.mcphost_responder_error(
-            c_void_p(responder), INTERNAL_ERROR, f"bad host answer: {e}".encode(), None
+            c_void_p(responder), INTERNAL_ERROR, f"bad host answer: {e}".encode(), None, None
         )
     finally:
         lib.mcphost_responder_free(c_void_p(responder))
 
 
-def answer_error(responder: int, code: int, message: str) -> None:
+def answer_error(responder: int, code: int, message: str, data: Any = None) -> None:
     lib = _lib.lib()
     try:
-        lib.mcphost_responder_error(c_void_p(responder), int(code), message.encode(), None)
+        data_json = None if data is None else dumps(data)
+        lib.mcphost_responder_error(c_void_p(responder), int(code), message.encode(), data_json, None)
     finally:
         lib.mcphost_responder_free(c_void_p(responder))
 
 
 def answer_exception(responder: int, e: BaseException) -> None:
     if isinstance(e, RpcError):
-        answer_error(responder, e.code, e.message)
+        answer_error(responder, e.code, e.message, e.data)
     else:
         answer_error(responder, INTERNAL_ERROR, f"{type(e).__name__}: {e}")
 

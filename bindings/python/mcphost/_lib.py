@@ -82,7 +82,7 @@ _PROTOTYPES = {
     "mcphost_call_free": (None, [c_void_p]),
     "mcphost_notify": (c_uint32, [c_void_p, c_char_p, _P]),
     "mcphost_responder_result": (c_uint32, [c_void_p, c_char_p, _P]),
-    "mcphost_responder_error": (c_uint32, [c_void_p, c_int64, c_char_p, _P]),
+    "mcphost_responder_error": (c_uint32, [c_void_p, c_int64, c_char_p, c_char_p, _P]),
     "mcphost_responder_free": (None, [c_void_p]),
     "mcphost_next_event": (c_uint32, [c_void_p, c_int32, _P, _P]),
     "mcphost_event_fd": (c_uint32, [c_void_p, POINTER(c_int), _P]),

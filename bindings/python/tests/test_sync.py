@@ -113,7 +113,7 @@ def test_elicitation_async_callback(opener: Opener) -> None:
 
 def test_callback_exceptions_answer_the_server_with_an_error(opener: Opener) -> None:
     def elicit(req: dict[str, Any]) -> dict[str, Any]:
-        raise mcphost.RpcError(-1, "the user said no")
+        raise mcphost.RpcError(-1, "the user said no", {"reason": "busy"})
 
     def sample(req: dict[str, Any]) -> dict[str, Any]:
         raise ValueError("no model here")
@@ -122,6 +122,7 @@ def test_callback_exceptions_answer_the_server_with_an_error(opener: Opener) -> 
     r = c.call_tool("ts__elicit", FORM)
     assert r["isError"] is True
     assert "the user said no" in text_of(r) and "-1" in text_of(r)
+    assert '"reason":"busy"' in text_of(r).replace(" ", ""), text_of(r)  # data relayed
     r = c.call_tool("ts__sample", {"prompt": "hi"})
     assert r["isError"] is True
     assert "ValueError: no model here" in text_of(r) and "-32603" in text_of(r)

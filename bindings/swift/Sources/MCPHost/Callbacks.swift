@@ -137,7 +137,7 @@ final class Responder: @unchecked Sendable {
         _ = withPtr { p in
             var err: UnsafeMutablePointer<CChar>?
             // ALREADY_ANSWERED / NOT_WAITING: nothing more to do.
-            _ = message.withCString { mcphost_responder_error(p, code, $0, &err) }
+            _ = message.withCString { mcphost_responder_error(p, code, $0, nil, &err) }
             _ = takeString(err)
         }
         release()
