@@ -433,9 +433,11 @@ mcphost_status mcphost_connect(const char *socket_path,
  * MCPHOST_ERR_CLOSED, every server is stopped and (embedded) the call
  * returns only when none of their processes is left; queued callbacks
  * run before it returns (unless it is called on the callback thread).
- * Outstanding responders stay valid until freed. NULL is ignored. Using
- * the handle afterwards is the caller's error (debug builds report
- * MCPHOST_ERR_INVALID_HANDLE where they can).
+ * Outstanding responders stay valid until freed. It waits for a callback
+ * that is running, so a callback must never wait for the thread that
+ * frees the handle. NULL is ignored. Using the handle afterwards is the
+ * caller's error (debug builds report MCPHOST_ERR_INVALID_HANDLE where
+ * they can).
  */
 void mcphost_free(struct mcphost *handle);
 

@@ -592,9 +592,11 @@ pub unsafe extern "C" fn mcphost_connect(
 /// MCPHOST_ERR_CLOSED, every server is stopped and (embedded) the call
 /// returns only when none of their processes is left; queued callbacks
 /// run before it returns (unless it is called on the callback thread).
-/// Outstanding responders stay valid until freed. NULL is ignored. Using
-/// the handle afterwards is the caller's error (debug builds report
-/// MCPHOST_ERR_INVALID_HANDLE where they can).
+/// Outstanding responders stay valid until freed. It waits for a callback
+/// that is running, so a callback must never wait for the thread that
+/// frees the handle. NULL is ignored. Using the handle afterwards is the
+/// caller's error (debug builds report MCPHOST_ERR_INVALID_HANDLE where
+/// they can).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mcphost_free(handle: *mut mcphost) {
     boundary_void(|| {
