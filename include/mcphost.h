@@ -106,6 +106,8 @@
 #define MCPHOST_EVENT_SERVER_STDERR "notifications/mcphost/stderr"
 /** `notifications/mcphost/events_dropped` */
 #define MCPHOST_EVENT_EVENTS_DROPPED "notifications/mcphost/events_dropped"
+/** `notifications/mcphost/host_request_ended` */
+#define MCPHOST_EVENT_HOST_REQUEST_ENDED "notifications/mcphost/host_request_ended"
 /** `notifications/mcphost/disconnected` */
 #define MCPHOST_EVENT_DISCONNECTED "notifications/mcphost/disconnected"
 /** `notifications/roots/list_changed` */
@@ -262,8 +264,11 @@ typedef struct mcphost_responder mcphost_responder;
 
 /**
  * A server's request to the host: `request_json` is
- * `{"server": NAME, "method": METHOD, "params": {…}}`, borrowed for the
- * call. Answer through `responder`, now or later, from any thread.
+ * `{"id": N, "server": NAME, "method": METHOD, "params": {…}}`, borrowed
+ * for the call. Answer through `responder`, now or later, from any thread.
+ * If the server stops waiting first (it cancelled, or the host took too
+ * long), the event `notifications/mcphost/host_request_ended` with that
+ * `id` says so, and a later answer gets MCPHOST_ERR_NOT_WAITING.
  */
 typedef void (*mcphost_host_callback)(void *user_data,
                                       const char *request_json,
@@ -393,8 +398,10 @@ mcphost_status mcphost_options_set_roots(struct mcphost_options *options,
  * notifications: `notifications/tools/list_changed` (and resources,
  * prompts), `notifications/mcphost/server_state`, `notifications/progress`
  * (with the request's own progressToken), `notifications/message` (server
- * logs), `notifications/resources/updated`, and
- * `notifications/mcphost/events_dropped` / `…/disconnected`. If this
+ * logs), `notifications/resources/updated`,
+ * `notifications/mcphost/host_request_ended` (`{"id": N}`: the server no
+ * longer waits for the host request with that id, so close its dialog),
+ * and `notifications/mcphost/events_dropped` / `…/disconnected`. If this
  * fails, `user_data` stays yours (`free_user_data` is not called).
  */
 mcphost_status mcphost_options_set_event_callback(struct mcphost_options *options,

@@ -23,8 +23,11 @@ use tracing::warn;
 use crate::status::Error;
 
 /// A server's request to the host: `request_json` is
-/// `{"server": NAME, "method": METHOD, "params": {…}}`, borrowed for the
-/// call. Answer through `responder`, now or later, from any thread.
+/// `{"id": N, "server": NAME, "method": METHOD, "params": {…}}`, borrowed
+/// for the call. Answer through `responder`, now or later, from any thread.
+/// If the server stops waiting first (it cancelled, or the host took too
+/// long), the event `notifications/mcphost/host_request_ended` with that
+/// `id` says so, and a later answer gets MCPHOST_ERR_NOT_WAITING.
 pub type mcphost_host_callback = Option<
     unsafe extern "C" fn(
         user_data: *mut c_void,
@@ -150,6 +153,9 @@ pub(crate) struct HostSide {
     pub(crate) sampling: Option<Arc<Registered<mcphost_host_callback>>>,
     pub(crate) elicitation: Option<(Arc<Registered<mcphost_host_callback>>, u32)>,
     pub(crate) roots: Option<Arc<Registered<mcphost_host_callback>>>,
+    /// Where `host_request_ended` goes.
+    pub(crate) events: Arc<crate::events::Events>,
+    pub(crate) next_request: std::sync::atomic::AtomicU64,
 }
 
 /// The [`Host`] both modes give the engine: registering a callback
@@ -192,14 +198,19 @@ impl Host for CHost {
             .and_then(|p| raw_field::<Box<RawValue>>(p, "_meta").ok().flatten())
             .and_then(|m| raw_field::<String>(&m, META_SERVER).ok().flatten())
             .unwrap_or(r.server);
+        let id = side
+            .next_request
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         #[derive(Serialize)]
         struct Asked<'a> {
+            id: u64,
             server: &'a str,
             method: &'a str,
             #[serde(skip_serializing_if = "Option::is_none")]
             params: Option<&'a RawValue>,
         }
         let json = to_raw(&Asked {
+            id,
             server: &server,
             method: &r.method,
             params: r.params.as_deref(),
@@ -212,9 +223,14 @@ impl Host for CHost {
             ))));
         };
         let (tx, rx) = oneshot::channel();
-        let responder = Box::new(mcphost_responder {
-            tx: Mutex::new(Some(tx)),
-        });
+        let slot: Slot = Arc::new(Mutex::new(Some(tx)));
+        let responder = Box::new(mcphost_responder { tx: slot.clone() });
+        let ended = Ended {
+            id,
+            slot,
+            side: side.clone(),
+            done: false,
+        };
         let posted = {
             let side = side.clone();
             let method = r.method.clone();
@@ -236,7 +252,11 @@ impl Host for CHost {
             ))));
         }
         Box::pin(async move {
-            rx.await.unwrap_or_else(|_| {
+            // The whole guard moves in (not just the field it sets).
+            let mut ended = ended;
+            let answer = rx.await;
+            ended.done = true;
+            answer.unwrap_or_else(|_| {
                 Err(internal("the host freed the request without answering it"))
             })
         })
@@ -251,7 +271,41 @@ fn internal(message: &str) -> ErrorObject {
 /// `mcphost_responder_result` or `mcphost_responder_error`, then free it
 /// with `mcphost_responder_free`, from any thread.
 pub struct mcphost_responder {
-    tx: Mutex<Option<oneshot::Sender<Answer>>>,
+    tx: Slot,
+}
+
+/// The sender of a host request's answer, shared by its responder and the
+/// waiting side.
+type Slot = Arc<Mutex<Option<oneshot::Sender<Answer>>>>;
+
+/// The waiting side of a host request: dropped unanswered (the server
+/// cancelled, or the host took too long), it tells the host.
+struct Ended {
+    id: u64,
+    slot: Slot,
+    side: Arc<HostSide>,
+    done: bool,
+}
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        let unanswered = self
+            .slot
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some();
+        if self.done || !unanswered {
+            return;
+        }
+        let params = to_raw(&serde_json::json!({ "id": self.id })).ok();
+        self.side.events.push(
+            &self.side.thread,
+            crate::events::notification(
+                "notifications/mcphost/host_request_ended",
+                params.as_deref(),
+            ),
+        );
+    }
 }
 
 /// What the host answers a server: a result or a JSON-RPC error.

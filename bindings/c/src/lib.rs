@@ -456,8 +456,10 @@ pub unsafe extern "C" fn mcphost_options_set_roots(
 /// notifications: `notifications/tools/list_changed` (and resources,
 /// prompts), `notifications/mcphost/server_state`, `notifications/progress`
 /// (with the request's own progressToken), `notifications/message` (server
-/// logs), `notifications/resources/updated`, and
-/// `notifications/mcphost/events_dropped` / `…/disconnected`. If this
+/// logs), `notifications/resources/updated`,
+/// `notifications/mcphost/host_request_ended` (`{"id": N}`: the server no
+/// longer waits for the host request with that id, so close its dialog),
+/// and `notifications/mcphost/events_dropped` / `…/disconnected`. If this
 /// fails, `user_data` stays yours (`free_user_data` is not called).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mcphost_options_set_event_callback(
@@ -511,13 +513,15 @@ unsafe fn open(
         request_timeout: o.request_timeout,
         wait_ready: o.wait_ready,
     };
+    let events = Arc::new(Events::new(o.events.clone()));
     let host = Arc::new(HostSide {
         thread: CallbackThread::start()?,
         sampling: o.sampling.clone(),
         elicitation: o.elicitation.clone(),
         roots: o.roots.clone(),
+        events: events.clone(),
+        next_request: std::sync::atomic::AtomicU64::new(1),
     });
-    let events = Arc::new(Events::new(o.events.clone()));
     if options.is_null() {
         // SAFETY: made above.
         unsafe { mcphost_options_free(defaults) };

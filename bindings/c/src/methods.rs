@@ -200,6 +200,11 @@ pub const METHODS: &[(&str, &str, &str)] = &[
         "Events (the `method` of an event's JSON), and the one notification a host sends.",
     ),
     (
+        "MCPHOST_EVENT_HOST_REQUEST_ENDED",
+        "notifications/mcphost/host_request_ended",
+        "Events (the `method` of an event's JSON), and the one notification a host sends.",
+    ),
+    (
         "MCPHOST_EVENT_DISCONNECTED",
         "notifications/mcphost/disconnected",
         "Events (the `method` of an event's JSON), and the one notification a host sends.",
