@@ -123,7 +123,7 @@ def open_embedded(
     file's JSON/JSONC text: ``{"servers": {...}}``).
 
     Host callbacks (``sampling``, ``elicitation``, ``roots``) are callables,
-    sync or async, called with ``{"server", "method", "params"}`` and
+    sync or async, called with ``{"id", "server", "method", "params"}`` and
     returning the result dict; registering one declares its capability.
     Raising :class:`RpcError` answers the server with that error; any other
     exception answers -32603. ``on_event`` gets every event (then
