@@ -32,6 +32,7 @@
 //! unknown fields) stay [`serde_json::value::RawValue`] text end to end, so
 //! the proxy is lossless: big integers, decimals and key order survive.
 
+pub mod auth;
 pub mod client;
 pub mod config;
 pub mod daemon;
