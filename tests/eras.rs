@@ -433,3 +433,36 @@ async fn on_stdio_only_the_open_listen_streams_notifications_are_taken_up() {
     // The scripted server holds the inbound side open: stop it.
     server.abort();
 }
+
+/// A stateless server too slow for the probe's short limit (a cold Python
+/// server on a loaded machine) is taken for a legacy one and sent
+/// `initialize`, which it refuses with -32022 listing 2026-07-28: that
+/// refusal is an answer, and the client asks `server/discover` again.
+#[tokio::test]
+async fn a_stateless_server_that_missed_the_probe_is_discovered_when_it_refuses_initialize() {
+    let log = RequestLog::new();
+    let mut opts = quick_opts();
+    opts.probe_timeout = Duration::from_millis(150);
+    let c = try_connect(
+        "slow",
+        testserver(&["--era", "stateless", "--delay-ms", "400", "--log-requests", &log.arg()]),
+        opts,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.era(), Era::Stateless);
+    let methods: Vec<String> = log
+        .lines()
+        .into_iter()
+        .filter_map(|l| l["method"].as_str().map(str::to_owned))
+        // The timed-out probe is cancelled; that is beside the point here.
+        .filter(|m| m != "notifications/cancelled")
+        .collect();
+    assert_eq!(
+        methods[..3],
+        ["server/discover", "initialize", "server/discover"],
+        "{methods:?}"
+    );
+    lists_and_echoes(&c, "slow").await;
+    c.shutdown().await;
+}

@@ -357,9 +357,17 @@ impl ServerClient {
         }
         let negotiated = match core.initialize().await {
             // Remembered as a handshake server, it now refuses initialize:
-            // it may have become a server of the stateless revision.
-            Err(e) if !probe && remembered && pinned.is_none() && e.rpc_error().is_some() => {
+            // it may have become a server of the stateless revision. Or the
+            // probe went unanswered in time (a slow start), and the refusal
+            // lists the stateless revision: it is one.
+            Err(e)
+                if pinned.is_none()
+                    && ((!probe && remembered && e.rpc_error().is_some())
+                        || refuses_for_stateless(&e)) =>
+            {
                 debug!("initialize refused ({e}); asking server/discover");
+                // Now known to answer: the probe gets the handshake's limit.
+                core.opts.probe_timeout = core.opts.init_timeout;
                 core.era = Era::Stateless;
                 stateless.store(true, std::sync::atomic::Ordering::SeqCst);
                 return match core.probe(ProtocolVersion::V2026_07_28, false).await? {
@@ -901,6 +909,15 @@ fn discovered(
 }
 
 /// `data.supported` of an `UnsupportedProtocolVersionError`.
+/// `initialize` refused with -32022 by a server that lists a revision of
+/// the stateless era.
+fn refuses_for_stateless(e: &ClientError) -> bool {
+    e.rpc_error().is_some_and(|r| {
+        r.code == error_codes::UNSUPPORTED_VERSION
+            && pick_version(&supported_versions(r)).is_some()
+    })
+}
+
 fn supported_versions(e: &ErrorObject) -> Vec<String> {
     e.data
         .as_deref()
