@@ -137,6 +137,7 @@ fn vscode_shape_with_types() {
             url: "https://mcp.example.com/mcp".into(),
             headers: map(&[("Authorization", "Bearer docs_secret456")]),
             kind: HttpMode::Auto,
+            oauth: Default::default(),
         }
     );
     assert_eq!(http("stream").kind, HttpMode::Streamable);
@@ -552,5 +553,77 @@ fn shipped_examples_load() {
             schema["properties"].get(key).is_some(),
             "schema lacks {key}"
         );
+    }
+}
+
+#[test]
+fn oauth_settings_are_parsed_interpolated_and_checked() {
+    let config = parse_ok(
+        r#"{"mcpServers": {
+            "app": {"url": "https://a/mcp", "oauth": {
+                "clientId": "mcphost-app", "clientSecret": "${GITHUB_TOKEN}",
+                "tokenEndpointAuthMethod": "client_secret_post", "scope": "read write",
+                "clientMetadataUrl": "https://me.example/client.json"}},
+            "machine": {"url": "https://m/mcp", "oauth": {"clientId": "svc", "clientSecret": "x", "grantType": "client_credentials"}},
+            "off": {"url": "https://o/mcp", "oauth": false},
+            "plain": {"url": "https://p/mcp"}
+        }}"#,
+    );
+    let oauth = |name: &str| match &config.server(name).unwrap().transport {
+        TransportConfig::Http(h) => h.oauth.clone(),
+        other => panic!("{other:?}"),
+    };
+    let mcphost::config::OAuthSetting::Client(app) = oauth("app") else {
+        panic!("app");
+    };
+    assert_eq!(app.client_id.as_deref(), Some("mcphost-app"));
+    assert_eq!(app.client_secret.as_deref(), Some("ghp_secret123"));
+    assert_eq!(
+        app.token_endpoint_auth_method.as_deref(),
+        Some("client_secret_post")
+    );
+    assert_eq!(app.scope.as_deref(), Some("read write"));
+    // Debug output of the config never shows the secret.
+    assert!(!format!("{config:?}").contains("ghp_secret123"));
+    let mcphost::config::OAuthSetting::Client(m) = oauth("machine") else {
+        panic!("machine");
+    };
+    assert_eq!(m.grant_type.as_deref(), Some("client_credentials"));
+    assert_eq!(oauth("off"), mcphost::config::OAuthSetting::Disabled);
+    assert_eq!(oauth("plain"), mcphost::config::OAuthSetting::default());
+
+    for (bad, field, says) in [
+        (
+            r#"{"tokenEndpointAuthMethod": "magic"}"#,
+            "oauth.tokenEndpointAuthMethod",
+            "must be one of",
+        ),
+        (
+            r#"{"grantType": "password"}"#,
+            "oauth.grantType",
+            "authorization_code",
+        ),
+        (
+            r#"{"clientMetadataUrl": "http://x/c.json"}"#,
+            "oauth.clientMetadataUrl",
+            "https://",
+        ),
+        (
+            r#"{"grantType": "client_credentials"}"#,
+            "oauth",
+            "needs a clientId",
+        ),
+        (r#"{"clientId": 7}"#, "oauth.clientId", "non-empty string"),
+        (
+            r#"{"privateKeyFile": "no-such.pem"}"#,
+            "oauth.privateKeyFile",
+            "cannot read",
+        ),
+        (r#""yes""#, "oauth", "must be an object"),
+    ] {
+        let text =
+            format!(r#"{{"mcpServers": {{"s": {{"url": "https://s/mcp", "oauth": {bad}}}}}}}"#);
+        let e = parse(&text, Path::new(FILE), &env).unwrap_err().to_string();
+        assert!(e.contains(field) && e.contains(says), "{bad}: {e}");
     }
 }

@@ -445,7 +445,14 @@ async fn a_stateless_server_that_missed_the_probe_is_discovered_when_it_refuses_
     opts.probe_timeout = Duration::from_millis(150);
     let c = try_connect(
         "slow",
-        testserver(&["--era", "stateless", "--delay-ms", "400", "--log-requests", &log.arg()]),
+        testserver(&[
+            "--era",
+            "stateless",
+            "--delay-ms",
+            "400",
+            "--log-requests",
+            &log.arg(),
+        ]),
         opts,
     )
     .await

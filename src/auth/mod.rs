@@ -2,5 +2,1127 @@
 //! 2026-07-28): discovery, client registration, the authorization code flow
 //! with PKCE through the host's browser, machine grants, and one token store
 //! for every process of the user, refreshed single-flight.
+//!
+//! An [`Authorizer`] belongs to one HTTP server. The transport asks it for
+//! the bearer token of each request and hands it every 401/403; it answers
+//! "retry" once it holds a token worth trying (another process refreshed,
+//! we refreshed, a machine grant, a sign-in), or the reason it cannot.
 
+pub mod browser;
+pub mod challenge;
+pub mod discovery;
+pub mod flow;
+pub mod grant;
 pub mod store;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::Mutex;
+use tracing::{debug, info, warn};
+use url::Url;
+
+use crate::transport::BoxFuture;
+use crate::transport::http::{Challenged, Credentials};
+use browser::Browser;
+use challenge::BearerChallenge;
+use discovery::ServerMetadata;
+use grant::{ClientAuth, Grant};
+use store::{Entry, Registration, TokenKey, TokenStore, Tokens};
+
+/// The scripted client (`MCPHOST_OAUTH_CLIENT`): a JSON object.
+pub const CLIENT_ENV: &str = "MCPHOST_OAUTH_CLIENT";
+/// A Client ID Metadata Document URL to use as our client id.
+pub const CLIENT_METADATA_ENV: &str = "MCPHOST_OAUTH_CLIENT_METADATA_URL";
+
+/// Refresh this long before a token expires.
+const REFRESH_MARGIN: Duration = Duration::from_secs(60);
+/// Sign-ins for more scope before giving up on a server that keeps saying
+/// `insufficient_scope`.
+const MAX_STEP_UPS: u32 = 2;
+const TOKEN_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AuthError {
+    #[error("{url}: {reason}")]
+    Http { url: String, reason: String },
+    #[error("{url}: {reason}")]
+    Metadata { url: String, reason: String },
+    #[error(
+        "authorization server metadata at {url} names issuer {found:?}, not {expected:?}; refusing it (RFC 8414 §3.3)"
+    )]
+    IssuerMismatch {
+        url: String,
+        expected: String,
+        found: String,
+    },
+    #[error(
+        "the protected-resource metadata is for {declared:?}, not this server ({server}); refusing to sign in for another resource"
+    )]
+    ResourceMismatch { declared: String, server: String },
+    #[error("no authorization server found for {server}: {reason}")]
+    NoAuthServer { server: String, reason: String },
+    #[error(
+        "the authorization server {issuer} does not support PKCE with S256 (code_challenge_methods_supported: {listed}); refusing to sign in without it"
+    )]
+    NoS256 { issuer: String, listed: String },
+    #[error("{0}")]
+    Client(String),
+    #[error(
+        "the authorization server {issuer} offers no way to register mcphost: no client ID metadata document support, no registration endpoint. Register a client with it and set \"oauth\": {{\"clientId\": …}} for this server (or {CLIENT_ENV})"
+    )]
+    NoRegistration { issuer: String },
+    #[error(
+        "the sign-in redirect came back with state {found:?}, not the one we sent; refused (a forged or stale redirect)"
+    )]
+    StateMismatch { found: String },
+    #[error(
+        "the sign-in redirect came back with iss {found:?}, expected {expected:?} (RFC 9207); refused"
+    )]
+    IssMismatch { expected: String, found: String },
+    #[error("the authorization server refused the sign-in: {0}")]
+    Refused(String),
+    #[error(
+        "no sign-in redirect arrived within {}s; the listener is closed. Run the sign-in again",
+        after.as_secs()
+    )]
+    CallbackTimeout { after: Duration },
+    #[error("{grant} request to {url} failed: {reason}")]
+    Token {
+        grant: &'static str,
+        url: String,
+        reason: String,
+        invalid_grant: bool,
+    },
+    #[error("cannot show the sign-in page: {0}")]
+    Browser(String),
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    #[error("signing in needs a person: {0}")]
+    NeedsLogin(String),
+}
+
+/// A server's `oauth` settings (config, else `MCPHOST_OAUTH_CLIENT`).
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct OAuthConfig {
+    pub client_id: Option<String>,
+    pub client_secret: Option<String>,
+    /// `client_secret_basic`, `client_secret_post`, `none`, `private_key_jwt`.
+    pub token_endpoint_auth_method: Option<String>,
+    /// `authorization_code` (default) or `client_credentials`.
+    pub grant_type: Option<String>,
+    pub private_key_pem: Option<String>,
+    pub signing_algorithm: Option<String>,
+    /// Scopes to ask for instead of what the server suggests.
+    pub scope: Option<String>,
+    pub client_metadata_url: Option<String>,
+}
+
+impl std::fmt::Debug for OAuthConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OAuthConfig")
+            .field("client_id", &self.client_id)
+            .field(
+                "client_secret",
+                &self.client_secret.as_ref().map(|_| "<redacted>"),
+            )
+            .field(
+                "token_endpoint_auth_method",
+                &self.token_endpoint_auth_method,
+            )
+            .field("grant_type", &self.grant_type)
+            .field(
+                "private_key_pem",
+                &self.private_key_pem.as_ref().map(|_| "<redacted>"),
+            )
+            .field("signing_algorithm", &self.signing_algorithm)
+            .field("scope", &self.scope)
+            .field("client_metadata_url", &self.client_metadata_url)
+            .finish()
+    }
+}
+
+impl OAuthConfig {
+    /// `MCPHOST_OAUTH_CLIENT` and `MCPHOST_OAUTH_CLIENT_METADATA_URL`.
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<OAuthConfig, String> {
+        let mut c = OAuthConfig::default();
+        if let Some(text) = env(CLIENT_ENV).filter(|s| !s.trim().is_empty()) {
+            let v: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|e| format!("{CLIENT_ENV} is not JSON: {e}"))?;
+            let obj = v
+                .as_object()
+                .ok_or_else(|| format!("{CLIENT_ENV} must be a JSON object"))?;
+            let s = |k: &str| -> Result<Option<String>, String> {
+                match obj.get(k) {
+                    None | Some(serde_json::Value::Null) => Ok(None),
+                    Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
+                    Some(_) => Err(format!("{CLIENT_ENV}: {k} must be a string")),
+                }
+            };
+            c.client_id = s("client_id")?;
+            c.client_secret = s("client_secret")?;
+            c.grant_type = s("grant_type")?;
+            c.token_endpoint_auth_method = s("token_endpoint_auth_method")?;
+            c.private_key_pem = s("private_key_pem")?;
+            c.signing_algorithm = s("signing_algorithm")?;
+            c.scope = s("scope")?;
+        }
+        c.client_metadata_url = env(CLIENT_METADATA_ENV).filter(|s| !s.trim().is_empty());
+        Ok(c)
+    }
+
+    /// The config's settings, with the environment's for what it leaves out.
+    pub fn or(self, other: OAuthConfig) -> OAuthConfig {
+        // A secret belongs to its client id.
+        let client_secret = if self.client_id.is_some() {
+            self.client_secret
+        } else {
+            self.client_secret.or(other.client_secret)
+        };
+        OAuthConfig {
+            client_id: self.client_id.or(other.client_id),
+            client_secret,
+            token_endpoint_auth_method: self
+                .token_endpoint_auth_method
+                .or(other.token_endpoint_auth_method),
+            grant_type: self.grant_type.or(other.grant_type),
+            private_key_pem: self.private_key_pem.or(other.private_key_pem),
+            signing_algorithm: self.signing_algorithm.or(other.signing_algorithm),
+            scope: self.scope.or(other.scope),
+            client_metadata_url: self.client_metadata_url.or(other.client_metadata_url),
+        }
+    }
+
+    fn machine(&self) -> bool {
+        self.grant_type.as_deref() == Some("client_credentials")
+    }
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// What discovery found, kept for the authorizer's life.
+#[derive(Clone)]
+struct Found {
+    key: TokenKey,
+    meta: ServerMetadata,
+    /// The scopes a sign-in asks for, before step-up.
+    scope: Option<String>,
+}
+
+#[derive(Default)]
+struct State {
+    found: Option<Found>,
+    tokens: Option<Tokens>,
+    /// Whose `tokens` are: never sent to, or refreshed at, another.
+    tokens_key: Option<TokenKey>,
+    step_ups: u32,
+    /// Looked in the store for a token covering this server.
+    looked: bool,
+}
+
+/// OAuth for one HTTP server.
+pub struct Authorizer {
+    server: String,
+    url: Url,
+    http: reqwest::Client,
+    store: Option<TokenStore>,
+    config: OAuthConfig,
+    /// Who shows a sign-in page; `None`: never sign in here (a daemon with
+    /// no host that can), say what to run instead.
+    browser: Option<Arc<dyn Browser>>,
+    login_timeout: Duration,
+    state: std::sync::Mutex<State>,
+    /// One 401 is handled at a time; the others then find the new token.
+    flight: Mutex<()>,
+}
+
+impl std::fmt::Debug for Authorizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authorizer")
+            .field("server", &self.server)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How long a sign-in waits for the browser's redirect by default.
+pub const LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
+
+impl Authorizer {
+    pub fn new(
+        server: &str,
+        url: &str,
+        store: Option<TokenStore>,
+        config: OAuthConfig,
+        browser: Option<Arc<dyn Browser>>,
+    ) -> Result<Authorizer, AuthError> {
+        let url =
+            Url::parse(url).map_err(|e| AuthError::Client(format!("server '{server}': {e}")))?;
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(TOKEN_TIMEOUT)
+            // Redirects of metadata and token requests are not followed:
+            // a token request must reach the endpoint the metadata named.
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("mcphost/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| AuthError::Client(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Authorizer {
+            server: server.to_owned(),
+            url,
+            http,
+            store,
+            config,
+            browser,
+            login_timeout: LOGIN_TIMEOUT,
+            state: std::sync::Mutex::new(State::default()),
+            flight: Mutex::new(()),
+        })
+    }
+
+    pub fn with_login_timeout(mut self, t: Duration) -> Self {
+        self.login_timeout = t;
+        self
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn current(&self) -> Option<String> {
+        self.state().tokens.as_ref().map(|t| t.access_token.clone())
+    }
+
+    /// A stored token whose resource covers this server, found before any
+    /// 401 so that a signed-in server costs no extra round trip.
+    fn look_in_store(&self) {
+        let mut st = self.state();
+        if st.looked || st.tokens.is_some() {
+            return;
+        }
+        st.looked = true;
+        let Some(store) = &self.store else { return };
+        let found = match store.list() {
+            Ok(v) => v,
+            Err(e) => {
+                warn!(server = %self.server, "token store: {e}");
+                return;
+            }
+        };
+        let mine = found.into_iter().find(|(k, e)| {
+            e.tokens.is_some()
+                && Url::parse(&k.resource)
+                    .is_ok_and(|r| discovery::canonical(&r) == discovery::canonical(&self.url))
+        });
+        if let Some((k, e)) = mine {
+            debug!(server = %self.server, "using a stored token");
+            st.tokens = e.tokens;
+            st.tokens_key = Some(k);
+        }
+    }
+
+    /// Discovery, once: the protected resource, its authorization server
+    /// and that server's metadata.
+    async fn discover(
+        &self,
+        challenge: &BearerChallenge,
+        protocol_version: Option<&str>,
+    ) -> Result<Found, AuthError> {
+        if let Some(f) = self.state().found.clone() {
+            return Ok(f);
+        }
+        let prm = discovery::protected_resource(
+            &self.http,
+            &self.url,
+            challenge.resource_metadata.as_deref(),
+            protocol_version,
+        )
+        .await?;
+        let (issuer, resource, prm_scopes) = match prm {
+            Some(prm) => {
+                let resource = match prm.resource.as_deref() {
+                    Some(r) if discovery::resource_covers(r, &self.url) => r.to_owned(),
+                    Some(r) => {
+                        return Err(AuthError::ResourceMismatch {
+                            declared: r.to_owned(),
+                            server: discovery::canonical(&self.url),
+                        });
+                    }
+                    None => discovery::canonical(&self.url),
+                };
+                let issuer = prm.authorization_servers.first().cloned().ok_or_else(|| {
+                    AuthError::NoAuthServer {
+                        server: self.url.to_string(),
+                        reason: "its protected-resource metadata lists no authorization_servers"
+                            .into(),
+                    }
+                })?;
+                (Some(issuer), resource, prm.scopes_supported)
+            }
+            None => (None, discovery::canonical(&self.url), None),
+        };
+        let meta = match &issuer {
+            Some(iss) => discovery::server_metadata(&self.http, iss, protocol_version)
+                .await?
+                .ok_or_else(|| AuthError::NoAuthServer {
+                    server: self.url.to_string(),
+                    reason: format!("{iss} publishes no OAuth or OpenID Connect metadata"),
+                })?,
+            // 2025-03-26: the server's origin is its authorization server.
+            None => {
+                discovery::legacy_server_metadata(&self.http, &self.url, protocol_version).await?
+            }
+        };
+        let scope = self
+            .config
+            .scope
+            .clone()
+            .or_else(|| challenge.scope.clone())
+            .or_else(|| prm_scopes.filter(|s| !s.is_empty()).map(|s| s.join(" ")));
+        let found = Found {
+            key: TokenKey {
+                issuer: if meta.issuer.is_empty() {
+                    issuer.unwrap_or_default()
+                } else {
+                    meta.issuer.clone()
+                },
+                resource,
+            },
+            meta,
+            scope,
+        };
+        info!(server = %self.server, issuer = %found.key.issuer, resource = %found.key.resource, "authorization server found");
+        self.state().found = Some(found.clone());
+        Ok(found)
+    }
+
+    fn entry(&self, key: &TokenKey) -> Option<Entry> {
+        let store = self.store.as_ref()?;
+        match store.load(key) {
+            Ok(e) => e,
+            Err(e) => {
+                warn!(server = %self.server, "token store: {e}");
+                None
+            }
+        }
+    }
+
+    fn save(&self, key: &TokenKey, update: impl FnOnce(&mut Entry)) -> Result<(), AuthError> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        let mut e = store.load(key)?.unwrap_or_default();
+        update(&mut e);
+        e.server = Some(self.server.clone());
+        e.updated_at = now_secs();
+        store.save(key, &e)?;
+        Ok(())
+    }
+
+    /// The client we are at this authorization server, registering if we
+    /// must: configured (or scripted), stored, a client ID metadata document,
+    /// dynamic registration.
+    async fn client(
+        &self,
+        found: &Found,
+        redirect_uri: Option<&str>,
+    ) -> Result<ClientAuth, AuthError> {
+        let meta = &found.meta;
+        let c = &self.config;
+        if let Some(id) = &c.client_id {
+            return self.auth_for(
+                id,
+                c.client_secret.clone(),
+                c.token_endpoint_auth_method.clone(),
+                found,
+            );
+        }
+        if let Some(reg) = self.entry(&found.key).and_then(|e| e.client) {
+            return self.auth_for(
+                &reg.client_id,
+                reg.client_secret,
+                reg.token_endpoint_auth_method,
+                found,
+            );
+        }
+        if meta.client_id_metadata_document_supported
+            && let Some(url) = &c.client_metadata_url
+        {
+            return Ok(ClientAuth::None {
+                client_id: url.clone(),
+            });
+        }
+        let Some(endpoint) = &meta.registration_endpoint else {
+            return Err(AuthError::NoRegistration {
+                issuer: found.key.issuer.clone(),
+            });
+        };
+        let endpoint = Url::parse(endpoint).map_err(|e| AuthError::Metadata {
+            url: endpoint.clone(),
+            reason: e.to_string(),
+        })?;
+        let method = if meta.supports_auth_method("none")
+            || meta.token_endpoint_auth_methods_supported.is_none()
+        {
+            "none"
+        } else if meta.supports_auth_method("client_secret_basic") {
+            "client_secret_basic"
+        } else {
+            "client_secret_post"
+        };
+        let body = serde_json::json!({
+            "client_name": "mcphost",
+            "application_type": "native",
+            "redirect_uris": [redirect_uri.unwrap_or("http://127.0.0.1/callback")],
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": method,
+            "software_id": "mcphost",
+            "software_version": env!("CARGO_PKG_VERSION"),
+        });
+        let resp = self
+            .http
+            .post(endpoint.clone())
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| AuthError::Http {
+                url: endpoint.to_string(),
+                reason: crate::transport::http::error_chain(&e),
+            })?;
+        let status = resp.status();
+        let text = discovery::read_body(resp, 64 * 1024, &endpoint).await?;
+        if !status.is_success() {
+            return Err(AuthError::Http {
+                url: endpoint.to_string(),
+                reason: format!(
+                    "client registration refused: HTTP {status}: {}",
+                    text.chars().take(300).collect::<String>()
+                ),
+            });
+        }
+        let reg: Registration = serde_json::from_str(&text).map_err(|e| AuthError::Metadata {
+            url: endpoint.to_string(),
+            reason: format!("not a registration response: {e}"),
+        })?;
+        info!(server = %self.server, client_id = %reg.client_id, "registered with the authorization server");
+        let auth = self.auth_for(
+            &reg.client_id,
+            reg.client_secret.clone(),
+            reg.token_endpoint_auth_method.clone(),
+            found,
+        )?;
+        self.save(&found.key, |e| e.client = Some(reg))?;
+        Ok(auth)
+    }
+
+    /// The token endpoint authentication for a client: as registered or
+    /// configured, else the best the server lists for what we hold.
+    fn auth_for(
+        &self,
+        client_id: &str,
+        secret: Option<String>,
+        method: Option<String>,
+        found: &Found,
+    ) -> Result<ClientAuth, AuthError> {
+        let meta = &found.meta;
+        let method = method.unwrap_or_else(|| {
+            if self.config.private_key_pem.is_some() {
+                "private_key_jwt".into()
+            } else if secret.is_none() {
+                "none".into()
+            } else if meta.supports_auth_method("client_secret_basic")
+                || meta.token_endpoint_auth_methods_supported.is_none()
+            {
+                "client_secret_basic".into()
+            } else if meta.supports_auth_method("client_secret_post") {
+                "client_secret_post".into()
+            } else {
+                "client_secret_basic".into()
+            }
+        });
+        let id = client_id.to_owned();
+        let need_secret = |m: &str| {
+            secret.clone().ok_or_else(|| {
+                AuthError::Client(format!(
+                    "token_endpoint_auth_method {m} needs a client secret (clientSecret)"
+                ))
+            })
+        };
+        Ok(match method.as_str() {
+            "none" => ClientAuth::None { client_id: id },
+            "client_secret_basic" => ClientAuth::Basic {
+                client_id: id,
+                secret: need_secret("client_secret_basic")?,
+            },
+            "client_secret_post" => ClientAuth::Post {
+                client_id: id,
+                secret: need_secret("client_secret_post")?,
+            },
+            "private_key_jwt" => ClientAuth::PrivateKeyJwt {
+                client_id: id,
+                key_pem: self.config.private_key_pem.clone().ok_or_else(|| {
+                    AuthError::Client(
+                        "token_endpoint_auth_method private_key_jwt needs private_key_pem".into(),
+                    )
+                })?,
+                algorithm: self
+                    .config
+                    .signing_algorithm
+                    .clone()
+                    .unwrap_or_else(|| "ES256".into()),
+                audience: found.key.issuer.clone(),
+            },
+            other => {
+                return Err(AuthError::Client(format!(
+                    "token_endpoint_auth_method {other:?} is not supported (client_secret_basic, client_secret_post, none, private_key_jwt)"
+                )));
+            }
+        })
+    }
+
+    fn token_endpoint(&self, found: &Found) -> Result<Url, AuthError> {
+        let t = found
+            .meta
+            .token_endpoint
+            .as_deref()
+            .ok_or_else(|| AuthError::NoAuthServer {
+                server: self.url.to_string(),
+                reason: format!("{} lists no token_endpoint", found.key.issuer),
+            })?;
+        Url::parse(t).map_err(|e| AuthError::Metadata {
+            url: t.to_owned(),
+            reason: e.to_string(),
+        })
+    }
+
+    fn adopt(&self, key: &TokenKey, tokens: Tokens) -> Result<(), AuthError> {
+        let endpoint = self
+            .state()
+            .found
+            .as_ref()
+            .and_then(|f| f.meta.token_endpoint.clone());
+        self.save(key, |e| {
+            e.tokens = Some(tokens.clone());
+            e.token_endpoint = endpoint;
+        })?;
+        let mut st = self.state();
+        st.tokens = Some(tokens);
+        st.tokens_key = Some(key.clone());
+        Ok(())
+    }
+
+    /// Refresh, single-flight across processes: under the store's lock, a
+    /// token someone else already refreshed is taken as it is, and the
+    /// newest refresh token is the one used, once.
+    async fn refresh(&self, found: &Found, failed: Option<&str>) -> Result<bool, AuthError> {
+        let _lock = match &self.store {
+            Some(s) => Some(s.lock(&found.key).await?),
+            None => None,
+        };
+        let stored = self.entry(&found.key).and_then(|e| e.tokens);
+        let current = stored.or_else(|| {
+            let st = self.state();
+            st.tokens
+                .clone()
+                .filter(|_| st.tokens_key.as_ref() == Some(&found.key))
+        });
+        let Some(current) = current else {
+            return Ok(false);
+        };
+        if Some(current.access_token.as_str()) != failed
+            && !grant::expiring(&current, REFRESH_MARGIN)
+        {
+            debug!(server = %self.server, "another process refreshed the token");
+            let mut st = self.state();
+            st.tokens = Some(current);
+            st.tokens_key = Some(found.key.clone());
+            return Ok(true);
+        }
+        let Some(rt) = current.refresh_token.clone() else {
+            return Ok(false);
+        };
+        let auth = self.client(found, None).await?;
+        let endpoint = self.token_endpoint(found)?;
+        match grant::request(
+            &self.http,
+            &endpoint,
+            &auth,
+            Grant::Refresh { refresh_token: &rt },
+            &found.key.resource,
+            current.scope.as_deref(),
+            TOKEN_TIMEOUT,
+        )
+        .await
+        {
+            Ok(mut t) => {
+                // A server that does not rotate keeps the old refresh token.
+                if t.refresh_token.is_none() {
+                    t.refresh_token = Some(rt);
+                }
+                info!(server = %self.server, "token refreshed");
+                self.adopt(&found.key, t)?;
+                Ok(true)
+            }
+            Err(AuthError::Token {
+                invalid_grant: true,
+                reason,
+                ..
+            }) => {
+                warn!(server = %self.server, "refresh refused ({reason}); signing in again is needed");
+                self.save(&found.key, |e| e.tokens = None)?;
+                let mut st = self.state();
+                st.tokens = None;
+                st.tokens_key = None;
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn machine_grant(&self, found: &Found) -> Result<(), AuthError> {
+        let auth = self.client(found, None).await?;
+        let endpoint = self.token_endpoint(found)?;
+        let t = grant::request(
+            &self.http,
+            &endpoint,
+            &auth,
+            Grant::ClientCredentials,
+            &found.key.resource,
+            found.scope.as_deref(),
+            TOKEN_TIMEOUT,
+        )
+        .await?;
+        info!(server = %self.server, "token granted (client_credentials)");
+        self.adopt(&found.key, t)
+    }
+
+    /// The authorization code flow: the page goes to `browser`, the
+    /// redirect comes back to our loopback listener.
+    async fn sign_in(
+        &self,
+        found: &Found,
+        scope: Option<String>,
+        browser: &dyn Browser,
+    ) -> Result<(), AuthError> {
+        let meta = &found.meta;
+        let methods = meta
+            .code_challenge_methods_supported
+            .clone()
+            .unwrap_or_default();
+        if !methods.iter().any(|m| m == "S256") {
+            return Err(AuthError::NoS256 {
+                issuer: found.key.issuer.clone(),
+                listed: if methods.is_empty() {
+                    "absent".into()
+                } else {
+                    methods.join(", ")
+                },
+            });
+        }
+        let authorize =
+            meta.authorization_endpoint
+                .as_deref()
+                .ok_or_else(|| AuthError::NoAuthServer {
+                    server: self.url.to_string(),
+                    reason: format!("{} lists no authorization_endpoint", found.key.issuer),
+                })?;
+        let mut authorize = Url::parse(authorize).map_err(|e| AuthError::Metadata {
+            url: authorize.to_owned(),
+            reason: e.to_string(),
+        })?;
+        let listener = flow::Loopback::bind().await?;
+        let auth = self.client(found, Some(&listener.redirect_uri)).await?;
+        let verifier = flow::random_token()?;
+        let state = flow::random_token()?;
+        // offline_access only where the authorization server offers it.
+        let mut scope = scope;
+        if meta
+            .scopes_supported
+            .as_ref()
+            .is_some_and(|s| s.iter().any(|x| x == "offline_access"))
+        {
+            let s = scope.get_or_insert_with(String::new);
+            if !s.split(' ').any(|x| x == "offline_access") {
+                if !s.is_empty() {
+                    s.push(' ');
+                }
+                s.push_str("offline_access");
+            }
+        }
+        {
+            let mut q = authorize.query_pairs_mut();
+            q.append_pair("response_type", "code")
+                .append_pair("client_id", auth.client_id())
+                .append_pair("redirect_uri", &listener.redirect_uri)
+                .append_pair("state", &state)
+                .append_pair("code_challenge", &flow::challenge(&verifier))
+                .append_pair("code_challenge_method", "S256")
+                .append_pair("resource", &found.key.resource);
+            if let Some(s) = scope.as_deref().filter(|s| !s.is_empty()) {
+                q.append_pair("scope", s);
+            }
+        }
+        let redirect_uri = listener.redirect_uri.clone();
+        info!(server = %self.server, by = %browser.describe(), "sign-in started");
+        browser
+            .open(&self.server, authorize.as_str())
+            .await
+            .map_err(AuthError::Browser)?;
+        let q = listener.wait(self.login_timeout).await?;
+        let got_state = q.get("state").cloned().unwrap_or_default();
+        if got_state != state {
+            return Err(AuthError::StateMismatch { found: got_state });
+        }
+        // RFC 9207: checked before the code is redeemed.
+        match q.get("iss") {
+            // Exactly as the metadata says: no normalisation (SEP-2468).
+            Some(iss) if iss != &found.key.issuer => {
+                return Err(AuthError::IssMismatch {
+                    expected: found.key.issuer.clone(),
+                    found: iss.clone(),
+                });
+            }
+            None if meta.authorization_response_iss_parameter_supported => {
+                return Err(AuthError::IssMismatch {
+                    expected: found.key.issuer.clone(),
+                    found: "(none, though the server says it sends one)".into(),
+                });
+            }
+            _ => {}
+        }
+        if let Some(err) = q.get("error") {
+            let desc = q
+                .get("error_description")
+                .map(|d| format!(": {d}"))
+                .unwrap_or_default();
+            return Err(AuthError::Refused(format!("{err}{desc}")));
+        }
+        let code = q
+            .get("code")
+            .ok_or_else(|| AuthError::Refused("the redirect carried no code".into()))?;
+        let endpoint = self.token_endpoint(found)?;
+        let mut t = grant::request(
+            &self.http,
+            &endpoint,
+            &auth,
+            Grant::Code {
+                code,
+                redirect_uri: &redirect_uri,
+                verifier: &verifier,
+            },
+            &found.key.resource,
+            scope.as_deref(),
+            TOKEN_TIMEOUT,
+        )
+        .await?;
+        if t.scope.is_none() {
+            t.scope = scope;
+        }
+        info!(server = %self.server, "signed in");
+        self.adopt(&found.key, t)
+    }
+
+    /// `mcphost auth login`: discovery from the server's own 401, then a
+    /// sign-in, whatever is stored.
+    pub async fn login(&self, browser: &dyn Browser) -> Result<(), AuthError> {
+        let _flight = self.flight.lock().await;
+        let challenge = self.probe().await?;
+        let found = self.discover(&challenge, None).await?;
+        if self.config.machine() {
+            return self.machine_grant(&found).await;
+        }
+        let scope = found.scope.clone();
+        self.sign_in(&found, scope, browser).await
+    }
+
+    /// Forget this server's tokens (and its registration).
+    pub async fn logout(&self) -> Result<bool, AuthError> {
+        let challenge = self.probe().await.unwrap_or_default();
+        let found = self.discover(&challenge, None).await?;
+        {
+            let mut st = self.state();
+            st.tokens = None;
+            st.tokens_key = None;
+        }
+        match &self.store {
+            Some(s) => Ok(s.remove(&found.key)?),
+            None => Ok(false),
+        }
+    }
+
+    /// An unauthenticated POST, for the challenge of a server we are not
+    /// talking to yet.
+    async fn probe(&self) -> Result<BearerChallenge, AuthError> {
+        let body = r#"{"jsonrpc":"2.0","id":0,"method":"ping"}"#;
+        let resp = self
+            .http
+            .post(self.url.clone())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(
+                reqwest::header::ACCEPT,
+                "application/json, text/event-stream",
+            )
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| AuthError::Http {
+                url: self.url.to_string(),
+                reason: crate::transport::http::error_chain(&e),
+            })?;
+        let values: Vec<String> = resp
+            .headers()
+            .get_all(reqwest::header::WWW_AUTHENTICATE)
+            .iter()
+            .filter_map(|v| v.to_str().ok().map(str::to_owned))
+            .collect();
+        Ok(BearerChallenge::find(values.iter().map(String::as_str)).unwrap_or_default())
+    }
+
+    async fn handle(&self, c: &Challenged) -> Result<(), AuthError> {
+        let _flight = self.flight.lock().await;
+        // Someone got a new token while we waited: try that first.
+        let current = self.current();
+        if current.is_some() && current != c.sent {
+            return Ok(());
+        }
+        let challenge = BearerChallenge::find(c.www_authenticate.iter().map(String::as_str))
+            .unwrap_or_default();
+        if c.sent.is_some() && c.status == 401 {
+            // Our token was refused: the server may have moved to another
+            // authorization server (SEP-2352). Discover again.
+            self.state().found = None;
+        }
+        let found = self
+            .discover(&challenge, c.protocol_version.as_deref())
+            .await?;
+        if c.status == 403 {
+            if !challenge.insufficient_scope() {
+                return Err(AuthError::Refused(format!(
+                    "HTTP 403 (error {:?}): the token is valid but not allowed here",
+                    challenge.error.as_deref().unwrap_or("none")
+                )));
+            }
+            let n = {
+                let mut st = self.state();
+                st.step_ups = st.step_ups.saturating_add(1);
+                st.step_ups
+            };
+            if n > MAX_STEP_UPS {
+                return Err(AuthError::Refused(format!(
+                    "the server still answers insufficient_scope after {MAX_STEP_UPS} sign-ins for more scope (it wants {:?})",
+                    challenge.scope.as_deref().unwrap_or("")
+                )));
+            }
+            let had = self.state().tokens.as_ref().and_then(|t| t.scope.clone());
+            let scope = union_scopes(&[had.as_deref(), challenge.scope.as_deref()]);
+            return self.interactive(&found, scope).await;
+        }
+        // A stored token we did not send yet (another process signed in).
+        if let Some(t) = self.entry(&found.key).and_then(|e| e.tokens)
+            && Some(&t.access_token) != c.sent.as_ref()
+        {
+            let mut st = self.state();
+            st.tokens = Some(t);
+            st.tokens_key = Some(found.key.clone());
+            return Ok(());
+        }
+        if self.refresh(&found, c.sent.as_deref()).await? {
+            return Ok(());
+        }
+        if self.config.machine() {
+            return self.machine_grant(&found).await;
+        }
+        let scope = union_scopes(&[found.scope.as_deref(), challenge.scope.as_deref()]);
+        self.interactive(&found, scope).await
+    }
+
+    async fn interactive(&self, found: &Found, scope: Option<String>) -> Result<(), AuthError> {
+        match &self.browser {
+            Some(b) => self.sign_in(found, scope, b.as_ref()).await,
+            None => Err(AuthError::NeedsLogin(format!(
+                "run `mcphost auth login {}`",
+                self.server
+            ))),
+        }
+    }
+}
+
+/// The union of space-separated scope lists, in first-seen order.
+fn union_scopes(lists: &[Option<&str>]) -> Option<String> {
+    let mut out: Vec<&str> = Vec::new();
+    for s in lists.iter().flatten() {
+        for x in s.split(' ').filter(|x| !x.is_empty()) {
+            if !out.contains(&x) {
+                out.push(x);
+            }
+        }
+    }
+    (!out.is_empty()).then(|| out.join(" "))
+}
+
+impl Credentials for Authorizer {
+    fn bearer(&self) -> BoxFuture<'_, Option<String>> {
+        Box::pin(async move {
+            self.look_in_store();
+            let (tokens, found) = {
+                let st = self.state();
+                (st.tokens.clone(), st.found.clone())
+            };
+            let t = tokens?;
+            if grant::expiring(&t, REFRESH_MARGIN)
+                && t.refresh_token.is_some()
+                && let Some(found) = found
+            {
+                let _flight = self.flight.lock().await;
+                if self.current().as_deref() == Some(t.access_token.as_str())
+                    && let Err(e) = self.refresh(&found, Some(&t.access_token)).await
+                {
+                    warn!(server = %self.server, "refresh before expiry failed: {e}");
+                }
+            }
+            self.current()
+        })
+    }
+
+    fn challenged<'a>(&'a self, c: &'a Challenged) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            self.handle(c).await.map_err(|e| {
+                warn!(server = %self.server, "authorization: {e}");
+                e.to_string()
+            })
+        })
+    }
+
+    fn login_hint(&self) -> String {
+        format!("run `mcphost auth login {}`", self.server)
+    }
+}
+
+/// What every server's authorizer shares in one process: the token store,
+/// who shows sign-in pages, the scripted client of the environment.
+pub struct AuthContext {
+    pub store: Option<TokenStore>,
+    pub browser: Option<Arc<dyn Browser>>,
+    pub env: OAuthConfig,
+    pub login_timeout: Duration,
+}
+
+impl std::fmt::Debug for AuthContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthContext")
+            .field("store", &self.store.as_ref().map(|s| s.dir().to_owned()))
+            .field("browser", &self.browser.as_ref().map(|b| b.describe()))
+            .finish_non_exhaustive()
+    }
+}
+
+/// `MCPHOST_OAUTH_TIMEOUT`: seconds a sign-in waits for the redirect.
+pub const TIMEOUT_ENV: &str = "MCPHOST_OAUTH_TIMEOUT";
+
+impl AuthContext {
+    /// The user's token store and the environment's settings. A store that
+    /// cannot be opened is logged and tokens are then kept in memory only.
+    pub fn from_env(browser: Option<Arc<dyn Browser>>) -> Result<AuthContext, String> {
+        let env = OAuthConfig::from_env(&|k| std::env::var(k).ok())?;
+        let store = match TokenStore::open_default() {
+            Ok(s) => Some(s),
+            Err(e) => {
+                warn!("tokens will not be kept: {e}");
+                None
+            }
+        };
+        let login_timeout = match std::env::var(TIMEOUT_ENV) {
+            Ok(s) => s
+                .trim()
+                .parse::<u64>()
+                .map(Duration::from_secs)
+                .map_err(|_| format!("{TIMEOUT_ENV}={s:?}: must be a number of seconds"))?,
+            Err(_) => LOGIN_TIMEOUT,
+        };
+        Ok(AuthContext {
+            store,
+            browser,
+            env,
+            login_timeout,
+        })
+    }
+
+    /// The authorizer of one HTTP server, unless it signs in some other way
+    /// (its own `Authorization` header) or `oauth` is `false`.
+    pub fn authorizer(
+        &self,
+        server: &str,
+        http: &crate::config::HttpServer,
+    ) -> Option<Result<Authorizer, AuthError>> {
+        let crate::config::OAuthSetting::Client(cfg) = &http.oauth else {
+            return None;
+        };
+        if http
+            .headers
+            .keys()
+            .any(|k| k.eq_ignore_ascii_case("authorization"))
+        {
+            return None;
+        }
+        Some(
+            Authorizer::new(
+                server,
+                &http.url,
+                self.store.clone(),
+                cfg.clone().or(self.env.clone()),
+                self.browser.clone(),
+            )
+            .map(|a| a.with_login_timeout(self.login_timeout)),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scopes_union_in_order() {
+        assert_eq!(
+            union_scopes(&[Some("a b"), Some("b c")]).as_deref(),
+            Some("a b c")
+        );
+        assert_eq!(union_scopes(&[None, Some("")]), None);
+    }
+
+    #[test]
+    fn scripted_client_from_the_environment() {
+        let env = |k: &str| match k {
+            CLIENT_ENV => Some(
+                r#"{"client_id":"c","client_secret":"s","grant_type":"client_credentials"}"#.into(),
+            ),
+            _ => None,
+        };
+        let c = OAuthConfig::from_env(&env).unwrap();
+        assert_eq!(c.client_id.as_deref(), Some("c"));
+        assert!(c.machine());
+        assert!(!format!("{c:?}").contains("\"s\""));
+        let bad = |k: &str| (k == CLIENT_ENV).then(|| "[1]".to_owned());
+        assert!(
+            OAuthConfig::from_env(&bad)
+                .unwrap_err()
+                .contains("JSON object")
+        );
+        let cfg = OAuthConfig {
+            client_id: Some("mine".into()),
+            ..OAuthConfig::default()
+        };
+        let merged = cfg.or(c);
+        assert_eq!(merged.client_id.as_deref(), Some("mine"));
+        assert_eq!(
+            merged.client_secret, None,
+            "a secret belongs to its client id"
+        );
+    }
+}

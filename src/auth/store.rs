@@ -153,3 +153,46 @@ impl TokenStore {
         std::fs::write(&path, text).map_err(io)
     }
 }
+
+// Interim: the real versions come with the store work.
+impl TokenStore {
+    pub fn remove(&self, key: &TokenKey) -> Result<bool, StoreError> {
+        Ok(std::fs::remove_file(self.file(key)).is_ok())
+    }
+
+    pub fn list(&self) -> Result<Vec<(TokenKey, Entry)>, StoreError> {
+        let mut out = Vec::new();
+        if let Ok(rd) = std::fs::read_dir(&self.dir) {
+            for f in rd.flatten() {
+                if f.path().extension().is_some_and(|e| e == "json")
+                    && let Ok(b) = std::fs::read(f.path())
+                    && let Ok(v) = serde_json::from_slice::<(TokenKey, Entry)>(&b)
+                {
+                    out.push(v);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    pub async fn lock(&self, _key: &TokenKey) -> Result<StoreLock, StoreError> {
+        Ok(StoreLock)
+    }
+}
+
+pub struct StoreLock;
+
+impl TokenStore {
+    pub fn open_default() -> Result<Self, StoreError> {
+        let dir = match std::env::var_os("MCPHOST_TOKEN_DIR") {
+            Some(d) => PathBuf::from(d),
+            None => directories::ProjectDirs::from("", "", "mcphost")
+                .map(|d| d.data_dir().join("oauth"))
+                .ok_or_else(|| StoreError::Io {
+                    path: PathBuf::from("~"),
+                    reason: "no home directory".into(),
+                })?,
+        };
+        TokenStore::open(dir)
+    }
+}

@@ -83,6 +83,9 @@ pub struct ClientOptions {
     /// [`ServerClient::subscribe`]. A client that only relays the
     /// notification (the C library's connected mode) turns it off.
     pub relist_on_change: bool,
+    /// OAuth for HTTP servers (`None`: a 401 leaves the server in
+    /// `auth_required`).
+    pub auth: Option<Arc<crate::auth::AuthContext>>,
 }
 
 impl ClientOptions {
@@ -110,6 +113,7 @@ impl Default for ClientOptions {
             probe_timeout: Duration::from_secs(10),
             eras: Arc::new(EraCache::in_memory()),
             relist_on_change: true,
+            auth: None,
         }
     }
 }
@@ -913,8 +917,7 @@ fn discovered(
 /// the stateless era.
 fn refuses_for_stateless(e: &ClientError) -> bool {
     e.rpc_error().is_some_and(|r| {
-        r.code == error_codes::UNSUPPORTED_VERSION
-            && pick_version(&supported_versions(r)).is_some()
+        r.code == error_codes::UNSUPPORTED_VERSION && pick_version(&supported_versions(r)).is_some()
     })
 }
 

@@ -260,6 +260,22 @@ pub struct HttpServer {
     pub url: String,
     pub headers: BTreeMap<String, String>,
     pub kind: HttpMode,
+    pub oauth: OAuthSetting,
+}
+
+/// A server's `oauth`: sign in when it asks (the default, with the client
+/// from `MCPHOST_OAUTH_CLIENT` or registered on the way), as this client,
+/// or never (`false`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OAuthSetting {
+    Client(crate::auth::OAuthConfig),
+    Disabled,
+}
+
+impl Default for OAuthSetting {
+    fn default() -> Self {
+        OAuthSetting::Client(crate::auth::OAuthConfig::default())
+    }
 }
 
 impl fmt::Debug for HttpServer {
@@ -273,6 +289,7 @@ impl fmt::Debug for HttpServer {
             .field("url", &url)
             .field("headers", &Redacted(&self.headers))
             .field("kind", &self.kind)
+            .field("oauth", &self.oauth)
             .finish()
     }
 }

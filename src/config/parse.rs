@@ -16,8 +16,9 @@ use super::duration::{no_unit_hint, parse_duration};
 use super::interpolate::interpolate;
 use super::tools::glob;
 use super::{
-    ConfigError, EnvLookup, HostConfig, HttpMode, HttpServer, Issue, Issues, Namespacing, Offer,
-    Root, ServerConfig, Share, StdioServer, Timeouts, ToolFilter, TransportConfig,
+    ConfigError, EnvLookup, HostConfig, HttpMode, HttpServer, Issue, Issues, Namespacing,
+    OAuthSetting, Offer, Root, ServerConfig, Share, StdioServer, Timeouts, ToolFilter,
+    TransportConfig,
 };
 use crate::registry::catalog::NamingRules;
 
@@ -64,6 +65,7 @@ const SERVER_KEYS: &[&str] = &[
     "inheritEnv",
     "url",
     "headers",
+    "oauth",
     "disabled",
     "tools",
     "timeouts",
@@ -75,7 +77,18 @@ const SERVER_KEYS: &[&str] = &[
 ];
 const OFFER_KEYS: &[&str] = &["sampling", "elicitation", "roots"];
 const STDIO_ONLY: &[&str] = &["command", "args", "env", "envFile", "cwd", "inheritEnv"];
-const HTTP_ONLY: &[&str] = &["url", "headers"];
+const HTTP_ONLY: &[&str] = &["url", "headers", "oauth"];
+const OAUTH_KEYS: &[&str] = &[
+    "clientId",
+    "clientSecret",
+    "tokenEndpointAuthMethod",
+    "grantType",
+    "privateKeyPem",
+    "privateKeyFile",
+    "signingAlgorithm",
+    "scope",
+    "clientMetadataUrl",
+];
 
 pub(crate) fn parse(
     text: &str,
@@ -842,11 +855,107 @@ impl<'a> Ctx<'a> {
             }
             None => BTreeMap::new(),
         };
+        let oauth = match obj.get("oauth") {
+            Some(p) => self.oauth(&p.value, &child(field, "oauth"), server, lenient),
+            None => OAuthSetting::default(),
+        };
         Some(HttpServer {
             url: url?,
             headers,
             kind,
+            oauth,
         })
+    }
+
+    /// `oauth`: `false` (never sign in), or the client to sign in as.
+    fn oauth(
+        &mut self,
+        value: &Value<'_>,
+        field: &str,
+        server: &str,
+        lenient: bool,
+    ) -> OAuthSetting {
+        if let Value::BooleanLit(b) = value {
+            return if b.value {
+                OAuthSetting::default()
+            } else {
+                OAuthSetting::Disabled
+            };
+        }
+        let Some(obj) = self.object(value, field) else {
+            return OAuthSetting::default();
+        };
+        self.keys(obj, field, OAUTH_KEYS);
+        let mut c = crate::auth::OAuthConfig::default();
+        for prop in &obj.properties {
+            let key = prop_name(prop);
+            let f = child(field, key);
+            let Some(raw) = self.non_empty_string(&prop.value, &f) else {
+                continue;
+            };
+            let Some(v) = self.interpolated(raw, prop.value.start(), &f, server, lenient) else {
+                continue;
+            };
+            match key {
+                "clientId" => c.client_id = Some(v),
+                "clientSecret" => c.client_secret = Some(v),
+                "tokenEndpointAuthMethod" => {
+                    const METHODS: [&str; 4] = [
+                        "client_secret_basic",
+                        "client_secret_post",
+                        "none",
+                        "private_key_jwt",
+                    ];
+                    if METHODS.contains(&v.as_str()) {
+                        c.token_endpoint_auth_method = Some(v);
+                    } else {
+                        self.error(
+                            prop.value.start(),
+                            &f,
+                            format!("must be one of {}", METHODS.join(", ")),
+                        );
+                    }
+                }
+                "grantType" => {
+                    if v == "authorization_code" || v == "client_credentials" {
+                        c.grant_type = Some(v);
+                    } else {
+                        self.error(
+                            prop.value.start(),
+                            &f,
+                            "must be \"authorization_code\" or \"client_credentials\"",
+                        );
+                    }
+                }
+                "privateKeyPem" => c.private_key_pem = Some(v),
+                "privateKeyFile" => match std::fs::read_to_string(self.base_dir.join(&v)) {
+                    Ok(pem) => c.private_key_pem = Some(pem),
+                    Err(e) => self.error(prop.value.start(), &f, format!("cannot read {v:?}: {e}")),
+                },
+                "signingAlgorithm" => c.signing_algorithm = Some(v),
+                "scope" => c.scope = Some(v),
+                "clientMetadataUrl" => {
+                    if v.starts_with("https://") {
+                        c.client_metadata_url = Some(v);
+                    } else {
+                        self.error(
+                            prop.value.start(),
+                            &f,
+                            "must be an https:// URL (a client ID metadata document)",
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+        if c.grant_type.as_deref() == Some("client_credentials") && c.client_id.is_none() {
+            self.error(
+                obj.start(),
+                field,
+                "grantType \"client_credentials\" needs a clientId",
+            );
+        }
+        OAuthSetting::Client(c)
     }
 
     /// `offer`: `{sampling, elicitation, roots}` booleans, each `true` unless set.

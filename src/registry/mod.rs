@@ -423,7 +423,19 @@ impl Registry {
                 Some(path) => s.to_stdio_config_with_path(&sc.timeouts, path),
                 None => s.to_stdio_config(&sc.timeouts),
             }),
-            TransportConfig::Http(h) => Launch::Http(h.to_http_config(&sc.timeouts)),
+            TransportConfig::Http(h) => {
+                let mut cfg = h.to_http_config(&sc.timeouts);
+                if let Some(auth) = &opts.auth {
+                    match auth.authorizer(&sc.name, h) {
+                        Some(Ok(a)) => cfg.credentials = Some(Arc::new(a)),
+                        Some(Err(e)) => {
+                            tracing::warn!(server = %sc.name, "OAuth is off for this server: {e}")
+                        }
+                        None => {}
+                    }
+                }
+                Launch::Http(cfg)
+            }
         };
         supervisor::spawn(
             &sc.name,

@@ -211,9 +211,30 @@ json-schema-2020-12-preservation)
 	mcphost call json_schema_echo "$schema"
 	;;
 auth/*)
-	# What a well-behaved client does: connect, list, call `test-tool`.
-	# mcphost has no OAuth yet, so these stop at the 401 (expected failures,
-	# tests/conformance/expected-failures*.yml).
+	# Sign in as a person would: mcphost discovers the authorization server
+	# from the 401, registers, and hands the sign-in URL to MCPHOST_BROWSER,
+	# here a script that follows the redirects (the suite's authorization
+	# server approves at once) back to mcphost's loopback listener. Tokens
+	# go to a store of this run only. Scenarios that give a client (the
+	# pre-registered and machine ones) pass it as MCPHOST_OAUTH_CLIENT.
+	export MCPHOST_BROWSER="$JSON_NODE $ROOT/tests/conformance/browser.js"
+	MCPHOST_TOKEN_DIR="$(mktemp -d)"
+	export MCPHOST_TOKEN_DIR MCPHOST_TOKEN_STORE=file
+	# The URL the suite's CIMD scenario expects as client_id; mcphost uses it
+	# only where the authorization server supports client ID metadata
+	# documents.
+	export MCPHOST_OAUTH_CLIENT_METADATA_URL="https://conformance-test.local/client-metadata.json"
+	client="$(json '
+		const ctx = JSON.parse(process.env.MCP_CONFORMANCE_CONTEXT || "{}");
+		const c = {};
+		for (const k of ["client_id", "client_secret", "private_key_pem", "signing_algorithm"]) {
+			if (ctx[k] !== undefined) c[k] = ctx[k];
+		}
+		if (ctx.private_key_pem) c.token_endpoint_auth_method = "private_key_jwt";
+		if (process.env.MCP_CONFORMANCE_SCENARIO.startsWith("auth/client-credentials")) c.grant_type = "client_credentials";
+		if (Object.keys(c).length) console.log(JSON.stringify(c));
+	')"
+	[[ -n "$client" ]] && export MCPHOST_OAUTH_CLIENT="$client"
 	mcphost call test-tool '{}'
 	;;
 sep-2640-*)

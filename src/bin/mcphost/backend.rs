@@ -96,10 +96,26 @@ impl Backend {
                 s.timeouts.request = s.timeouts.max_request;
             }
         }
-        let engine = EngineBuilder::new(cfg).fallback(fallback).start();
+        // A sign-in in the browser happens inside an HTTP server's
+        // handshake: give it the sign-in's own limit.
+        let auth = auth_context(true)?;
+        let start_limit =
+            DIRECT_START_LIMIT.max(auth.login_timeout.saturating_add(Duration::from_secs(10)));
+        for s in &mut cfg.servers {
+            if matches!(s.transport, TransportConfig::Http(_)) {
+                s.timeouts.init = s.timeouts.init.max(start_limit);
+            }
+        }
+        let engine = EngineBuilder::new(cfg)
+            .fallback(fallback)
+            .client_options(ClientOptions {
+                auth: Some(Arc::new(auth)),
+                ..Default::default()
+            })
+            .start();
         // Every command would answer from a partial catalog (an empty table,
         // exit 0): a server that did not start fails them all instead.
-        let failed = engine.wait_started(DIRECT_START_LIMIT).await;
+        let failed = engine.wait_started(start_limit).await;
         if !failed.is_empty() {
             engine.shutdown().await;
             bail!("{}", failed.join("\n"));
@@ -354,6 +370,15 @@ fn show_progress(progress: f64, total: Option<f64>, message: Option<&str>) {
     eprintln!("mcphost: {line}");
 }
 
+/// OAuth for this process: the user's token store; sign-in pages through
+/// `MCPHOST_BROWSER`, the system browser, or (`terminal`) printed.
+pub fn auth_context(terminal: bool) -> Result<mcphost::auth::AuthContext> {
+    let chain = mcphost::auth::browser::Chain::standard(None, terminal);
+    let browser: Option<Arc<dyn mcphost::auth::browser::Browser>> =
+        (!chain.is_empty()).then(|| Arc::new(chain) as _);
+    mcphost::auth::AuthContext::from_env(browser).map_err(|e| anyhow!(e))
+}
+
 /// How long `--direct` waits for its servers to be ready.
 const DIRECT_START_LIMIT: Duration = Duration::from_secs(60);
 
@@ -378,6 +403,7 @@ async fn direct_config(specs: &[String]) -> Result<HostConfig> {
                 url: rest.to_owned(),
                 headers: Default::default(),
                 kind: mcphost::config::HttpMode::Auto,
+                oauth: Default::default(),
             })
         } else {
             let words = shell_words::split(rest)

@@ -45,10 +45,12 @@ async fn open(shared: &Arc<Shared>) -> Result<EventStream, (String, bool)> {
 
 async fn open_unbounded(shared: &Arc<Shared>) -> Result<EventStream, (String, bool)> {
     let resp = shared
-        .http
-        .get(shared.url.clone())
-        .header(ACCEPT, "text/event-stream")
-        .send()
+        .send(
+            shared
+                .http
+                .get(shared.url.clone())
+                .header(ACCEPT, "text/event-stream"),
+        )
         .await
         .map_err(|e| (shared.cannot_reach(&e), false))?;
     let status = resp.status();
@@ -269,11 +271,13 @@ async fn post(shared: &Shared, text: String) -> Result<(), String> {
         return Err("the legacy transport has no endpoint".to_owned());
     };
     let resp = shared
-        .http
-        .post(endpoint)
-        .header(CONTENT_TYPE, "application/json")
-        .body(text)
-        .send()
+        .send(
+            shared
+                .http
+                .post(endpoint)
+                .header(CONTENT_TYPE, "application/json")
+                .body(text),
+        )
         .await
         .map_err(|e| format!("the HTTP request failed: {}", error_chain(&e)))?;
     if resp.status().is_success() {
@@ -312,7 +316,7 @@ pub(super) async fn send(shared: &Arc<Shared>, msg: OutMsg) {
         .post(endpoint)
         .header(CONTENT_TYPE, "application/json")
         .body(msg.text);
-    let failed = match tokio::time::timeout(shared.send_timeout, req.send()).await {
+    let failed = match tokio::time::timeout(shared.send_timeout, shared.send(req)).await {
         Ok(Ok(resp)) => {
             let status = resp.status();
             if is_auth_status(status) {

@@ -17,6 +17,7 @@
 mod legacy;
 mod modern;
 mod sse;
+pub(crate) use sse::error_chain;
 #[doc(hidden)]
 pub use sse::fuzz_sse;
 mod streamable;
@@ -78,7 +79,35 @@ pub struct HttpConfig {
     /// Limit for exchanges that carry no request of ours: notifications,
     /// our answers, DELETE, and the wait for the legacy `endpoint` event.
     pub send_timeout: Duration,
+    /// OAuth: the bearer token of every request, and what to do on 401/403.
+    pub credentials: Option<Arc<dyn Credentials>>,
 }
+
+/// A 401 or 403, as the credentials see it.
+#[derive(Debug, Clone)]
+pub struct Challenged {
+    pub status: u16,
+    /// Every `WWW-Authenticate` value.
+    pub www_authenticate: Vec<String>,
+    /// The bearer token the refused request carried.
+    pub sent: Option<String>,
+    pub protocol_version: Option<String>,
+}
+
+/// Where the transport gets its bearer tokens (OAuth, `crate::auth`).
+pub trait Credentials: Send + Sync {
+    /// The token for the next request, if there is one.
+    fn bearer(&self) -> BoxFuture<'_, Option<String>>;
+    /// A request was refused. `Ok`: send it again (a new token is there);
+    /// `Err`: why not, for the error the server's state shows.
+    fn challenged<'a>(&'a self, c: &'a Challenged) -> BoxFuture<'a, Result<(), String>>;
+    /// What a person can do about it, for messages.
+    fn login_hint(&self) -> String;
+}
+
+/// Times one request is sent again after a 401/403 before the refusal
+/// stands (a refresh, then a sign-in, then one step-up).
+const MAX_AUTH_RETRIES: usize = 3;
 
 impl HttpConfig {
     pub fn new(url: impl Into<String>) -> Self {
@@ -90,6 +119,7 @@ impl HttpConfig {
             init_timeout: Duration::from_secs(60),
             max_message_bytes: 64 * 1024 * 1024,
             send_timeout: Duration::from_secs(30),
+            credentials: None,
         }
     }
 }
@@ -102,6 +132,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("url", &redact_url(&self.url))
             .field("headers", &names)
             .field("mode", &self.mode)
+            .field("oauth", &self.credentials.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -201,6 +232,8 @@ pub async fn connect(name: &str, cfg: HttpConfig) -> Result<Connection, HttpErro
         stop: CancellationToken::new(),
         tasks: TaskTracker::new(),
         closed: AtomicBool::new(false),
+        credentials: cfg.credentials.clone(),
+        auth_note: Mutex::new(None),
     });
     if cfg.mode == HttpMode::Sse {
         legacy::start(&shared)
@@ -277,6 +310,9 @@ struct Shared {
     stop: CancellationToken,
     tasks: TaskTracker,
     closed: AtomicBool,
+    credentials: Option<Arc<dyn Credentials>>,
+    /// Why the credentials could not answer the last 401/403.
+    auth_note: Mutex<Option<String>>,
 }
 
 #[derive(Default)]
@@ -463,8 +499,18 @@ impl Shared {
             .map(|v| format!(" (WWW-Authenticate: {v})"))
             .unwrap_or_default();
         let what = self.status_error(resp).await;
+        let note = self
+            .auth_note
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let summary = match (&self.credentials, note) {
+            (Some(_), Some(n)) => format!("{what}{challenge}; {n}"),
+            (Some(c), None) => format!("{what}{challenge}; {}", c.login_hint()),
+            (None, _) => auth_message(&what, &challenge),
+        };
         self.close(CloseReason {
-            summary: auth_message(&what, &challenge),
+            summary,
             auth_required: true,
             ..CloseReason::default()
         })
@@ -484,6 +530,54 @@ impl Shared {
             redact_url(self.url.as_str()),
             sse::error_chain(e)
         )
+    }
+
+    /// Send a request to the server: with the bearer token when there are
+    /// credentials, and again after a 401/403 they could answer.
+    async fn send(&self, req: reqwest::RequestBuilder) -> reqwest::Result<reqwest::Response> {
+        let Some(creds) = &self.credentials else {
+            return req.send().await;
+        };
+        let mut retries = 0;
+        loop {
+            // A streamed body cannot be sent twice: no retry then.
+            let Some(attempt) = req.try_clone() else {
+                return req.send().await;
+            };
+            let token = creds.bearer().await;
+            let attempt = match &token {
+                Some(t) => match HeaderValue::from_str(&format!("Bearer {t}")) {
+                    Ok(mut v) => {
+                        v.set_sensitive(true);
+                        attempt.header(header::AUTHORIZATION, v)
+                    }
+                    Err(_) => attempt,
+                },
+                None => attempt,
+            };
+            let resp = attempt.send().await?;
+            if !is_auth_status(resp.status()) || retries >= MAX_AUTH_RETRIES {
+                return Ok(resp);
+            }
+            let challenged = Challenged {
+                status: resp.status().as_u16(),
+                www_authenticate: resp
+                    .headers()
+                    .get_all(header::WWW_AUTHENTICATE)
+                    .iter()
+                    .filter_map(|v| v.to_str().ok().map(str::to_owned))
+                    .collect(),
+                sent: token,
+                protocol_version: self.state().version.clone(),
+            };
+            match creds.challenged(&challenged).await {
+                Ok(()) => retries += 1,
+                Err(note) => {
+                    *self.auth_note.lock().unwrap_or_else(|p| p.into_inner()) = Some(note);
+                    return Ok(resp);
+                }
+            }
+        }
     }
 
     async fn drive(self: Arc<Self>, mut outbound: mpsc::Receiver<Outbound>) {

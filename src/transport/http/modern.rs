@@ -149,7 +149,7 @@ fn build(
 
 /// A notification with headers (the client sends none today): any 2xx.
 async fn notify(shared: &Arc<Shared>, req: reqwest::RequestBuilder, method: &str) {
-    match tokio::time::timeout(shared.send_timeout, req.send()).await {
+    match tokio::time::timeout(shared.send_timeout, shared.send(req)).await {
         Ok(Ok(r)) if is_auth_status(r.status()) => shared.auth_failed(r).await,
         Ok(Ok(r)) if !r.status().is_success() => {
             debug!("sending {method}: {}", shared.status_error(r).await);
@@ -177,7 +177,7 @@ fn spoken(shared: &Shared) {
 /// One request's POST and its answer.
 async fn exchange(shared: &Arc<Shared>, req: reqwest::RequestBuilder, id: Id) {
     let ids = [id.clone()];
-    let resp = match req.send().await {
+    let resp = match shared.send(req).await {
         Ok(r) => r,
         Err(e) if e.is_connect() => {
             shared.fail(&ids, &shared.cannot_reach(&e)).await;

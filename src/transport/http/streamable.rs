@@ -194,7 +194,7 @@ async fn initialize(shared: &Arc<Shared>, msg: OutMsg) {
     };
     let resp = match within(
         deadline,
-        build_post(shared, &msg.text, Headers::Fresh).send(),
+        shared.send(build_post(shared, &msg.text, Headers::Fresh)),
     )
     .await
     {
@@ -304,7 +304,10 @@ enum Posted {
 async fn post(shared: &Arc<Shared>, text: &str, requests: &[Id]) -> Result<Posted, Failure> {
     for attempt in 0..2 {
         let sent = shared.session();
-        let resp = match build_post(shared, text, Headers::Session).send().await {
+        let resp = match shared
+            .send(build_post(shared, text, Headers::Session))
+            .await
+        {
             Ok(r) => r,
             Err(e) if e.is_connect() => return Err(Failure::Unreachable(e)),
             Err(e) => {
@@ -643,7 +646,7 @@ async fn get(
     if let Some(id) = last_event_id {
         req = req.header(LAST_EVENT_ID, id);
     }
-    req.send().await
+    shared.send(req).await
 }
 
 /// The session expired (see [`judge`]): initialize again without it,
@@ -680,7 +683,10 @@ async fn renew_session(shared: &Arc<Shared>, stale: &str) -> Result<(), String> 
     // The new session knows nothing of our subscriptions or log level.
     let replay = shared.state().replay.clone();
     for (what, id, text) in replay {
-        let outcome = match build_post(shared, &text, Headers::Session).send().await {
+        let outcome = match shared
+            .send(build_post(shared, &text, Headers::Session))
+            .await
+        {
             Ok(r) if r.status().is_success() => {
                 if swallow_answer(shared, r, &id).await.is_some() {
                     "restored".to_owned()
@@ -700,8 +706,8 @@ async fn renew_session(shared: &Arc<Shared>, stale: &str) -> Result<(), String> 
 
 /// Send our `initialize` again, then `initialized`; the server's answer.
 async fn reinitialize(shared: &Arc<Shared>, id: &Id, body: &str) -> Result<String, String> {
-    let resp = build_post(shared, body, Headers::Fresh)
-        .send()
+    let resp = shared
+        .send(build_post(shared, body, Headers::Fresh))
         .await
         .map_err(|e| error_chain(&e))?;
     if !resp.status().is_success() {
@@ -719,7 +725,10 @@ async fn reinitialize(shared: &Arc<Shared>, id: &Id, body: &str) -> Result<Strin
         shared.state().version = Some(v);
     }
     let note = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
-    match build_post(shared, note, Headers::Session).send().await {
+    match shared
+        .send(build_post(shared, note, Headers::Session))
+        .await
+    {
         Ok(r) if r.status().is_success() => Ok(answer),
         Ok(r) => Err(shared.status_error(r).await),
         Err(e) => Err(error_chain(&e)),
@@ -861,7 +870,12 @@ pub(super) async fn end_session(shared: &Arc<Shared>) {
         return;
     }
     let req = with_session(shared, shared.http.delete(shared.url.clone()));
-    match tokio::time::timeout(shared.send_timeout.min(Duration::from_secs(5)), req.send()).await {
+    match tokio::time::timeout(
+        shared.send_timeout.min(Duration::from_secs(5)),
+        shared.send(req),
+    )
+    .await
+    {
         Ok(Ok(r)) if r.status().is_success() || r.status() == StatusCode::METHOD_NOT_ALLOWED => {
             debug!("session ended (HTTP {})", r.status());
         }

@@ -1,0 +1,172 @@
+//! Who shows the sign-in page: the host app, `MCPHOST_BROWSER`, the system
+//! opener, or, on a terminal, the printed URL. The first that can, does.
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+
+use tracing::{debug, warn};
+
+use crate::transport::BoxFuture;
+
+/// Hands a sign-in URL to someone who can open it. `Ok` once it was handed
+/// over; the flow then waits for the redirect.
+pub trait Browser: Send + Sync {
+    fn open<'a>(&'a self, server: &'a str, url: &'a str) -> BoxFuture<'a, Result<(), String>>;
+    /// For logs and errors: "the host", "MCPHOST_BROWSER", …
+    fn describe(&self) -> String;
+}
+
+/// The environment variable naming a command that opens a URL (given as its
+/// last argument), as `BROWSER` does for other tools.
+pub const BROWSER_ENV: &str = "MCPHOST_BROWSER";
+
+/// Runs `MCPHOST_BROWSER` with the URL as its last argument, through `sh`,
+/// so the variable may hold options.
+pub struct CommandBrowser(pub String);
+
+impl Browser for CommandBrowser {
+    fn open<'a>(&'a self, server: &'a str, url: &'a str) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let script = format!("{} \"$1\"", self.0);
+            let mut child = tokio::process::Command::new("sh")
+                .arg("-c")
+                .arg(&script)
+                .arg("mcphost-browser")
+                .arg(url)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .map_err(|e| format!("{BROWSER_ENV}={:?}: cannot run it: {e}", self.0))?;
+            let cmd = self.0.clone();
+            let server = server.to_owned();
+            // Reaped in the background: a browser command may keep running.
+            tokio::spawn(async move {
+                match child.wait().await {
+                    Ok(s) if !s.success() => warn!(server, "{BROWSER_ENV}={cmd:?} exited with {s}"),
+                    Err(e) => warn!(server, "{BROWSER_ENV}={cmd:?}: {e}"),
+                    Ok(_) => {}
+                }
+            });
+            Ok(())
+        })
+    }
+    fn describe(&self) -> String {
+        format!("{BROWSER_ENV} ({})", self.0)
+    }
+}
+
+/// `open` on macOS, `xdg-open` elsewhere, where there is a display.
+pub struct SystemBrowser;
+
+impl SystemBrowser {
+    pub fn available() -> bool {
+        if cfg!(target_os = "macos") {
+            return true;
+        }
+        ["DISPLAY", "WAYLAND_DISPLAY"]
+            .iter()
+            .any(|v| std::env::var_os(v).is_some_and(|s| !s.is_empty()))
+            && which::which("xdg-open").is_ok()
+    }
+}
+
+impl Browser for SystemBrowser {
+    fn open<'a>(&'a self, _server: &'a str, url: &'a str) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let opener = if cfg!(target_os = "macos") {
+                "open"
+            } else {
+                "xdg-open"
+            };
+            let status = tokio::process::Command::new(opener)
+                .arg(url)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .await
+                .map_err(|e| format!("{opener}: {e}"))?;
+            if status.success() {
+                Ok(())
+            } else {
+                Err(format!("{opener} exited with {status}"))
+            }
+        })
+    }
+    fn describe(&self) -> String {
+        "the system browser".into()
+    }
+}
+
+/// Prints the URL on stderr, for a terminal without a browser.
+pub struct PrintBrowser;
+
+impl Browser for PrintBrowser {
+    fn open<'a>(&'a self, server: &'a str, url: &'a str) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            eprintln!("To sign in to '{server}', open this URL in a browser:\n\n  {url}\n");
+            Ok(())
+        })
+    }
+    fn describe(&self) -> String {
+        "the terminal".into()
+    }
+}
+
+/// Tries each in turn.
+pub struct Chain(pub Vec<Arc<dyn Browser>>);
+
+impl Chain {
+    /// What a program on the user's machine uses: `first` (a host that can
+    /// show the page), then `MCPHOST_BROWSER`, then the system opener, then
+    /// the terminal. `terminal`: whether printing counts (a CLI; not a
+    /// daemon, whose stderr nobody reads).
+    pub fn standard(first: Option<Arc<dyn Browser>>, terminal: bool) -> Chain {
+        let mut v: Vec<Arc<dyn Browser>> = first.into_iter().collect();
+        if let Some(cmd) = std::env::var(BROWSER_ENV)
+            .ok()
+            .filter(|s| !s.trim().is_empty())
+        {
+            v.push(Arc::new(CommandBrowser(cmd)));
+        }
+        if SystemBrowser::available() {
+            v.push(Arc::new(SystemBrowser));
+        }
+        if terminal && std::io::stderr().is_terminal() {
+            v.push(Arc::new(PrintBrowser));
+        }
+        Chain(v)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Browser for Chain {
+    fn open<'a>(&'a self, server: &'a str, url: &'a str) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let mut errors = Vec::new();
+            for b in &self.0 {
+                match b.open(server, url).await {
+                    Ok(()) => {
+                        debug!(server, by = %b.describe(), "sign-in page handed over");
+                        return Ok(());
+                    }
+                    Err(e) => errors.push(format!("{}: {e}", b.describe())),
+                }
+            }
+            if errors.is_empty() {
+                Err(format!(
+                    "nothing here can show a sign-in page (no host registered for it, no {BROWSER_ENV}, no display, no terminal)"
+                ))
+            } else {
+                Err(errors.join("; "))
+            }
+        })
+    }
+    fn describe(&self) -> String {
+        let v: Vec<String> = self.0.iter().map(|b| b.describe()).collect();
+        v.join(", then ")
+    }
+}

@@ -1,0 +1,319 @@
+//! Finding the authorization server of an MCP server: protected-resource
+//! metadata (RFC 9728), then authorization-server metadata (RFC 8414, then
+//! OpenID Connect discovery), with the 2025-03-26 fallbacks.
+
+use serde::Deserialize;
+use tracing::debug;
+use url::Url;
+
+use super::AuthError;
+
+/// Limit for a metadata document.
+const METADATA_BYTES: usize = 256 * 1024;
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ProtectedResource {
+    #[serde(default)]
+    pub resource: Option<String>,
+    #[serde(default)]
+    pub authorization_servers: Vec<String>,
+    #[serde(default)]
+    pub scopes_supported: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ServerMetadata {
+    #[serde(default)]
+    pub issuer: String,
+    #[serde(default)]
+    pub authorization_endpoint: Option<String>,
+    #[serde(default)]
+    pub token_endpoint: Option<String>,
+    #[serde(default)]
+    pub registration_endpoint: Option<String>,
+    #[serde(default)]
+    pub scopes_supported: Option<Vec<String>>,
+    #[serde(default)]
+    pub code_challenge_methods_supported: Option<Vec<String>>,
+    #[serde(default)]
+    pub token_endpoint_auth_methods_supported: Option<Vec<String>>,
+    #[serde(default)]
+    pub grant_types_supported: Option<Vec<String>>,
+    #[serde(default)]
+    pub client_id_metadata_document_supported: bool,
+    #[serde(default)]
+    pub authorization_response_iss_parameter_supported: bool,
+}
+
+impl ServerMetadata {
+    pub fn supports_auth_method(&self, m: &str) -> bool {
+        self.token_endpoint_auth_methods_supported
+            .as_ref()
+            .is_some_and(|v| v.iter().any(|x| x == m))
+    }
+}
+
+/// The canonical URI of a resource (RFC 8707, MCP): lowercase scheme and
+/// host (as `Url` keeps them), no fragment, no trailing slash on an empty
+/// path.
+pub fn canonical(url: &Url) -> String {
+    let mut u = url.clone();
+    u.set_fragment(None);
+    let s = u.to_string();
+    if u.path() == "/" && u.query().is_none() {
+        s.trim_end_matches('/').to_owned()
+    } else {
+        s
+    }
+}
+
+/// Whether the protected resource `declared` (from its metadata) covers the
+/// server at `server`: the same origin, and a path that is the server's or
+/// a parent of it on a segment boundary. Anything else is another server,
+/// and its tokens must not be ours.
+pub fn resource_covers(declared: &str, server: &Url) -> bool {
+    let Ok(d) = Url::parse(declared) else {
+        return false;
+    };
+    if d.origin() != server.origin() {
+        return false;
+    }
+    let dp = d.path().trim_end_matches('/');
+    let sp = server.path().trim_end_matches('/');
+    sp == dp || sp.starts_with(&format!("{dp}/"))
+}
+
+/// Where the protected-resource metadata may be: the challenge's URL, else
+/// the path-inserted well-known URL, then the root one.
+pub fn prm_candidates(server: &Url, from_challenge: Option<&str>) -> Vec<Url> {
+    if let Some(u) = from_challenge.and_then(|u| server.join(u).ok()) {
+        return vec![u];
+    }
+    let mut out = Vec::new();
+    let path = server.path().trim_end_matches('/');
+    if !path.is_empty()
+        && let Ok(u) = server.join(&format!("/.well-known/oauth-protected-resource{path}"))
+    {
+        out.push(u);
+    }
+    if let Ok(u) = server.join("/.well-known/oauth-protected-resource") {
+        out.push(u);
+    }
+    out
+}
+
+/// Where an issuer's metadata may be (MCP 2025-11-25): with a path,
+/// OAuth path-inserted, OIDC path-inserted, OIDC path-appended; without,
+/// OAuth then OIDC.
+pub fn as_candidates(issuer: &Url) -> Vec<Url> {
+    let path = issuer.path().trim_end_matches('/');
+    let rel: Vec<String> = if path.is_empty() {
+        vec![
+            "/.well-known/oauth-authorization-server".into(),
+            "/.well-known/openid-configuration".into(),
+        ]
+    } else {
+        vec![
+            format!("/.well-known/oauth-authorization-server{path}"),
+            format!("/.well-known/openid-configuration{path}"),
+            format!("{path}/.well-known/openid-configuration"),
+        ]
+    };
+    rel.iter().filter_map(|r| issuer.join(r).ok()).collect()
+}
+
+/// Fetch a JSON document; `Ok(None)` when it is not there (4xx).
+pub async fn fetch_json<T: serde::de::DeserializeOwned>(
+    http: &reqwest::Client,
+    url: &Url,
+    protocol_version: Option<&str>,
+) -> Result<Option<T>, AuthError> {
+    let mut req = http
+        .get(url.clone())
+        .header(reqwest::header::ACCEPT, "application/json");
+    if let Some(v) = protocol_version {
+        req = req.header("MCP-Protocol-Version", v);
+    }
+    let resp = req.send().await.map_err(|e| AuthError::Http {
+        url: url.to_string(),
+        reason: crate::transport::http::error_chain(&e),
+    })?;
+    let status = resp.status();
+    debug!(%url, %status, "metadata");
+    if status.is_client_error() {
+        return Ok(None);
+    }
+    if !status.is_success() {
+        return Err(AuthError::Http {
+            url: url.to_string(),
+            reason: format!("HTTP {status}"),
+        });
+    }
+    let body = read_body(resp, METADATA_BYTES, url).await?;
+    serde_json::from_str(&body)
+        .map(Some)
+        .map_err(|e| AuthError::Metadata {
+            url: url.to_string(),
+            reason: format!("not the JSON document expected: {e}"),
+        })
+}
+
+pub(super) async fn read_body(
+    mut resp: reqwest::Response,
+    limit: usize,
+    url: &Url,
+) -> Result<String, AuthError> {
+    let mut buf = Vec::new();
+    loop {
+        match resp.chunk().await {
+            Ok(Some(c)) => {
+                if buf.len().saturating_add(c.len()) > limit {
+                    return Err(AuthError::Metadata {
+                        url: url.to_string(),
+                        reason: format!("larger than {limit} bytes"),
+                    });
+                }
+                buf.extend_from_slice(&c);
+            }
+            Ok(None) => break,
+            Err(e) => {
+                return Err(AuthError::Http {
+                    url: url.to_string(),
+                    reason: crate::transport::http::error_chain(&e),
+                });
+            }
+        }
+    }
+    String::from_utf8(buf).map_err(|_| AuthError::Metadata {
+        url: url.to_string(),
+        reason: "not UTF-8".into(),
+    })
+}
+
+/// The protected-resource metadata, from the first candidate that has it.
+pub async fn protected_resource(
+    http: &reqwest::Client,
+    server: &Url,
+    from_challenge: Option<&str>,
+    protocol_version: Option<&str>,
+) -> Result<Option<ProtectedResource>, AuthError> {
+    for url in prm_candidates(server, from_challenge) {
+        if let Some(prm) = fetch_json::<ProtectedResource>(http, &url, protocol_version).await? {
+            return Ok(Some(prm));
+        }
+    }
+    Ok(None)
+}
+
+/// The authorization server's metadata. `issuer` must be the one its URL
+/// was built from, character for character (RFC 8414 §3.3): a document
+/// naming another issuer is refused, not used.
+pub async fn server_metadata(
+    http: &reqwest::Client,
+    issuer: &str,
+    protocol_version: Option<&str>,
+) -> Result<Option<ServerMetadata>, AuthError> {
+    let url = Url::parse(issuer).map_err(|e| AuthError::Metadata {
+        url: issuer.to_owned(),
+        reason: format!("not a URL: {e}"),
+    })?;
+    for url in as_candidates(&url) {
+        if let Some(m) = fetch_json::<ServerMetadata>(http, &url, protocol_version).await? {
+            if m.issuer != issuer {
+                return Err(AuthError::IssuerMismatch {
+                    url: url.to_string(),
+                    expected: issuer.to_owned(),
+                    found: m.issuer,
+                });
+            }
+            return Ok(Some(m));
+        }
+    }
+    Ok(None)
+}
+
+/// 2025-03-26: no protected-resource metadata; the authorization server is
+/// the MCP server's origin, its metadata at the root well-known URL, and
+/// without that the default endpoints.
+pub async fn legacy_server_metadata(
+    http: &reqwest::Client,
+    server: &Url,
+    protocol_version: Option<&str>,
+) -> Result<ServerMetadata, AuthError> {
+    let origin = server.join("/").map_err(|e| AuthError::Metadata {
+        url: server.to_string(),
+        reason: e.to_string(),
+    })?;
+    let well_known = origin
+        .join("/.well-known/oauth-authorization-server")
+        .map_err(|e| AuthError::Metadata {
+            url: server.to_string(),
+            reason: e.to_string(),
+        })?;
+    if let Some(m) = fetch_json::<ServerMetadata>(http, &well_known, protocol_version).await? {
+        return Ok(m);
+    }
+    let at = |p: &str| origin.join(p).map(|u| u.to_string()).ok();
+    Ok(ServerMetadata {
+        issuer: canonical(&origin),
+        authorization_endpoint: at("/authorize"),
+        token_endpoint: at("/token"),
+        registration_endpoint: at("/register"),
+        // The defaults of 2025-03-26 imply PKCE with S256.
+        code_challenge_methods_supported: Some(vec!["S256".into()]),
+        ..ServerMetadata::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn u(s: &str) -> Url {
+        Url::parse(s).unwrap()
+    }
+
+    #[test]
+    fn well_known_candidates_follow_the_spec_order() {
+        let c: Vec<String> = prm_candidates(&u("https://h/a/mcp"), None)
+            .iter()
+            .map(Url::to_string)
+            .collect();
+        assert_eq!(
+            c,
+            [
+                "https://h/.well-known/oauth-protected-resource/a/mcp",
+                "https://h/.well-known/oauth-protected-resource"
+            ]
+        );
+        let c = prm_candidates(&u("https://h/mcp"), Some("https://h/prm"));
+        assert_eq!(c, [u("https://h/prm")]);
+        let c: Vec<String> = as_candidates(&u("https://as/tenant1"))
+            .iter()
+            .map(Url::to_string)
+            .collect();
+        assert_eq!(
+            c,
+            [
+                "https://as/.well-known/oauth-authorization-server/tenant1",
+                "https://as/.well-known/openid-configuration/tenant1",
+                "https://as/tenant1/.well-known/openid-configuration"
+            ]
+        );
+        assert_eq!(as_candidates(&u("https://as")).len(), 2);
+    }
+
+    #[test]
+    fn a_resource_covers_only_its_own_server() {
+        let s = u("http://127.0.0.1:3000/mcp");
+        assert!(resource_covers("http://127.0.0.1:3000/mcp", &s));
+        assert!(resource_covers("http://127.0.0.1:3000/", &s));
+        assert!(resource_covers("http://127.0.0.1:3000", &s));
+        assert!(!resource_covers("http://127.0.0.1:3001/mcp", &s));
+        assert!(!resource_covers("https://evil.example/mcp", &s));
+        assert!(!resource_covers("http://127.0.0.1:3000/mc", &s));
+        assert!(!resource_covers("http://127.0.0.1:3000/mcp/other", &s));
+        assert_eq!(canonical(&u("HTTP://H:80/")), "http://h");
+        assert_eq!(canonical(&u("https://h/mcp#x")), "https://h/mcp");
+    }
+}
