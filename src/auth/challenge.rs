@@ -149,9 +149,13 @@ pub fn parse(value: &str) -> Vec<Challenge> {
             lx.skip_ws();
             let value = match lx.peek() {
                 Some('"') => lx.quoted(),
+                // Not always a strict token (`scope=mcp:write`): up to the
+                // next comma or space.
                 _ => {
                     let v_start = lx.i;
-                    lx.token68_rest();
+                    while lx.peek().is_some_and(|c| !matches!(c, ',' | ' ' | '\t')) {
+                        lx.i += lx.peek().map_or(1, char::len_utf8);
+                    }
                     lx.s[v_start..lx.i].to_owned()
                 }
             };
