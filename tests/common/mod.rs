@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod http_fault;
+pub mod oauth_server;
 pub mod uid;
 
 use std::path::PathBuf;
