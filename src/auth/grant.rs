@@ -203,6 +203,101 @@ pub enum Grant<'a> {
         refresh_token: &'a str,
     },
     ClientCredentials,
+    /// RFC 7523 §2.1: an assertion (an ID-JAG from the enterprise IdP).
+    JwtBearer {
+        assertion: &'a str,
+    },
+}
+
+pub const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
+const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+const ID_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:id_token";
+const ID_JAG_TYPE: &str = "urn:ietf:params:oauth:token-type:id-jag";
+
+/// Enterprise-managed authorization (SEP-990): the user's ID token from the
+/// enterprise IdP, exchanged there (RFC 8693) for an identity assertion
+/// grant (ID-JAG) addressed to the MCP server's authorization server.
+pub struct IdpExchange<'a> {
+    pub token_endpoint: &'a Url,
+    pub id_token: &'a str,
+    pub client_id: Option<&'a str>,
+    pub client_secret: Option<&'a str>,
+}
+
+pub async fn exchange_for_id_jag(
+    http: &reqwest::Client,
+    idp: &IdpExchange<'_>,
+    audience: &str,
+    resource: &str,
+    scope: Option<&str>,
+    timeout: Duration,
+) -> Result<String, AuthError> {
+    let mut form: Vec<(&'static str, String)> = vec![
+        ("grant_type", TOKEN_EXCHANGE.into()),
+        ("requested_token_type", ID_JAG_TYPE.into()),
+        ("subject_token", idp.id_token.into()),
+        ("subject_token_type", ID_TOKEN_TYPE.into()),
+        ("audience", audience.into()),
+        ("resource", resource.into()),
+    ];
+    if let Some(s) = scope.filter(|s| !s.is_empty()) {
+        form.push(("scope", s.into()));
+    }
+    let req = http
+        .post(idp.token_endpoint.clone())
+        .header(reqwest::header::ACCEPT, "application/json")
+        .timeout(timeout);
+    let req = match (idp.client_id, idp.client_secret) {
+        (Some(id), Some(secret)) => ClientAuth::Basic {
+            client_id: id.into(),
+            secret: secret.into(),
+        }
+        .apply(req, &mut form)?,
+        (Some(id), None) => ClientAuth::None {
+            client_id: id.into(),
+        }
+        .apply(req, &mut form)?,
+        _ => req,
+    };
+    let url = idp.token_endpoint;
+    let resp = req.form(&form).send().await.map_err(|e| AuthError::Http {
+        url: url.to_string(),
+        reason: crate::transport::http::error_chain(&e),
+    })?;
+    let status = resp.status();
+    let body = super::discovery::read_body(resp, TOKEN_BYTES, url).await?;
+    let fail = |reason: String| AuthError::Token {
+        grant: "token-exchange",
+        url: url.to_string(),
+        reason,
+        invalid_grant: false,
+    };
+    if !status.is_success() {
+        return Err(fail(match serde_json::from_str::<ErrorResponse>(&body) {
+            Ok(e) => e
+                .error_description
+                .map_or(e.error.clone(), |d| format!("{}: {d}", e.error)),
+            Err(_) => format!("HTTP {status}"),
+        }));
+    }
+    #[derive(Deserialize)]
+    struct Exchanged {
+        access_token: String,
+        #[serde(default)]
+        issued_token_type: Option<String>,
+    }
+    let e: Exchanged = serde_json::from_str(&body)
+        .map_err(|e| fail(format!("not a token exchange response: {e}")))?;
+    if e.issued_token_type
+        .as_deref()
+        .is_some_and(|t| t != ID_JAG_TYPE)
+    {
+        return Err(fail(format!(
+            "issued_token_type {:?}, not an ID-JAG",
+            e.issued_token_type.unwrap_or_default()
+        )));
+    }
+    Ok(e.access_token)
 }
 
 impl Grant<'_> {
@@ -211,6 +306,7 @@ impl Grant<'_> {
             Grant::Code { .. } => "authorization_code",
             Grant::Refresh { .. } => "refresh_token",
             Grant::ClientCredentials => "client_credentials",
+            Grant::JwtBearer { .. } => JWT_BEARER,
         }
     }
 }
@@ -238,6 +334,7 @@ pub async fn request(
         }
         Grant::Refresh { refresh_token } => form.push(("refresh_token", (*refresh_token).into())),
         Grant::ClientCredentials => {}
+        Grant::JwtBearer { assertion } => form.push(("assertion", (*assertion).into())),
     }
     form.push(("resource", resource.into()));
     if let Some(s) = scope.filter(|s| !s.is_empty())

@@ -117,6 +117,13 @@ pub struct OAuthConfig {
     /// Scopes to ask for instead of what the server suggests.
     pub scope: Option<String>,
     pub client_metadata_url: Option<String>,
+    /// Enterprise-managed authorization (`grant_type` the JWT bearer
+    /// grant): the IdP's token endpoint, the user's ID token from it, and
+    /// our client there.
+    pub idp_token_endpoint: Option<String>,
+    pub idp_id_token: Option<String>,
+    pub idp_client_id: Option<String>,
+    pub idp_client_secret: Option<String>,
 }
 
 impl std::fmt::Debug for OAuthConfig {
@@ -139,6 +146,16 @@ impl std::fmt::Debug for OAuthConfig {
             .field("signing_algorithm", &self.signing_algorithm)
             .field("scope", &self.scope)
             .field("client_metadata_url", &self.client_metadata_url)
+            .field("idp_token_endpoint", &self.idp_token_endpoint)
+            .field(
+                "idp_id_token",
+                &self.idp_id_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field("idp_client_id", &self.idp_client_id)
+            .field(
+                "idp_client_secret",
+                &self.idp_client_secret.as_ref().map(|_| "<redacted>"),
+            )
             .finish()
     }
 }
@@ -167,6 +184,14 @@ impl OAuthConfig {
             c.private_key_pem = s("private_key_pem")?;
             c.signing_algorithm = s("signing_algorithm")?;
             c.scope = s("scope")?;
+            c.idp_token_endpoint = s("idp_token_endpoint")?;
+            c.idp_id_token = s("idp_id_token")?;
+            c.idp_client_id = s("idp_client_id")?;
+            c.idp_client_secret = s("idp_client_secret")?;
+            // A scripted enterprise sign-in names its IdP; that is the grant.
+            if c.grant_type.is_none() && c.idp_id_token.is_some() {
+                c.grant_type = Some(grant::JWT_BEARER.into());
+            }
         }
         c.client_metadata_url = env(CLIENT_METADATA_ENV).filter(|s| !s.trim().is_empty());
         Ok(c)
@@ -191,11 +216,19 @@ impl OAuthConfig {
             signing_algorithm: self.signing_algorithm.or(other.signing_algorithm),
             scope: self.scope.or(other.scope),
             client_metadata_url: self.client_metadata_url.or(other.client_metadata_url),
+            idp_token_endpoint: self.idp_token_endpoint.or(other.idp_token_endpoint),
+            idp_id_token: self.idp_id_token.or(other.idp_id_token),
+            idp_client_id: self.idp_client_id.or(other.idp_client_id),
+            idp_client_secret: self.idp_client_secret.or(other.idp_client_secret),
         }
     }
 
+    /// A grant with no person in it.
     fn machine(&self) -> bool {
-        self.grant_type.as_deref() == Some("client_credentials")
+        matches!(
+            self.grant_type.as_deref(),
+            Some("client_credentials") | Some(grant::JWT_BEARER)
+        )
     }
 }
 
@@ -688,17 +721,46 @@ impl Authorizer {
     async fn machine_grant(&self, found: &Found) -> Result<(), AuthError> {
         let auth = self.client(found, None).await?;
         let endpoint = self.token_endpoint(found)?;
+        let c = &self.config;
+        let jag;
+        let grant = if c.grant_type.as_deref() == Some(grant::JWT_BEARER) {
+            let (Some(idp), Some(id_token)) = (&c.idp_token_endpoint, &c.idp_id_token) else {
+                return Err(AuthError::Client(
+                    "enterprise-managed authorization needs idp_token_endpoint and idp_id_token"
+                        .into(),
+                ));
+            };
+            let idp = Url::parse(idp)
+                .map_err(|e| AuthError::Client(format!("idp_token_endpoint {idp:?}: {e}")))?;
+            jag = grant::exchange_for_id_jag(
+                &self.http,
+                &grant::IdpExchange {
+                    token_endpoint: &idp,
+                    id_token,
+                    client_id: c.idp_client_id.as_deref(),
+                    client_secret: c.idp_client_secret.as_deref(),
+                },
+                &found.key.issuer,
+                &found.key.resource,
+                found.scope.as_deref(),
+                TOKEN_TIMEOUT,
+            )
+            .await?;
+            Grant::JwtBearer { assertion: &jag }
+        } else {
+            Grant::ClientCredentials
+        };
         let t = grant::request(
             &self.http,
             &endpoint,
             &auth,
-            Grant::ClientCredentials,
+            grant,
             &found.key.resource,
             found.scope.as_deref(),
             TOKEN_TIMEOUT,
         )
         .await?;
-        info!(server = %self.server, "token granted (client_credentials)");
+        info!(server = %self.server, grant = c.grant_type.as_deref().unwrap_or(""), "token granted");
         self.adopt(&found.key, t)
     }
 

@@ -227,7 +227,8 @@ auth/*)
 	client="$(json '
 		const ctx = JSON.parse(process.env.MCP_CONFORMANCE_CONTEXT || "{}");
 		const c = {};
-		for (const k of ["client_id", "client_secret", "private_key_pem", "signing_algorithm"]) {
+		for (const k of ["client_id", "client_secret", "private_key_pem", "signing_algorithm",
+			"idp_token_endpoint", "idp_id_token", "idp_client_id"]) {
 			if (ctx[k] !== undefined) c[k] = ctx[k];
 		}
 		if (ctx.private_key_pem) c.token_endpoint_auth_method = "private_key_jwt";
