@@ -1137,7 +1137,7 @@ impl AuthContext {
                 server,
                 &http.url,
                 self.store.clone(),
-                cfg.clone().or(self.env.clone()),
+                cfg.as_ref().clone().or(self.env.clone()),
                 self.browser.clone(),
             )
             .map(|a| a.with_login_timeout(self.login_timeout)),

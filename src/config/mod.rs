@@ -268,13 +268,13 @@ pub struct HttpServer {
 /// or never (`false`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OAuthSetting {
-    Client(crate::auth::OAuthConfig),
+    Client(Box<crate::auth::OAuthConfig>),
     Disabled,
 }
 
 impl Default for OAuthSetting {
     fn default() -> Self {
-        OAuthSetting::Client(crate::auth::OAuthConfig::default())
+        OAuthSetting::Client(Box::default())
     }
 }
 

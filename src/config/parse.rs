@@ -955,7 +955,7 @@ impl<'a> Ctx<'a> {
                 "grantType \"client_credentials\" needs a clientId",
             );
         }
-        OAuthSetting::Client(c)
+        OAuthSetting::Client(Box::new(c))
     }
 
     /// `offer`: `{sampling, elicitation, roots}` booleans, each `true` unless set.
