@@ -86,9 +86,14 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
         Some(dir) => crate::client::EraCache::at(dir.join("eras.json")),
         None => crate::client::EraCache::in_memory(),
     };
+    // A daemon never pops up a browser on its own: a sign-in page goes to
+    // MCPHOST_BROWSER if set; otherwise the server waits in auth_required
+    // for `mcphost auth login NAME`.
+    let auth = daemon_auth();
     let engine = EngineBuilder::new(cfg.clone())
         .client_options(crate::client::ClientOptions {
             eras: Arc::new(eras),
+            auth: auth.clone(),
             ..Default::default()
         })
         .shell_path(shell_path)
@@ -100,6 +105,9 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
         .editor(Arc::new(StoreEditor(store.clone())))
         .start();
     let registry = engine.registry().clone();
+    let _signed_in = auth.as_ref().and_then(|a| a.store.clone()).map(|store| {
+        tokio::spawn(ready_once_signed_in(store, registry.clone()).instrument(info_span!("auth")))
+    });
     info!(socket = %listener.path().display(), config = %opts.config.path.display(), servers = cfg.servers.len(), "daemon ready");
 
     let (reload_tx, reload_rx) = mpsc::channel::<()>(1);
@@ -242,6 +250,63 @@ async fn reload_on_change(
 
 /// Watch the config's directory, not the file: editors replace files by
 /// rename, which a watch on the old inode would miss.
+/// OAuth for the daemon's HTTP servers (tokens shared with the CLI).
+fn daemon_auth() -> Option<Arc<crate::auth::AuthContext>> {
+    use crate::auth::browser::{BROWSER_ENV, Browser, CommandBrowser};
+    let browser = std::env::var(BROWSER_ENV)
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .map(|cmd| Arc::new(CommandBrowser(cmd)) as Arc<dyn Browser>);
+    match crate::auth::AuthContext::from_env(browser) {
+        Ok(a) => Some(Arc::new(a)),
+        Err(e) => {
+            warn!("OAuth is off: {e}");
+            None
+        }
+    }
+}
+
+/// How often the token store is looked at for sign-ins made elsewhere.
+const SIGN_IN_POLL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A server waiting in `auth_required` starts again as soon as a token
+/// lands in the store (`mcphost auth login` in another process, or an
+/// embedded host's sign-in): it gets ready by itself.
+async fn ready_once_signed_in(
+    store: crate::auth::store::TokenStore,
+    registry: crate::registry::Registry,
+) {
+    let stamp = |store: &crate::auth::store::TokenStore| {
+        store
+            .list()
+            .map(|v| {
+                v.iter()
+                    .map(|(_, e)| (e.updated_at, e.tokens.is_some()))
+                    .fold((0u64, 0usize), |(m, n), (u, t)| {
+                        (m.max(u), n + usize::from(t))
+                    })
+            })
+            .unwrap_or_default()
+    };
+    let mut last = stamp(&store);
+    loop {
+        tokio::time::sleep(SIGN_IN_POLL).await;
+        let now = stamp(&store);
+        if now == last {
+            continue;
+        }
+        last = now;
+        for s in registry.statuses() {
+            if s.state == crate::registry::supervisor::ServerState::AuthRequired {
+                info!(server = %s.name, "a token arrived; starting it again");
+                if let Err(e) = registry.restart(&s.name).await {
+                    warn!(server = %s.name, "restart after sign-in: {e}");
+                }
+            }
+        }
+    }
+}
+
 fn watch_config(
     path: &Path,
     tx: mpsc::Sender<()>,

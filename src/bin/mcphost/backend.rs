@@ -384,7 +384,7 @@ const DIRECT_START_LIMIT: Duration = Duration::from_secs(60);
 
 /// Build a config from `--direct` specs. Unnamed servers are named after
 /// their `serverInfo.name`, which takes a short probe to learn.
-async fn direct_config(specs: &[String]) -> Result<HostConfig> {
+pub async fn direct_config(specs: &[String]) -> Result<HostConfig> {
     let mut cfg = HostConfig::default();
     let mut taken: Vec<String> = Vec::new();
     for spec in specs {

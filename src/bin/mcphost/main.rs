@@ -25,6 +25,7 @@ macro_rules! outln {
 /// Set by `outln!` once stdout is a closed pipe.
 static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+mod auth;
 mod backend;
 mod inspect;
 mod interactive;
@@ -205,6 +206,11 @@ enum Command {
         #[arg(long, default_value_t = 200, conflicts_with = "follow")]
         lines: usize,
     },
+    /// Sign in to HTTP servers (OAuth) and manage their tokens.
+    Auth {
+        #[command(subcommand)]
+        action: AuthAction,
+    },
     /// A stdio MCP server that relays to the daemon, for any MCP host.
     Bridge,
     /// Start one stdio server, show its handshake and catalog, then stop it.
@@ -229,6 +235,17 @@ enum Command {
         #[arg(last = true)]
         command: Vec<String>,
     },
+}
+
+#[derive(Subcommand)]
+enum AuthAction {
+    /// Sign in to a server of the config (or of --direct) in the browser;
+    /// the token is stored for every mcphost process of this user.
+    Login { name: String },
+    /// Stored sign-ins: server, authorization server, scope, expiry.
+    Status,
+    /// Delete a server's stored tokens.
+    Logout { name: String },
 }
 
 #[derive(Subcommand)]
@@ -393,6 +410,27 @@ async fn run_command(
             })
             .await?;
             Ok(0)
+        }
+        Command::Auth { action } => {
+            refuse_policy_flags(&policy, "auth")?;
+            let config = || -> Result<mcphost::config::HostConfig> {
+                let loc = mcphost::config::location::resolve_config_path(cli.config.clone())?;
+                Ok(mcphost::config::load(
+                    &loc.path,
+                    &mcphost::config::process_env,
+                )?)
+            };
+            let cfg = match (&action, cli.direct.is_empty()) {
+                (AuthAction::Status, _) => None,
+                (_, false) => Some(backend::direct_config(&cli.direct).await?),
+                (_, true) => Some(config()?),
+            };
+            match (action, cfg) {
+                (AuthAction::Status, _) => auth::status(out),
+                (AuthAction::Login { name }, Some(cfg)) => auth::login(&cfg, &name, out).await,
+                (AuthAction::Logout { name }, Some(cfg)) => auth::logout(&cfg, &name, out).await,
+                _ => Ok(2),
+            }
         }
         Command::Bridge => {
             refuse_policy_flags(&policy, "bridge")?;
@@ -583,7 +621,10 @@ async fn dispatch(b: &Backend, command: Command, out: &Out) -> Result<u8> {
                 logs::tail(b, &name, lines, out).await?;
             }
         }
-        Command::Daemon { .. } | Command::Bridge | Command::Inspect { .. } => {}
+        Command::Daemon { .. }
+        | Command::Bridge
+        | Command::Inspect { .. }
+        | Command::Auth { .. } => {}
     }
     Ok(0)
 }

@@ -129,6 +129,41 @@ impl Out {
         Ok(())
     }
 
+    /// `auth status`: one row per stored sign-in.
+    pub fn auth_status(&self, rows: &[Value], dir: &str) -> Result<()> {
+        if self.json {
+            outln!("{}", json!({ "store": dir, "signIns": rows }));
+            return Ok(());
+        }
+        if rows.is_empty() {
+            outln!("no sign-ins stored (in {dir})");
+            return Ok(());
+        }
+        let mut t = vec![
+            [
+                "SERVER",
+                "STATE",
+                "AUTHORIZATION SERVER",
+                "RESOURCE",
+                "SCOPE",
+            ]
+            .into_iter()
+            .map(String::from)
+            .collect::<Vec<_>>(),
+        ];
+        for r in rows {
+            t.push(vec![
+                s(&r["server"]),
+                s(&r["state"]),
+                s(&r["issuer"]),
+                s(&r["resource"]),
+                s(&r["scope"]),
+            ]);
+        }
+        table(&t);
+        Ok(())
+    }
+
     pub fn servers(&self, v: &Value) -> Result<()> {
         if self.json {
             outln!("{v}");
@@ -151,6 +186,12 @@ impl Out {
         let list = v.as_array().cloned().unwrap_or_default();
         for sv in &list {
             let detail = match (&sv["error"], &sv["listError"]) {
+                // What fixes it first; the server's answer after.
+                (Value::String(e), _) if sv["state"] == "auth_required" => format!(
+                    "sign in: mcphost auth login {} ({})",
+                    s(&sv["name"]),
+                    e.lines().next().unwrap_or("")
+                ),
                 (Value::String(e), _) => e.lines().next().unwrap_or("").to_owned(),
                 (_, Value::String(e)) => format!("listing: {}", e.lines().next().unwrap_or("")),
                 _ => s(&sv["command"]),
