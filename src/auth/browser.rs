@@ -170,3 +170,62 @@ impl Browser for Chain {
         v.join(", then ")
     }
 }
+
+/// The host app: the sign-in page goes to it as a URL-mode elicitation
+/// (`elicitation/create`, `mode: "url"`) from the asking server, through
+/// the engine's broker, so it reaches the host registered for requests no
+/// call caused (`mcphost/host/register`). Declined, or no such host: the
+/// next in the chain.
+pub struct HostBrowser {
+    host: Arc<std::sync::OnceLock<Arc<dyn crate::client::Host>>>,
+}
+
+impl HostBrowser {
+    /// Unbound until the slot it returns is set: the engine that routes to hosts
+    /// is built after its servers' authorizers.
+    pub fn unbound() -> (
+        HostBrowser,
+        Arc<std::sync::OnceLock<Arc<dyn crate::client::Host>>>,
+    ) {
+        let slot = Arc::new(std::sync::OnceLock::new());
+        (HostBrowser { host: slot.clone() }, slot)
+    }
+}
+
+impl Browser for HostBrowser {
+    fn open<'a>(&'a self, server: &'a str, url: &'a str) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let host = self.host.get().ok_or("no host yet")?.clone();
+            let id = super::flow::random_token().map_err(|e| e.to_string())?;
+            let params = serde_json::json!({
+                "mode": "url",
+                "message": format!("Sign in to '{server}' to use its tools."),
+                "url": url,
+                "elicitationId": id,
+            });
+            let params = serde_json::value::to_raw_value(&params).map_err(|e| e.to_string())?;
+            let answer = host
+                .handle(crate::client::HostRequest {
+                    server: server.to_owned(),
+                    method: crate::protocol::methods::ELICITATION_CREATE.to_owned(),
+                    params: Some(params),
+                    relation: crate::jsonrpc::Relation::Unrelated,
+                })
+                .await
+                .map_err(|e| format!("the host: {}", e.message))?;
+            let action: Option<String> = serde_json::from_str::<serde_json::Value>(answer.get())
+                .ok()
+                .and_then(|v| v["action"].as_str().map(str::to_owned));
+            match action.as_deref() {
+                Some("accept") => Ok(()),
+                other => Err(format!(
+                    "the host answered {}",
+                    other.unwrap_or("nothing usable")
+                )),
+            }
+        })
+    }
+    fn describe(&self) -> String {
+        "the host app".into()
+    }
+}

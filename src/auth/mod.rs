@@ -835,7 +835,9 @@ impl Authorizer {
         browser
             .open(&self.server, authorize.as_str())
             .await
-            .map_err(AuthError::Browser)?;
+            .map_err(|e| {
+                AuthError::Browser(format!("{e}; run `mcphost auth login {}`", self.server))
+            })?;
         let q = listener.wait(self.login_timeout).await?;
         let got_state = q.get("state").cloned().unwrap_or_default();
         if got_state != state {

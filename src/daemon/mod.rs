@@ -87,9 +87,11 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
         None => crate::client::EraCache::in_memory(),
     };
     // A daemon never pops up a browser on its own: a sign-in page goes to
-    // MCPHOST_BROWSER if set; otherwise the server waits in auth_required
-    // for `mcphost auth login NAME`.
-    let auth = daemon_auth();
+    // the registered host app (a URL elicitation), else MCPHOST_BROWSER if
+    // set; otherwise the server waits in auth_required for
+    // `mcphost auth login NAME`.
+    let (host_browser, host_slot) = crate::auth::browser::HostBrowser::unbound();
+    let auth = daemon_auth(host_browser);
     let engine = EngineBuilder::new(cfg.clone())
         .client_options(crate::client::ClientOptions {
             eras: Arc::new(eras),
@@ -105,6 +107,7 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
         .editor(Arc::new(StoreEditor(store.clone())))
         .start();
     let registry = engine.registry().clone();
+    let _ = host_slot.set(engine.host());
     let _signed_in = auth.as_ref().and_then(|a| a.store.clone()).map(|store| {
         tokio::spawn(ready_once_signed_in(store, registry.clone()).instrument(info_span!("auth")))
     });
@@ -251,13 +254,17 @@ async fn reload_on_change(
 /// Watch the config's directory, not the file: editors replace files by
 /// rename, which a watch on the old inode would miss.
 /// OAuth for the daemon's HTTP servers (tokens shared with the CLI).
-fn daemon_auth() -> Option<Arc<crate::auth::AuthContext>> {
-    use crate::auth::browser::{BROWSER_ENV, Browser, CommandBrowser};
-    let browser = std::env::var(BROWSER_ENV)
+fn daemon_auth(host: crate::auth::browser::HostBrowser) -> Option<Arc<crate::auth::AuthContext>> {
+    use crate::auth::browser::{BROWSER_ENV, Browser, Chain, CommandBrowser};
+    let mut chain: Vec<Arc<dyn Browser>> = vec![Arc::new(host)];
+    if let Some(cmd) = std::env::var(BROWSER_ENV)
         .ok()
         .filter(|s| !s.trim().is_empty())
-        .map(|cmd| Arc::new(CommandBrowser(cmd)) as Arc<dyn Browser>);
-    match crate::auth::AuthContext::from_env(browser) {
+    {
+        chain.push(Arc::new(CommandBrowser(cmd)));
+    }
+    let browser: Arc<dyn Browser> = Arc::new(Chain(chain));
+    match crate::auth::AuthContext::from_env(Some(browser)) {
         Ok(a) => Some(Arc::new(a)),
         Err(e) => {
             warn!("OAuth is off: {e}");

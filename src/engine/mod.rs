@@ -310,6 +310,11 @@ fn page_result<'a>(
 }
 
 impl Engine {
+    /// What answers the servers' requests: the broker, routing to hosts.
+    pub fn host(&self) -> Arc<dyn crate::client::Host> {
+        Arc::new(self.broker.clone())
+    }
+
     pub fn registry(&self) -> &Registry {
         &self.registry
     }
