@@ -101,3 +101,152 @@ fn auth_login_names_what_is_wrong_with_the_server() {
         assert!(r.stderr.contains(says), "{name}: {}", r.stderr);
     }
 }
+
+/// A host app that opens sign-in pages: a URL elicitation is "opened" by
+/// loading it and following the redirects, as a browser would.
+struct OpeningHost {
+    opened: std::sync::Mutex<Vec<serde_json::Value>>,
+}
+
+impl mcphost::client::Host for OpeningHost {
+    fn capabilities(&self) -> mcphost::protocol::ClientCapabilities {
+        mcphost::protocol::ClientCapabilities {
+            elicitation: Some(mcphost::protocol::capabilities::ElicitationCap {
+                form: None,
+                url: Some(Default::default()),
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn handle(
+        &self,
+        r: mcphost::client::HostRequest,
+    ) -> mcphost::transport::BoxFuture<
+        'static,
+        Result<Box<mcphost::protocol::RawValue>, mcphost::protocol::ErrorObject>,
+    > {
+        let params: serde_json::Value = r
+            .params
+            .as_deref()
+            .map(|p| serde_json::from_str(p.get()).unwrap())
+            .unwrap_or_default();
+        self.opened
+            .lock()
+            .unwrap()
+            .push(serde_json::json!({"server": r.server, "method": r.method, "params": params}));
+        Box::pin(async move {
+            let url = params["url"].as_str().unwrap_or_default().to_owned();
+            let ok = reqwest::get(&url)
+                .await
+                .map(|r| r.status().is_success())
+                .unwrap_or(false);
+            let action = if ok { "accept" } else { "cancel" };
+            Ok(
+                mcphost::protocol::RawValue::from_string(format!(r#"{{"action":"{action}"}}"#))
+                    .unwrap(),
+            )
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_registered_host_app_is_handed_the_sign_in_page_as_a_url_elicitation() {
+    use mcphost::auth::browser::{Browser, HostBrowser};
+    use std::sync::Arc;
+    let mock = OAuthServer::start(OAuthOptions::default());
+    let tokens = tempfile::tempdir().unwrap();
+    let text = format!(
+        r#"{{"mcpServers": {{"srv": {{"url": "{}"}}}}, "loginShellPath": false}}"#,
+        mock.mcp_url()
+    );
+    let cfg = mcphost::config::parse(
+        &text,
+        std::path::Path::new("/nonexistent/config.json"),
+        &|_| None,
+    )
+    .unwrap();
+    let (host_browser, slot) = HostBrowser::unbound();
+    let auth = mcphost::auth::AuthContext {
+        store: Some(mcphost::auth::store::TokenStore::open(tokens.path().to_owned()).unwrap()),
+        browser: Some(Arc::new(host_browser) as Arc<dyn Browser>),
+        env: Default::default(),
+        login_timeout: Duration::from_secs(30),
+    };
+    let engine = mcphost::engine::EngineBuilder::new(cfg)
+        .client_options(mcphost::client::ClientOptions {
+            auth: Some(Arc::new(auth)),
+            ..Default::default()
+        })
+        .start();
+    let _ = slot.set(engine.host());
+    // No host yet: the fallback declines the page, the server waits.
+    let reg = engine.registry().clone();
+    let waiting = async {
+        loop {
+            if let Some(s) = reg.statuses().into_iter().find(|s| s.name == "srv")
+                && s.state == mcphost::registry::supervisor::ServerState::AuthRequired
+            {
+                return s;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let st = tokio::time::timeout(Duration::from_secs(30), waiting)
+        .await
+        .expect("auth_required");
+    assert!(
+        format!("{st:?}").contains("mcphost auth login srv"),
+        "{st:?}"
+    );
+
+    let host = Arc::new(OpeningHost {
+        opened: Default::default(),
+    });
+    let port = Arc::new(mcphost::engine::HostPort::new(host.clone(), |_, _| {}));
+    let caps = port.capabilities();
+    let s = engine.open_session("app", port, mcphost::engine::SessionLimits::default());
+    s.initialize_as(caps);
+    s.request(
+        mcphost::protocol::Id::number(1),
+        "mcphost/host/register",
+        None,
+    )
+    .await
+    .unwrap();
+    reg.restart("srv").await.unwrap();
+    let ready = async {
+        loop {
+            if reg.catalog().route("srv__whoami").is_some() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), ready)
+        .await
+        .unwrap_or_else(|_| {
+            panic!(
+                "srv not ready: {:?}; opened {:?}; {}",
+                reg.statuses(),
+                host.opened.lock().unwrap(),
+                mock.summary()
+            )
+        });
+    let opened = host.opened.lock().unwrap().clone();
+    assert_eq!(opened.len(), 1, "{opened:?}");
+    assert_eq!(opened[0]["server"], "srv");
+    assert_eq!(opened[0]["method"], "elicitation/create");
+    assert_eq!(opened[0]["params"]["mode"], "url");
+    assert!(
+        opened[0]["params"]["url"]
+            .as_str()
+            .unwrap()
+            .starts_with(&mock.authorize_url())
+    );
+    assert!(
+        tokens.path().read_dir().unwrap().count() >= 1,
+        "the token is stored"
+    );
+    engine.shutdown().await;
+}

@@ -832,13 +832,24 @@ impl Authorizer {
         }
         let redirect_uri = listener.redirect_uri.clone();
         info!(server = %self.server, by = %browser.describe(), "sign-in started");
-        browser
-            .open(&self.server, authorize.as_str())
-            .await
-            .map_err(|e| {
-                AuthError::Browser(format!("{e}; run `mcphost auth login {}`", self.server))
-            })?;
-        let q = listener.wait(self.login_timeout).await?;
+        // The listener waits while the page is being handed over: a host
+        // that opens it itself (loads it and follows the redirect) answers
+        // only once the redirect has been answered.
+        let wait = listener.wait(self.login_timeout);
+        let open = browser.open(&self.server, authorize.as_str());
+        tokio::pin!(wait, open);
+        let q = tokio::select! {
+            q = &mut wait => {
+                let _ = open.await;
+                q?
+            }
+            opened = &mut open => {
+                opened.map_err(|e| {
+                    AuthError::Browser(format!("{e}; run `mcphost auth login {}`", self.server))
+                })?;
+                wait.await?
+            }
+        };
         let got_state = q.get("state").cloned().unwrap_or_default();
         if got_state != state {
             return Err(AuthError::StateMismatch { found: got_state });
