@@ -92,9 +92,9 @@ if ! rustup target add "${MACOS_TARGETS[@]}"; then
 	exit 1
 fi
 for t in "${MACOS_TARGETS[@]}"; do
-	cargo check --target "$t" --lib --no-default-features
-	cargo check --target "$t" --no-default-features --features cli --bins
-	cargo check --target "$t" -p mcphost-c --no-default-features
+	cargo check --target "$t" --lib --no-default-features --features keyring
+	cargo check --target "$t" --no-default-features --features cli,keyring --bins
+	cargo check --target "$t" -p mcphost-c --no-default-features --features keyring
 done
 step_done
 
