@@ -142,18 +142,30 @@ fn spawn(mut cmd: Command, browser: &FakeBrowser) -> Pending {
     }
 }
 
+/// What the person at the browser does with a sign-in page.
+#[derive(Clone, Copy)]
+enum Follow {
+    Never,
+    /// Opens it this long after it was handed over (a person signing in).
+    After(Duration),
+}
+
+const AT_ONCE: Follow = Follow::After(Duration::ZERO);
+
 impl Pending {
     /// Waits for the exit; meanwhile each URL handed to `browser` is opened
-    /// (`follow`) or left alone. Past `limit` the process is killed and the
-    /// test fails.
+    /// or left alone, as `follow` says. Past `limit` the process is killed
+    /// and the test fails.
     fn wait(
         self,
         browser: &FakeBrowser,
-        follow: bool,
+        follow: Follow,
         limit: Duration,
     ) -> (Run, Duration, Vec<Visit>) {
         let mut visits = Vec::new();
         let mut seen = self.urls_before;
+        // Handed over, not opened yet: the URL and when it came.
+        let mut waiting: Vec<(String, Instant)> = Vec::new();
         loop {
             match self.rx.recv_timeout(Duration::from_millis(50)) {
                 Ok(out) => {
@@ -170,11 +182,15 @@ impl Pending {
             }
             let urls = browser.urls();
             for u in urls.iter().skip(seen) {
-                if follow {
-                    visits.push(visit(u));
-                }
+                waiting.push((u.clone(), Instant::now()));
             }
             seen = urls.len();
+            if let Follow::After(delay) = follow {
+                let (due, later): (Vec<_>, Vec<_>) =
+                    waiting.drain(..).partition(|(_, at)| at.elapsed() >= delay);
+                waiting = later;
+                visits.extend(due.iter().map(|(u, _)| visit(u)));
+            }
             if self.started.elapsed() > limit {
                 // SAFETY: kill(2) on the pid of our own child.
                 unsafe { libc::kill(self.pid as libc::pid_t, libc::SIGKILL) };
@@ -258,7 +274,7 @@ impl Machine {
         srv: &OAuthServer,
         env: &[(&str, &str)],
     ) -> (Run, Duration, Vec<Visit>) {
-        spawn(self.direct_call(srv, env), &self.browser).wait(&self.browser, true, RUN_LIMIT)
+        spawn(self.direct_call(srv, env), &self.browser).wait(&self.browser, AT_ONCE, RUN_LIMIT)
     }
 
     fn store(&self) -> TokenStore {
@@ -364,6 +380,33 @@ fn signs_in_with_dcr_and_pkce_then_reuses_the_stored_token() {
     );
 }
 
+/// A person takes a while to sign in: longer than the client's limit for
+/// its first request (10 s for the `server/discover` probe). The sign-in in
+/// progress must be the one that completes: one page, one listener.
+#[test]
+fn a_sign_in_slower_than_the_first_request_is_not_restarted() {
+    let srv = OAuthServer::start(OAuthOptions::default());
+    let m = Machine::new();
+    let (r, took, visits) = spawn(m.direct_call(&srv, &[]), &m.browser).wait(
+        &m.browser,
+        Follow::After(Duration::from_secs(15)),
+        RUN_LIMIT,
+    );
+    eprintln!("took {took:?}");
+    let pages = m.browser.urls();
+    assert_eq!(
+        pages.len(),
+        1,
+        "one sign-in page, not one per request: {pages:#?}\nvisits: {visits:#?}\n{}\nstderr:\n{}",
+        srv.summary(),
+        r.stderr
+    );
+    assert_eq!(r.code, 0, "{r:?}\n{visits:?}\n{}", srv.summary());
+    assert!(r.stdout.contains("subject=alice"), "{r:?}");
+    assert_eq!(srv.authorize_requests().len(), 1, "{}", srv.summary());
+    assert_eq!(srv.token_requests().len(), 1, "{}", srv.summary());
+}
+
 // ---------------------------------------------------------------------------
 // 2. The refresh race
 
@@ -456,7 +499,7 @@ fn a_refresh_race_between_a_daemon_and_a_cli_does_not_revoke_the_family() {
         );
         let Machine { sb, browser, .. } = m;
         let d = Daemon::start_in(sb, &config);
-        let (cli_run, cli_took, _) = cli.wait(&browser, false, RUN_LIMIT);
+        let (cli_run, cli_took, _) = cli.wait(&browser, Follow::Never, RUN_LIMIT);
 
         let mut problems = Vec::new();
         if cli_run.code != 0 || !cli_run.stdout.contains("subject=alice") {
@@ -513,8 +556,8 @@ fn a_refresh_race_between_two_cli_processes_does_not_revoke_the_family() {
         let env = [("MCPHOST_OAUTH_TIMEOUT", "3")];
         let a = spawn(m.direct_call(&srv, &env), &m.browser);
         let b = spawn(m.direct_call(&srv, &env), &m.browser);
-        let (ra, ta, _) = a.wait(&m.browser, false, RUN_LIMIT);
-        let (rb, tb, _) = b.wait(&m.browser, false, RUN_LIMIT);
+        let (ra, ta, _) = a.wait(&m.browser, Follow::Never, RUN_LIMIT);
+        let (rb, tb, _) = b.wait(&m.browser, Follow::Never, RUN_LIMIT);
         let mut problems = Vec::new();
         for (name, r) in [("first", &ra), ("second", &rb)] {
             if r.code != 0 || !r.stdout.contains("subject=alice") {
@@ -944,7 +987,7 @@ fn client_credentials_with_private_key_jwt_and_with_client_secret_basic() {
             m.direct_call(&srv, &[("MCPHOST_OAUTH_CLIENT", &client)]),
             &m.browser,
         )
-        .wait(&m.browser, false, RUN_LIMIT);
+        .wait(&m.browser, Follow::Never, RUN_LIMIT);
         eprintln!("{}: {took:?}", c.id);
         assert_eq!(r.code, 0, "{}: {r:?}\n{}", c.id, srv.summary());
         assert!(
