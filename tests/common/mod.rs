@@ -300,6 +300,16 @@ impl Sandbox {
             .env_remove("XDG_STATE_HOME")
             .env_remove("MCPHOST_STATE_DIR")
             .env_remove("RUST_LOG")
+            // Never the user's tokens, OAuth client or browser.
+            .env_remove("XDG_DATA_HOME")
+            .env_remove("MCPHOST_TOKEN_DIR")
+            .env_remove("MCPHOST_TOKEN_STORE")
+            .env_remove("MCPHOST_BROWSER")
+            .env_remove("MCPHOST_OAUTH_CLIENT")
+            .env_remove("MCPHOST_OAUTH_CLIENT_METADATA_URL")
+            .env_remove("MCPHOST_OAUTH_TIMEOUT")
+            .env_remove("DISPLAY")
+            .env_remove("WAYLAND_DISPLAY")
             .stdin(std::process::Stdio::null());
         for (k, v) in &self.env {
             c.env(k, v);

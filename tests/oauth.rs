@@ -1,0 +1,1023 @@
+//! The OAuth client end to end: the real `mcphost` binary (`--direct`, and
+//! the daemon) against the mock authorization server and protected MCP
+//! server of tests/common/oauth_server.rs.
+//!
+//! The "browser" is this test process: `MCPHOST_BROWSER` is a script that
+//! appends the URL it is given to a file, and the test polls that file and
+//! opens the URL itself (following redirects back to mcphost's loopback
+//! listener), or not.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::oauth_server::{
+    AuthorizeMode, ES256_PRIVATE_PEM, ES256_PUBLIC_PEM, JWT_BEARER, JwtAlg, OAuthOptions,
+    OAuthServer, RS256_PRIVATE_PEM, RS256_PUBLIC_PEM, WRONG_ISS, s256,
+};
+use common::{Daemon, Run, Sandbox, js, servers_config};
+use mcphost::auth::store::{Entry, Registration, TokenKey, TokenStore, Tokens};
+
+/// Generous on a loaded 2-core machine; a healthy run takes a few seconds.
+const RUN_LIMIT: Duration = Duration::from_secs(120);
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+// ---------------------------------------------------------------------------
+// The browser
+
+/// What `MCPHOST_BROWSER` runs: it records the URL and exits.
+struct FakeBrowser {
+    script: PathBuf,
+    urls: PathBuf,
+}
+
+impl FakeBrowser {
+    fn new(dir: &Path) -> FakeBrowser {
+        let script = dir.join("browser.sh");
+        let urls = dir.join("browser-urls.txt");
+        std::fs::write(
+            &script,
+            format!("#!/bin/sh\nprintf '%s\\n' \"$1\" >> '{}'\n", urls.display()),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        FakeBrowser { script, urls }
+    }
+
+    /// The `MCPHOST_BROWSER` value (run as `sh -c '<it> "$1"'`).
+    fn command(&self) -> String {
+        format!("'{}'", self.script.display())
+    }
+
+    /// The URLs handed over so far (complete lines only).
+    fn urls(&self) -> Vec<String> {
+        let text = std::fs::read_to_string(&self.urls).unwrap_or_default();
+        let complete = match text.rfind('\n') {
+            Some(i) => &text[..i],
+            None => "",
+        };
+        complete
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+/// What the browser got for one URL: the final URL and status after
+/// following redirects, or the error.
+#[derive(Debug)]
+struct Visit {
+    url: String,
+    outcome: Result<(String, u16), String>,
+}
+
+fn visit(url: &str) -> Visit {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let outcome = rt.block_on(async {
+        let c = reqwest::Client::builder()
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::limited(5))
+            .timeout(Duration::from_secs(30))
+            .build()
+            .unwrap();
+        match c.get(url).send().await {
+            Ok(r) => {
+                let fin = r.url().to_string();
+                let st = r.status().as_u16();
+                let _ = r.text().await;
+                Ok((fin, st))
+            }
+            Err(e) => Err(format!("{e:?}")),
+        }
+    });
+    Visit {
+        url: url.to_owned(),
+        outcome,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Running mcphost
+
+/// A running `mcphost`, its output collected by a thread.
+struct Pending {
+    pid: u32,
+    /// URLs the browser had before this process: not this one's to open.
+    urls_before: usize,
+    started: Instant,
+    rx: mpsc::Receiver<std::process::Output>,
+}
+
+fn spawn(mut cmd: Command, browser: &FakeBrowser) -> Pending {
+    let urls_before = browser.urls().len();
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let started = Instant::now();
+    let child = cmd.spawn().expect("spawn mcphost");
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output().expect("wait for mcphost"));
+    });
+    Pending {
+        pid,
+        urls_before,
+        started,
+        rx,
+    }
+}
+
+/// What the person at the browser does with a sign-in page.
+#[derive(Clone, Copy)]
+enum Follow {
+    Never,
+    /// Opens it this long after it was handed over (a person signing in).
+    After(Duration),
+}
+
+const AT_ONCE: Follow = Follow::After(Duration::ZERO);
+
+impl Pending {
+    /// Waits for the exit; meanwhile each URL handed to `browser` is opened
+    /// or left alone, as `follow` says. Past `limit` the process is killed
+    /// and the test fails.
+    fn wait(
+        self,
+        browser: &FakeBrowser,
+        follow: Follow,
+        limit: Duration,
+    ) -> (Run, Duration, Vec<Visit>) {
+        let mut visits = Vec::new();
+        let mut seen = self.urls_before;
+        // Handed over, not opened yet: the URL and when it came.
+        let mut waiting: Vec<(String, Instant)> = Vec::new();
+        loop {
+            match self.rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(out) => {
+                    let took = self.started.elapsed();
+                    let run = Run {
+                        code: out.status.code().unwrap_or(-1),
+                        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+                        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+                    };
+                    return (run, took, visits);
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => panic!("output thread died"),
+            }
+            let urls = browser.urls();
+            for u in urls.iter().skip(seen) {
+                waiting.push((u.clone(), Instant::now()));
+            }
+            seen = urls.len();
+            if let Follow::After(delay) = follow {
+                let (due, later): (Vec<_>, Vec<_>) =
+                    waiting.drain(..).partition(|(_, at)| at.elapsed() >= delay);
+                waiting = later;
+                visits.extend(due.iter().map(|(u, _)| visit(u)));
+            }
+            if self.started.elapsed() > limit {
+                // SAFETY: kill(2) on the pid of our own child.
+                unsafe { libc::kill(self.pid as libc::pid_t, libc::SIGKILL) };
+                let out = self.rx.recv_timeout(Duration::from_secs(10));
+                panic!(
+                    "mcphost did not finish within {limit:?}; stderr:\n{}",
+                    out.map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+                        .unwrap_or_default()
+                );
+            }
+        }
+    }
+}
+
+/// One user's machine: HOME, token store, browser, daemon socket.
+struct Machine {
+    sb: Sandbox,
+    tokens: PathBuf,
+    browser: FakeBrowser,
+}
+
+/// The environment every mcphost of these tests gets (on top of the
+/// sandbox's), whatever the parent's: the file store in the sandbox, our
+/// browser, no display to open a real one.
+fn oauth_env(tokens: &Path, browser: &FakeBrowser) -> Vec<(String, String)> {
+    vec![
+        ("MCPHOST_TOKEN_DIR".into(), tokens.display().to_string()),
+        ("MCPHOST_TOKEN_STORE".into(), "file".into()),
+        ("MCPHOST_BROWSER".into(), browser.command()),
+        ("MCPHOST_OAUTH_TIMEOUT".into(), "60".into()),
+        ("NO_PROXY".into(), "127.0.0.1,localhost".into()),
+        ("no_proxy".into(), "127.0.0.1,localhost".into()),
+        ("RUST_LOG".into(), "mcphost=debug".into()),
+    ]
+}
+
+impl Machine {
+    fn new() -> Machine {
+        let sb = Sandbox::new();
+        let tokens = sb.dir.path().join("tokens");
+        let browser = FakeBrowser::new(sb.dir.path());
+        let mut m = Machine {
+            sb,
+            tokens,
+            browser,
+        };
+        // For the daemon, which Sandbox::command starts.
+        m.sb.env = oauth_env(&m.tokens, &m.browser);
+        m
+    }
+
+    /// `mcphost ARGS` with this machine's environment plus `env`.
+    fn command(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
+        let mut c = self.sb.command();
+        for (k, _) in std::env::vars_os() {
+            let k = k.to_string_lossy();
+            if k.starts_with("MCPHOST_") && k != "MCPHOST_SOCKET" && k != "MCPHOST_CONFIG" {
+                c.env_remove(&*k);
+            }
+        }
+        c.env_remove("DISPLAY").env_remove("WAYLAND_DISPLAY");
+        for (k, v) in oauth_env(&self.tokens, &self.browser) {
+            c.env(k, v);
+        }
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.args(args);
+        c
+    }
+
+    /// `mcphost --direct srv=URL call srv__whoami {}`.
+    fn direct_call(&self, srv: &OAuthServer, env: &[(&str, &str)]) -> Command {
+        let spec = format!("srv={}", srv.mcp_url());
+        self.command(&["--direct", &spec, "call", "srv__whoami", "{}"], env)
+    }
+
+    /// Runs it to the end, opening the sign-in page when handed one.
+    fn direct_sign_in(
+        &self,
+        srv: &OAuthServer,
+        env: &[(&str, &str)],
+    ) -> (Run, Duration, Vec<Visit>) {
+        spawn(self.direct_call(srv, env), &self.browser).wait(&self.browser, AT_ONCE, RUN_LIMIT)
+    }
+
+    fn store(&self) -> TokenStore {
+        TokenStore::open(self.tokens.clone()).unwrap()
+    }
+}
+
+/// The error mcphost printed last (`mcphost: …` to the end), not its logs.
+fn error_text(r: &Run) -> String {
+    let mut out = Vec::new();
+    let mut on = false;
+    for l in r.stderr.lines() {
+        if l.starts_with("mcphost: ") {
+            on = true;
+        }
+        if on {
+            out.push(l);
+        }
+    }
+    out.join("\n")
+}
+
+fn key(srv: &OAuthServer) -> TokenKey {
+    TokenKey {
+        issuer: srv.issuer(),
+        resource: srv.resource(),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 1. Sign-in, then the stored token
+
+#[test]
+fn signs_in_with_dcr_and_pkce_then_reuses_the_stored_token() {
+    let srv = OAuthServer::start(OAuthOptions::default());
+    let m = Machine::new();
+
+    let (r, took, visits) = m.direct_sign_in(&srv, &[]);
+    eprintln!("first call (sign-in) took {took:?}");
+    assert_eq!(r.code, 0, "{r:?}\n{visits:?}\n{}", srv.summary());
+    assert!(r.stdout.contains("subject=alice"), "{r:?}");
+
+    // One page handed to the browser, the mock's authorize endpoint.
+    assert_eq!(m.browser.urls().len(), 1, "{:?}", m.browser.urls());
+    assert!(
+        m.browser.urls()[0].starts_with(&srv.authorize_url()),
+        "{:?}",
+        m.browser.urls()
+    );
+    assert_eq!(srv.registrations().len(), 1, "DCR once: {}", srv.summary());
+    let auth = srv.authorize_requests();
+    assert_eq!(auth.len(), 1, "{}", srv.summary());
+    let a = &auth[0];
+    assert_eq!(a.outcome, "redirected", "{a:?}");
+    assert_eq!(a.param("code_challenge_method"), Some("S256"), "{a:?}");
+    assert_eq!(a.param("resource"), Some(srv.resource().as_str()), "{a:?}");
+    let redirect = a.param("redirect_uri").unwrap();
+    assert!(redirect.starts_with("http://127.0.0.1:"), "{redirect}");
+    // The browser landed on mcphost's listener, which answered.
+    assert_eq!(visits.len(), 1, "{visits:?}");
+    assert_eq!(visits[0].url, m.browser.urls()[0]);
+    match &visits[0].outcome {
+        Ok((landed, 200)) if landed.starts_with(redirect) => {}
+        other => panic!("the browser got {other:?}, not the callback {redirect}"),
+    }
+
+    let tok = srv.token_requests();
+    assert_eq!(tok.len(), 1, "{}", srv.summary());
+    let t = &tok[0];
+    assert_eq!(t.grant_type.as_deref(), Some("authorization_code"), "{t:?}");
+    assert!(t.ok(), "{t:?}");
+    let verifier = t.param("code_verifier").expect("a code_verifier");
+    assert_eq!(
+        Some(s256(verifier).as_str()),
+        a.param("code_challenge"),
+        "the verifier is the challenge's"
+    );
+    assert_eq!(
+        t.resource.as_deref(),
+        Some(srv.resource().as_str()),
+        "{t:?}"
+    );
+    assert_eq!(t.redirect_uri.as_deref(), Some(redirect), "{t:?}");
+    let stored = m.store().load(&key(&srv)).unwrap().expect("an entry");
+    assert!(stored.tokens.is_some(), "{stored:?}");
+
+    // A new process: the stored token, straight away.
+    let mcp_before = srv.mcp_requests().len();
+    let (r, took, _) = m.direct_sign_in(&srv, &[]);
+    eprintln!("second call (stored token) took {took:?}");
+    assert_eq!(r.code, 0, "{r:?}\n{}", srv.summary());
+    assert!(r.stdout.contains("subject=alice"), "{r:?}");
+    assert_eq!(srv.authorize_requests().len(), 1, "{}", srv.summary());
+    assert_eq!(srv.token_requests().len(), 1, "{}", srv.summary());
+    assert_eq!(srv.registrations().len(), 1, "{}", srv.summary());
+    assert_eq!(m.browser.urls().len(), 1, "no second sign-in page");
+    let mcp = srv.mcp_requests();
+    let later = &mcp[mcp_before..];
+    assert!(!later.is_empty());
+    assert!(
+        later.iter().all(|q| q.had_auth() && q.status != 401),
+        "the stored token is sent from the first request: {later:#?}"
+    );
+}
+
+/// A person takes a while to sign in: longer than the client's limit for
+/// its first request (10 s for the `server/discover` probe). The sign-in in
+/// progress must be the one that completes: one page, one listener.
+#[test]
+fn a_sign_in_slower_than_the_first_request_is_not_restarted() {
+    let srv = OAuthServer::start(OAuthOptions::default());
+    let m = Machine::new();
+    let (r, took, visits) = spawn(m.direct_call(&srv, &[]), &m.browser).wait(
+        &m.browser,
+        Follow::After(Duration::from_secs(15)),
+        RUN_LIMIT,
+    );
+    eprintln!("took {took:?}");
+    let pages = m.browser.urls();
+    assert_eq!(
+        pages.len(),
+        1,
+        "one sign-in page, not one per request: {pages:#?}\nvisits: {visits:#?}\n{}\nstderr:\n{}",
+        srv.summary(),
+        r.stderr
+    );
+    assert_eq!(r.code, 0, "{r:?}\n{visits:?}\n{}", srv.summary());
+    assert!(r.stdout.contains("subject=alice"), "{r:?}");
+    assert_eq!(srv.authorize_requests().len(), 1, "{}", srv.summary());
+    assert_eq!(srv.token_requests().len(), 1, "{}", srv.summary());
+}
+
+// ---------------------------------------------------------------------------
+// 2. The refresh race
+
+/// A signed-in user whose access token is expired (at the mock, and by its
+/// `expires_at`): the next process to talk to the server must refresh.
+fn seed_expired(srv: &OAuthServer, m: &Machine) -> String {
+    let minted = srv.issue_tokens_for_test("mcphost-seeded", None);
+    srv.expire_access_tokens();
+    assert!(!srv.access_token_valid(&minted.access_token));
+    let now = now_secs();
+    let entry = Entry {
+        tokens: Some(Tokens {
+            access_token: minted.access_token.clone(),
+            token_type: "Bearer".into(),
+            refresh_token: Some(minted.refresh_token.clone()),
+            expires_at: Some(now),
+            scope: None,
+        }),
+        client: Some(Registration {
+            client_id: minted.client_id.clone(),
+            client_secret: None,
+            token_endpoint_auth_method: Some("none".into()),
+        }),
+        server: Some("srv".into()),
+        token_endpoint: Some(srv.token_url()),
+        updated_at: now,
+    };
+    m.store().save(&key(srv), &entry).unwrap();
+    minted.refresh_token
+}
+
+fn race_options() -> OAuthOptions {
+    OAuthOptions {
+        rotate_refresh: true,
+        // The first refresh is spent at once, answered this much later: a
+        // second refresh in this window presents a rotated token.
+        token_delay: Duration::from_millis(1000),
+        ..OAuthOptions::default()
+    }
+}
+
+/// What went wrong in one round of a race, for one failure listing them all.
+fn race_problems(srv: &OAuthServer, browser: &FakeBrowser, problems: &mut Vec<String>) {
+    if srv.family_revoked() {
+        problems.push(format!("the family was revoked: {:?}", srv.revocations()));
+    }
+    if srv.refreshes() != 1 {
+        problems.push(format!(
+            "{} successful refresh grants, expected exactly 1",
+            srv.refreshes()
+        ));
+    }
+    if !srv.authorize_requests().is_empty() || !browser.urls().is_empty() {
+        problems.push(format!(
+            "a sign-in was started ({} authorize requests, browser got {:?})",
+            srv.authorize_requests().len(),
+            browser.urls()
+        ));
+    }
+}
+
+/// The daemon's log without the connections of our `status` polls.
+fn daemon_log(d: &Daemon) -> String {
+    d.log_text()
+        .lines()
+        .filter(|l| {
+            !l.contains("mcphost::ipc")
+                && !l.contains("client{id=")
+                && !l.contains("peer{server=client-")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn a_refresh_race_between_a_daemon_and_a_cli_does_not_revoke_the_family() {
+    let mut failures = Vec::new();
+    for round in 1..=3 {
+        let srv = OAuthServer::start(race_options());
+        let m = Machine::new();
+        seed_expired(&srv, &m);
+        let config = servers_config(&[("srv", format!(r#""url": {}"#, js(&srv.mcp_url())))]);
+
+        // The CLI and the daemon start together; each finds the expired
+        // token and the server's 401.
+        let started = Instant::now();
+        let cli = spawn(
+            m.direct_call(&srv, &[("MCPHOST_OAUTH_TIMEOUT", "3")]),
+            &m.browser,
+        );
+        let Machine { sb, browser, .. } = m;
+        let d = Daemon::start_in(sb, &config);
+        let (cli_run, cli_took, _) = cli.wait(&browser, Follow::Never, RUN_LIMIT);
+
+        let mut problems = Vec::new();
+        if cli_run.code != 0 || !cli_run.stdout.contains("subject=alice") {
+            problems.push(format!("the --direct call failed: {cli_run:?}"));
+        }
+        // The daemon's server, then a call through the daemon.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let (ready, last) = loop {
+            let s = d.server("srv").unwrap_or(serde_json::Value::Null);
+            if s["state"] == "ready" {
+                break (true, s);
+            }
+            if Instant::now() >= deadline {
+                break (false, s);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        if !ready {
+            problems.push(format!("the daemon's srv is not ready after 30 s: {last}"));
+        }
+        let via_daemon = d.run(&["call", "srv__whoami", "{}"]);
+        if via_daemon.code != 0 || !via_daemon.stdout.contains("subject=alice") {
+            problems.push(format!(
+                "the call through the daemon failed: {via_daemon:?}"
+            ));
+        }
+        race_problems(&srv, &browser, &mut problems);
+        eprintln!(
+            "round {round}: cli {cli_took:?}, round {:?}, {} problems",
+            started.elapsed(),
+            problems.len()
+        );
+        if !problems.is_empty() {
+            failures.push(format!(
+                "round {round}:\n  - {}\n  mock: {}\n  cli stderr:\n{}\n  daemon log:\n{}",
+                problems.join("\n  - "),
+                srv.summary(),
+                cli_run.stderr,
+                daemon_log(&d)
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// The same race without the daemon: two `--direct` processes at once.
+#[test]
+fn a_refresh_race_between_two_cli_processes_does_not_revoke_the_family() {
+    let mut failures = Vec::new();
+    for round in 1..=3 {
+        let srv = OAuthServer::start(race_options());
+        let m = Machine::new();
+        seed_expired(&srv, &m);
+        let env = [("MCPHOST_OAUTH_TIMEOUT", "3")];
+        let a = spawn(m.direct_call(&srv, &env), &m.browser);
+        let b = spawn(m.direct_call(&srv, &env), &m.browser);
+        let (ra, ta, _) = a.wait(&m.browser, Follow::Never, RUN_LIMIT);
+        let (rb, tb, _) = b.wait(&m.browser, Follow::Never, RUN_LIMIT);
+        let mut problems = Vec::new();
+        for (name, r) in [("first", &ra), ("second", &rb)] {
+            if r.code != 0 || !r.stdout.contains("subject=alice") {
+                problems.push(format!(
+                    "the {name} call failed: exit {}, {}",
+                    r.code,
+                    error_text(r)
+                ));
+            }
+        }
+        race_problems(&srv, &m.browser, &mut problems);
+        eprintln!(
+            "round {round}: {ta:?} / {tb:?}, {} problems",
+            problems.len()
+        );
+        if !problems.is_empty() {
+            failures.push(format!(
+                "round {round}:\n  - {}\n  mock: {}\n  first stderr:\n{}\n  second stderr:\n{}",
+                problems.join("\n  - "),
+                srv.summary(),
+                ra.stderr,
+                rb.stderr
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+// ---------------------------------------------------------------------------
+// 3. Redaction
+
+/// `prefix` + 32 base64url characters (the mock's tokens), as a word.
+fn mock_tokens_in(text: &str, prefix: &str) -> Vec<String> {
+    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'-';
+    let bytes = text.as_bytes();
+    let mut found = Vec::new();
+    let mut from = 0;
+    while let Some(i) = text[from..].find(prefix).map(|i| i + from) {
+        from = i + 1;
+        if i > 0 && word(bytes[i - 1]) {
+            continue;
+        }
+        let start = i + prefix.len();
+        let end = start + 32;
+        if end <= bytes.len()
+            && bytes[start..end].iter().all(|b| word(*b))
+            && bytes.get(end).is_none_or(|b| !word(*b))
+        {
+            found.push(text[i..end].to_owned());
+        }
+    }
+    found
+}
+
+#[test]
+fn redaction_no_token_in_the_most_verbose_trace() {
+    // No `none` method: DCR registers a confidential client with a secret.
+    let srv = OAuthServer::start(OAuthOptions {
+        token_auth_methods: vec!["client_secret_basic".into()],
+        ..OAuthOptions::default()
+    });
+    let m = Machine::new();
+    let trace = [("RUST_LOG", "trace")];
+
+    let (signin, _, visits) = m.direct_sign_in(&srv, &trace);
+    assert_eq!(signin.code, 0, "{signin:?}\n{visits:?}\n{}", srv.summary());
+    assert!(signin.stdout.contains("subject=alice"), "{signin:?}");
+    // The token expires at the server: the next process refreshes.
+    srv.expire_access_tokens();
+    let (refresh, _, _) = m.direct_sign_in(&srv, &trace);
+    assert_eq!(refresh.code, 0, "{refresh:?}\n{}", srv.summary());
+    assert_eq!(srv.refreshes(), 1, "{}", srv.summary());
+
+    // Every secret that crossed the wire, from the mock's records.
+    let mut secrets: Vec<(&str, String)> = Vec::new();
+    for c in srv.clients() {
+        if let Some(s) = c.client_secret {
+            use base64::Engine as _;
+            let basic =
+                base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", c.client_id, s));
+            secrets.push(("client secret", s));
+            secrets.push(("Basic credentials", basic));
+        }
+    }
+    for t in srv.token_requests() {
+        for (name, what) in [
+            ("code", "authorization code"),
+            ("code_verifier", "code verifier"),
+            ("refresh_token", "refresh token"),
+        ] {
+            if let Some(v) = t.param(name) {
+                secrets.push((what, v.to_owned()));
+            }
+        }
+    }
+    for q in srv.mcp_requests() {
+        if let Some(a) = q.authorization
+            && let Some(t) = a.strip_prefix("Bearer ")
+        {
+            secrets.push(("access token", t.to_owned()));
+        }
+    }
+    let now = m.store().load(&key(&srv)).unwrap().unwrap().tokens.unwrap();
+    secrets.push(("access token", now.access_token.clone()));
+    secrets.push(("refresh token", now.refresh_token.clone().unwrap()));
+    secrets.sort();
+    secrets.dedup();
+    let count = |what: &str| secrets.iter().filter(|(w, _)| *w == what).count();
+    // Else the check below would pass for want of anything to look for.
+    assert!(count("client secret") >= 1, "{secrets:?}");
+    assert_eq!(count("authorization code"), 1, "{secrets:?}");
+    assert_eq!(count("code verifier"), 1, "{secrets:?}");
+    assert!(count("refresh token") >= 2, "old and new: {secrets:?}");
+    assert!(count("access token") >= 2, "old and new: {secrets:?}");
+
+    // The shape check below does find a mock token where there is one.
+    let rt = now.refresh_token.clone().unwrap();
+    assert_eq!(
+        mock_tokens_in(&format!("x={rt}, y"), "rt_"),
+        vec![rt.clone()]
+    );
+
+    let mut leaks = Vec::new();
+    for (run, r) in [("sign-in", &signin), ("refresh", &refresh)] {
+        // It did log, at trace level, what happened.
+        assert!(
+            r.stderr.contains("TRACE"),
+            "{run}: RUST_LOG=trace had no effect"
+        );
+        for (what, s) in &secrets {
+            for l in r.stderr.lines().filter(|l| l.contains(s.as_str())) {
+                leaks.push(format!("{run}: {what} in: {l}"));
+            }
+        }
+        // Tokens of the mock's shape that we did not collect.
+        for p in ["at_", "rt_", "code_", "secret_"] {
+            for t in mock_tokens_in(&r.stderr, p) {
+                leaks.push(format!("{run}: a mock {p}… token in stderr: {t}"));
+            }
+        }
+    }
+    assert!(signin.stderr.contains("signed in"), "{}", signin.stderr);
+    assert!(
+        refresh.stderr.contains("token refreshed"),
+        "{}",
+        refresh.stderr
+    );
+    leaks.sort();
+    leaks.dedup();
+    assert!(
+        leaks.is_empty(),
+        "{} leaks:\n{}",
+        leaks.len(),
+        leaks.join("\n")
+    );
+}
+
+// ---------------------------------------------------------------------------
+// 4. Refusals
+
+/// A `--direct` call against a mock with these options, the browser
+/// following whatever it is given.
+fn refused(opts: OAuthOptions, env: &[(&str, &str)]) -> (OAuthServer, Machine, Run, Duration) {
+    let srv = OAuthServer::start(opts);
+    let m = Machine::new();
+    let (r, took, visits) = m.direct_sign_in(&srv, env);
+    assert_ne!(r.code, 0, "{r:?}\n{visits:?}\n{}", srv.summary());
+    eprintln!("refused after {took:?}: {}", error_text(&r));
+    (srv, m, r, took)
+}
+
+#[test]
+fn a_protected_resource_metadata_for_another_resource_is_refused() {
+    let other = "https://other.example/mcp";
+    let (srv, m, r, _) = refused(
+        OAuthOptions {
+            prm_resource: Some(other.into()),
+            ..OAuthOptions::default()
+        },
+        &[],
+    );
+    let e = error_text(&r);
+    assert!(
+        e.contains(other) && e.contains("resource"),
+        "{e}\n{}",
+        r.stderr
+    );
+    assert!(srv.authorize_requests().is_empty(), "{}", srv.summary());
+    assert!(srv.token_requests().is_empty(), "{}", srv.summary());
+    assert!(srv.registrations().is_empty(), "{}", srv.summary());
+    assert!(m.browser.urls().is_empty(), "{:?}", m.browser.urls());
+}
+
+#[test]
+fn a_server_without_s256_is_refused() {
+    for methods in [Some(vec!["plain".to_owned()]), None] {
+        let (srv, m, r, _) = refused(
+            OAuthOptions {
+                code_challenge_methods: methods.clone(),
+                ..OAuthOptions::default()
+            },
+            &[],
+        );
+        let e = error_text(&r);
+        assert!(e.contains("S256"), "{methods:?}: {e}\n{}", r.stderr);
+        assert!(
+            srv.authorize_requests().is_empty(),
+            "{methods:?}: {}",
+            srv.summary()
+        );
+        assert!(
+            srv.token_requests().is_empty(),
+            "{methods:?}: {}",
+            srv.summary()
+        );
+        assert!(
+            m.browser.urls().is_empty(),
+            "{methods:?}: {:?}",
+            m.browser.urls()
+        );
+    }
+}
+
+#[test]
+fn a_state_mismatch_on_the_callback_is_refused() {
+    let (srv, _m, r, _) = refused(
+        OAuthOptions {
+            authorize: AuthorizeMode::WrongState,
+            ..OAuthOptions::default()
+        },
+        &[],
+    );
+    let e = error_text(&r);
+    // Names the state, and the one that came back (the mock's tampered one).
+    assert!(
+        e.contains("state") && e.contains("-tampered"),
+        "{e}\n{}",
+        r.stderr
+    );
+    // The redirect did come back (with the tampered state).
+    let auth = srv.authorize_requests();
+    assert_eq!(auth.len(), 1, "{}", srv.summary());
+    assert_eq!(auth[0].outcome, "redirected", "{:?}", auth[0]);
+    assert!(srv.token_requests().is_empty(), "{}", srv.summary());
+}
+
+#[test]
+fn a_wrong_iss_on_the_callback_is_refused() {
+    let (srv, _m, r, _) = refused(
+        OAuthOptions {
+            iss_parameter: true,
+            authorize: AuthorizeMode::WrongIss,
+            ..OAuthOptions::default()
+        },
+        &[],
+    );
+    let e = error_text(&r);
+    assert!(
+        e.contains("iss") && e.contains(WRONG_ISS),
+        "{e}\n{}",
+        r.stderr
+    );
+    let auth = srv.authorize_requests();
+    assert_eq!(auth.len(), 1, "{}", srv.summary());
+    assert_eq!(auth[0].outcome, "redirected", "{:?}", auth[0]);
+    assert!(srv.token_requests().is_empty(), "{}", srv.summary());
+}
+
+/// Whether something accepts connections on 127.0.0.1:port.
+fn listening(port: u16) -> bool {
+    std::net::TcpStream::connect_timeout(
+        &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        Duration::from_secs(2),
+    )
+    .is_ok()
+}
+
+fn port_of(redirect_uri: &str) -> u16 {
+    url::Url::parse(redirect_uri)
+        .unwrap()
+        .port()
+        .unwrap_or_else(|| panic!("no port in {redirect_uri}"))
+}
+
+/// A browser for the library: records the URL, opens nothing.
+struct Recorder(std::sync::Mutex<Vec<String>>);
+
+impl mcphost::auth::browser::Browser for Recorder {
+    fn open<'a>(
+        &'a self,
+        _server: &'a str,
+        url: &'a str,
+    ) -> mcphost::transport::BoxFuture<'a, Result<(), String>> {
+        self.0.lock().unwrap().push(url.to_owned());
+        Box::pin(async { Ok(()) })
+    }
+    fn describe(&self) -> String {
+        "the test".into()
+    }
+}
+
+#[test]
+fn a_callback_that_never_comes_times_out_and_closes_the_listener() {
+    // The binary: the page never redirects; two seconds, then a clear no.
+    let (srv, m, r, took) = refused(
+        OAuthOptions {
+            authorize: AuthorizeMode::NoRedirect,
+            ..OAuthOptions::default()
+        },
+        &[("MCPHOST_OAUTH_TIMEOUT", "2")],
+    );
+    assert!(took < Duration::from_secs(20), "took {took:?}");
+    let e = error_text(&r);
+    assert!(
+        e.contains("no sign-in redirect arrived") && e.contains("2s"),
+        "{e}\n{}",
+        r.stderr
+    );
+    let auth = srv.authorize_requests();
+    assert_eq!(
+        auth.len(),
+        1,
+        "the browser did open the page: {}",
+        srv.summary()
+    );
+    assert_eq!(auth[0].outcome, "no-redirect");
+    assert!(srv.token_requests().is_empty(), "{}", srv.summary());
+    let port = port_of(auth[0].param("redirect_uri").unwrap());
+    assert_eq!(m.browser.urls().len(), 1);
+    assert!(!listening(port), "port {port} still open");
+
+    // The library, in a process that lives on: the listener is closed by
+    // the time the sign-in gives up, not only when its process exits.
+    let srv = OAuthServer::start(OAuthOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let browser = Recorder(std::sync::Mutex::new(Vec::new()));
+    let a = mcphost::auth::Authorizer::new(
+        "srv",
+        &srv.mcp_url(),
+        Some(TokenStore::open(dir.path().to_owned()).unwrap()),
+        mcphost::auth::OAuthConfig::default(),
+        None,
+    )
+    .unwrap()
+    .with_login_timeout(Duration::from_secs(2));
+    let t0 = Instant::now();
+    let err = rt
+        .block_on(async {
+            tokio::time::timeout(Duration::from_secs(60), a.login(&browser))
+                .await
+                .expect("login returns")
+        })
+        .expect_err("nobody follows the page");
+    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+    assert!(
+        err.to_string().contains("no sign-in redirect arrived"),
+        "{err}"
+    );
+    let urls = browser.0.lock().unwrap().clone();
+    assert_eq!(urls.len(), 1, "{urls:?}");
+    let handed = url::Url::parse(&urls[0]).unwrap();
+    let redirect = handed
+        .query_pairs()
+        .find(|(k, _)| k == "redirect_uri")
+        .map(|(_, v)| v.into_owned())
+        .expect("redirect_uri in the authorize URL");
+    let port = port_of(&redirect);
+    assert!(!listening(port), "port {port} still open after the timeout");
+    drop(rt);
+}
+
+// ---------------------------------------------------------------------------
+// 5. Machine clients
+
+#[test]
+fn client_credentials_with_private_key_jwt_and_with_client_secret_basic() {
+    struct Case {
+        id: &'static str,
+        method: &'static str,
+        client: serde_json::Value,
+    }
+    let cases = [
+        Case {
+            id: "svc-es256",
+            method: "private_key_jwt",
+            client: serde_json::json!({
+                "client_id": "svc-es256",
+                "grant_type": "client_credentials",
+                "token_endpoint_auth_method": "private_key_jwt",
+                "private_key_pem": ES256_PRIVATE_PEM,
+                "signing_algorithm": "ES256",
+            }),
+        },
+        Case {
+            id: "svc-rs256",
+            method: "private_key_jwt",
+            client: serde_json::json!({
+                "client_id": "svc-rs256",
+                "grant_type": "client_credentials",
+                "token_endpoint_auth_method": "private_key_jwt",
+                "private_key_pem": RS256_PRIVATE_PEM,
+                "signing_algorithm": "RS256",
+            }),
+        },
+        Case {
+            id: "svc-basic",
+            method: "client_secret_basic",
+            client: serde_json::json!({
+                "client_id": "svc-basic",
+                "client_secret": "s3cret-basic",
+                "grant_type": "client_credentials",
+                "token_endpoint_auth_method": "client_secret_basic",
+            }),
+        },
+    ];
+    for c in cases {
+        let srv = OAuthServer::start(OAuthOptions::default());
+        match c.id {
+            "svc-es256" => srv.preregister_jwt(c.id, JwtAlg::ES256, ES256_PUBLIC_PEM),
+            "svc-rs256" => srv.preregister_jwt(c.id, JwtAlg::RS256, RS256_PUBLIC_PEM),
+            _ => srv.preregister(c.id, Some("s3cret-basic"), "client_secret_basic"),
+        }
+        let m = Machine::new();
+        let client = c.client.to_string();
+        let (r, took, _) = spawn(
+            m.direct_call(&srv, &[("MCPHOST_OAUTH_CLIENT", &client)]),
+            &m.browser,
+        )
+        .wait(&m.browser, Follow::Never, RUN_LIMIT);
+        eprintln!("{}: {took:?}", c.id);
+        assert_eq!(r.code, 0, "{}: {r:?}\n{}", c.id, srv.summary());
+        assert!(
+            r.stdout.contains(&format!("client={}", c.id)),
+            "{}: {r:?}",
+            c.id
+        );
+        assert!(m.browser.urls().is_empty(), "{}: a browser was run", c.id);
+        assert!(srv.authorize_requests().is_empty(), "{}", srv.summary());
+        assert!(srv.registrations().is_empty(), "{}", srv.summary());
+        let tok = srv.token_requests();
+        assert_eq!(tok.len(), 1, "{}: {}", c.id, srv.summary());
+        let t = &tok[0];
+        assert_eq!(t.grant_type.as_deref(), Some("client_credentials"), "{t:?}");
+        assert_eq!(t.auth_method, c.method, "{}: {t:?}", c.id);
+        assert!(t.ok(), "{}: {t:?}", c.id);
+        assert_eq!(t.client_id.as_deref(), Some(c.id), "{t:?}");
+        assert_eq!(
+            t.resource.as_deref(),
+            Some(srv.resource().as_str()),
+            "{t:?}"
+        );
+        if c.method == "private_key_jwt" {
+            assert_eq!(t.param("client_assertion_type"), Some(JWT_BEARER), "{t:?}");
+        } else {
+            assert_eq!(
+                t.param("client_secret"),
+                None,
+                "the secret goes in the header"
+            );
+        }
+    }
+}
