@@ -273,7 +273,16 @@ pub struct Authorizer {
     state: std::sync::Mutex<State>,
     /// One 401 is handled at a time; the others then find the new token.
     flight: Mutex<()>,
+    /// Itself, once shared ([`Authorizer::into_shared`]): a sign-in then
+    /// runs on its own task, so a request that gives up waiting (a probe's
+    /// short limit, a handshake timeout) does not take the person's
+    /// sign-in, and its listener, down with it.
+    me: std::sync::Weak<Authorizer>,
+    /// The sign-in under way, for every request that needs it.
+    signing: std::sync::Mutex<Option<SignIn>>,
 }
+
+type SignIn = tokio::sync::watch::Receiver<Option<Result<(), String>>>;
 
 impl std::fmt::Debug for Authorizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -315,6 +324,17 @@ impl Authorizer {
             login_timeout: LOGIN_TIMEOUT,
             state: std::sync::Mutex::new(State::default()),
             flight: Mutex::new(()),
+            me: std::sync::Weak::new(),
+            signing: std::sync::Mutex::new(None),
+        })
+    }
+
+    /// Shared, as the transport holds it; sign-ins then outlive the
+    /// request that started them.
+    pub fn into_shared(self) -> Arc<Authorizer> {
+        Arc::new_cyclic(|me| Authorizer {
+            me: me.clone(),
+            ..self
         })
     }
 
@@ -1018,12 +1038,44 @@ impl Authorizer {
     }
 
     async fn interactive(&self, found: &Found, scope: Option<String>) -> Result<(), AuthError> {
-        match &self.browser {
-            Some(b) => self.sign_in(found, scope, b.as_ref()).await,
-            None => Err(AuthError::NeedsLogin(format!(
+        let Some(browser) = self.browser.clone() else {
+            return Err(AuthError::NeedsLogin(format!(
                 "run `mcphost auth login {}`",
                 self.server
-            ))),
+            )));
+        };
+        let Some(me) = self.me.upgrade() else {
+            return self.sign_in(found, scope, browser.as_ref()).await;
+        };
+        let mut rx = {
+            let mut slot = self.signing.lock().unwrap_or_else(|p| p.into_inner());
+            match slot.as_ref() {
+                // One page at a time: join the sign-in under way.
+                Some(rx) if rx.borrow().is_none() => rx.clone(),
+                _ => {
+                    let (tx, rx) = tokio::sync::watch::channel(None);
+                    let found = found.clone();
+                    tokio::spawn(async move {
+                        let r = me
+                            .sign_in(&found, scope, browser.as_ref())
+                            .await
+                            .map_err(|e| e.to_string());
+                        let _ = tx.send(Some(r));
+                    });
+                    *slot = Some(rx.clone());
+                    rx
+                }
+            }
+        };
+        let outcome = rx
+            .wait_for(Option::is_some)
+            .await
+            .map(|v| v.clone())
+            .map_err(|_| AuthError::Client("the sign-in task ended".into()))?;
+        match outcome {
+            Some(Ok(())) => Ok(()),
+            Some(Err(e)) => Err(AuthError::Client(e)),
+            None => Err(AuthError::Client("the sign-in task ended".into())),
         }
     }
 }
@@ -1134,7 +1186,7 @@ impl AuthContext {
         &self,
         server: &str,
         http: &crate::config::HttpServer,
-    ) -> Option<Result<Authorizer, AuthError>> {
+    ) -> Option<Result<Arc<Authorizer>, AuthError>> {
         let crate::config::OAuthSetting::Client(cfg) = &http.oauth else {
             return None;
         };
@@ -1153,7 +1205,7 @@ impl AuthContext {
                 cfg.as_ref().clone().or(self.env.clone()),
                 self.browser.clone(),
             )
-            .map(|a| a.with_login_timeout(self.login_timeout)),
+            .map(|a| a.with_login_timeout(self.login_timeout).into_shared()),
         )
     }
 }

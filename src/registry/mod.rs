@@ -427,7 +427,7 @@ impl Registry {
                 let mut cfg = h.to_http_config(&sc.timeouts);
                 if let Some(auth) = &opts.auth {
                     match auth.authorizer(&sc.name, h) {
-                        Some(Ok(a)) => cfg.credentials = Some(Arc::new(a)),
+                        Some(Ok(a)) => cfg.credentials = Some(a),
                         Some(Err(e)) => {
                             tracing::warn!(server = %sc.name, "OAuth is off for this server: {e}")
                         }

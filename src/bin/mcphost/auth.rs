@@ -11,7 +11,7 @@ use serde_json::json;
 use crate::output::Out;
 
 /// The HTTP server `name` of `cfg`, and its authorizer.
-fn authorizer(cfg: &HostConfig, name: &str) -> Result<mcphost::auth::Authorizer> {
+fn authorizer(cfg: &HostConfig, name: &str) -> Result<std::sync::Arc<mcphost::auth::Authorizer>> {
     let server = cfg
         .server(name)
         .ok_or_else(|| anyhow!("no server named '{name}' in the config"))?;

@@ -651,7 +651,7 @@ fn status_message(status: StatusCode, url: &str, body: &str) -> String {
 
 fn auth_message(what: &str, challenge: &str) -> String {
     format!(
-        "{what}{challenge}; the server wants credentials: set them in the server's \"headers\" (e.g. \"Authorization\": \"Bearer ${{TOKEN}}\"); OAuth sign-in is not built yet"
+        "{what}{challenge}; the server wants credentials: the server's \"headers\" (e.g. \"Authorization\": \"Bearer ${{TOKEN}}\") were refused or absent, and OAuth sign-in is off for it (\"oauth\": false, or its own Authorization header)"
     )
 }
 
