@@ -1153,6 +1153,27 @@ impl std::fmt::Debug for AuthContext {
 pub const TIMEOUT_ENV: &str = "MCPHOST_OAUTH_TIMEOUT";
 
 impl AuthContext {
+    /// For a process that serves host apps (the daemon, an embedded
+    /// library): sign-in pages go to `host` as URL elicitations, then to
+    /// `MCPHOST_BROWSER`; never to a browser the process opens on its own.
+    /// `None` (logged) when the environment's OAuth settings are broken.
+    pub fn for_host(host: browser::HostBrowser) -> Option<Arc<AuthContext>> {
+        let mut chain: Vec<Arc<dyn Browser>> = vec![Arc::new(host)];
+        if let Some(cmd) = std::env::var(browser::BROWSER_ENV)
+            .ok()
+            .filter(|s| !s.trim().is_empty())
+        {
+            chain.push(Arc::new(browser::CommandBrowser(cmd)));
+        }
+        match AuthContext::from_env(Some(Arc::new(browser::Chain(chain)))) {
+            Ok(a) => Some(Arc::new(a)),
+            Err(e) => {
+                warn!("OAuth is off: {e}");
+                None
+            }
+        }
+    }
+
     /// The user's token store and the environment's settings. A store that
     /// cannot be opened is logged and tokens are then kept in memory only.
     pub fn from_env(browser: Option<Arc<dyn Browser>>) -> Result<AuthContext, String> {

@@ -91,7 +91,7 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     // set; otherwise the server waits in auth_required for
     // `mcphost auth login NAME`.
     let (host_browser, host_slot) = crate::auth::browser::HostBrowser::unbound();
-    let auth = daemon_auth(host_browser);
+    let auth = crate::auth::AuthContext::for_host(host_browser);
     let engine = EngineBuilder::new(cfg.clone())
         .client_options(crate::client::ClientOptions {
             eras: Arc::new(eras),
@@ -253,26 +253,6 @@ async fn reload_on_change(
 
 /// Watch the config's directory, not the file: editors replace files by
 /// rename, which a watch on the old inode would miss.
-/// OAuth for the daemon's HTTP servers (tokens shared with the CLI).
-fn daemon_auth(host: crate::auth::browser::HostBrowser) -> Option<Arc<crate::auth::AuthContext>> {
-    use crate::auth::browser::{BROWSER_ENV, Browser, Chain, CommandBrowser};
-    let mut chain: Vec<Arc<dyn Browser>> = vec![Arc::new(host)];
-    if let Some(cmd) = std::env::var(BROWSER_ENV)
-        .ok()
-        .filter(|s| !s.trim().is_empty())
-    {
-        chain.push(Arc::new(CommandBrowser(cmd)));
-    }
-    let browser: Arc<dyn Browser> = Arc::new(Chain(chain));
-    match crate::auth::AuthContext::from_env(Some(browser)) {
-        Ok(a) => Some(Arc::new(a)),
-        Err(e) => {
-            warn!("OAuth is off: {e}");
-            None
-        }
-    }
-}
-
 /// How often the token store is looked at for sign-ins made elsewhere.
 const SIGN_IN_POLL: std::time::Duration = std::time::Duration::from_secs(2);
 

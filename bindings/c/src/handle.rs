@@ -140,7 +140,16 @@ impl Inner {
         } else {
             None
         };
+        // OAuth with the user's token store (shared with the daemon and the
+        // CLI); a sign-in page goes to this host's elicitation callback as a
+        // URL elicitation, then to MCPHOST_BROWSER.
+        let (host_browser, slot) = mcphost_core::auth::browser::HostBrowser::unbound();
+        let _ = slot.set(Arc::new(CHost(host.clone())));
         let engine = EngineBuilder::new(cfg)
+            .client_options(ClientOptions {
+                auth: mcphost_core::auth::AuthContext::for_host(host_browser),
+                ..ClientOptions::default()
+            })
             .shell_path(shell_path)
             .editor(Arc::new(StoreEditor(Arc::new(store))))
             .start();
