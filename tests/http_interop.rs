@@ -1006,7 +1006,11 @@ fn daemon_reconnects_when_an_http_server_comes_back() {
         let r = d.run(&["--json", "call", "ev__echo", r#"{"message":"back"}"#]);
         (r.code == 0).then(|| assert_eq!(common::text_of(&r.json()), "Echo: back"))
     });
-    assert_eq!(d.server("ev").unwrap()["state"], "ready");
+    // A call is answered as soon as the session is up; `ready` comes once
+    // the re-listing has landed too (docs/ipc.md), a moment later.
+    common::poll("ev to be ready again", READY, || {
+        (d.server("ev").unwrap()["state"] == "ready").then_some(())
+    });
     assert!(
         srv.log_text().contains("Session initialized with ID"),
         "{}",
