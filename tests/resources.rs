@@ -656,7 +656,18 @@ async fn subscriptions_are_counted_across_sessions_and_survive_a_restart() {
         updates(&mut events, 1).await,
         [(uri.to_owned(), vec![1, 2])]
     );
-    let st = reg.statuses();
+    // `ready` once the re-listing has landed, a moment after the session.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let st = loop {
+        let st = reg.statuses();
+        let ready = st
+            .iter()
+            .any(|s| s.name == "ts" && s.state == ServerState::Ready);
+        if ready || std::time::Instant::now() > deadline {
+            break st;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     let ts_status = st.iter().find(|s| s.name == "ts").unwrap();
     assert_eq!(ts_status.state, ServerState::Ready);
     assert_ne!(ts_status.pid, old_pid);
