@@ -92,5 +92,7 @@ extension MCPHost {
         public static let disconnected = MCPHOST_EVENT_DISCONNECTED
         /// `notifications/roots/list_changed`
         public static let rootsListChanged = MCPHOST_EVENT_ROOTS_LIST_CHANGED
+        /// `notifications/mcphost/host_request_ended`: the server stopped waiting for a host request
+        public static let hostRequestEnded = MCPHOST_EVENT_HOST_REQUEST_ENDED
     }
 }
