@@ -507,3 +507,92 @@ fn a_pinned_revision_is_spoken_or_the_server_fails_naming_both() {
         "{r:?}"
     );
 }
+
+#[test]
+fn servers_wait_reports_each_start_and_stats_count_calls_per_tool() {
+    let cfg = format!(
+        r#"{{ "loginShellPath": false, "mcpServers": {{
+            "fast": {{ "command": {ts}, "args": [] }},
+            "slow": {{ "command": {ts}, "args": ["--delay-ms", "300"] }}
+        }} }}"#,
+        ts = js(TESTSERVER)
+    );
+    let d = Daemon::start(&cfg);
+    // No wait_ready: `--wait` is what waits.
+    let list = d.json(&["servers", "--wait=30s"]);
+    let start_of = |name: &str| {
+        let sv = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap_or_else(|| panic!("{name} missing: {list}"));
+        assert_eq!(sv["state"], "ready", "{sv}");
+        sv["startMs"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no startMs: {sv}"))
+    };
+    // The delayed initialize answer is in the slow server's start.
+    assert!(start_of("slow") >= 300.0, "{list}");
+    assert!(start_of("fast") < start_of("slow"), "{list}");
+    let status = d.json(&["status"]);
+    assert!(
+        status["settledAfterMs"].as_f64().unwrap() >= 300.0,
+        "{status}"
+    );
+    assert!(
+        status["runtime"]["aliveTasks"].as_u64().unwrap() > 0,
+        "{status}"
+    );
+    // On a pipe, each settled server gets a line, then the slowest are named.
+    let r = d.run(&["servers", "--wait"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains("slowest to start: slow ("), "{r:?}");
+
+    for t in ["a", "b", "c"] {
+        let r = d.run(&["call", "fast__echo", &format!(r#"{{"text":"{t}"}}"#)]);
+        assert_eq!(r.code, 0, "{r:?}");
+    }
+    assert_eq!(d.run(&["call", "fast__fail"]).code, 1);
+    let stats = d.json(&["servers", "--stats"]);
+    let fast = &stats["fast"];
+    assert_eq!(
+        (fast["calls"].as_u64(), fast["errors"].as_u64()),
+        (Some(4), Some(1)),
+        "{stats}"
+    );
+    assert_eq!(fast["tools"]["echo"]["calls"], 3, "{stats}");
+    assert_eq!(fast["tools"]["fail"]["errors"], 1, "{stats}");
+    assert!(
+        fast["tools"]["echo"]["p50Ms"].as_f64().unwrap() > 0.0,
+        "{stats}"
+    );
+    assert!(stats["slow"].is_null(), "never called: {stats}");
+    let status = d.json(&["status"]);
+    assert_eq!(status["calls"]["fast"]["calls"], 4, "{status}");
+    let r = d.run(&["servers", "--stats"]);
+    assert!(
+        r.stdout.contains("fast") && r.stdout.contains("echo"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn servers_wait_names_the_servers_still_starting_at_its_limit() {
+    let cfg = format!(
+        r#"{{ "loginShellPath": false, "mcpServers": {{
+            "fine": {{ "command": {ts}, "args": [] }},
+            "stuck": {{ "command": {ts}, "args": ["--hang-on", "initialize"] }}
+        }} }}"#,
+        ts = js(TESTSERVER)
+    );
+    let d = Daemon::start(&cfg);
+    d.wait_ready(&["fine"], Duration::from_secs(15));
+    let r = d.run(&["servers", "--wait=300ms"]);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr.contains("still starting after") && r.stderr.contains("stuck"),
+        "{r:?}"
+    );
+    assert!(!r.stderr.contains("fine,"), "{r:?}");
+}

@@ -9,6 +9,7 @@ mod eras;
 mod error;
 mod host;
 mod modern;
+pub mod stats;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,6 +87,9 @@ pub struct ClientOptions {
     /// OAuth for HTTP servers (`None`: a 401 leaves the server in
     /// `auth_required`).
     pub auth: Option<Arc<crate::auth::AuthContext>>,
+    /// Where tool calls' latency and outcome are counted, per server name:
+    /// shared by every client of a registry, so a restart keeps the counts.
+    pub stats: Arc<stats::CallStats>,
 }
 
 impl ClientOptions {
@@ -114,6 +118,7 @@ impl Default for ClientOptions {
             eras: Arc::new(EraCache::in_memory()),
             relist_on_change: true,
             auth: None,
+            stats: stats::CallStats::new(),
         }
     }
 }
@@ -610,12 +615,27 @@ impl ServerClient {
             fields.push(("arguments".to_owned(), a));
         }
         let params = self.core.build(methods::TOOLS_CALL, fields)?;
-        let raw = self
+        let started = std::time::Instant::now();
+        let result = self
             .core
             .request(methods::TOOLS_CALL, Some(Cap::Tools), Some(params), &opts)
-            .await?;
-        ToolResult::from_raw(raw)
-            .map_err(|e| ClientError::invalid(&self.core.name, methods::TOOLS_CALL, e))
+            .await
+            .and_then(|raw| {
+                ToolResult::from_raw(raw)
+                    .map_err(|e| ClientError::invalid(&self.core.name, methods::TOOLS_CALL, e))
+            });
+        let failed = result.as_ref().map_or(true, |r| r.is_error);
+        self.core
+            .opts
+            .stats
+            .record(&self.core.name, name, started.elapsed(), failed);
+        result
+    }
+
+    /// This server's tool calls so far (`None`: none yet), kept across
+    /// restarts of the server.
+    pub fn call_stats(&self) -> Option<stats::ServerSummary> {
+        self.core.opts.stats.server(&self.core.name)
     }
 
     /// `resources/read`; the result (`contents`) is relayed untouched.

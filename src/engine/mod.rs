@@ -120,6 +120,12 @@ pub struct Engine {
     registry: Registry,
     info: EngineInfo,
     started: Instant,
+    /// How long after the engine started every configured server first
+    /// settled (ready, failed, disabled or waiting for a sign-in): the
+    /// start-up time as the engine itself sees it.
+    settled_after: Arc<std::sync::OnceLock<std::time::Duration>>,
+    /// Tool calls per server and tool, across restarts.
+    stats: Arc<crate::client::stats::CallStats>,
     /// Present when there is a config to edit (daemon); absent in direct
     /// mode, where management methods are refused.
     editor: Option<Arc<dyn ConfigEditor>>,
@@ -204,11 +210,33 @@ impl EngineBuilder {
             host: Arc::new(broker.clone()),
             ..self.client
         };
+        let started = Instant::now();
+        let stats = client.stats.clone();
         let registry = Registry::start(&self.config, client, self.restart, self.shell_path);
+        let settled_after = Arc::new(std::sync::OnceLock::new());
+        let (settling, slot) = (registry.clone(), settled_after.clone());
+        tokio::spawn(async move {
+            settling.settled(std::time::Duration::MAX).await;
+            let took = started.elapsed();
+            let statuses = settling.statuses();
+            let ready = statuses
+                .iter()
+                .filter(|s| s.state == crate::registry::supervisor::ServerState::Ready)
+                .count();
+            tracing::info!(
+                ms = took.as_secs_f64() * 1e3,
+                servers = statuses.len(),
+                ready,
+                "servers settled"
+            );
+            let _ = slot.set(took);
+        });
         Arc::new(Engine {
             registry,
             info: self.info,
-            started: Instant::now(),
+            started,
+            settled_after,
+            stats,
             editor: self.editor,
             broker,
             next_session: AtomicU64::new(1),
@@ -592,12 +620,23 @@ impl Engine {
             "configPath": self.info.config_path,
             "configError": self.editor.as_ref().and_then(|s| s.last_error()),
             "uptimeSeconds": self.started.elapsed().as_secs(),
+            // null until every server configured at start has settled.
+            "settledAfterMs": self.settled_after.get().map(|d| d.as_secs_f64() * 1e3),
+            "runtime": {
+                "aliveTasks": self.rt.metrics().num_alive_tasks(),
+                "workers": self.rt.metrics().num_workers(),
+            },
             "clients": self.session_count(),
             "primaryHost": self.broker.primary(),
             "servers": statuses.len(),
             "ready": ready,
             "tools": self.registry.catalog().tools().len(),
             "separator": self.registry.naming().separator,
+            // Per server: its tool calls so far (servers never called are left out).
+            "calls": statuses
+                .iter()
+                .filter_map(|s| Some((s.name.clone(), self.stats.server(&s.name)?.all)))
+                .collect::<std::collections::BTreeMap<_, _>>(),
         }))
     }
 
@@ -611,6 +650,9 @@ impl Engine {
             .map(|s| {
                 let mut v = serde_json::to_value(&**s).unwrap_or_default();
                 v["tools"] = json!(catalog.count_for(&s.name));
+                if let Some(calls) = self.stats.server(&s.name) {
+                    v["calls"] = json!(calls);
+                }
                 if let Some(era) = era_of(s.protocol_version.as_deref()) {
                     v["era"] = json!(era);
                 }

@@ -121,6 +121,10 @@ pub struct ServerStatus {
     /// registry).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub session_instances: Vec<SessionInstance>,
+    /// How long the last successful start took, spawn or connect to the
+    /// end of the handshake, in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_ms: Option<f64>,
 }
 
 /// One session's own instance of a `share: per-session` server.
@@ -153,6 +157,7 @@ impl ServerStatus {
             generation,
             list_error: None,
             session_instances: Vec::new(),
+            start_ms: None,
         }
     }
 
@@ -576,6 +581,7 @@ impl Supervisor {
         &self,
         control: &Mutex<Option<Arc<dyn TransportControl>>>,
     ) -> Result<ServerClient, StartError> {
+        let began = std::time::Instant::now();
         if !matches!(self.status.borrow().state, ServerState::Restarting) {
             self.update(|s| s.state = ServerState::Starting);
         }
@@ -603,10 +609,14 @@ impl Supervisor {
                 lines,
             ));
         }
-        self.start_with(conn).await
+        self.start_with(conn, began).await
     }
 
-    async fn start_with(&self, conn: Connection) -> Result<ServerClient, StartError> {
+    async fn start_with(
+        &self,
+        conn: Connection,
+        began: std::time::Instant,
+    ) -> Result<ServerClient, StartError> {
         let pid = conn.control.server_pid();
         let control = conn.control.clone();
         self.update(|s| s.pid = pid);
@@ -624,6 +634,7 @@ impl Supervisor {
         self.update(|s| {
             s.transport = transport;
             s.state = ServerState::Ready;
+            s.start_ms = Some(began.elapsed().as_secs_f64() * 1e3);
             s.protocol_version = Some(version);
             s.error = None;
             s.stderr_tail.clear();

@@ -32,6 +32,7 @@ mod interactive;
 mod logs;
 mod output;
 mod resources;
+mod wait;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -154,6 +155,15 @@ enum Command {
     Servers {
         #[command(subcommand)]
         action: Option<ServersAction>,
+        /// First wait until every server has settled (ready, failed,
+        /// disabled, or waiting for a sign-in), at most this long; shows
+        /// progress on a terminal and names the slowest starts.
+        #[arg(long, value_name = "LIMIT", num_args = 0..=1, require_equals = true,
+              default_missing_value = "60s", value_parser = parse_duration)]
+        wait: Option<Duration>,
+        /// Tool calls per server and per tool: calls, errors, p50, p99, max.
+        #[arg(long)]
+        stats: bool,
     },
     /// List the catalog's tools.
     Tools {
@@ -512,8 +522,28 @@ async fn dispatch(b: &Backend, command: Command, out: &Out) -> Result<u8> {
             let s = b.request("mcphost/status", None).await?;
             out.status(&s)?;
         }
-        Command::Servers { action } => match action.unwrap_or(ServersAction::List) {
-            ServersAction::List => out.servers(&b.request("mcphost/servers/list", None).await?)?,
+        Command::Servers {
+            action,
+            wait,
+            stats,
+        } => match action.unwrap_or(ServersAction::List) {
+            ServersAction::List => {
+                let list = match wait {
+                    Some(limit) => wait::servers(&b, limit, out.json).await?,
+                    None => b.request("mcphost/servers/list", None).await?,
+                };
+                if stats {
+                    out.stats(&list)?;
+                } else {
+                    out.servers(&list)?;
+                }
+                if wait.is_some()
+                    && !out.json
+                    && let Some(line) = wait::slowest(&list, 3)
+                {
+                    eprintln!("{line}");
+                }
+            }
             ServersAction::Restart { name } => {
                 b.manage("mcphost/servers/restart", json!({ "name": name }))
                     .await?;

@@ -164,6 +164,65 @@ impl Out {
         Ok(())
     }
 
+    /// `servers --stats`: one row per server (all its tool calls), then
+    /// one per tool, busiest first.
+    pub fn stats(&self, v: &Value) -> Result<()> {
+        if self.json {
+            let calls: serde_json::Map<String, Value> = v
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|sv| Some((sv["name"].as_str()?.to_owned(), sv["calls"].clone())))
+                .collect();
+            outln!("{}", Value::Object(calls));
+            return Ok(());
+        }
+        let mut rows = vec![
+            [
+                "SERVER", "TOOL", "CALLS", "ERRORS", "P50 MS", "P99 MS", "MAX MS",
+            ]
+            .map(String::from)
+            .to_vec(),
+        ];
+        let ms = |v: &Value| v.as_f64().map_or("-".to_owned(), |m| format!("{m:.2}"));
+        let row = |server: &str, tool: &str, c: &Value| {
+            vec![
+                server.to_owned(),
+                tool.to_owned(),
+                s(&c["calls"]),
+                s(&c["errors"]),
+                ms(&c["p50Ms"]),
+                ms(&c["p99Ms"]),
+                ms(&c["maxMs"]),
+            ]
+        };
+        for sv in v.as_array().into_iter().flatten() {
+            let name = s(&sv["name"]);
+            let c = &sv["calls"];
+            if c.is_null() {
+                rows.push(vec![
+                    name,
+                    "(all)".into(),
+                    "0".into(),
+                    "0".into(),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                ]);
+                continue;
+            }
+            rows.push(row(&name, "(all)", c));
+            let mut tools: Vec<(&String, &Value)> =
+                c["tools"].as_object().into_iter().flatten().collect();
+            tools.sort_by_key(|(_, t)| std::cmp::Reverse(t["calls"].as_u64().unwrap_or(0)));
+            for (tool, t) in tools {
+                rows.push(row("", tool, t));
+            }
+        }
+        table(&rows);
+        Ok(())
+    }
+
     pub fn servers(&self, v: &Value) -> Result<()> {
         if self.json {
             outln!("{v}");
