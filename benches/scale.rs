@@ -16,6 +16,7 @@
 //!
 //! `cargo bench --bench scale` (counts 1, 10, 50, 100; 5 rounds).
 //! `MCPHOST_BENCH_ROUNDS`, `MCPHOST_SCALE_COUNTS=1,10,100` change the size.
+//! `MCPHOST_BENCH_PLOTS=DIR` writes `scale-start.png` and `scale-rss.png`.
 //! `cargo test --bench scale` runs one short round.
 
 mod common;
@@ -28,6 +29,7 @@ use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
 
+use common::plot::{self, Series};
 use common::{BenchResult, env_usize, median, start_daemon};
 
 const TESTSERVER: &str = env!("CARGO_BIN_EXE_mcphost-testserver");
@@ -239,6 +241,39 @@ fn main() -> BenchResult<()> {
             mib(&ours[i]),
             mib(&theirs[i]),
         );
+    }
+    if let Ok(dir) = std::env::var("MCPHOST_BENCH_PLOTS") {
+        let dir = std::path::PathBuf::from(dir);
+        std::fs::create_dir_all(&dir)?;
+        let series = |label: &str, v: &[Vec<Sample>], f: &dyn Fn(&[Sample]) -> f64| Series {
+            label: label.to_owned(),
+            points: counts
+                .iter()
+                .zip(v)
+                .map(|(&n, s)| (n as f64, f(s)))
+                .collect(),
+        };
+        plot::lines(
+            &dir.join("scale-start.png"),
+            "N stdio servers configured: all ready (median)",
+            "servers",
+            "ms",
+            &[
+                series("mcphost daemon", &ours, &ms),
+                series("rmcp", &theirs, &ms),
+            ],
+        )?;
+        plot::lines(
+            &dir.join("scale-rss.png"),
+            "RSS holding N live servers, children excluded (median)",
+            "servers",
+            "MiB",
+            &[
+                series("mcphost daemon", &ours, &mib),
+                series("rmcp", &theirs, &mib),
+            ],
+        )?;
+        eprintln!("plots written to {}", dir.display());
     }
     // What one more idle server costs: the slope between the smallest and
     // the largest count.

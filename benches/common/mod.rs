@@ -1,6 +1,8 @@
 //! Statistics, settings and the daemon process shared by the benchmarks.
 #![allow(dead_code)]
 
+pub mod plot;
+
 use std::time::Duration;
 
 pub type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;

@@ -529,7 +529,7 @@ async fn dispatch(b: &Backend, command: Command, out: &Out) -> Result<u8> {
         } => match action.unwrap_or(ServersAction::List) {
             ServersAction::List => {
                 let list = match wait {
-                    Some(limit) => wait::servers(&b, limit, out.json).await?,
+                    Some(limit) => wait::servers(b, limit, out.json).await?,
                     None => b.request("mcphost/servers/list", None).await?,
                 };
                 if stats {
