@@ -1311,3 +1311,44 @@ async fn fetch_lists(client: &ServerClient) -> Fetched {
     }
     f
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A rebuild holds only the builders' lock; listings and call routing
+    /// read the published pointer, so they go on while it is held.
+    #[tokio::test]
+    async fn reads_and_routing_do_not_wait_on_a_rebuild() {
+        let reg = Registry::start(
+            &HostConfig::default(),
+            ClientOptions::default(),
+            RestartPolicy::default(),
+            None,
+        );
+        let rebuilding = reg.inner.builders.lock().unwrap();
+        let r = reg.clone();
+        let read = std::thread::spawn(move || {
+            let catalog = r.catalog();
+            (
+                catalog.route("nosuch__tool").is_none(),
+                r.prompts().len(),
+                r.resources().resources().len(),
+            )
+        });
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !read.is_finished() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "a read waited on the rebuild"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(read.join().unwrap(), (true, 0, 0));
+        // A call routes (and fails: no such tool) while the rebuild goes on.
+        let call = reg.call_tool("nosuch__tool", None, CallOptions::default());
+        let r = tokio::time::timeout(Duration::from_secs(5), call).await;
+        assert!(matches!(r, Ok(Err(RegistryError::UnknownTool(_)))));
+        drop(rebuilding);
+    }
+}
