@@ -72,7 +72,9 @@
 //! restart that rebuilds the identical catalog.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
+use rpds::HashTrieMapSync;
 use sha2::{Digest, Sha256};
 
 use super::uri::{UriTemplate, is_reserved, unwrap, wrap};
@@ -252,6 +254,9 @@ pub trait Entry {
     fn server(&self) -> &str;
     /// The server's own name.
     fn original(&self) -> &str;
+    /// The listed object.
+    fn raw(&self) -> &RawValue;
+    fn make(name: String, server: String, original: String, raw: Box<RawValue>) -> Self;
 }
 
 impl Entry for CatalogTool {
@@ -263,6 +268,17 @@ impl Entry for CatalogTool {
     }
     fn original(&self) -> &str {
         &self.tool
+    }
+    fn raw(&self) -> &RawValue {
+        &self.raw
+    }
+    fn make(name: String, server: String, tool: String, raw: Box<RawValue>) -> Self {
+        CatalogTool {
+            name,
+            server,
+            tool,
+            raw,
+        }
     }
 }
 
@@ -276,13 +292,28 @@ impl Entry for CatalogPrompt {
     fn original(&self) -> &str {
         &self.prompt
     }
+    fn raw(&self) -> &RawValue {
+        &self.raw
+    }
+    fn make(name: String, server: String, prompt: String, raw: Box<RawValue>) -> Self {
+        CatalogPrompt {
+            name,
+            server,
+            prompt,
+            raw,
+        }
+    }
 }
 
 /// A namespaced listing with its routing table. See the module docs.
+///
+/// Entries are shared (`Arc`) with the [`CatalogBuilder`] that composed it
+/// and with earlier listings, and the routes are a persistent map: a new
+/// listing after one server's change copies pointers, not tools.
 #[derive(Debug, Clone)]
 pub struct NamespacedCatalog<E> {
-    entries: Vec<E>,
-    routes: HashMap<String, Route>,
+    entries: Vec<Arc<E>>,
+    routes: HashTrieMapSync<String, Route>,
     collisions: Vec<Collision>,
     fingerprint: u64,
 }
@@ -294,7 +325,7 @@ pub type PromptCatalog = NamespacedCatalog<CatalogPrompt>;
 
 impl<E: Entry> NamespacedCatalog<E> {
     /// Every entry, in the stable listing order.
-    pub fn items(&self) -> &[E] {
+    pub fn items(&self) -> &[Arc<E>] {
         &self.entries
     }
 
@@ -308,6 +339,7 @@ impl<E: Entry> NamespacedCatalog<E> {
     pub fn find_original(&self, original: &str) -> Vec<&E> {
         self.entries
             .iter()
+            .map(|e| &**e)
             .filter(|e| e.original() == original)
             .collect()
     }
@@ -347,21 +379,21 @@ impl<E: Entry> NamespacedCatalog<E> {
         &self,
         cursor: Option<&str>,
         page_size: usize,
-    ) -> Result<(Vec<&E>, Option<String>), InvalidCursor> {
+    ) -> Result<(Vec<&Arc<E>>, Option<String>), InvalidCursor> {
         paginate(&self.entries, self.fingerprint, cursor, page_size)
     }
 }
 
 impl Catalog {
     /// Every tool, in the stable listing order.
-    pub fn tools(&self) -> &[CatalogTool] {
+    pub fn tools(&self) -> &[Arc<CatalogTool>] {
         &self.entries
     }
 }
 
 impl PromptCatalog {
     /// Every prompt, in the stable listing order.
-    pub fn prompts(&self) -> &[CatalogPrompt] {
+    pub fn prompts(&self) -> &[Arc<CatalogPrompt>] {
         &self.entries
     }
 
@@ -389,44 +421,372 @@ impl PromptCatalog {
 
 /// Namespace every server's tools.
 pub fn build(servers: &[ServerTools<'_>], rules: &NamingRules) -> Catalog {
-    let input: Vec<ServerNames<'_>> = servers
-        .iter()
-        .map(|s| ServerNames {
-            server: s.server,
-            prefix: s.prefix,
-            names: s.tools.iter().map(|t| t.name.as_str()).collect(),
-        })
-        .collect();
-    let raws = servers.iter().flat_map(|s| s.tools.iter().map(|t| &*t.raw));
-    assemble("tools", &input, raws, rules, |n, raw| CatalogTool {
-        name: n.name,
-        server: n.server,
-        tool: n.original,
-        raw,
-    })
+    let mut b = CatalogBuilder::new("tools", rules.clone());
+    for s in servers {
+        b.push_server(s.server, s.prefix, tool_items(s.tools));
+    }
+    b.publish()
 }
 
 /// Namespace every server's prompts, with the same rules as tools.
 pub fn build_prompts(servers: &[ServerPrompts<'_>], rules: &NamingRules) -> PromptCatalog {
-    let input: Vec<ServerNames<'_>> = servers
-        .iter()
-        .map(|s| ServerNames {
-            server: s.server,
-            prefix: s.prefix,
-            names: s.prompts.iter().map(|p| p.name.as_str()).collect(),
-        })
-        .collect();
-    let raws = servers
-        .iter()
-        .flat_map(|s| s.prompts.iter().map(|p| &*p.raw));
-    assemble("prompts", &input, raws, rules, |n, raw| CatalogPrompt {
-        name: n.name,
-        server: n.server,
-        prompt: n.original,
-        raw,
-    })
+    let mut b = CatalogBuilder::new("prompts", rules.clone());
+    for s in servers {
+        b.push_server(s.server, s.prefix, prompt_items(s.prompts));
+    }
+    b.publish()
 }
 
+/// A server's tools as builder input: (own name, listed object).
+pub fn tool_items(tools: &[Tool]) -> impl Iterator<Item = (&str, &RawValue)> {
+    tools.iter().map(|t| (t.name.as_str(), &*t.raw))
+}
+
+/// A server's prompts as builder input.
+pub fn prompt_items(prompts: &[Prompt]) -> impl Iterator<Item = (&str, &RawValue)> {
+    prompts.iter().map(|p| (p.name.as_str(), &*p.raw))
+}
+
+/// One item of one server, named as if that server were alone (rules 1–4).
+#[derive(Debug, Clone)]
+struct Claim {
+    name: String,
+    original: String,
+    reason: Option<CollisionReason>,
+}
+
+/// What one server contributes: its claims, its entries under their
+/// candidate names, and the segment last published for it (rule 5 applied).
+#[derive(Debug)]
+struct Part<E> {
+    server: String,
+    claims: Vec<Claim>,
+    /// Parallel to `claims`; `None` for an item whose object cannot take a
+    /// name (left out, as before).
+    own: Vec<Option<Arc<E>>>,
+    /// Rebuilt on the next publish when `None`; the old one stays in
+    /// `last` until then, so its routes can be taken out.
+    segment: Option<Segment<E>>,
+    last: Option<Segment<E>>,
+}
+
+#[derive(Debug)]
+struct Segment<E> {
+    /// Rule 5's renames of this server's items: (index, name), by index.
+    overrides: Vec<(usize, String)>,
+    entries: Arc<[Arc<E>]>,
+    collisions: Vec<Collision>,
+    /// SHA-256 of the segment's rows; the listing's fingerprint is over these.
+    digest: [u8; 32],
+}
+
+/// Keeps every server's namespaced part and composes listings from them.
+///
+/// [`Self::update`] re-names only the changed server's items (rules 1–4,
+/// where the hashing and the JSON splicing are); [`Self::publish`] then
+/// resolves rule 5 over the claims index (only names claimed more than once
+/// are looked at), rebuilds the segments whose renames changed, and copies
+/// pointers for the rest. The result equals a full [`build`] of the same
+/// lists, fingerprint included.
+#[derive(Debug)]
+pub struct CatalogBuilder<E> {
+    kind: &'static str,
+    rules: NamingRules,
+    sep: String,
+    /// Config order.
+    parts: Vec<Part<E>>,
+    /// Candidate name → its claimants: (server, index in its part).
+    index: HashMap<String, Vec<(String, usize)>>,
+    /// Names with more than one claimant.
+    contested: HashSet<String>,
+    routes: HashTrieMapSync<String, Route>,
+}
+
+impl<E: Entry> CatalogBuilder<E> {
+    /// `kind` is the listing's name in its fingerprint ("tools", "prompts").
+    pub fn new(kind: &'static str, rules: NamingRules) -> Self {
+        CatalogBuilder {
+            kind,
+            sep: sanitize(&rules.separator),
+            rules,
+            parts: Vec::new(),
+            index: HashMap::new(),
+            contested: HashSet::new(),
+            routes: HashTrieMapSync::new_sync(),
+        }
+    }
+
+    /// Add a server after the others (config order is push order).
+    pub fn push_server<'a>(
+        &mut self,
+        server: &str,
+        prefix: &str,
+        items: impl Iterator<Item = (&'a str, &'a RawValue)>,
+    ) {
+        self.parts.push(Part {
+            server: server.to_owned(),
+            claims: Vec::new(),
+            own: Vec::new(),
+            segment: None,
+            last: None,
+        });
+        let at = self.parts.len().saturating_sub(1);
+        self.set_items(at, prefix, items);
+    }
+
+    /// Replace one server's items; the others are not touched until
+    /// [`Self::publish`]. False when `server` is not one of the servers.
+    pub fn update<'a>(
+        &mut self,
+        server: &str,
+        prefix: &str,
+        items: impl Iterator<Item = (&'a str, &'a RawValue)>,
+    ) -> bool {
+        let Some(at) = self.parts.iter().position(|p| p.server == server) else {
+            return false;
+        };
+        self.set_items(at, prefix, items);
+        true
+    }
+
+    fn set_items<'a>(
+        &mut self,
+        at: usize,
+        prefix: &str,
+        items: impl Iterator<Item = (&'a str, &'a RawValue)>,
+    ) {
+        let budget = self.rules.budget();
+        let Some(part) = self.parts.get_mut(at) else {
+            return;
+        };
+        for (i, c) in part.claims.iter().enumerate() {
+            if let Some(v) = self.index.get_mut(&c.name) {
+                v.retain(|(s, j)| !(*s == part.server && *j == i));
+                match v.len() {
+                    0 => {
+                        self.index.remove(&c.name);
+                        self.contested.remove(&c.name);
+                    }
+                    1 => {
+                        self.contested.remove(&c.name);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let mut claims = Vec::new();
+        let mut own = Vec::new();
+        for (tool, raw) in items {
+            let (name, reason) = candidate(&part.server, prefix, tool, &self.sep, budget);
+            let entry = match rename(raw, &name) {
+                Ok(raw) => Some(Arc::new(E::make(
+                    name.clone(),
+                    part.server.clone(),
+                    tool.to_owned(),
+                    raw,
+                ))),
+                Err(err) => {
+                    // Unreachable for items that came off the wire (they parsed as
+                    // objects); never list an item under a name it does not carry.
+                    tracing::warn!(server = %part.server, item = %tool, %err,
+                        "cannot set the namespaced name; {} entry left out", self.kind);
+                    None
+                }
+            };
+            let claimants = self.index.entry(name.clone()).or_default();
+            claimants.push((part.server.clone(), claims.len()));
+            if claimants.len() > 1 {
+                self.contested.insert(name.clone());
+            }
+            claims.push(Claim {
+                name,
+                original: tool.to_owned(),
+                reason,
+            });
+            own.push(entry);
+        }
+        part.claims = claims;
+        part.own = own;
+        if let Some(seg) = part.segment.take() {
+            part.last = Some(seg);
+        }
+    }
+
+    /// Rule 5 over every contested name: each server's renames, by index.
+    fn overrides(&self) -> HashMap<String, Vec<(usize, String)>> {
+        let budget = self.rules.budget();
+        let original = |server: &str, i: usize| -> &str {
+            self.parts
+                .iter()
+                .find(|p| p.server == server)
+                .and_then(|p| p.claims.get(i))
+                .map_or("", |c| c.original.as_str())
+        };
+        // (server, original, index, contested name) of every claimant but
+        // the first of each name.
+        let mut losers: Vec<(&str, &str, usize, &str)> = Vec::new();
+        for name in &self.contested {
+            let Some(claimants) = self.index.get(name) else {
+                continue;
+            };
+            let mut c: Vec<(&str, &str, usize)> = claimants
+                .iter()
+                .map(|(s, i)| (s.as_str(), original(s, *i), *i))
+                .collect();
+            c.sort();
+            losers.extend(
+                c.into_iter()
+                    .skip(1)
+                    .map(|(s, o, i)| (s, o, i, name.as_str())),
+            );
+        }
+        losers.sort();
+        let mut out: HashMap<String, Vec<(usize, String)>> = HashMap::new();
+        let mut assigned: HashSet<String> = HashSet::new();
+        for (server, _, i, name) in losers {
+            for n in 2usize.. {
+                let candidate = with_number(name, n, budget);
+                if !self.index.contains_key(&candidate) && assigned.insert(candidate.clone()) {
+                    out.entry(server.to_owned())
+                        .or_default()
+                        .push((i, candidate));
+                    break;
+                }
+            }
+        }
+        for v in out.values_mut() {
+            v.sort();
+        }
+        out
+    }
+
+    /// The listing of every server's current items.
+    pub fn publish(&mut self) -> NamespacedCatalog<E> {
+        let overrides = self.overrides();
+        let mut rebuilt = Vec::new();
+        for (at, part) in self.parts.iter_mut().enumerate() {
+            let mine = overrides.get(part.server.as_str());
+            let mine: &[(usize, String)] = mine.map_or(&[], Vec::as_slice);
+            if part.segment.as_ref().is_some_and(|s| s.overrides == mine) {
+                continue;
+            }
+            if let Some(old) = part.segment.take() {
+                part.last = Some(old);
+            }
+            part.segment = Some(segment(self.kind, part, mine));
+            rebuilt.push(at);
+        }
+        // All removals before any insertion: a name may move between servers.
+        for &at in &rebuilt {
+            if let Some(old) = self.parts.get_mut(at).and_then(|p| p.last.take()) {
+                for e in old.entries.iter() {
+                    self.routes.remove_mut(e.name());
+                }
+            }
+        }
+        for &at in &rebuilt {
+            let Some(seg) = self.parts.get(at).and_then(|p| p.segment.as_ref()) else {
+                continue;
+            };
+            for e in seg.entries.iter() {
+                self.routes.insert_mut(
+                    e.name().to_owned(),
+                    Route {
+                        server: e.server().to_owned(),
+                        tool: e.original().to_owned(),
+                    },
+                );
+            }
+        }
+        let segments: Vec<&Segment<E>> = self
+            .parts
+            .iter()
+            .filter_map(|p| p.segment.as_ref())
+            .collect();
+        let len = segments.iter().map(|s| s.entries.len()).sum();
+        let mut entries = Vec::with_capacity(len);
+        let mut collisions = Vec::new();
+        let mut h = Sha256::new();
+        h.update((self.kind.len() as u64).to_be_bytes());
+        h.update(self.kind.as_bytes());
+        for s in &segments {
+            entries.extend(s.entries.iter().cloned());
+            collisions.extend(s.collisions.iter().cloned());
+            // Empty segments add nothing: the fingerprint is the listing's.
+            if !s.entries.is_empty() {
+                h.update(s.digest);
+            }
+        }
+        NamespacedCatalog {
+            entries,
+            routes: self.routes.clone(),
+            collisions,
+            fingerprint: first_u64(&h.finalize()),
+        }
+    }
+}
+
+/// One server's published segment with rule 5's `renames` applied.
+fn segment<E: Entry>(kind: &str, part: &Part<E>, renames: &[(usize, String)]) -> Segment<E> {
+    let mut entries = Vec::with_capacity(part.own.len());
+    let mut collisions = Vec::new();
+    let mut h = Sha256::new();
+    let mut renames_iter = renames.iter().peekable();
+    for (i, (claim, own)) in part.claims.iter().zip(&part.own).enumerate() {
+        let renamed = renames_iter.next_if(|(j, _)| *j == i).map(|(_, n)| n);
+        let Some(own) = own else {
+            continue;
+        };
+        let (entry, reason) = match renamed {
+            None => (own.clone(), claim.reason),
+            Some(name) => match rename(own.raw(), name) {
+                Ok(raw) => (
+                    Arc::new(E::make(
+                        name.clone(),
+                        part.server.clone(),
+                        claim.original.clone(),
+                        raw,
+                    )),
+                    Some(CollisionReason::Duplicate),
+                ),
+                Err(err) => {
+                    tracing::warn!(server = %part.server, item = %claim.original, %err,
+                        "cannot set the namespaced name; {kind} entry left out");
+                    continue;
+                }
+            },
+        };
+        for s in [entry.name(), entry.server(), entry.original()] {
+            h.update((s.len() as u64).to_be_bytes());
+            h.update(s.as_bytes());
+        }
+        if let Some(reason) = reason {
+            collisions.push(Collision {
+                server: part.server.clone(),
+                tool: claim.original.clone(),
+                name: entry.name().to_owned(),
+                reason,
+            });
+        }
+        entries.push(entry);
+    }
+    Segment {
+        overrides: renames.to_vec(),
+        entries: entries.into(),
+        collisions,
+        digest: h.finalize().into(),
+    }
+}
+
+fn first_u64(digest: &[u8]) -> u64 {
+    let mut first = [0u8; 8];
+    for (dst, src) in first.iter_mut().zip(digest.iter()) {
+        *dst = *src;
+    }
+    u64::from_be_bytes(first)
+}
+
+#[cfg(test)]
 struct ServerNames<'a> {
     server: &'a str,
     prefix: &'a str,
@@ -434,6 +794,7 @@ struct ServerNames<'a> {
 }
 
 /// The outcome of naming one item.
+#[cfg(test)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Named {
     name: String,
@@ -442,64 +803,14 @@ struct Named {
     reason: Option<CollisionReason>,
 }
 
-fn assemble<'r, E: Entry>(
-    kind: &str,
-    input: &[ServerNames<'_>],
-    raws: impl Iterator<Item = &'r RawValue>,
-    rules: &NamingRules,
-    make: impl Fn(Named, Box<RawValue>) -> E,
-) -> NamespacedCatalog<E> {
-    let mut entries = Vec::new();
-    let mut routes = HashMap::new();
-    let mut collisions = Vec::new();
-    for (named, raw) in namespace(input, rules).into_iter().zip(raws) {
-        let raw = match rename(raw, &named.name) {
-            Ok(raw) => raw,
-            Err(err) => {
-                // Unreachable for items that came off the wire (they parsed as
-                // objects); never list an item under a name it does not carry.
-                tracing::warn!(server = %named.server, item = %named.original, %err,
-                    "cannot set the namespaced name; {kind} entry left out");
-                continue;
-            }
-        };
-        routes.insert(
-            named.name.clone(),
-            Route {
-                server: named.server.clone(),
-                tool: named.original.clone(),
-            },
-        );
-        if let Some(reason) = named.reason {
-            collisions.push(Collision {
-                server: named.server.clone(),
-                tool: named.original.clone(),
-                name: named.name.clone(),
-                reason,
-            });
-        }
-        entries.push(make(named, raw));
-    }
-    let fingerprint = fingerprint(
-        kind,
-        entries
-            .iter()
-            .map(|e: &E| [e.name(), e.server(), e.original()]),
-    );
-    NamespacedCatalog {
-        entries,
-        routes,
-        collisions,
-        fingerprint,
-    }
-}
-
 /// Replace only the top-level `"name"`; every other byte survives.
 fn rename(raw: &RawValue, name: &str) -> Result<Box<RawValue>, crate::protocol::RawError> {
     set_fields(Some(raw), [("name".to_owned(), to_raw(name)?)])
 }
 
-/// The naming algorithm on plain strings, in listing order.
+/// The naming algorithm on plain strings, in listing order: the full
+/// rebuild [`CatalogBuilder`] must equal (its tests compare the two).
+#[cfg(test)]
 fn namespace(servers: &[ServerNames<'_>], rules: &NamingRules) -> Vec<Named> {
     let budget = rules.budget();
     let sep = sanitize(&rules.separator);
@@ -2387,6 +2698,112 @@ mod tests {
                 .wrapping_add(1442695040888963407);
             ((self.0 >> 33) as usize) % n
         }
+    }
+
+    fn listing(c: &Catalog) -> Vec<(String, String, String, String)> {
+        c.tools()
+            .iter()
+            .map(|t| {
+                let r = c.route(&t.name).unwrap();
+                assert_eq!((&r.server, &r.tool), (&t.server, &t.tool));
+                (
+                    t.name.clone(),
+                    t.server.clone(),
+                    t.tool.clone(),
+                    t.raw.get().to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    /// Incremental publishing equals a full build, and the full build equals
+    /// the one-pass naming algorithm, for random per-server changes.
+    #[test]
+    fn incremental_publish_equals_full_build() {
+        const NAMES: &[&str] = &[
+            "x",
+            "y",
+            "x_2",
+            "a.b",
+            "a_b",
+            "t",
+            "__x",
+            "long_name_here_0123456789",
+        ];
+        let servers = ["s0", "s1", "s2", "s3", "s4"];
+        // s0 and s1 share a prefix, so their tools really collide.
+        let prefixes = ["a", "a", "b", "a_", "c"];
+        let mut rng = Lcg(11);
+        for round in 0..40 {
+            let r = rules([16, 24, 64][round % 3], 0);
+            let mut lists: Vec<Vec<Tool>> = vec![Vec::new(); servers.len()];
+            let mut b = CatalogBuilder::<CatalogTool>::new("tools", r.clone());
+            for (s, p) in servers.iter().zip(prefixes) {
+                b.push_server(s, p, tool_items(&[]));
+            }
+            for _ in 0..25 {
+                let i = rng.next(servers.len());
+                let n = rng.next(5);
+                lists[i] = (0..n).map(|_| tool(NAMES[rng.next(NAMES.len())])).collect();
+                assert!(b.update(servers[i], prefixes[i], tool_items(&lists[i])));
+                let inc = b.publish();
+                let input: Vec<ServerTools<'_>> = servers
+                    .iter()
+                    .zip(prefixes)
+                    .zip(&lists)
+                    .map(|((s, p), t)| st(s, p, t))
+                    .collect();
+                let full = build(&input, &r);
+                assert_eq!(listing(&inc), listing(&full), "round {round}");
+                assert_eq!(inc.collisions(), full.collisions());
+                assert_eq!(inc.fingerprint(), full.fingerprint());
+                check_invariants(&inc, &r);
+                // The one-pass algorithm the builder replaced.
+                let names_in: Vec<ServerNames<'_>> = input
+                    .iter()
+                    .map(|s| ServerNames {
+                        server: s.server,
+                        prefix: s.prefix,
+                        names: s.tools.iter().map(|t| t.name.as_str()).collect(),
+                    })
+                    .collect();
+                let oracle: Vec<String> = namespace(&names_in, &r)
+                    .into_iter()
+                    .map(|n| n.name)
+                    .collect();
+                assert_eq!(names(&inc), oracle, "round {round}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_change_in_one_server_makes_and_undoes_a_collision_with_another() {
+        let r = NamingRules::default();
+        let mut b = CatalogBuilder::<CatalogTool>::new("tools", r.clone());
+        let a_tools = tools(&["run"]);
+        let z_tools = tools(&["run", "stop"]);
+        // "zeta" sorts after "alpha": alpha keeps the name once both claim it.
+        b.push_server("zeta", "x", tool_items(&z_tools));
+        b.push_server("alpha", "x", tool_items(&[]));
+        let first = b.publish();
+        assert_eq!(names(&first), ["x__run", "x__stop"]);
+        assert!(b.update("alpha", "x", tool_items(&a_tools)));
+        let clash = b.publish();
+        assert_eq!(names(&clash), ["x__run_2", "x__stop", "x__run"]);
+        assert_eq!(clash.route("x__run").unwrap().server, "alpha");
+        assert_eq!(clash.route("x__run_2").unwrap().server, "zeta");
+        assert_eq!(clash.collisions()[0].reason, CollisionReason::Duplicate);
+        assert_ne!(clash.fingerprint(), first.fingerprint());
+        // Only zeta's renamed entry is new; its other entry is shared.
+        assert!(Arc::ptr_eq(&first.tools()[1], &clash.tools()[1]));
+        assert!(b.update("alpha", "x", tool_items(&[])));
+        let undone = b.publish();
+        assert_eq!(names(&undone), ["x__run", "x__stop"]);
+        assert_eq!(undone.route("x__run").unwrap().server, "zeta");
+        assert_eq!(undone.route("x__run_2"), None);
+        assert!(undone.collisions().is_empty());
+        assert_eq!(undone.fingerprint(), first.fingerprint());
+        assert!(!b.update("nosuch", "x", tool_items(&[])));
     }
 
     #[test]

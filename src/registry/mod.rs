@@ -31,9 +31,10 @@ use crate::client::{CallOptions, ClientError, ClientOptions, ServerClient, Serve
 use crate::config::{HostConfig, ServerConfig, Share, TransportConfig};
 use crate::jsonrpc::Origin;
 use crate::protocol::{Prompt, Resource, ResourceTemplate, Tool, ToolResult};
+use arc_swap::ArcSwap;
 use catalog::{
-    Catalog, NamingRules, PromptCatalog, ResourceCatalog, ServerPrompts, ServerResources,
-    ServerTools,
+    Catalog, CatalogBuilder, CatalogPrompt, CatalogTool, NamingRules, PromptCatalog,
+    ResourceCatalog, ServerResources,
 };
 use supervisor::{
     Launch, RestartPolicy, ServerState, ServerStatus, SessionInstance, SupervisorEvent,
@@ -269,9 +270,36 @@ struct State {
     /// Config order; it decides the catalog's listing order.
     entries: Vec<Entry>,
     rules: NamingRules,
-    catalog: Arc<Catalog>,
-    prompts: Arc<PromptCatalog>,
-    resources: Arc<ResourceCatalog>,
+}
+
+/// Every server's namespaced part, kept between listings so that one
+/// server's change re-names only that server's items.
+struct Builders {
+    tools: CatalogBuilder<CatalogTool>,
+    prompts: CatalogBuilder<CatalogPrompt>,
+}
+
+impl Builders {
+    /// Every server's part from scratch (a reload: order, prefixes or rules
+    /// may have changed).
+    fn full(st: &State) -> Builders {
+        let mut tools = CatalogBuilder::new("tools", st.rules.clone());
+        let mut prompts = CatalogBuilder::new("prompts", st.rules.clone());
+        for e in &st.entries {
+            let (server, prefix) = (&e.config.name, e.config.prefix());
+            tools.push_server(server, prefix, catalog::tool_items(&e.lists.tools));
+            prompts.push_server(server, prefix, catalog::prompt_items(&e.lists.prompts));
+        }
+        Builders { tools, prompts }
+    }
+}
+
+/// The published listings. Readers (listings, calls) load a pointer and
+/// never wait: a new listing is built aside and swapped in.
+struct Published {
+    catalog: ArcSwap<Catalog>,
+    prompts: ArcSwap<PromptCatalog>,
+    resources: ArcSwap<ResourceCatalog>,
 }
 
 impl State {
@@ -289,6 +317,10 @@ impl State {
 
 struct Inner {
     state: RwLock<State>,
+    /// Held while a listing is composed, never by a call. Lock order:
+    /// `builders`, then `state`.
+    builders: std::sync::Mutex<Builders>,
+    published: Published,
     base: ClientOptions,
     /// PATH from the user's login shell, for servers without their own.
     shell_path: Option<String>,
@@ -343,11 +375,17 @@ impl Registry {
         let (events, _) = broadcast::channel(1024);
         let rules = rules_of(cfg);
         let inner = Arc::new(Inner {
+            builders: std::sync::Mutex::new(Builders {
+                tools: CatalogBuilder::new("tools", rules.clone()),
+                prompts: CatalogBuilder::new("prompts", rules.clone()),
+            }),
+            published: Published {
+                catalog: ArcSwap::from_pointee(catalog::build(&[], &rules)),
+                prompts: ArcSwap::from_pointee(catalog::build_prompts(&[], &rules)),
+                resources: ArcSwap::from_pointee(catalog::build_resources(&[])),
+            },
             state: RwLock::new(State {
                 entries: Vec::new(),
-                catalog: Arc::new(catalog::build(&[], &rules)),
-                prompts: Arc::new(catalog::build_prompts(&[], &rules)),
-                resources: Arc::new(catalog::build_resources(&[])),
                 rules,
             }),
             base,
@@ -451,8 +489,9 @@ impl Registry {
         self.inner.events.subscribe()
     }
 
+    /// The published tool catalog: a pointer load, never a lock.
     pub fn catalog(&self) -> Arc<Catalog> {
-        self.read().catalog.clone()
+        self.inner.published.catalog.load_full()
     }
 
     /// The naming rules in force (the config's `namespacing`).
@@ -461,11 +500,11 @@ impl Registry {
     }
 
     pub fn prompts(&self) -> Arc<PromptCatalog> {
-        self.read().prompts.clone()
+        self.inner.published.prompts.load_full()
     }
 
     pub fn resources(&self) -> Arc<ResourceCatalog> {
-        self.read().resources.clone()
+        self.inner.published.resources.load_full()
     }
 
     pub fn statuses(&self) -> Vec<Arc<ServerStatus>> {
@@ -506,7 +545,17 @@ impl Registry {
         timeout: Option<Duration>,
         origin: Option<&Origin>,
     ) -> Result<(Arc<ServerClient>, Option<Duration>), RegistryError> {
-        let (handle, default) = {
+        let shared = {
+            let st = self.read();
+            let e = st
+                .entry(server)
+                .ok_or_else(|| RegistryError::UnknownServer(server.to_owned()))?;
+            let own_instance = origin.is_some() && e.config.share == Share::PerSession;
+            (!own_instance).then(|| (e.handle.clone(), e.config.timeouts.request))
+        };
+        let (handle, default) = if let Some(shared) = shared {
+            shared
+        } else {
             let mut st = self.write();
             let closed = self.inner.closed.load(Ordering::SeqCst);
             let e = st
@@ -553,7 +602,10 @@ impl Registry {
         opts: CallOptions,
     ) -> Result<ToolResult, RegistryError> {
         let route = self
-            .catalog()
+            .inner
+            .published
+            .catalog
+            .load()
             .route(name)
             .cloned()
             .ok_or_else(|| RegistryError::UnknownTool(name.to_owned()))?;
@@ -766,7 +818,7 @@ impl Registry {
             st.entries = entries;
             st.rules = rules_of(cfg);
         }
-        self.rebuild(true, true, true);
+        self.publish_all();
         for h in to_stop {
             self.inner.stopping.spawn(async move { h.stop().await });
         }
@@ -909,7 +961,7 @@ impl Registry {
                         _ => {}
                     });
                     if updated {
-                        self.rebuild(kinds.0, kinds.1, kinds.2);
+                        self.publish_server_lists(&server, kinds.0, kinds.1, kinds.2);
                     }
                 }
                 SupervisorEvent::Stderr { .. } => {}
@@ -938,7 +990,7 @@ impl Registry {
             gone
         };
         if gone {
-            self.rebuild(true, true, true);
+            self.publish_server_lists(server, true, true, true);
         }
     }
 
@@ -1030,7 +1082,7 @@ impl Registry {
                 return;
             }
             // Catalog first: `settled` waiters read it as soon as it is marked.
-            self.rebuild(true, true, true);
+            self.publish_server_lists(server, true, true, true);
             // Listed even when a list failed: the error is in the status,
             // and waiting for a retry would hold `--direct` up.
             let newly = self.mark_listed(server, generation);
@@ -1114,54 +1166,92 @@ impl Registry {
         }
     }
 
-    /// Rebuild the flagged catalogs from every server's lists; the others
-    /// cannot have changed.
-    fn rebuild(&self, tools: bool, resources: bool, prompts: bool) {
-        // Names alone miss a changed schema or description: compare bytes.
-        fn differ<'a>(
-            a: impl Iterator<Item = &'a RawValue>,
-            b: impl Iterator<Item = &'a RawValue>,
-        ) -> bool {
-            a.map(RawValue::get).ne(b.map(RawValue::get))
+    /// Publish one server's current lists (the flagged kinds; the others
+    /// cannot have changed): only its part of the catalog is re-named, the
+    /// rest is composed from the parts kept. The new listing is built
+    /// without the state's write lock and swapped in; calls keep reading
+    /// the old one meanwhile. `list_changed` goes out only when the listed
+    /// bytes changed.
+    pub(crate) fn publish_server_lists(
+        &self,
+        server: &str,
+        tools: bool,
+        resources: bool,
+        prompts: bool,
+    ) {
+        let mut b = self
+            .inner
+            .builders
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let known = {
+            let st = self.read();
+            match st.entry(server) {
+                Some(e) => {
+                    let prefix = e.config.prefix();
+                    let t = !tools
+                        || b.tools
+                            .update(server, prefix, catalog::tool_items(&e.lists.tools));
+                    let p = !prompts
+                        || b.prompts.update(
+                            server,
+                            prefix,
+                            catalog::prompt_items(&e.lists.prompts),
+                        );
+                    t && p
+                }
+                None => false,
+            }
+        };
+        if !known {
+            // A reload is under way; its own full publish follows.
+            drop(b);
+            self.publish_all();
+            return;
         }
-        let (tools_changed, resources_changed, prompts_changed) = {
-            let mut st = self.write();
-            let mut changed = (false, false, false);
-            if tools {
-                let inputs: Vec<ServerTools<'_>> = st
-                    .entries
-                    .iter()
-                    .map(|e| ServerTools {
-                        server: &e.config.name,
-                        prefix: e.config.prefix(),
-                        tools: &e.lists.tools,
-                    })
-                    .collect();
-                let new = catalog::build(&inputs, &st.rules);
-                changed.0 = differ(
-                    new.tools().iter().map(|t| &*t.raw),
-                    st.catalog.tools().iter().map(|t| &*t.raw),
-                );
-                st.catalog = Arc::new(new);
+        self.publish_from(&mut b, tools, resources, prompts);
+    }
+
+    /// Rebuild every server's part (a reload) and publish.
+    fn publish_all(&self) {
+        let mut b = self
+            .inner
+            .builders
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        *b = Builders::full(&self.read());
+        self.publish_from(&mut b, true, true, true);
+    }
+
+    fn publish_from(&self, b: &mut Builders, tools: bool, resources: bool, prompts: bool) {
+        // Names alone miss a changed schema or description: compare bytes
+        // (entries shared with the old listing compare by pointer).
+        fn differ<E: catalog::Entry>(a: &[Arc<E>], b: &[Arc<E>]) -> bool {
+            a.len() != b.len()
+                || a.iter()
+                    .zip(b)
+                    .any(|(x, y)| !Arc::ptr_eq(x, y) && x.raw().get() != y.raw().get())
+        }
+        let p = &self.inner.published;
+        if tools {
+            let new = Arc::new(b.tools.publish());
+            let old = p.catalog.swap(new.clone());
+            if differ(new.items(), old.items()) {
+                let _ = self.inner.events.send(RegistryEvent::ToolsChanged);
             }
-            if prompts {
-                let inputs: Vec<ServerPrompts<'_>> = st
-                    .entries
-                    .iter()
-                    .map(|e| ServerPrompts {
-                        server: &e.config.name,
-                        prefix: e.config.prefix(),
-                        prompts: &e.lists.prompts,
-                    })
-                    .collect();
-                let new = catalog::build_prompts(&inputs, &st.rules);
-                changed.2 = differ(
-                    new.prompts().iter().map(|p| &*p.raw),
-                    st.prompts.prompts().iter().map(|p| &*p.raw),
-                );
-                st.prompts = Arc::new(new);
+        }
+        if prompts {
+            let new = Arc::new(b.prompts.publish());
+            let old = p.prompts.swap(new.clone());
+            if differ(new.items(), old.items()) {
+                let _ = self.inner.events.send(RegistryEvent::PromptsChanged);
             }
-            if resources {
+        }
+        if resources {
+            // Resources are still merged whole: a template of any server
+            // can claim another's URI. Under the read lock only.
+            let new = {
+                let st = self.read();
                 let inputs: Vec<ServerResources<'_>> = st
                     .entries
                     .iter()
@@ -1171,27 +1261,26 @@ impl Registry {
                         templates: &e.lists.templates,
                     })
                     .collect();
-                let new = catalog::build_resources(&inputs);
-                // One notification covers both resources and templates.
-                changed.1 = differ(
-                    new.resources().iter().map(|r| &*r.raw),
-                    st.resources.resources().iter().map(|r| &*r.raw),
-                ) || differ(
-                    new.templates().iter().map(|t| &*t.raw),
-                    st.resources.templates().iter().map(|t| &*t.raw),
-                );
-                st.resources = Arc::new(new);
+                Arc::new(catalog::build_resources(&inputs))
+            };
+            let old = p.resources.swap(new.clone());
+            fn raw_differ<'a>(
+                a: impl Iterator<Item = &'a RawValue>,
+                b: impl Iterator<Item = &'a RawValue>,
+            ) -> bool {
+                a.map(RawValue::get).ne(b.map(RawValue::get))
             }
-            changed
-        };
-        if tools_changed {
-            let _ = self.inner.events.send(RegistryEvent::ToolsChanged);
-        }
-        if resources_changed {
-            let _ = self.inner.events.send(RegistryEvent::ResourcesChanged);
-        }
-        if prompts_changed {
-            let _ = self.inner.events.send(RegistryEvent::PromptsChanged);
+            // One notification covers both resources and templates.
+            let changed = raw_differ(
+                new.resources().iter().map(|r| &*r.raw),
+                old.resources().iter().map(|r| &*r.raw),
+            ) || raw_differ(
+                new.templates().iter().map(|t| &*t.raw),
+                old.templates().iter().map(|t| &*t.raw),
+            );
+            if changed {
+                let _ = self.inner.events.send(RegistryEvent::ResourcesChanged);
+            }
         }
     }
 }
@@ -1221,4 +1310,49 @@ async fn fetch_lists(client: &ServerClient) -> Fetched {
         f.prompts = keep(client.list_prompts().await, &mut f.errors);
     }
     f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A rebuild holds only the builders' lock; listings and call routing
+    /// read the published pointer, so they go on while it is held.
+    #[tokio::test]
+    #[expect(
+        clippy::await_holding_lock,
+        reason = "the test holds the rebuild lock across the call on purpose"
+    )]
+    async fn reads_and_routing_do_not_wait_on_a_rebuild() {
+        let reg = Registry::start(
+            &HostConfig::default(),
+            ClientOptions::default(),
+            RestartPolicy::default(),
+            None,
+        );
+        let rebuilding = reg.inner.builders.lock().unwrap();
+        let r = reg.clone();
+        let read = std::thread::spawn(move || {
+            let catalog = r.catalog();
+            (
+                catalog.route("nosuch__tool").is_none(),
+                r.prompts().len(),
+                r.resources().resources().len(),
+            )
+        });
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !read.is_finished() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "a read waited on the rebuild"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(read.join().unwrap(), (true, 0, 0));
+        // A call routes (and fails: no such tool) while the rebuild goes on.
+        let call = reg.call_tool("nosuch__tool", None, CallOptions::default());
+        let r = tokio::time::timeout(Duration::from_secs(5), call).await;
+        assert!(matches!(r, Ok(Err(RegistryError::UnknownTool(_)))));
+        drop(rebuilding);
+    }
 }

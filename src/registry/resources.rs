@@ -523,18 +523,21 @@ mod tests {
         let shared = [resource("x://shared"), resource("x://a")];
         let b = [resource("x://shared")];
         let tb = [template("db://{t}")];
-        reg.write().resources = Arc::new(build_resources(&[
-            ServerResources {
-                server: "a",
-                resources: &shared,
-                templates: &[],
-            },
-            ServerResources {
-                server: "b",
-                resources: &b,
-                templates: &tb,
-            },
-        ]));
+        reg.inner
+            .published
+            .resources
+            .store(Arc::new(build_resources(&[
+                ServerResources {
+                    server: "a",
+                    resources: &shared,
+                    templates: &[],
+                },
+                ServerResources {
+                    server: "b",
+                    resources: &b,
+                    templates: &tb,
+                },
+            ])));
         reg
     }
 

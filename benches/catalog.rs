@@ -1,0 +1,170 @@
+//! The catalog at scale (issue 13, goal 6), in one run:
+//!
+//! - `list`: a full `tools/list` (every page) of a 100 × 100-tool catalog
+//!   (about 10,000 tools) through the socket of a real `mcphost daemon`,
+//!   checked for the exact count of generated tools;
+//! - `rebuild`: in-process, the time to publish a catalog after one
+//!   server's list changed, at 1k, 3k and 10k tools in total (100 tools per
+//!   server): `full` names every server again (what every change cost
+//!   before: `catalog::build`), `incremental` re-names the one server and
+//!   composes the rest (`CatalogBuilder::update` + `publish`); each result
+//!   is checked against the full build.
+//!
+//! Not built yet: the end-to-end `list_changed` latency through the daemon
+//! (the test server has no on-demand list change; only a timer).
+//!
+//! Run with `cargo bench --bench catalog`; `cargo test --bench catalog`
+//! runs a short smoke (10 servers × 10 tools, few rounds).
+//!
+//! Environment: `MCPHOST_BENCH_ROUNDS` (default 20), `MCPHOST_BENCH_SERVERS`
+//! (default 100), `MCPHOST_BENCH_TOOLS` (tools per server, default 100).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use mcphost::protocol::Tool;
+use mcphost::registry::catalog::{self, CatalogBuilder, CatalogTool, NamingRules, ServerTools};
+
+use common::{BenchResult, env_usize, median, start_daemon};
+
+const TESTSERVER: &str = env!("CARGO_BIN_EXE_mcphost-testserver");
+
+fn smoke() -> bool {
+    // `cargo test --bench` passes no `--bench` flag.
+    !std::env::args().any(|a| a == "--bench")
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2}", d.as_secs_f64() * 1e3)
+}
+
+fn tools(server: usize, n: usize, generation: usize) -> BenchResult<Vec<Tool>> {
+    (0..n)
+        .map(|i| {
+            let text = format!(
+                r#"{{"name":"tool_{i:04}","description":"tool {i} of server {server}, generation {generation}","inputSchema":{{"type":"object","properties":{{"x":{{"type":"string"}}}}}}}}"#
+            );
+            Ok(serde_json::from_str(&text)?)
+        })
+        .collect()
+}
+
+fn rebuild_rows(rounds: usize, per_server: usize, totals: &[usize]) -> BenchResult<()> {
+    println!(
+        "\n| total tools | servers | full rebuild (before), median | incremental, median | speed-up |"
+    );
+    println!("|---|---|---|---|---|");
+    let rules = NamingRules::default();
+    for &total in totals {
+        let servers = total / per_server;
+        let names: Vec<String> = (0..servers).map(|s| format!("s{s:03}")).collect();
+        let mut lists: Vec<Vec<Tool>> = (0..servers)
+            .map(|s| tools(s, per_server, 0))
+            .collect::<BenchResult<_>>()?;
+        let mut b = CatalogBuilder::<CatalogTool>::new("tools", rules.clone());
+        for (n, l) in names.iter().zip(&lists) {
+            b.push_server(n, n, catalog::tool_items(l));
+        }
+        b.publish();
+        let (mut full, mut inc) = (Vec::new(), Vec::new());
+        for round in 1..=rounds {
+            let s = round % servers;
+            lists[s] = tools(s, per_server, round)?;
+            let t = Instant::now();
+            assert!(b.update(&names[s], &names[s], catalog::tool_items(&lists[s])));
+            let new = b.publish();
+            inc.push(t.elapsed());
+            let input: Vec<ServerTools<'_>> = names
+                .iter()
+                .zip(&lists)
+                .map(|(n, l)| ServerTools {
+                    server: n,
+                    prefix: n,
+                    tools: l,
+                })
+                .collect();
+            let t = Instant::now();
+            let whole = catalog::build(&input, &rules);
+            full.push(t.elapsed());
+            if new.fingerprint() != whole.fingerprint()
+                || new.len() != total
+                || new
+                    .tools()
+                    .iter()
+                    .zip(whole.tools())
+                    .any(|(a, b)| a.raw.get() != b.raw.get())
+            {
+                return Err("incremental catalog differs from the full build".into());
+            }
+        }
+        let (f, i) = (median(full), median(inc));
+        println!(
+            "| {total} | {servers} | {} ms | {} ms | {:.1}× |",
+            ms(f),
+            ms(i),
+            f.as_secs_f64() / i.as_secs_f64().max(1e-9)
+        );
+    }
+    Ok(())
+}
+
+async fn list_row(rounds: usize, servers: usize, per_server: usize) -> BenchResult<()> {
+    let dir = tempfile::tempdir()?;
+    let mut m = serde_json::Map::new();
+    for s in 0..servers {
+        m.insert(
+            format!("s{s:03}"),
+            serde_json::json!({"command": TESTSERVER, "args": ["--tools", per_server.to_string()]}),
+        );
+    }
+    let config = serde_json::json!({"mcpServers": m, "loginShellPath": false}).to_string();
+    let (_daemon, client) = start_daemon(dir.path(), &config).await?;
+    let want = servers * per_server;
+    let generated = |ts: &[Tool]| ts.iter().filter(|t| t.name.contains("__tool_")).count();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let total = loop {
+        let ts = client.list_tools().await?;
+        if generated(&ts) == want {
+            break ts.len();
+        }
+        if Instant::now() > deadline {
+            return Err(format!("only {} of {want} tools listed", generated(&ts)).into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let mut samples = Vec::new();
+    for _ in 0..rounds {
+        let t = Instant::now();
+        let ts = client.list_tools().await?;
+        samples.push(t.elapsed());
+        if ts.len() != total || generated(&ts) != want {
+            return Err(format!("listing had {} tools, want {total}", ts.len()).into());
+        }
+    }
+    println!("\n| full `tools/list` through the daemon's socket | tools | median | min | goal |");
+    println!("|---|---|---|---|---|");
+    let min = samples.iter().copied().min().unwrap_or_default();
+    println!(
+        "| {servers} servers × {per_server} tools, all pages | {total} | {} ms | {} ms | ≤ 20 ms |",
+        ms(median(samples)),
+        ms(min)
+    );
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> BenchResult<()> {
+    let smoke = smoke();
+    let rounds = env_usize("MCPHOST_BENCH_ROUNDS", if smoke { 3 } else { 20 })?;
+    let servers = env_usize("MCPHOST_BENCH_SERVERS", if smoke { 10 } else { 100 })?;
+    let per_server = env_usize("MCPHOST_BENCH_TOOLS", if smoke { 10 } else { 100 })?;
+    let totals: Vec<usize> = if smoke {
+        vec![100]
+    } else {
+        vec![1_000, 3_000, 10_000]
+    };
+    rebuild_rows(rounds, 100.min(per_server.max(1)), &totals)?;
+    list_row(rounds, servers, per_server).await?;
+    Ok(())
+}
