@@ -200,40 +200,42 @@ fn finish(method: &str, result: Box<RawValue>) -> Reply {
     if !result.get().trim_start().starts_with('{') {
         return Ok(result);
     }
-    let has = |k: &str| {
-        raw_field::<serde::de::IgnoredAny>(&result, k)
-            .map(|v| v.is_some())
-            .map_err(internal)
-    };
-    let mut fields: Vec<(String, Box<RawValue>)> = Vec::new();
-    if !has("resultType")? {
-        fields.push((
-            "resultType".to_owned(),
-            to_raw("complete").map_err(internal)?,
-        ));
+    // One parse of the result's top level, one write: this runs on every
+    // stateless call, and lookups key by key rescanned the whole text.
+    let mut map: indexmap::IndexMap<String, Box<RawValue>> =
+        serde_json::from_str(result.get()).map_err(internal)?;
+    if !map.contains_key("resultType") {
+        map.insert("resultType".to_owned(), raw_str("\"complete\""));
     }
     if cacheable(method) {
-        if !has("ttlMs")? {
-            fields.push(("ttlMs".to_owned(), to_raw(&0).map_err(internal)?));
+        if !map.contains_key("ttlMs") {
+            map.insert("ttlMs".to_owned(), raw_str("0"));
         }
-        if !has("cacheScope")? {
-            fields.push((
-                "cacheScope".to_owned(),
-                to_raw("private").map_err(internal)?,
-            ));
+        if !map.contains_key("cacheScope") {
+            map.insert("cacheScope".to_owned(), raw_str("\"private\""));
         }
     }
-    let meta = raw_field::<Box<RawValue>>(&result, "_meta").map_err(internal)?;
     let meta = set_fields(
-        meta.as_deref(),
-        [(
-            META_SERVER_INFO.to_owned(),
-            to_raw(&server_info()).map_err(internal)?,
-        )],
+        map.get("_meta").map(|m| &**m),
+        [(META_SERVER_INFO.to_owned(), server_info_raw()?)],
     )
     .map_err(internal)?;
-    fields.push(("_meta".to_owned(), meta));
-    set_fields(Some(&result), fields).map_err(internal)
+    map.insert("_meta".to_owned(), meta);
+    to_raw(&map).map_err(internal)
+}
+
+/// A JSON literal written in this file.
+fn raw_str(json: &'static str) -> Box<RawValue> {
+    // Only called with valid literals; `null` keeps it total.
+    RawValue::from_string(json.to_owned()).unwrap_or_default()
+}
+
+/// `server_info()` as text, made once.
+fn server_info_raw() -> Result<Box<RawValue>, ErrorObject> {
+    static RAW: std::sync::OnceLock<Option<Box<RawValue>>> = std::sync::OnceLock::new();
+    RAW.get_or_init(|| to_raw(&server_info()).ok())
+        .clone()
+        .ok_or_else(|| internal("cannot encode serverInfo"))
 }
 
 /// A hard-to-guess `requestState`: 24 bytes from the OS, in hex.
