@@ -213,3 +213,65 @@ fn a_bridge_whose_client_is_done_leaves_at_once_and_one_still_waiting_gets_its_a
     assert!(reply.get("result").is_some(), "{reply}");
     assert!(b.child.wait().unwrap().success());
 }
+
+#[test]
+fn a_bridge_relays_big_messages_split_writes_batches_and_a_last_frame_without_newline() {
+    let d = Daemon::start(&ts_config(&[]));
+    d.wait_ready(&["ts"], WAIT);
+    let init = r#"{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bridge-test","version":"0"}}"#;
+    let mut b = Bridge::start(&d);
+    b.request(1, "initialize", init);
+    b.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+
+    // A 1 MB argument, answered whole.
+    let big = "x".repeat(1 << 20);
+    let result = b.request(
+        2,
+        "tools/call",
+        &format!(r#"{{"name":"ts__echo","arguments":{{"text":"{big}"}}}}"#),
+    );
+    assert_eq!(common::text_of(&result).len(), big.len());
+
+    // One frame written in two pieces, blank lines around it.
+    {
+        let stdin = b.stdin.as_mut().unwrap();
+        stdin
+            .write_all(b"\n  \n{\"jsonrpc\":\"2.0\",\"id\":3,")
+            .unwrap();
+        stdin.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        stdin
+            .write_all(b"\"method\":\"tools/call\",\"params\":{\"name\":\"ts__echo\",\"arguments\":{\"text\":\"halves\"}}}\n\n")
+            .unwrap();
+        stdin.flush().unwrap();
+    }
+    let reply = b.until("the split frame's answer", |m| m["id"] == 3);
+    assert_eq!(common::text_of(&reply["result"]), "halves", "{reply}");
+
+    // A batch: both answers come back.
+    b.send(
+        r#"[{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"ts__echo","arguments":{"text":"a"}}},{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"ts__echo","arguments":{"text":"b"}}}]"#,
+    );
+    let mut want: HashSet<u64> = [4, 5].into();
+    while !want.is_empty() {
+        let m = b.until("the batch's answers", |m| {
+            m.is_array() || m["id"].as_u64().is_some_and(|i| i == 4 || i == 5)
+        });
+        for item in m.as_array().cloned().unwrap_or_else(|| vec![m.clone()]) {
+            want.remove(&item["id"].as_u64().unwrap_or(0));
+        }
+    }
+
+    // The last frame has no newline and stdin closes right after: it is
+    // still relayed, and the bridge waits for its answer.
+    {
+        let stdin = b.stdin.as_mut().unwrap();
+        stdin
+            .write_all(br#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"ts__slow","arguments":{"ms":300}}}"#)
+            .unwrap();
+    }
+    b.stdin = None;
+    let reply = b.until("the unterminated frame's answer", |m| m["id"] == 6);
+    assert!(reply.get("result").is_some(), "{reply}");
+    assert!(b.child.wait().unwrap().success());
+}

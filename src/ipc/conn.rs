@@ -73,6 +73,41 @@ pub async fn connect(path: &Path, max_message_bytes: usize) -> Result<Connection
     ))
 }
 
+/// [`connect`]'s checks (a listener that is ours), handing back the plain
+/// blocking stream: the bridge relays bytes on two threads of its own, with
+/// no runtime task or channel between stdin and the socket.
+pub async fn connect_blocking(path: &Path) -> Result<std::os::unix::net::UnixStream, IpcError> {
+    let stream = dial(path, CONNECT_TIMEOUT)
+        .await
+        .map_err(|source| match source.kind() {
+            io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => IpcError::NotRunning {
+                path: path.to_owned(),
+                source,
+            },
+            _ => IpcError::Io {
+                action: "connecting to",
+                path: path.to_owned(),
+                source,
+            },
+        })?;
+    let cred = peer_cred(&stream).map_err(IpcError::io("reading the credentials of", path))?;
+    let ours = our_uid();
+    if cred.uid != ours {
+        return Err(IpcError::ForeignDaemon {
+            path: path.to_owned(),
+            uid: cred.uid,
+            ours,
+        });
+    }
+    let LocalStream::UdSocket(stream) = stream;
+    let std = UnixStream::from(stream)
+        .into_std()
+        .map_err(IpcError::io("connecting to", path))?;
+    std.set_nonblocking(false)
+        .map_err(IpcError::io("connecting to", path))?;
+    Ok(std)
+}
+
 /// A plain connect to the filesystem socket at `path`.
 pub(super) async fn dial(path: &Path, timeout: Duration) -> io::Result<LocalStream> {
     let name = path.to_fs_name::<GenericFilePath>()?;

@@ -46,9 +46,9 @@ mod path;
 use std::io;
 use std::path::PathBuf;
 
-pub use conn::connect;
 #[doc(hidden)]
 pub use conn::fuzz_socket_reader;
+pub use conn::{connect, connect_blocking};
 pub use listen::{ListenOptions, Listener, PeerCred, listen};
 pub use path::{
     SOCKET_ENV, STATE_DIR_ENV, default_socket_path, default_state_dir, resolve_socket_path,

@@ -1,7 +1,6 @@
 //! Where CLI requests go: the daemon over its socket, or an in-process
 //! engine (`--direct`). Both speak the same method set.
 
-use std::io::BufRead as _;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,9 +12,7 @@ use mcphost::config::{
 };
 use mcphost::engine::{Engine, EngineBuilder, HostPort, Session, SessionLimits};
 use mcphost::protocol::{ErrorObject, Id, RawValue, raw_field, to_raw};
-use mcphost::transport::TransportEvent;
 use serde_json::Value;
-use tokio::io::AsyncWriteExt;
 
 pub struct ToolRow {
     pub name: String,
@@ -499,111 +496,4 @@ fn sanitize(s: &str) -> String {
         .collect::<String>()
         .trim_matches('-')
         .to_owned()
-}
-
-/// Pump stdio to the daemon socket, so any MCP host can use the daemon.
-/// Losing the daemon while the host is still talking is an error: the host
-/// must learn that its server is gone, not see a clean exit.
-/// The ids of the requests (`requests`) or responses in one frame.
-fn message_ids(line: &str, requests: bool) -> Vec<Id> {
-    use mcphost::jsonrpc::{Incoming, decode};
-    use mcphost::protocol::Message;
-    let pick = |m: Message| match m {
-        Message::Request(r) if requests => Some(r.id),
-        Message::Response(r) if !requests => r.id,
-        _ => None,
-    };
-    match decode(line) {
-        Ok(Incoming::Single(Ok(m))) => pick(m).into_iter().collect(),
-        Ok(Incoming::Batch(items)) => items
-            .into_iter()
-            .filter_map(|m| m.ok().and_then(pick))
-            .collect(),
-        _ => Vec::new(),
-    }
-}
-
-pub async fn bridge(socket: &Path) -> Result<()> {
-    let mut conn = mcphost::ipc::connect(socket, mcphost::ipc::DEFAULT_MAX_MESSAGE_BYTES)
-        .await
-        .map_err(|e| anyhow!("{e}; is the daemon running? Start it with `mcphost daemon`"))?;
-    // A plain thread, not tokio's stdin: a read blocked in the runtime's pool
-    // would keep the process alive after the daemon is gone. Dropping
-    // `stdin_done` says stdin has ended.
-    let outbound = conn.outbound.clone();
-    // The client's requests not answered yet: once its stdin is closed and
-    // none is left, nothing more is coming for it, so the bridge leaves at
-    // once and the daemon sees the client go (its session's calls are
-    // cancelled, and no server request is routed to it any longer).
-    let unanswered = Arc::new(std::sync::Mutex::new(std::collections::HashSet::<Id>::new()));
-    let asked = unanswered.clone();
-    let (stdin_done, mut stdin_ended) = tokio::sync::oneshot::channel::<()>();
-    std::thread::spawn(move || {
-        let _stdin_done = stdin_done;
-        for line in std::io::stdin().lock().lines() {
-            let Ok(line) = line else { break };
-            if line.trim().is_empty() {
-                continue;
-            }
-            let ids = message_ids(&line, true);
-            asked
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .extend(ids);
-            if outbound.blocking_send(line.into()).is_err() {
-                break;
-            }
-        }
-    });
-    let mut stdin_open = true;
-    let mut stdout = tokio::io::stdout();
-    let none_left = || {
-        unanswered
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .is_empty()
-    };
-    loop {
-        if !stdin_open && none_left() {
-            break;
-        }
-        // Once stdin is closed, relay the answers still coming, then leave
-        // when the daemon has been quiet for a moment.
-        let idle = tokio::time::sleep(if stdin_open {
-            Duration::from_secs(365 * 24 * 3600)
-        } else {
-            Duration::from_millis(500)
-        });
-        tokio::select! {
-            ev = conn.inbound.recv() => match ev {
-                Some(TransportEvent::Frame(line) | TransportEvent::FrameOn(line, _)) => {
-                    let answered = message_ids(&line, false);
-                    if !answered.is_empty() {
-                        let mut u = unanswered.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                        for id in &answered {
-                            u.remove(id);
-                        }
-                    }
-                    stdout.write_all(line.as_bytes()).await?;
-                    stdout.write_all(b"\n").await?;
-                    stdout.flush().await?;
-                }
-                Some(TransportEvent::Oversized { limit, .. }) => {
-                    tracing::warn!(limit, "dropped a message over the size limit");
-                }
-                // The socket transport fails no single request.
-                Some(TransportEvent::Failed { .. }) => {}
-                Some(TransportEvent::Closed(reason)) if stdin_open => {
-                    bail!("lost the connection to the daemon mid-session: {reason}");
-                }
-                Some(TransportEvent::Closed(_)) => break,
-                None if stdin_open => bail!("lost the connection to the daemon mid-session"),
-                None => break,
-            },
-            _ = &mut stdin_ended, if stdin_open => stdin_open = false,
-            _ = idle => break,
-        }
-    }
-    conn.control.shutdown().await;
-    Ok(())
 }

@@ -27,6 +27,7 @@ static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicB
 
 mod auth;
 mod backend;
+mod bridge;
 mod inspect;
 mod interactive;
 mod logs;
@@ -444,7 +445,7 @@ async fn run_command(
         }
         Command::Bridge => {
             refuse_policy_flags(&policy, "bridge")?;
-            backend::bridge(&socket).await?;
+            bridge::run(&socket).await?;
             Ok(0)
         }
         Command::Inspect {
