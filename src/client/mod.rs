@@ -86,6 +86,9 @@ pub struct ClientOptions {
     /// OAuth for HTTP servers (`None`: a 401 leaves the server in
     /// `auth_required`).
     pub auth: Option<Arc<crate::auth::AuthContext>>,
+    /// Where the registry keeps each server's last good lists (`None`:
+    /// nowhere; a lazy server is then started to be listed).
+    pub catalogs: Option<Arc<crate::registry::stored::CatalogStore>>,
 }
 
 impl ClientOptions {
@@ -114,6 +117,7 @@ impl Default for ClientOptions {
             eras: Arc::new(EraCache::in_memory()),
             relist_on_change: true,
             auth: None,
+            catalogs: None,
         }
     }
 }
