@@ -787,8 +787,25 @@ impl Supervisor {
         let started = self.activity.last();
         let busy = || Arc::strong_count(&client) > holders;
         self.connected();
+        // Asked to sleep while something held the client: sleep once it
+        // lets go, unless a call came.
+        let mut sleep_wanted = false;
         loop {
             let idle_after = self.start.idle_timeout;
+            let wanted = async {
+                if !sleep_wanted {
+                    return std::future::pending().await;
+                }
+                loop {
+                    if self.activity.last() > started {
+                        return std::future::pending().await;
+                    }
+                    if !busy() {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            };
             let idle = async {
                 let Some(limit) = idle_after else {
                     return std::future::pending().await;
@@ -809,6 +826,10 @@ impl Supervisor {
             tokio::select! {
                 _ = idle => {
                     info!(after = ?idle_after, "no call for the idle timeout; stopping");
+                    return Outcome::Idle;
+                }
+                _ = wanted => {
+                    info!("catalog learned; idle until the first call");
                     return Outcome::Idle;
                 }
                 ev = events.recv() => match ev {
@@ -850,9 +871,12 @@ impl Supervisor {
                     Some(Command::Stop) | None => return Outcome::Stop,
                     Some(Command::Start) => {}
                     Some(Command::Sleep) => {
-                        if self.activity.last() <= started && !busy() {
-                            info!("catalog learned; idle until the first call");
-                            return Outcome::Idle;
+                        if self.activity.last() <= started {
+                            if !busy() {
+                                info!("catalog learned; idle until the first call");
+                                return Outcome::Idle;
+                            }
+                            sleep_wanted = true;
                         }
                     }
                 },
