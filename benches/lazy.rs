@@ -301,7 +301,7 @@ fn main() -> BenchResult<()> {
             .collect();
         (names.len(), per)
     };
-    if expect == 0 || per.iter().any(|&n| n == 0) {
+    if expect == 0 || per.contains(&0) {
         return Err("the stored catalogs list no tools".into());
     }
     let mut lazy = Vec::new();
