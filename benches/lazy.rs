@@ -179,6 +179,7 @@ fn stored(home: &Path) -> usize {
         .map(|d| {
             d.filter_map(|e| e.ok())
                 .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+                .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
                 .count()
         })
         .unwrap_or(0)

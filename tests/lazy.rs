@@ -37,7 +37,12 @@ fn catalog_files(home: &Path) -> Vec<PathBuf> {
     std::fs::read_dir(catalog_dir(home))
         .map(|d| {
             d.filter_map(|e| e.ok().map(|e| e.path()))
+                // Not the writer's temp files (`.tmp-*.json`).
                 .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                .filter(|p| {
+                    !p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+                })
                 .collect()
         })
         .unwrap_or_default()
