@@ -275,6 +275,16 @@ const CASES: &[(&str, &str, &[&str])] = &[
             "/cfg/config.json:3: defaults.inheritEnv: must be true or false, found a string",
         ],
     ),
+    (
+        "bad start and idleTimeout",
+        "{\"defaults\": {\"start\": \"later\"},\n\"mcpServers\": {\"x\": {\"command\": \"a\",\n\"start\": 1,\n\"idleTimeout\": 600,\n\"share\": \"shared\"},\n\"y\": {\"command\": \"b\", \"idleTimeout\": \"0s\"}}}",
+        &[
+            "/cfg/config.json:1: defaults.start: \"later\" is not one of \"eager\", \"lazy\"",
+            "/cfg/config.json:3: mcpServers.x.start: must be a string",
+            "/cfg/config.json:4: mcpServers.x.idleTimeout:",
+            "/cfg/config.json:6: mcpServers.y.idleTimeout: must be longer than 0s",
+        ],
+    ),
 ];
 
 #[test]

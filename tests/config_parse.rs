@@ -53,6 +53,8 @@ fn server(name: &str, transport: TransportConfig) -> ServerConfig {
         share: Default::default(),
         offer: Default::default(),
         protocol_version: None,
+        start: Default::default(),
+        idle_timeout: None,
     }
 }
 

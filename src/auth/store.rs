@@ -771,7 +771,7 @@ fn io_err(path: &Path, e: std::io::Error) -> StoreError {
 
 /// Temp file in the same directory (0600 from creation), fsync, rename over
 /// `path`, fsync the directory: a reader sees the old file or the new one.
-fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+pub(crate) fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     let mut tmp = tempfile::Builder::new()
         .prefix(".tmp-")
         .suffix(".json")
@@ -799,7 +799,7 @@ fn sync_dir(dir: &Path) -> Result<(), StoreError> {
 /// one that group or others can use: it is ours, and refusing would only
 /// leave the user to run the chmod. A directory we cannot chmod (another
 /// user's) is refused.
-fn ensure_private_dir(dir: &Path) -> Result<(), StoreError> {
+pub(crate) fn ensure_private_dir(dir: &Path) -> Result<(), StoreError> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]

@@ -90,6 +90,9 @@ pub struct ClientOptions {
     /// Where tool calls' latency and outcome are counted, per server name:
     /// shared by every client of a registry, so a restart keeps the counts.
     pub stats: Arc<stats::CallStats>,
+    /// Where the registry keeps each server's last good lists (`None`:
+    /// nowhere; a lazy server is then started to be listed).
+    pub catalogs: Option<Arc<crate::registry::stored::CatalogStore>>,
 }
 
 impl ClientOptions {
@@ -119,6 +122,7 @@ impl Default for ClientOptions {
             relist_on_change: true,
             auth: None,
             stats: stats::CallStats::new(),
+            catalogs: None,
         }
     }
 }

@@ -111,6 +111,22 @@ pub struct ServerConfig {
     pub offer: Offer,
     /// Speak exactly this revision instead of negotiating.
     pub protocol_version: Option<crate::protocol::ProtocolVersion>,
+    /// Start with the daemon, or on the first call routed to the server.
+    pub start: StartMode,
+    /// Stop the server after this long without a request (`idleTimeout`);
+    /// the next call starts it again.
+    pub idle_timeout: Option<Duration>,
+}
+
+/// When a server's process is started (`start`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum StartMode {
+    /// With the daemon (the default).
+    #[default]
+    Eager,
+    /// On the first call routed to it; until then its stored catalog is
+    /// listed. A server with no stored catalog is started once to learn it.
+    Lazy,
 }
 
 /// The client capabilities offered to a server: which of its requests a
@@ -179,8 +195,12 @@ impl ServerConfig {
     /// Whether `other` differs only in what a running server can take up
     /// without a restart (its roots).
     pub fn same_process(&self, other: &ServerConfig) -> bool {
+        // The start policy is the supervisor's, not the process's: a
+        // reload picks it up at the next restart.
         let strip = |c: &ServerConfig| ServerConfig {
             roots: Vec::new(),
+            start: StartMode::Eager,
+            idle_timeout: None,
             ..c.clone()
         };
         strip(self) == strip(other)

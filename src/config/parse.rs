@@ -17,7 +17,7 @@ use super::interpolate::interpolate;
 use super::tools::glob;
 use super::{
     ConfigError, EnvLookup, HostConfig, HttpMode, HttpServer, Issue, Issues, Namespacing,
-    OAuthSetting, Offer, Root, ServerConfig, Share, StdioServer, Timeouts, ToolFilter,
+    OAuthSetting, Offer, Root, ServerConfig, Share, StartMode, StdioServer, Timeouts, ToolFilter,
     TransportConfig,
 };
 use crate::registry::catalog::NamingRules;
@@ -51,7 +51,7 @@ const TOP_KEYS: &[&str] = &[
 ];
 const HOST_TIMEOUT_KEYS: &[&str] = &["elicitation", "sampling", "roots"];
 const ROOT_KEYS: &[&str] = &["uri", "name"];
-const DEFAULTS_KEYS: &[&str] = &["timeouts", "inheritEnv", "loginShellPath"];
+const DEFAULTS_KEYS: &[&str] = &["timeouts", "inheritEnv", "loginShellPath", "start"];
 const TIMEOUT_KEYS: &[&str] = &["request", "init", "maxRequest", "shutdown"];
 const NAMESPACING_KEYS: &[&str] = &["separator", "maxLength", "reserve"];
 const TOOLS_KEYS: &[&str] = &["allow", "deny"];
@@ -74,6 +74,8 @@ const SERVER_KEYS: &[&str] = &[
     "share",
     "offer",
     "protocolVersion",
+    "start",
+    "idleTimeout",
 ];
 const OFFER_KEYS: &[&str] = &["sampling", "elicitation", "roots"];
 const STDIO_ONLY: &[&str] = &["command", "args", "env", "envFile", "cwd", "inheritEnv"];
@@ -151,6 +153,7 @@ struct Defaults {
     timeouts: Timeouts,
     inherit_env: bool,
     login_shell_path: Option<(bool, usize)>,
+    start: StartMode,
 }
 
 enum Kind {
@@ -326,6 +329,9 @@ impl<'a> Ctx<'a> {
             defaults.login_shell_path = self
                 .boolean(&prop.value, "defaults.loginShellPath")
                 .map(|b| (b, prop.value.start()));
+        }
+        if let Some(prop) = obj.get("start") {
+            defaults.start = self.start_mode(&prop.value, "defaults.start");
         }
         defaults
     }
@@ -592,6 +598,20 @@ impl<'a> Ctx<'a> {
             None => Share::Shared,
         };
 
+        let start = match obj.get("start") {
+            Some(p) => self.start_mode(&p.value, &child(field, "start")),
+            None => defaults.start,
+        };
+        let idle_timeout = obj.get("idleTimeout").and_then(|p| {
+            let field = child(field, "idleTimeout");
+            let d = self.duration(&p.value, &field)?;
+            if d.is_zero() {
+                self.error(p.value.start(), &field, "must be longer than 0s");
+                return None;
+            }
+            Some(d)
+        });
+
         if self.errors.len() > errors_before {
             return None;
         }
@@ -606,7 +626,26 @@ impl<'a> Ctx<'a> {
             share,
             offer,
             protocol_version,
+            start,
+            idle_timeout,
         })
+    }
+
+    /// `start`: `"eager"` or `"lazy"`.
+    fn start_mode(&mut self, value: &Value<'_>, field: &str) -> StartMode {
+        match self.string(value, field) {
+            Some("eager") => StartMode::Eager,
+            Some("lazy") => StartMode::Lazy,
+            Some(other) => {
+                self.error(
+                    value.start(),
+                    field,
+                    format!("{other:?} is not one of \"eager\", \"lazy\""),
+                );
+                StartMode::Eager
+            }
+            None => StartMode::Eager,
+        }
     }
 
     fn transport_kind(&mut self, obj: &Object<'_>, field: &str, at: usize) -> Option<Kind> {

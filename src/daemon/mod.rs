@@ -96,6 +96,8 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
         .client_options(crate::client::ClientOptions {
             eras: Arc::new(eras),
             auth: auth.clone(),
+            catalogs: crate::registry::stored::CatalogStore::default_dir()
+                .map(|d| Arc::new(crate::registry::stored::CatalogStore::at(d))),
             ..Default::default()
         })
         .shell_path(shell_path)

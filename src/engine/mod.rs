@@ -436,7 +436,10 @@ impl Engine {
             .iter()
             .filter(|s| {
                 s.list_error.is_some()
-                    || !matches!(s.state, ServerState::Ready | ServerState::Disabled)
+                    || !matches!(
+                        s.state,
+                        ServerState::Ready | ServerState::Disabled | ServerState::Idle
+                    )
             })
             .map(|s| {
                 let named = format!("server '{}'", s.name);

@@ -13,7 +13,9 @@
 //! stop; [`Registry::shutdown`] does.
 
 pub mod catalog;
+mod lazy;
 mod resources;
+pub mod stored;
 pub mod supervisor;
 pub mod uri;
 
@@ -203,6 +205,12 @@ struct Entry {
     listing: u64,
     /// `share: per-session`: each session's own instance, by session id.
     per_session: HashMap<u64, SupervisorHandle>,
+    /// `lists` hold a catalog (stored or listed), though perhaps not live.
+    known: bool,
+    /// A lazy server started only to learn its lists (none were stored).
+    learning: bool,
+    /// Digest of the catalog last stored for it.
+    stored: Option<u64>,
 }
 
 impl Entry {
@@ -215,6 +223,9 @@ impl Entry {
             list_error: None,
             listing: 0,
             per_session: HashMap::new(),
+            known: false,
+            learning: false,
+            stored: None,
         }
     }
 
@@ -240,10 +251,15 @@ impl Entry {
         // `ready` means its tools are in the catalog: until the first
         // listing lands, a connected server is still starting.
         let unlisted = status.state == ServerState::Ready && !self.listed;
-        if list_error.is_none() && self.per_session.is_empty() && !unlisted {
+        let cached = self.config.start == crate::config::StartMode::Lazy
+            && self.known
+            && !self.listed
+            && !matches!(status.state, ServerState::Disabled | ServerState::Stopped);
+        if list_error.is_none() && self.per_session.is_empty() && !unlisted && !cached {
             return status;
         }
         let mut s = (*status).clone();
+        s.cached = cached;
         if unlisted {
             s.state = ServerState::Starting;
         }
@@ -403,10 +419,13 @@ impl Registry {
         {
             let mut st = reg.write();
             for sc in &cfg.servers {
-                let handle = reg.launch(sc);
-                st.entries.push(Entry::new(sc.clone(), handle));
+                let e = reg.new_entry(sc);
+                st.entries.push(e);
             }
         }
+        // Every server gets its (empty, or stored) part now, so each first
+        // listing updates only its own part.
+        reg.publish_all();
         reg
     }
 
@@ -418,11 +437,16 @@ impl Registry {
         self.inner.state.write().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn launch(&self, sc: &ServerConfig) -> SupervisorHandle {
+    fn launch_with_start(
+        &self,
+        sc: &ServerConfig,
+        start: supervisor::StartPolicy,
+    ) -> SupervisorHandle {
         self.launch_with(
             sc,
             self.inner.base.host.clone(),
             &self.inner.supervisor_events,
+            start,
         )
     }
 
@@ -434,7 +458,7 @@ impl Registry {
             session,
         });
         let (events, _) = broadcast::channel(1);
-        self.launch_with(sc, host, &events)
+        self.launch_with(sc, host, &events, supervisor::StartPolicy::default())
     }
 
     fn launch_with(
@@ -442,6 +466,7 @@ impl Registry {
         sc: &ServerConfig,
         host: Arc<dyn crate::client::Host>,
         events: &broadcast::Sender<SupervisorEvent>,
+        start: supervisor::StartPolicy,
     ) -> SupervisorHandle {
         let mut opts = self.inner.base.clone();
         opts.protocol_version = sc.protocol_version.or(opts.protocol_version);
@@ -475,13 +500,14 @@ impl Registry {
                 Launch::Http(cfg)
             }
         };
-        supervisor::spawn(
+        supervisor::spawn_with(
             &sc.name,
             launch,
             opts,
             self.inner.policy.clone(),
             sc.disabled,
             events.clone(),
+            start,
         )
     }
 
@@ -582,8 +608,18 @@ impl Registry {
             };
             (handle, e.config.timeouts.request)
         };
+        handle.touch();
         if let Ok(c) = handle.client() {
             return Ok((c, timeout));
+        }
+        // An idle server is started for this call: it may take its start
+        // limit, and the call still gets its whole timeout after.
+        if let Some(init) = self.idle_start_limit(server, &handle) {
+            let client = handle
+                .ready_client(init)
+                .await
+                .map_err(|st| RegistryError::Unavailable(st.unavailable_reason()))?;
+            return Ok((client, timeout));
         }
         let limit = timeout.unwrap_or(default);
         let waited = tokio::time::Instant::now();
@@ -809,9 +845,9 @@ impl Registry {
                     Some(e) => {
                         debug!(server = %sc.name, "config changed; restarting");
                         to_stop.extend(e.all_handles());
-                        entries.push(Entry::new(sc.clone(), self.launch(sc)));
+                        entries.push(self.new_entry(sc));
                     }
-                    None => entries.push(Entry::new(sc.clone(), self.launch(sc))),
+                    None => entries.push(self.new_entry(sc)),
                 }
             }
             to_stop.extend(old.into_values().flat_map(Entry::all_handles));
@@ -962,6 +998,7 @@ impl Registry {
                     });
                     if updated {
                         self.publish_server_lists(&server, kinds.0, kinds.1, kinds.2);
+                        self.lists_listed(&server, generation);
                     }
                 }
                 SupervisorEvent::Stderr { .. } => {}
@@ -986,6 +1023,7 @@ impl Registry {
             );
             if gone {
                 e.lists = Lists::default();
+                e.known = false;
             }
             gone
         };
@@ -1039,6 +1077,8 @@ impl Registry {
                 return;
             };
             let fetched = fetch_lists(&client).await;
+            // A held client reads as a call in flight to the idle policy.
+            drop(client);
             let error = (!fetched.errors.is_empty()).then(|| fetched.errors.join("; "));
             if let Some(e) = &error {
                 warn!(server, "listing failed: {e}");
@@ -1091,6 +1131,7 @@ impl Registry {
                 self.send_state(server);
             }
             if error.is_none() {
+                self.lists_listed(server, generation);
                 return;
             }
             tokio::time::sleep(backoff).await;
@@ -1135,6 +1176,7 @@ impl Registry {
                             | ServerState::AuthRequired
                             | ServerState::Disabled
                             | ServerState::Stopped
+                            | ServerState::Idle
                     )
                     || (status.retries_without_limit
                         && status.state == ServerState::Restarting

@@ -37,6 +37,9 @@ pub enum ServerState {
     Stopped,
     Disabled,
     AuthRequired,
+    /// Not running, and started by the next call routed to it: a lazy
+    /// server before its first call, or one stopped by its idle timeout.
+    Idle,
 }
 
 impl ServerState {
@@ -49,6 +52,7 @@ impl ServerState {
             ServerState::Stopped => "stopped",
             ServerState::Disabled => "disabled",
             ServerState::AuthRequired => "auth_required",
+            ServerState::Idle => "idle",
         }
     }
 }
@@ -58,6 +62,15 @@ impl ServerState {
 pub enum Launch {
     Stdio(StdioConfig),
     Http(HttpConfig),
+}
+
+/// When to start and when to stop for want of work.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StartPolicy {
+    /// Wait in `idle` for the first call instead of starting at once.
+    pub lazy: bool,
+    /// Stop into `idle` after this long without a call.
+    pub idle_timeout: Option<Duration>,
 }
 
 /// When to restart and when to give up.
@@ -125,6 +138,10 @@ pub struct ServerStatus {
     /// end of the handshake, in milliseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub start_ms: Option<f64>,
+    /// The listed catalog is the stored one, not the live server's (set by
+    /// the registry).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cached: bool,
 }
 
 /// One session's own instance of a `share: per-session` server.
@@ -158,6 +175,7 @@ impl ServerStatus {
             list_error: None,
             session_instances: Vec::new(),
             start_ms: None,
+            cached: false,
         }
     }
 
@@ -227,6 +245,40 @@ static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
 enum Command {
     Restart,
     Stop,
+    /// A call wants an `idle` server: start it (ignored otherwise).
+    Start,
+    /// Go `idle` if no call came since the server was started (the
+    /// registry, once a lazy server's catalog is learned and stored).
+    Sleep,
+}
+
+/// When the last call was routed to a server, as milliseconds since the
+/// handle's epoch, for the idle timeout.
+#[derive(Debug)]
+struct Activity {
+    epoch: Instant,
+    last_ms: AtomicU64,
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            epoch: Instant::now(),
+            last_ms: AtomicU64::new(0),
+        }
+    }
+
+    fn touch(&self) {
+        let ms = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_ms.store(ms, Ordering::Relaxed);
+    }
+
+    fn last(&self) -> Instant {
+        let ms = self.last_ms.load(Ordering::Relaxed);
+        self.epoch
+            .checked_add(Duration::from_millis(ms))
+            .unwrap_or(self.epoch)
+    }
 }
 
 /// A handle to one supervised server.
@@ -237,9 +289,21 @@ pub struct SupervisorHandle {
     client: watch::Receiver<Option<Arc<ServerClient>>>,
     status: watch::Receiver<Arc<ServerStatus>>,
     commands: mpsc::Sender<Command>,
+    activity: Arc<Activity>,
 }
 
 impl SupervisorHandle {
+    /// A call is routed to this server: it is not idle.
+    pub fn touch(&self) {
+        self.activity.touch();
+    }
+
+    /// Ask a server started only to learn its catalog to go back to
+    /// `idle`, unless a call came meanwhile.
+    pub fn sleep(&self) {
+        let _ = self.commands.try_send(Command::Sleep);
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -264,6 +328,15 @@ impl SupervisorHandle {
                     return Ok(c.clone());
                 }
                 let st = status.borrow_and_update().clone();
+                if st.state == ServerState::Idle {
+                    // Several callers may ask; the supervisor starts once.
+                    let _ = self.commands.try_send(Command::Start);
+                    tokio::select! {
+                        r = client.changed() => if r.is_err() { return Err(st) },
+                        r = status.changed() => if r.is_err() { return Err(st) },
+                    }
+                    continue;
+                }
                 // `ready` without a client: just connected, or just crashed
                 // and being shut down before `restarting`.
                 if !matches!(
@@ -321,11 +394,36 @@ pub fn spawn(
     disabled: bool,
     events: broadcast::Sender<SupervisorEvent>,
 ) -> SupervisorHandle {
+    spawn_with(
+        name,
+        launch,
+        opts,
+        policy,
+        disabled,
+        events,
+        StartPolicy::default(),
+    )
+}
+
+/// [`spawn`] with a start policy: a lazy server waits in `idle` for its
+/// first call.
+pub fn spawn_with(
+    name: &str,
+    launch: Launch,
+    opts: ClientOptions,
+    policy: RestartPolicy,
+    disabled: bool,
+    events: broadcast::Sender<SupervisorEvent>,
+    start: StartPolicy,
+) -> SupervisorHandle {
     let initial = if disabled {
         ServerState::Disabled
+    } else if start.lazy {
+        ServerState::Idle
     } else {
         ServerState::Starting
     };
+    let activity = Arc::new(Activity::new());
     let generation = NEXT_GENERATION.fetch_add(1, Ordering::Relaxed);
     let status = Arc::new(ServerStatus::new(name, &launch, initial, generation));
     let launch_debug = format!("{launch:?}");
@@ -342,6 +440,8 @@ pub fn spawn(
         events,
         generation,
         config_hash: config_hash(&launch_debug),
+        start,
+        activity: activity.clone(),
     };
     let span = info_span!("supervisor", server = name);
     if !disabled {
@@ -355,6 +455,7 @@ pub fn spawn(
         client: client_rx,
         status: status_rx,
         commands: cmd_tx,
+        activity,
     }
 }
 
@@ -369,6 +470,8 @@ struct Supervisor {
     generation: u64,
     /// Identifies this launch configuration in the era cache.
     config_hash: String,
+    start: StartPolicy,
+    activity: Arc<Activity>,
 }
 
 /// How a start attempt ended.
@@ -384,6 +487,8 @@ enum Outcome {
     Restart,
     /// The server refused our credentials while running.
     AuthRequired,
+    /// No call for the idle timeout (or asked to sleep): wait in `idle`.
+    Idle,
 }
 
 impl Supervisor {
@@ -416,8 +521,28 @@ impl Supervisor {
         // A disabled server has no process; it only answers `stop`.
         loop {
             match commands.recv().await {
-                Some(Command::Restart) => {}
+                Some(Command::Restart | Command::Start | Command::Sleep) => {}
                 Some(Command::Stop) | None => return self.stopped(),
+            }
+        }
+    }
+
+    /// Sit in `idle` until a call (or a restart) asks for the server.
+    /// True means "start"; false means stopped.
+    async fn stay_idle(&self, commands: &mut mpsc::Receiver<Command>) -> bool {
+        self.update(|s| {
+            s.state = ServerState::Idle;
+            s.pid = None;
+        });
+        info!("idle");
+        loop {
+            match commands.recv().await {
+                Some(Command::Start | Command::Restart) => return true,
+                Some(Command::Sleep) => {}
+                Some(Command::Stop) | None => {
+                    self.stopped();
+                    return false;
+                }
             }
         }
     }
@@ -437,9 +562,9 @@ impl Supervisor {
             }
             s.pid = None;
         });
-        match commands.recv().await {
+        match control_command(commands).await {
             Some(Command::Restart) => true,
-            Some(Command::Stop) | None => {
+            _ => {
                 self.stopped();
                 false
             }
@@ -450,7 +575,15 @@ impl Supervisor {
         let mut start_failures = 0u32;
         let mut backoff = self.policy.initial_backoff;
         let mut restarts = 0u32;
+        let mut idle = self.start.lazy;
         loop {
+            if std::mem::take(&mut idle) {
+                if !self.stay_idle(&mut commands).await {
+                    return;
+                }
+                start_failures = 0;
+                backoff = self.policy.initial_backoff;
+            }
             match self.start_or_command(&mut commands).await {
                 Started::Interrupted(Some(Command::Restart)) => {
                     // Asked for a fresh start: not a failure.
@@ -458,7 +591,12 @@ impl Supervisor {
                     backoff = self.policy.initial_backoff;
                     continue;
                 }
-                Started::Interrupted(Some(Command::Stop) | None) => return self.stopped(),
+                // Never sent by `control_command`, which skips them.
+                Started::Interrupted(
+                    Some(Command::Stop | Command::Start | Command::Sleep) | None,
+                ) => {
+                    return self.stopped();
+                }
                 Started::Ready(client) => {
                     start_failures = 0;
                     let client = Arc::new(client);
@@ -474,6 +612,10 @@ impl Supervisor {
                             return;
                         }
                         Outcome::Restart => {}
+                        Outcome::Idle => {
+                            idle = true;
+                            continue;
+                        }
                         Outcome::AuthRequired => {
                             if self
                                 .stay_down(&mut commands, ServerState::AuthRequired, None)
@@ -538,9 +680,9 @@ impl Supervisor {
             // Back off, but a command cuts the wait short.
             tokio::select! {
                 _ = tokio::time::sleep(backoff) => {}
-                cmd = commands.recv() => match cmd {
+                cmd = control_command(&mut commands) => match cmd {
                     Some(Command::Restart) => {}
-                    Some(Command::Stop) | None => return self.stopped(),
+                    _ => return self.stopped(),
                 }
             }
             backoff = backoff.saturating_mul(2).min(self.policy.max_backoff);
@@ -553,7 +695,7 @@ impl Supervisor {
         let control = Mutex::new(None);
         let raced = tokio::select! {
             r = self.start(&control) => Ok(r),
-            cmd = commands.recv() => Err(cmd),
+            cmd = control_command(commands) => Err(cmd),
         };
         match raced {
             Ok(Ok(client)) => Started::Ready(client),
@@ -650,9 +792,57 @@ impl Supervisor {
     ) -> Outcome {
         let mut events = client.subscribe();
         self.client.send_replace(Some(client.clone()));
+        // Holders of the client beyond these are calls in flight.
+        let holders = Arc::strong_count(&client);
+        self.activity.touch();
+        let started = self.activity.last();
+        let busy = || Arc::strong_count(&client) > holders;
         self.connected();
+        // Asked to sleep while something held the client: sleep once it
+        // lets go, unless a call came.
+        let mut sleep_wanted = false;
         loop {
+            let idle_after = self.start.idle_timeout;
+            let wanted = async {
+                if !sleep_wanted {
+                    return std::future::pending().await;
+                }
+                loop {
+                    if self.activity.last() > started {
+                        return std::future::pending().await;
+                    }
+                    if !busy() {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            };
+            let idle = async {
+                let Some(limit) = idle_after else {
+                    return std::future::pending().await;
+                };
+                loop {
+                    let due = self.activity.last().checked_add(limit);
+                    match due {
+                        Some(due) if due > Instant::now() => tokio::time::sleep_until(due).await,
+                        Some(_) if busy() => {
+                            // A long call is work too: look again soon.
+                            tokio::time::sleep(Duration::from_secs(1).min(limit)).await
+                        }
+                        Some(_) => return,
+                        None => return std::future::pending().await,
+                    }
+                }
+            };
             tokio::select! {
+                _ = idle => {
+                    info!(after = ?idle_after, "no call for the idle timeout; stopping");
+                    return Outcome::Idle;
+                }
+                _ = wanted => {
+                    info!("catalog learned; idle until the first call");
+                    return Outcome::Idle;
+                }
                 ev = events.recv() => match ev {
                     Ok(ServerEvent::Closed(reason)) => {
                         warn!("server exited: {reason}");
@@ -690,8 +880,30 @@ impl Supervisor {
                         return Outcome::Restart;
                     }
                     Some(Command::Stop) | None => return Outcome::Stop,
+                    Some(Command::Start) => {}
+                    Some(Command::Sleep) => {
+                        if self.activity.last() <= started {
+                            if !busy() {
+                                info!("catalog learned; idle until the first call");
+                                return Outcome::Idle;
+                            }
+                            sleep_wanted = true;
+                        }
+                    }
                 },
             }
+        }
+    }
+}
+
+/// The next command that is not about idling: `Start` and `Sleep` only
+/// matter to an idle or a serving supervisor (several callers may ask to
+/// start one; a start in progress must not be cut short by that).
+async fn control_command(commands: &mut mpsc::Receiver<Command>) -> Option<Command> {
+    loop {
+        match commands.recv().await {
+            Some(Command::Start | Command::Sleep) => {}
+            other => return other,
         }
     }
 }

@@ -441,6 +441,8 @@ pub async fn direct_config(specs: &[String]) -> Result<HostConfig> {
             share: Default::default(),
             offer: Default::default(),
             protocol_version: None,
+            start: Default::default(),
+            idle_timeout: None,
         });
     }
     Ok(cfg)
