@@ -7,12 +7,11 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use futures_util::StreamExt;
-use futures_util::future::{AbortHandle, Abortable, join_all};
-use futures_util::stream::FuturesUnordered;
+use futures_util::future::join_all;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, debug_span, warn};
@@ -747,27 +746,11 @@ fn answer(
     })
 }
 
-/// The other side's requests being answered. The read loop drives them
-/// itself rather than spawning a task each: one task hand-off and a spawn
-/// less per request, and a request that waits (on a server, on a user) only
-/// parks its own future, never the others or the reading.
-type Running = FuturesUnordered<BoxFuture<'static, ()>>;
-
 async fn read_loop(inner: Arc<Inner>, mut inbound: mpsc::Receiver<TransportEvent>) {
-    let mut running = Running::new();
-    loop {
-        let ev = tokio::select! {
-            // Finish what can be finished before reading more.
-            biased;
-            Some(()) = running.next(), if !running.is_empty() => continue,
-            ev = inbound.recv() => ev,
-        };
-        let Some(ev) = ev else { break };
+    while let Some(ev) = inbound.recv().await {
         match ev {
-            TransportEvent::Frame(text) => on_frame(&inner, &text, None, &mut running).await,
-            TransportEvent::FrameOn(text, stream) => {
-                on_frame(&inner, &text, Some(&stream), &mut running).await
-            }
+            TransportEvent::Frame(text) => on_frame(&inner, &text, None).await,
+            TransportEvent::FrameOn(text, stream) => on_frame(&inner, &text, Some(&stream)).await,
             TransportEvent::Oversized { limit, id } => {
                 let entry = id
                     .as_ref()
@@ -800,7 +783,7 @@ async fn read_loop(inner: Arc<Inner>, mut inbound: mpsc::Receiver<TransportEvent
     inner.close(CloseReason::new("the transport ended without saying why"));
 }
 
-async fn on_frame(inner: &Arc<Inner>, text: &str, stream: Option<&Stream>, running: &mut Running) {
+async fn on_frame(inner: &Arc<Inner>, text: &str, stream: Option<&Stream>) {
     match decode(text) {
         Err(e) if inner.cfg.answer_invalid => {
             let code = match e {
@@ -811,7 +794,7 @@ async fn on_frame(inner: &Arc<Inner>, text: &str, stream: Option<&Stream>, runni
         }
         Err(DecodeError::NotJson { preview, .. }) => inner.noise(&preview),
         Err(e) => warn!("skipping an invalid frame: {e}"),
-        Ok(Incoming::Single(Ok(msg))) => dispatch(inner, msg, stream, running),
+        Ok(Incoming::Single(Ok(msg))) => dispatch(inner, msg, stream).await,
         Ok(Incoming::Single(Err(e))) => on_invalid(inner, e, text).await,
         Ok(Incoming::Batch(items)) => {
             // Requests in a batch are answered together, in one array.
@@ -819,7 +802,7 @@ async fn on_frame(inner: &Arc<Inner>, text: &str, stream: Option<&Stream>, runni
             for item in items {
                 match item {
                     Ok(Message::Request(req)) => replies.push(answer(inner, req, stream)),
-                    Ok(msg) => dispatch(inner, msg, stream, running),
+                    Ok(msg) => dispatch(inner, msg, stream).await,
                     Err(e) => on_invalid(inner, e, text).await,
                 }
             }
@@ -878,33 +861,27 @@ fn looks_like_response(text: &str) -> bool {
     serde_json::from_str::<Probe>(text).is_ok_and(|p| p.result.is_some() || p.error.is_some())
 }
 
-fn dispatch(inner: &Arc<Inner>, msg: Message, stream: Option<&Stream>, running: &mut Running) {
+async fn dispatch(inner: &Arc<Inner>, msg: Message, stream: Option<&Stream>) {
     match msg {
         Message::Response(r) => inner.on_response(r),
         Message::Notification(n) => inner.on_notification(n),
         Message::Request(req) => {
-            let span = debug_span!("incoming", server = %inner.cfg.name, method = %req.method, id = %req.id);
             let id = req.id.clone();
+            let method = req.method.clone();
             let fut = answer(inner, req, stream);
             let inner2 = inner.clone();
+            let span = debug_span!("incoming", server = %inner.cfg.name, %method, %id);
+            let mut st = inner.lock();
             let key = id.clone();
-            let (abort, registration) = AbortHandle::new_pair();
-            let fut = Abortable::new(
+            let task = tokio::spawn(
                 async move {
                     let resp = fut.await;
                     inner2.lock().incoming.remove(&key);
                     inner2.send(Message::Response(resp).to_line()).await;
-                },
-                registration,
-            );
-            inner.lock().incoming.insert(id, abort);
-            // Polled by the read loop's next turn, before it reads again.
-            running.push(Box::pin(
-                async move {
-                    let _ = fut.await;
                 }
                 .instrument(span),
-            ));
+            );
+            st.incoming.insert(id, task.abort_handle());
         }
     }
 }
