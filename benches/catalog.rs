@@ -124,7 +124,16 @@ async fn list_row(rounds: usize, servers: usize, per_server: usize) -> BenchResu
     let generated = |ts: &[Tool]| ts.iter().filter(|t| t.name.contains("__tool_")).count();
     let deadline = Instant::now() + Duration::from_secs(120);
     let total = loop {
-        let ts = client.list_tools().await?;
+        // While servers are still being listed, a page may belong to an
+        // older listing: list again.
+        let ts = match client.list_tools().await {
+            Ok(ts) => ts,
+            Err(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
         if generated(&ts) == want {
             break ts.len();
         }
