@@ -138,8 +138,10 @@ step "Swift package: swift test in both modes (scripts/test-swift.sh)"
 step_done
 
 # What users link: the release library exports only mcphost_* and, stripped
-# as an app ships it, stays small.
-LIB_MAX_BYTES=$((16 * 1024 * 1024))
+# as an app ships it, stays small. 17.7 MB on x86_64 Linux once issue 13's
+# incremental catalog, stored catalogs and call statistics went in (it was
+# under 16 MiB before); the limit leaves room for the next issue, not more.
+LIB_MAX_BYTES=$((20 * 1024 * 1024))
 step "libmcphost release build: exported symbols and stripped size (at most $LIB_MAX_BYTES bytes)"
 cargo build --release -p mcphost-c
 so="$ROOT/target/release/libmcphost.so"
