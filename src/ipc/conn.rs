@@ -40,28 +40,7 @@ const READ_CAPACITY: usize = 64 * 1024;
 /// Refuses a listener running as another user: with `--socket` pointing at
 /// a file someone else controls, they would see every call we make.
 pub async fn connect(path: &Path, max_message_bytes: usize) -> Result<Connection, IpcError> {
-    let stream = dial(path, CONNECT_TIMEOUT)
-        .await
-        .map_err(|source| match source.kind() {
-            io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => IpcError::NotRunning {
-                path: path.to_owned(),
-                source,
-            },
-            _ => IpcError::Io {
-                action: "connecting to",
-                path: path.to_owned(),
-                source,
-            },
-        })?;
-    let cred = peer_cred(&stream).map_err(IpcError::io("reading the credentials of", path))?;
-    let ours = our_uid();
-    if cred.uid != ours {
-        return Err(IpcError::ForeignDaemon {
-            path: path.to_owned(),
-            uid: cred.uid,
-            ours,
-        });
-    }
+    let (stream, cred) = dial_ours(path).await?;
     let span = tracing::debug_span!("ipc", daemon = %path.display());
     Ok(start(
         stream,
@@ -73,10 +52,8 @@ pub async fn connect(path: &Path, max_message_bytes: usize) -> Result<Connection
     ))
 }
 
-/// [`connect`]'s checks (a listener that is ours), handing back the plain
-/// blocking stream: the bridge relays bytes on two threads of its own, with
-/// no runtime task or channel between stdin and the socket.
-pub async fn connect_blocking(path: &Path) -> Result<std::os::unix::net::UnixStream, IpcError> {
+/// Dial the daemon's socket and check that its listener runs as our user.
+async fn dial_ours(path: &Path) -> Result<(LocalStream, PeerCred), IpcError> {
     let stream = dial(path, CONNECT_TIMEOUT)
         .await
         .map_err(|source| match source.kind() {
@@ -99,6 +76,14 @@ pub async fn connect_blocking(path: &Path) -> Result<std::os::unix::net::UnixStr
             ours,
         });
     }
+    Ok((stream, cred))
+}
+
+/// [`connect`]'s checks (a listener that is ours), handing back the plain
+/// blocking stream: the bridge relays bytes on two threads of its own, with
+/// no runtime task or channel between stdin and the socket.
+pub async fn connect_blocking(path: &Path) -> Result<std::os::unix::net::UnixStream, IpcError> {
+    let (stream, _) = dial_ours(path).await?;
     let LocalStream::UdSocket(stream) = stream;
     let std = UnixStream::from(stream)
         .into_std()
