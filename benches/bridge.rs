@@ -102,7 +102,11 @@ async fn run(
 
 fn bridge_cmd(socket: &Path) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(MCPHOST);
-    cmd.arg("--socket").arg(socket).arg("bridge");
+    // The bench's own daemon, never one the bridge would start.
+    cmd.arg("--socket")
+        .arg(socket)
+        .arg("--no-autostart")
+        .arg("bridge");
     cmd
 }
 

@@ -10,8 +10,11 @@
 //!   composes the rest (`CatalogBuilder::update` + `publish`); each result
 //!   is checked against the full build.
 //!
-//! Not built yet: the end-to-end `list_changed` latency through the daemon
-//! (the test server has no on-demand list change; only a timer).
+//! - `list_changed`: through a real daemon with 100 × 100 tools, one
+//!   server adds a tool every 250 ms and sends `tools/list_changed`; the
+//!   time from its send (the test server logs its clock) until the daemon's
+//!   own `list_changed` reaches a socket client, which then checks that the
+//!   listing has the new tool. Both clocks are this machine's wall clock.
 //!
 //! Run with `cargo bench --bench catalog`; `cargo test --bench catalog`
 //! runs a short smoke (10 servers × 10 tools, few rounds).
@@ -162,6 +165,114 @@ async fn list_row(rounds: usize, servers: usize, per_server: usize) -> BenchResu
     Ok(())
 }
 
+/// The send time the test server logged for its dynamic tool `n`.
+fn sent_at(lines: &[String], n: u64) -> Option<u128> {
+    let tag = format!("added dynamic_{n:04} sent_unix_us=");
+    lines.iter().rev().find_map(|l| {
+        let at = l.find(&tag)? + tag.len();
+        l[at..].trim().parse().ok()
+    })
+}
+
+async fn list_changed_row(rounds: usize, servers: usize, per_server: usize) -> BenchResult<()> {
+    use mcphost::client::CallOptions;
+    let dir = tempfile::tempdir()?;
+    let mut m = serde_json::Map::new();
+    let tools = per_server.to_string();
+    m.insert(
+        "s000".into(),
+        serde_json::json!({"command": TESTSERVER, "args": ["--tools", tools,
+            "--capabilities", "tools", "--list-changed-after-ms", "250"]}),
+    );
+    for s in 1..servers {
+        m.insert(
+            format!("s{s:03}"),
+            serde_json::json!({"command": TESTSERVER, "args": ["--tools", tools]}),
+        );
+    }
+    let config = serde_json::json!({"mcpServers": m, "loginShellPath": false}).to_string();
+    let (_daemon, client) = start_daemon(dir.path(), &config).await?;
+    let want = servers * per_server;
+    let generated = |ts: &[Tool]| ts.iter().filter(|t| t.name.contains("__tool_")).count();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Ok(ts) = client.list_tools().await
+            && generated(&ts) == want
+        {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err("the catalog never listed every server's tools".into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let dynamic = |ts: &[Tool]| {
+        ts.iter()
+            .filter_map(|t| t.name.strip_prefix("s000__dynamic_")?.parse::<u64>().ok())
+            .max()
+    };
+    let mut notes = client.notifications();
+    let mut samples = Vec::new();
+    let mut last = dynamic(&client.list_tools().await?).unwrap_or(0);
+    while samples.len() < rounds {
+        let note = tokio::time::timeout(Duration::from_secs(10), notes.recv()).await??;
+        let received = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?;
+        if note.method != "notifications/tools/list_changed" {
+            continue;
+        }
+        let ts = client.list_tools().await?;
+        let Some(n) = dynamic(&ts) else {
+            return Err("list_changed, but the listing has no new tool".into());
+        };
+        if n <= last {
+            return Err(format!("list_changed, but the newest tool is still {n}").into());
+        }
+        if n > last + 1 {
+            // Two changes in one notification: the latency of the first is unknown.
+            last = n;
+            continue;
+        }
+        last = n;
+        // The server logs after it sends; its line may trail the notification.
+        let mut sent = None;
+        for _ in 0..50 {
+            let logs = client
+                .request_raw(
+                    "mcphost/servers/logs",
+                    Some(serde_json::value::to_raw_value(
+                        &serde_json::json!({"name": "s000", "lines": 20}),
+                    )?),
+                    CallOptions::default(),
+                )
+                .await?;
+            let v: serde_json::Value = serde_json::from_str(logs.get())?;
+            let lines: Vec<String> = serde_json::from_value(v["lines"].clone())?;
+            sent = sent_at(&lines, n);
+            if sent.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let sent = sent.ok_or(format!("no send time logged for dynamic_{n:04}"))?;
+        let took = received
+            .as_micros()
+            .checked_sub(sent)
+            .ok_or("received before sent")?;
+        samples.push(Duration::from_micros(u64::try_from(took)?));
+    }
+    println!(
+        "\n| one server's `tools/list_changed` → the daemon's `list_changed` at a socket client | generated tools | median | max | goal |"
+    );
+    println!("|---|---|---|---|---|");
+    let max = samples.iter().copied().max().unwrap_or_default();
+    println!(
+        "| 1 of {servers} servers × {per_server} tools changes | {want} | {} ms | {} ms | ≤ 2 ms |",
+        ms(median(samples)),
+        ms(max)
+    );
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> BenchResult<()> {
     let smoke = smoke();
@@ -175,5 +286,6 @@ async fn main() -> BenchResult<()> {
     };
     rebuild_rows(rounds, 100.min(per_server.max(1)), &totals)?;
     list_row(rounds, servers, per_server).await?;
+    list_changed_row(rounds, servers, per_server).await?;
     Ok(())
 }

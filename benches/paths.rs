@@ -33,6 +33,10 @@
 //! - `MCPHOST_BENCH_DAEMON=0`: skip the real daemon process.
 //! - `MCPHOST_BENCH_ONLY=socket,rmcp`: run only the rows with these labels
 //!   (for profiling one path).
+//! - `MCPHOST_BENCH_PLOTS=DIR`: also run every one-client path at 1, 2, 4,
+//!   8, 16, 32 and 48 callers (median of the rounds at each), print that
+//!   table, and write `paths-latency.png` (p50 against callers) and
+//!   `paths-throughput.png` (calls/s against callers) to DIR.
 
 mod common;
 
@@ -54,6 +58,7 @@ use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
 
+use common::plot::{self, Series};
 use common::{BenchResult, Daemon, Round, env_usize, start_daemon, summarize, us};
 
 const TESTSERVER: &str = env!("CARGO_BIN_EXE_mcphost-testserver");
@@ -326,6 +331,30 @@ fn print_table(rows: &[Row]) -> Vec<Round> {
     sums
 }
 
+/// Caller counts of the latency-against-concurrency curve.
+// Up to 48: the daemon allows 64 requests in flight per connection.
+const CURVE: &[usize] = &[1, 2, 4, 8, 16, 32, 48];
+
+fn print_curve(curve: &[(&str, Route)], points: &[Vec<(usize, Round)>]) {
+    println!();
+    let head: Vec<&str> = curve.iter().map(|(l, _)| *l).collect();
+    println!(
+        "| callers | {} |",
+        head.join(" p50 µs / k calls/s | ") + " p50 µs / k calls/s"
+    );
+    println!("|---:|{}", "---:|".repeat(curve.len()));
+    for (k, &callers) in CURVE.iter().enumerate() {
+        let cells: Vec<String> = points
+            .iter()
+            .map(|pts| {
+                let r = &pts[k].1;
+                format!("{} / {:.1}", us(r.p50), r.per_sec / 1e3)
+            })
+            .collect();
+        println!("| {callers} | {} |", cells.join(" | "));
+    }
+}
+
 fn verdict(ok: bool) -> &'static str {
     if ok { "met" } else { "**missed**" }
 }
@@ -509,7 +538,7 @@ fn main() -> BenchResult<()> {
                     reference: None,
                     rounds: Vec::new(),
                 });
-                row_log.push(log);
+                row_log.push(*log);
             }
         }
         let reference = rows[first..]
@@ -558,6 +587,65 @@ fn main() -> BenchResult<()> {
     println!();
     let sums = print_table(&rows);
     print_targets(&rows, &sums);
+
+    if let Ok(dir) = std::env::var("MCPHOST_BENCH_PLOTS") {
+        // The one-client paths; "socket, 32 connections" has no other count.
+        let curve: Vec<(&str, Route)> = paths
+            .iter()
+            .filter(|(label, _, _, modes)| {
+                modes.contains(&1) && only.as_ref().is_none_or(|o| o.iter().any(|x| x == label))
+            })
+            .map(|(label, path, log, _)| {
+                row_log.push(*log);
+                (*label, path.clone())
+            })
+            .collect();
+        let made_before = made.len();
+        made.extend(std::iter::repeat_n(0, curve.len()));
+        let mut points: Vec<Vec<(usize, Round)>> = vec![Vec::new(); curve.len()];
+        for &callers in CURVE {
+            let mut per_path: Vec<Vec<Round>> = vec![Vec::new(); curve.len()];
+            for round in 0..rounds {
+                let n = curve.len();
+                for k in 0..n {
+                    let i = (k + round) % n;
+                    let r = rt.block_on(run(&curve[i].1, calls, callers))?;
+                    made[made_before + i] += r.calls;
+                    per_path[i].push(r);
+                }
+            }
+            for (i, rs) in per_path.iter().enumerate() {
+                points[i].push((callers, summarize(rs)));
+            }
+        }
+        print_curve(&curve, &points);
+        let dir = PathBuf::from(dir);
+        std::fs::create_dir_all(&dir)?;
+        let series = |f: &dyn Fn(&Round) -> f64| -> Vec<Series> {
+            curve
+                .iter()
+                .zip(&points)
+                .map(|((label, _), pts)| Series {
+                    label: (*label).to_owned(),
+                    points: pts.iter().map(|(c, r)| (*c as f64, f(r))).collect(),
+                })
+                .collect()
+        };
+        plot::lines(
+            &dir.join("paths-latency.png"),
+            "tools/call echo: p50 latency against callers in flight (median)",
+            "callers in flight",
+            "p50 µs",
+            &series(&|r| r.p50.as_secs_f64() * 1e6),
+        )?;
+        plot::lines(
+            &dir.join("paths-throughput.png"),
+            "tools/call echo: throughput against callers in flight (median)",
+            "callers in flight",
+            "thousand calls/s",
+            &series(&|r| r.per_sec / 1e3),
+        )?;
+    }
 
     // Shut down before reading the logs, so every server has flushed.
     drop(rows);

@@ -95,6 +95,8 @@ const INBOUND_CAPACITY: usize = 256;
 const OUTBOUND_CAPACITY: usize = 256;
 /// Longest stderr line kept; the rest of the line is dropped.
 const MAX_STDERR_LINE: usize = 8 * 1024;
+/// The initial read buffer for a server's stdout.
+const STDOUT_READ_CAPACITY: usize = 8 * 1024;
 /// Stderr lines a live follower may fall behind by before it is told how
 /// many it missed (at most 2 MiB per server with the longest lines).
 const STDERR_FEED_CAPACITY: usize = 256;
@@ -672,9 +674,14 @@ async fn read_stdout(
     inbound: mpsc::Sender<TransportEvent>,
     stop: CancellationToken,
 ) {
-    // A pipe holds 64 KiB: read it in one go.
-    let mut frames =
-        FramedRead::with_capacity(stdout, BoundedLineCodec::new(max_message_bytes), 64 * 1024);
+    // Small to start: an idle server should not hold a pipe-sized buffer
+    // (64 KiB each, most of a daemon's heap at 100 servers); it grows
+    // while a message is longer.
+    let mut frames = FramedRead::with_capacity(
+        stdout,
+        BoundedLineCodec::new(max_message_bytes),
+        STDOUT_READ_CAPACITY,
+    );
     let stopped = stop.cancelled();
     tokio::pin!(stopped);
     loop {

@@ -104,7 +104,7 @@
 //! | `--string-ids` | echo numeric request ids as strings |
 //! | `--page-size N` | paginate all four lists with opaque cursors |
 //! | `--repeat-cursor` | buggy pagination: the same `nextCursor` forever |
-//! | `--list-changed-after-ms MS` | after `notifications/initialized`, every MS add a tool/resource/prompt and emit list_changed |
+//! | `--list-changed-after-ms MS` | after `notifications/initialized`, every MS add a tool/resource/prompt, emit list_changed, and log `added dynamic_NNNN sent_unix_us=T` on stderr |
 //! | `--list-changed-count K` | stop that timer after K rounds |
 //! | `--chatter-ms MS` | after `notifications/initialized`, every MS a stderr line `tick N` and (with logging) a `notifications/message` |
 //! | `--garbage` | non-JSON lines on stdout at startup and before every message |

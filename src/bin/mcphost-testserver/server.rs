@@ -1240,10 +1240,18 @@ impl Server {
                         }
                     }
                     lines.extend(this.listen_list_changed());
-                    log!("list-changed round {round}: added {}", catalog::dynamic_tool_name(n));
+                    // The send time lets a benchmark measure how long the
+                    // client takes to reflect the change.
+                    let sent_us = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_micros());
                     if !lines.is_empty() {
                         this.send_notifications(&lines);
                     }
+                    log!(
+                        "list-changed round {round}: added {} sent_unix_us={sent_us}",
+                        catalog::dynamic_tool_name(n)
+                    );
                 }
             });
         if let Err(e) = spawned {
