@@ -16,11 +16,10 @@
 //! [`TokenStore::load`] and [`TokenStore::save`] never take the lock
 //! themselves, so a refresh can run `lock; load; refresh; save` under it.
 
-use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, LazyLock, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -163,8 +162,6 @@ pub const KEYRING_SERVICE: &str = "mcphost";
 const FORMAT_VERSION: u32 = 1;
 /// An entry is a few KiB; anything far larger is not ours.
 const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
-const LOCK_POLL_MIN: Duration = Duration::from_millis(2);
-const LOCK_POLL_MAX: Duration = Duration::from_millis(50);
 
 /// The token store.
 #[derive(Clone)]
@@ -531,35 +528,15 @@ impl TokenStore {
         timeout: Duration,
     ) -> Result<StoreLock, StoreError> {
         let path = self.dir.join(format!("{}.lock", key_hash(key)));
-        let started = tokio::time::Instant::now();
-        let timed_out = || StoreError::LockTimeout { path: path.clone() };
-        // Tasks of this process queue on a mutex first: fair, no polling,
-        // and exclusion even where flock is per process (NFS emulates it
-        // with fcntl locks).
-        let local = tokio::time::timeout(timeout, local_mutex(&path).lock_owned())
+        let inner = crate::lockfile::lock_within(&path, timeout)
             .await
-            .map_err(|_| timed_out())?;
-        let file = open_lock_file(&path)?;
-        let mut pause = LOCK_POLL_MIN;
-        loop {
-            match file.try_lock() {
-                Ok(()) => {
-                    return Ok(StoreLock {
-                        file,
-                        _local: local,
-                        path,
-                    });
+            .map_err(|e| match e {
+                crate::lockfile::LockError::Timeout { path, .. } => {
+                    StoreError::LockTimeout { path }
                 }
-                Err(std::fs::TryLockError::WouldBlock) => {}
-                Err(std::fs::TryLockError::Error(e)) => return Err(io_err(&path, e)),
-            }
-            let left = timeout.saturating_sub(started.elapsed());
-            if left.is_zero() {
-                return Err(timed_out());
-            }
-            tokio::time::sleep(pause.min(left)).await;
-            pause = pause.saturating_mul(2).min(LOCK_POLL_MAX);
-        }
+                crate::lockfile::LockError::Io { path, source } => io_err(&path, source),
+            })?;
+        Ok(StoreLock { inner })
     }
 
     fn file(&self, key: &TokenKey) -> PathBuf {
@@ -637,56 +614,22 @@ impl TokenStore {
 /// Held while a [`TokenStore::lock`] is: dropping it releases the lock. A
 /// process that dies releases its locks with its file descriptors.
 pub struct StoreLock {
-    // Closed before the local mutex is released (field order), so the next
-    // task of this process finds the file unlocked.
-    file: File,
-    _local: tokio::sync::OwnedMutexGuard<()>,
-    path: PathBuf,
+    inner: crate::lockfile::FileLock,
 }
 
 impl StoreLock {
     /// The lock file.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.inner.path()
     }
 }
 
 impl std::fmt::Debug for StoreLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StoreLock")
-            .field("path", &self.path)
+            .field("path", &self.inner.path())
             .finish_non_exhaustive()
     }
-}
-
-impl Drop for StoreLock {
-    fn drop(&mut self) {
-        // Closing the descriptor would release it too; this is explicit.
-        let _ = self.file.unlock();
-    }
-}
-
-/// One async mutex per lock file path in this process.
-fn local_mutex(path: &Path) -> Arc<tokio::sync::Mutex<()>> {
-    type Map = HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>;
-    static LOCAL: LazyLock<std::sync::Mutex<Map>> = LazyLock::new(Default::default);
-    let mut map = LOCAL.lock().unwrap_or_else(|p| p.into_inner());
-    // Drop the mutexes nobody holds or waits for.
-    map.retain(|_, m| Arc::strong_count(m) > 1);
-    map.entry(path.to_path_buf()).or_default().clone()
-}
-
-fn open_lock_file(path: &Path) -> Result<File, StoreError> {
-    let mut options = OpenOptions::new();
-    options.read(true).write(true).create(true).truncate(false);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let file = options.open(path).map_err(|e| io_err(path, e))?;
-    tighten(&file, path, 0o600)?;
-    Ok(file)
 }
 
 /// 32 hex digits of SHA-256(issuer NUL resource): the file name and the
@@ -873,6 +816,25 @@ fn os_keyring() -> Result<Arc<dyn SecretStore>, String> {
     os::keyring()
 }
 
+/// The keyring user of a config secret (`${keyring:NAME}` in the config):
+/// `config:NAME`, beside the token entries' 32-hex-digit users.
+fn config_secret_user(name: &str) -> String {
+    format!("config:{name}")
+}
+
+/// The value of the config's `${keyring:NAME}`: `Ok(None)` when the OS
+/// keyring has no such item; `Err` (a reason, never a secret) when it
+/// cannot be asked.
+pub fn config_secret(name: &str) -> Result<Option<String>, String> {
+    os_keyring()?.get(&config_secret_user(name))
+}
+
+/// Stores `value` as the config secret `NAME` (read back by
+/// `${keyring:NAME}`), once the OS keyring has answered a probe.
+pub fn store_config_secret(name: &str, value: &str) -> Result<(), String> {
+    os_keyring_probe()?.set(&config_secret_user(name), value)
+}
+
 #[cfg(all(
     feature = "keyring",
     any(target_os = "linux", target_os = "macos", target_os = "windows")
@@ -998,6 +960,7 @@ mod os {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     /// A keyring in memory, counting its calls.
     #[derive(Default)]
@@ -1218,23 +1181,6 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("without the `keyring` feature"), "{err}");
-    }
-
-    /// The assumption behind the in-process half of `lock`: two opens of one
-    /// file in one process conflict (flock is per open file description).
-    #[test]
-    fn flock_conflicts_between_two_opens_in_one_process() {
-        let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("x.lock");
-        let a = open_lock_file(&path).unwrap();
-        let b = open_lock_file(&path).unwrap();
-        a.try_lock().unwrap();
-        assert!(matches!(
-            b.try_lock(),
-            Err(std::fs::TryLockError::WouldBlock)
-        ));
-        a.unlock().unwrap();
-        b.try_lock().unwrap();
     }
 
     #[test]
