@@ -2,7 +2,7 @@
 //!
 //! Forms: `${VAR}`, `${VAR:-default}` (default when unset *or empty*, as in
 //! the shell), `${env:VAR}` and `${env:VAR:-default}` (VS Code spelling),
-//! `${userHome}`. `$$` is a literal `$`; any other `$` is kept as is. Defaults
+//! `${userHome}`, `${keyring:NAME}` (an OS keyring item, through the lookup). `$$` is a literal `$`; any other `$` is kept as is. Defaults
 //! are literal text: no nesting, and they cannot contain `}`.
 
 /// Why a string could not be interpolated. Never carries a variable's value.
@@ -10,6 +10,8 @@
 pub(crate) enum InterpolateError {
     /// Variables without a value or default, in order of appearance.
     Missing(Vec<String>),
+    /// `${keyring:NAME}` with no item (or no keyring to ask).
+    MissingSecret(String),
     Unterminated,
     Unsupported(String),
     NoHome,
@@ -27,11 +29,14 @@ impl InterpolateError {
                     names.join(", ")
                 )
             }
+            InterpolateError::MissingSecret(name) => format!(
+                "keyring secret {name:?} was not found (OS keyring service \"mcphost\", user \"config:{name}\"), or the keyring did not answer"
+            ),
             InterpolateError::Unterminated => {
                 "\"${\" without a closing \"}\" (write \"$$\" for a literal \"$\")".to_owned()
             }
             InterpolateError::Unsupported(body) => format!(
-                "unsupported reference \"${{{body}}}\"; use ${{VAR}}, ${{VAR:-default}}, ${{env:VAR}} or ${{userHome}}"
+                "unsupported reference \"${{{body}}}\"; use ${{VAR}}, ${{VAR:-default}}, ${{env:VAR}}, ${{userHome}} or ${{keyring:NAME}}"
             ),
             InterpolateError::NoHome => {
                 "${userHome}: the home directory is unknown (HOME is not set)".to_owned()
@@ -86,6 +91,16 @@ fn resolve(
 ) -> Result<Option<String>, InterpolateError> {
     if body == "userHome" {
         return home(env).map(Some);
+    }
+    // The lookup answers `keyring:NAME` from the OS keyring (process_env).
+    if let Some(name) = body.strip_prefix("keyring:") {
+        if name.is_empty() {
+            return Err(InterpolateError::Unsupported(body.to_owned()));
+        }
+        return match env(body) {
+            Some(value) => Ok(Some(value)),
+            None => Err(InterpolateError::MissingSecret(name.to_owned())),
+        };
     }
     let unprefixed = body.strip_prefix("env:").unwrap_or(body);
     let (name, default) = match unprefixed.split_once(":-") {
@@ -156,6 +171,23 @@ mod tests {
         assert_eq!(i("$$"), Ok("$".into()));
         assert_eq!(i("$${A}"), Ok("${A}".into()));
         assert_eq!(i("a$b $"), Ok("a$b $".into()));
+    }
+
+    #[test]
+    fn keyring_secrets_come_from_the_lookup() {
+        let lookup = |name: &str| (name == "keyring:gh/TOKEN").then(|| "s3cret".to_owned());
+        assert_eq!(
+            interpolate("Bearer ${keyring:gh/TOKEN}", &lookup),
+            Ok("Bearer s3cret".into())
+        );
+        assert_eq!(
+            interpolate("${keyring:other}", &lookup),
+            Err(InterpolateError::MissingSecret("other".into()))
+        );
+        assert_eq!(
+            interpolate("${keyring:}", &lookup),
+            Err(InterpolateError::Unsupported("keyring:".into()))
+        );
     }
 
     #[test]

@@ -176,6 +176,15 @@ impl ConfigStore {
         self.edit(|t| edit::add_server(t, name, entry_json)).await
     }
 
+    /// Any edit of the text (`mcphost import` adds many servers in one),
+    /// with the same lock, validation and atomic write as [`Self::add`].
+    pub async fn edit_text(
+        &self,
+        f: impl FnOnce(&str) -> Result<String, ConfigError>,
+    ) -> Result<Edited, ConfigError> {
+        self.edit(f).await
+    }
+
     pub async fn remove(&self, name: &str) -> Result<Edited, ConfigError> {
         self.edit(|t| edit::remove_server(t, name)).await
     }

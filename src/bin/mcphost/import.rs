@@ -1,0 +1,554 @@
+//! `mcphost import`: other hosts' MCP servers into our config. The reading
+//! and mapping is `mcphost::config::import`; this is the command line, the
+//! VS Code input prompts and the report.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use mcphost::config::import::{
+    self, Action, Dialect, Found, Imported, Input, MergeOptions, Places, Scope,
+};
+use mcphost::config::store::ConfigStore;
+use serde_json::{Value, json};
+
+use crate::output::Out;
+
+#[derive(clap::Args)]
+pub struct ImportArgs {
+    /// Where to import from: claude-desktop, claude-code, vscode, cursor,
+    /// windsurf, zed, goose, continue or mark3labs.
+    #[arg(value_name = "SOURCE", conflicts_with = "from")]
+    source: Option<String>,
+    /// Show what was found and where (every source, or SOURCE's); changes nothing.
+    #[arg(long)]
+    list: bool,
+    /// Read this file instead of SOURCE's usual places (needs --format).
+    #[arg(long, value_name = "PATH", requires = "format")]
+    from: Option<PathBuf>,
+    /// The dialect of --from's file (a SOURCE name).
+    #[arg(long, value_name = "DIALECT", requires = "from")]
+    format: Option<String>,
+    /// Only these servers (repeatable, or comma-separated).
+    #[arg(long, value_name = "NAME", value_delimiter = ',')]
+    only: Vec<String>,
+    /// Say what would be added; write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Replace a server of the same name whose entry differs.
+    #[arg(long, conflicts_with = "rename_prefix")]
+    overwrite: bool,
+    /// Add a server whose name is taken as PREFIX+NAME instead.
+    #[arg(long, value_name = "PREFIX")]
+    rename_prefix: Option<String>,
+    /// The project whose files are read (.mcp.json, .vscode/mcp.json, …);
+    /// default: the current directory.
+    #[arg(long, value_name = "DIR")]
+    project: Option<PathBuf>,
+    /// A VS Code input's value, instead of asking (repeatable).
+    #[arg(long = "input", value_name = "ID=VALUE")]
+    inputs: Vec<String>,
+    /// Put secret-looking env values (…_TOKEN, …_KEY, …) in the OS keyring
+    /// and write `${keyring:SERVER/VAR}` in their place.
+    #[arg(long)]
+    move_secrets: bool,
+}
+
+pub async fn run(args: ImportArgs, config: Option<PathBuf>, out: &Out) -> Result<u8> {
+    let project = match &args.project {
+        Some(p) => std::path::absolute(p).with_context(|| format!("--project {}", p.display()))?,
+        None => std::env::current_dir().context("the current directory")?,
+    };
+    let places = Places::from_env(project)?;
+    let source = args
+        .source
+        .as_deref()
+        .map(str::parse::<Dialect>)
+        .transpose()?;
+    if args.list {
+        list(source, &places, out);
+        return Ok(0);
+    }
+    let found = match (&args.from, source) {
+        (Some(path), _) => {
+            let format: Dialect = args.format.as_deref().unwrap_or_default().parse()?;
+            let abs = std::path::absolute(path).unwrap_or_else(|_| path.clone());
+            let scope = if abs.starts_with(&places.project) {
+                Scope::Project
+            } else {
+                Scope::User
+            };
+            import::read(format, &abs, scope, &places)?
+        }
+        (None, Some(dialect)) => {
+            let (located, searched) = import::locate(dialect, &places);
+            if located.is_empty() {
+                bail!(
+                    "no {dialect} config found; looked in:\n  {}",
+                    paths_text(&searched)
+                );
+            }
+            let mut all = Vec::new();
+            for l in located {
+                all.extend(l.result?);
+            }
+            all
+        }
+        (None, None) => bail!(
+            "name a SOURCE (claude-desktop, claude-code, vscode, cursor, windsurf, zed, goose, \
+             continue, mark3labs), or --from PATH --format SOURCE; `mcphost import --list` shows what is there"
+        ),
+    };
+
+    // Which servers, from which file.
+    let mut picked: Vec<(Imported, &Found)> = Vec::new();
+    for f in &found {
+        for s in &f.servers {
+            if args.only.is_empty() || args.only.contains(&s.name) {
+                picked.push((s.clone(), f));
+            }
+        }
+    }
+    let mut skipped: Vec<(String, &Found, String)> = Vec::new();
+    for f in &found {
+        for p in &f.problems {
+            match &p.server {
+                Some(name) if args.only.is_empty() || args.only.contains(name) => {
+                    skipped.push((name.clone(), f, p.reason.clone()));
+                }
+                Some(_) => {}
+                None => skipped.push((String::new(), f, p.reason.clone())),
+            }
+        }
+    }
+    for name in &args.only {
+        let known = picked.iter().any(|(s, _)| &s.name == name)
+            || skipped.iter().any(|(n, _, _)| n == name);
+        if !known {
+            let names: Vec<&str> = found
+                .iter()
+                .flat_map(|f| f.servers.iter().map(|s| s.name.as_str()))
+                .collect();
+            bail!(
+                "--only {name}: no such server in the source (it has: {})",
+                if names.is_empty() {
+                    "none".to_owned()
+                } else {
+                    names.join(", ")
+                }
+            );
+        }
+    }
+    fill_inputs(&mut picked, &args.inputs)?;
+    if args.move_secrets {
+        move_secrets(&mut picked, args.dry_run)?;
+    }
+
+    // Into our config.
+    let location = mcphost::config::location::resolve_config_path(config)?;
+    let opts = MergeOptions {
+        overwrite: args.overwrite,
+        rename_prefix: args.rename_prefix.clone(),
+    };
+    let servers: Vec<Imported> = picked.iter().map(|(s, _)| s.clone()).collect();
+    let env = mcphost::config::process_env;
+    let report = if args.dry_run {
+        let text = match std::fs::read_to_string(&location.path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("{}: cannot read it", location.path.display()));
+            }
+        };
+        // Secrets a dry run would move are not stored: count them as there.
+        let dry_env = |name: &str| match name.strip_prefix("keyring:") {
+            Some(_) if args.move_secrets => Some(String::new()),
+            _ => env(name),
+        };
+        import::merge(&text, &location.path, &servers, &opts, &dry_env)?
+    } else {
+        // A config named by --config or MCPHOST_CONFIG that does not exist
+        // yet is created, as at the default place.
+        let mut open_at = location.clone();
+        if !open_at.path.exists() {
+            open_at.source = mcphost::config::ConfigSource::Default;
+        }
+        let store = ConfigStore::open(open_at)?;
+        let mut report = None;
+        let edited = store
+            .edit_text(|text| {
+                let r = import::merge(text, &location.path, &servers, &opts, &env)?;
+                let new_text = r.text.clone();
+                report = Some(r);
+                Ok(new_text)
+            })
+            .await;
+        edited?;
+        report.context("the merge did not run")?
+    };
+    show_report(
+        &report,
+        &picked,
+        &skipped,
+        &location.path,
+        args.dry_run,
+        args.overwrite || args.rename_prefix.is_some(),
+        out,
+    );
+    Ok(0)
+}
+
+/// Puts each VS Code `${input:ID}` value in: from `--input`, else asked once
+/// on the terminal, else an error naming the input.
+fn fill_inputs(picked: &mut [(Imported, &Found)], given: &[String]) -> Result<()> {
+    let mut values: BTreeMap<String, String> = BTreeMap::new();
+    for kv in given {
+        let (k, v) = kv
+            .split_once('=')
+            .with_context(|| format!("--input {kv:?} is not ID=VALUE"))?;
+        values.insert(k.to_owned(), v.to_owned());
+    }
+    for (server, found) in picked.iter_mut() {
+        for id in server.inputs.clone() {
+            if values.contains_key(&id) {
+                continue;
+            }
+            let input = found.inputs.iter().find(|i| i.id == id);
+            if !crate::interactive::TerminalHost::available() {
+                let what = input
+                    .and_then(|i| i.description.as_deref())
+                    .map(|d| format!(" ({d})"))
+                    .unwrap_or_default();
+                bail!(
+                    "server {:?} in {} needs VS Code input {id:?}{what}, and there is no terminal to ask on; pass --input {id}=VALUE",
+                    server.name,
+                    found.path.display()
+                );
+            }
+            let value = ask(&id, input)?;
+            values.insert(id, value);
+        }
+        let missing = server.fill_inputs(&|id| values.get(id).cloned());
+        if let Some(id) = missing.first() {
+            bail!("server {:?}: input {id:?} has no value", server.name);
+        }
+    }
+    Ok(())
+}
+
+/// `--move-secrets`: each secret-looking env value into the OS keyring
+/// (nothing stored with --dry-run; the notes say what would move). The
+/// keyring is stored to before the config is written: a failure stops the
+/// import with nothing written.
+fn move_secrets(picked: &mut [(Imported, &Found)], dry_run: bool) -> Result<()> {
+    for (server, _) in picked.iter_mut() {
+        let mut store = |name: &str, value: &str| {
+            if dry_run {
+                Ok(())
+            } else {
+                mcphost::auth::store::store_config_secret(name, value)
+            }
+        };
+        server.move_secrets(&mut store).map_err(|reason| {
+            anyhow::anyhow!(
+                "--move-secrets: cannot store the secrets of server {:?} in the OS keyring: {reason}; \
+                 the config was not changed (import without --move-secrets to keep them in env)",
+                server.name
+            )
+        })?;
+    }
+    Ok(())
+}
+
+fn ask(id: &str, input: Option<&Input>) -> Result<String> {
+    let label = match input.and_then(|i| i.description.as_deref()) {
+        Some(d) => format!("{d} ({id}):"),
+        None => format!("VS Code input {id}:"),
+    };
+    let answer = if input.is_some_and(|i| i.password) {
+        inquire::Password::new(&label)
+            .without_confirmation()
+            .prompt()
+    } else {
+        let mut t = inquire::Text::new(&label);
+        if let Some(d) = input.and_then(|i| i.default.as_deref()) {
+            t = t.with_default(d);
+        }
+        t.prompt()
+    };
+    answer.with_context(|| format!("asking for input {id:?}"))
+}
+
+fn paths_text(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join("\n  ")
+}
+
+fn server_json(s: &Imported) -> Value {
+    json!({
+        "name": s.name,
+        "transport": s.transport.name(),
+        "dropped": s.dropped,
+        "notes": s.notes,
+        "inputs": s.inputs,
+    })
+}
+
+/// `--list`: every config found, its servers and what cannot be imported.
+fn list(source: Option<Dialect>, places: &Places, out: &Out) {
+    let dialects: Vec<Dialect> = match source {
+        Some(d) => vec![d],
+        None => Dialect::ALL.to_vec(),
+    };
+    let mut files = Vec::new();
+    let mut searched = Vec::new();
+    for d in dialects {
+        let (located, s) = import::locate(d, places);
+        files.extend(located);
+        searched.extend(s);
+    }
+    if out.json {
+        let found: Vec<Value> = files
+            .iter()
+            .flat_map(|l| match &l.result {
+                Ok(sections) => sections
+                    .iter()
+                    .map(|f| {
+                        json!({
+                            "source": l.dialect.name(),
+                            "path": l.path,
+                            "scope": l.scope,
+                            "section": f.section,
+                            "servers": f.servers.iter().map(server_json).collect::<Vec<_>>(),
+                            "problems": f.problems,
+                            "inputs": f.inputs,
+                        })
+                    })
+                    .collect::<Vec<_>>(),
+                Err(e) => vec![json!({
+                    "source": l.dialect.name(),
+                    "path": l.path,
+                    "scope": l.scope,
+                    "error": e.to_string(),
+                })],
+            })
+            .collect();
+        outln!("{}", json!({ "found": found, "searched": searched }));
+        return;
+    }
+    if files.is_empty() {
+        outln!(
+            "No MCP server configs found. Looked in:\n  {}",
+            paths_text(&searched)
+        );
+        return;
+    }
+    let mut rows = vec![vec![
+        "SOURCE".to_owned(),
+        "SERVER".to_owned(),
+        "TRANSPORT".to_owned(),
+        "FILE".to_owned(),
+    ]];
+    let mut notes = Vec::new();
+    for l in &files {
+        match &l.result {
+            Err(e) => notes.push(format!("{}: cannot be read: {e}", l.dialect)),
+            Ok(sections) => {
+                for f in sections {
+                    if f.servers.is_empty() && f.problems.is_empty() {
+                        rows.push(vec![
+                            l.dialect.name().to_owned(),
+                            "(none)".to_owned(),
+                            "-".to_owned(),
+                            f.origin(),
+                        ]);
+                    }
+                    for s in &f.servers {
+                        rows.push(vec![
+                            l.dialect.name().to_owned(),
+                            s.name.clone(),
+                            s.transport.name().to_owned(),
+                            f.origin(),
+                        ]);
+                        for d in &s.dropped {
+                            notes.push(format!("{} {}: would leave out {d}", l.dialect, s.name));
+                        }
+                        for id in &s.inputs {
+                            notes.push(format!(
+                                "{} {}: asks for VS Code input {id:?} on import",
+                                l.dialect, s.name
+                            ));
+                        }
+                    }
+                    for p in &f.problems {
+                        match &p.server {
+                            Some(name) => {
+                                rows.push(vec![
+                                    l.dialect.name().to_owned(),
+                                    name.clone(),
+                                    "-".to_owned(),
+                                    f.origin(),
+                                ]);
+                                notes.push(format!(
+                                    "{} {name}: cannot be imported: {}",
+                                    l.dialect, p.reason
+                                ));
+                            }
+                            None => {
+                                notes.push(format!("{} {}: {}", l.dialect, f.origin(), p.reason))
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    crate::output::table(&rows);
+    for n in notes {
+        outln!("{n}");
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn show_report(
+    report: &import::MergeReport,
+    picked: &[(Imported, &Found)],
+    skipped: &[(String, &Found, String)],
+    config: &std::path::Path,
+    dry_run: bool,
+    has_option: bool,
+    out: &Out,
+) {
+    let origin = |from: &str| picked.iter().find(|(s, _)| s.name == from);
+    let changed = report
+        .results
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.action,
+                Action::Added | Action::AddedDisabled | Action::Replaced
+            )
+        })
+        .count();
+    if out.json {
+        let servers: Vec<Value> = report
+            .results
+            .iter()
+            .map(|r| {
+                let (s, f) = match origin(&r.from) {
+                    Some((s, f)) => (Some(s), Some(*f)),
+                    None => (None, None),
+                };
+                json!({
+                    "name": r.name,
+                    "from": r.from,
+                    "source": f.map(|f| f.dialect.name()),
+                    "path": f.map(|f| f.path.clone()),
+                    "transport": s.map(|s| s.transport.name()),
+                    "action": r.action,
+                    "reason": r.reason,
+                    "dropped": s.map(|s| s.dropped.clone()).unwrap_or_default(),
+                    "notes": s.map(|s| s.notes.clone()).unwrap_or_default(),
+                })
+            })
+            .collect();
+        let not_imported: Vec<Value> = skipped
+            .iter()
+            .map(|(name, f, reason)| {
+                json!({
+                    "server": (!name.is_empty()).then_some(name),
+                    "source": f.dialect.name(),
+                    "path": f.path,
+                    "reason": reason,
+                })
+            })
+            .collect();
+        outln!(
+            "{}",
+            json!({
+                "config": config,
+                "dryRun": dry_run,
+                "written": !dry_run && changed > 0,
+                "servers": servers,
+                "notImported": not_imported,
+            })
+        );
+        return;
+    }
+    let would = if dry_run { "would be " } else { "" };
+    for r in &report.results {
+        let from = origin(&r.from);
+        let transport = from.map(|(s, _)| s.transport.name()).unwrap_or("?");
+        let file = from.map(|(_, f)| f.origin()).unwrap_or_default();
+        let renamed = if r.name != r.from {
+            format!(" (as {})", r.name)
+        } else {
+            String::new()
+        };
+        match r.action {
+            Action::Added => outln!("{would}added {}{renamed} ({transport}) from {file}", r.from),
+            Action::Replaced => {
+                outln!("{would}replaced {} ({transport}) from {file}", r.name)
+            }
+            Action::AddedDisabled => outln!(
+                "{would}added {}{renamed} ({transport}) from {file}, DISABLED: {}",
+                r.from,
+                r.reason.as_deref().unwrap_or("")
+            ),
+            Action::Duplicate => outln!(
+                "duplicate {}: the config already has this entry; skipped",
+                r.name
+            ),
+            Action::Conflict => outln!(
+                "conflict {}: {}; skipped{}",
+                r.name,
+                r.reason.as_deref().unwrap_or(""),
+                if has_option {
+                    ""
+                } else {
+                    " (--overwrite replaces it, --rename-prefix PREFIX adds it under another name)"
+                }
+            ),
+            Action::Invalid => outln!(
+                "not imported {}: mcphost would refuse it: {}",
+                r.from,
+                r.reason.as_deref().unwrap_or("")
+            ),
+        }
+        if let Some((s, _)) = from
+            && matches!(
+                r.action,
+                Action::Added | Action::AddedDisabled | Action::Replaced
+            )
+        {
+            for d in &s.dropped {
+                outln!("  left out {d}");
+            }
+            for n in &s.notes {
+                outln!("  note: {n}");
+            }
+        }
+    }
+    for (name, f, reason) in skipped {
+        if name.is_empty() {
+            outln!("problem in {}: {reason}", f.origin());
+        } else {
+            outln!("not imported {name} (from {}): {reason}", f.origin());
+        }
+    }
+    if dry_run {
+        outln!("dry run: {} not changed", config.display());
+    } else if changed > 0 {
+        outln!(
+            "wrote {} ({changed} server{} added)",
+            config.display(),
+            if changed == 1 { "" } else { "s" }
+        );
+    } else {
+        outln!("nothing to add: {} not changed", config.display());
+    }
+}

@@ -1,0 +1,119 @@
+//! Zed's `context_servers` (in its JSONC settings): a custom command, either
+//! as `"command": {"path", "args", "env"}` or flat `command`/`args`/`env`,
+//! or a remote `url` with `headers`. Servers provided by a Zed extension
+//! (`"source": "extension"`) cannot be imported: the extension knows its
+//! command, we do not.
+
+use super::value::{Map, Value};
+
+use super::json::transport;
+use super::vars::Rules;
+use super::{Ctx, Found, Server, kind};
+
+pub(super) fn read(ctx: &Ctx<'_>, root: &Map) -> Found {
+    let mut found = ctx.found();
+    let Some(value) = root.get("context_servers") else {
+        return found;
+    };
+    let Value::Object(map) = value else {
+        found.problem(
+            None,
+            format!("context_servers is {}, not an object", kind(value)),
+        );
+        return found;
+    };
+    for (name, entry) in map {
+        let mut s = Server::new(name, Rules::Literal);
+        match entry {
+            Value::Object(obj) => fields(obj, &mut s),
+            other => s.fail(format!("its entry is {}, not an object", kind(other))),
+        }
+        s.finish(&mut found);
+    }
+    found
+}
+
+fn fields(obj: &Map, s: &mut Server<'_>) {
+    let has_command = obj.contains_key("command");
+    let has_url = obj.contains_key("url");
+    if !has_command && !has_url {
+        let source = obj
+            .get("source")
+            .and_then(Value::as_str)
+            .unwrap_or("extension");
+        s.fail(format!(
+            "is provided by a Zed extension (source {source:?}); only Zed can run it (add its command to mcphost's config by hand)"
+        ));
+        return;
+    }
+    for (key, v) in obj {
+        match key.as_str() {
+            "source" => {}
+            "command" => match v {
+                Value::String(c) => s.entry.command = s.text("command", c),
+                Value::Object(cmd) => {
+                    for (k, v) in cmd {
+                        match k.as_str() {
+                            "path" => match v.as_str() {
+                                Some(p) => s.entry.command = s.text("command.path", p),
+                                None => s.fail("command.path is not a string"),
+                            },
+                            "args" => {
+                                if let Some(a) = s.strings("command.args", v) {
+                                    s.entry.args = a;
+                                }
+                            }
+                            "env" => {
+                                if !v.is_null()
+                                    && let Some(m) = s.string_map("command.env", v)
+                                {
+                                    s.entry.env = m;
+                                }
+                            }
+                            other => s.drop_field(
+                                &format!("command.{other}"),
+                                "a Zed setting mcphost has no equivalent for",
+                            ),
+                        }
+                    }
+                }
+                other => s.fail(format!(
+                    "command is {}, not a string or an object",
+                    kind(other)
+                )),
+            },
+            "args" => {
+                if let Some(a) = s.strings("args", v) {
+                    s.entry.args = a;
+                }
+            }
+            "env" => {
+                if !v.is_null()
+                    && let Some(m) = s.string_map("env", v)
+                {
+                    s.entry.env = m;
+                }
+            }
+            "url" => match v.as_str() {
+                Some(u) => s.entry.url = s.text("url", u),
+                None => s.fail(format!("url is {}, not a string", kind(v))),
+            },
+            "headers" => {
+                if let Some(m) = s.string_map("headers", v) {
+                    s.entry.headers = m;
+                }
+            }
+            "enabled" => match v.as_bool() {
+                Some(b) => s.entry.disabled = !b,
+                None => s.fail(format!("enabled is {}, not a boolean", kind(v))),
+            },
+            "settings" => {
+                if v.as_object().is_some_and(|m| !m.is_empty()) {
+                    s.drop_field("settings", "settings are passed to Zed extensions only");
+                }
+            }
+            other => s.drop_field(other, "a Zed setting mcphost has no equivalent for"),
+        }
+    }
+    transport(None, s);
+}
