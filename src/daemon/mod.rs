@@ -62,6 +62,12 @@ pub struct DaemonOptions {
     /// connected host can answer (the CLI's `--on-elicitation` /
     /// `--on-sampling`).
     pub fallback: PolicyHost,
+    /// The version `mcphost/status` reports instead of this build's (tests
+    /// of the CLI's version check only: `MCPHOST_TEST_FAKE_VERSION`).
+    pub report_version: Option<String>,
+    /// The service manager that runs this daemon (`MCPHOST_SERVICE`, set by
+    /// the unit `mcphost service install` writes), for `mcphost/status`.
+    pub service: Option<String>,
 }
 
 /// Run until SIGINT or SIGTERM; every server is stopped before returning.
@@ -82,6 +88,8 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     } else {
         None
     };
+    // `mcphost/daemon/shutdown` cancels it: the same stop as SIGTERM.
+    let stop = tokio_util::sync::CancellationToken::new();
     let eras = match crate::ipc::default_state_dir() {
         Some(dir) => crate::client::EraCache::at(dir.join("eras.json")),
         None => crate::client::EraCache::in_memory(),
@@ -105,6 +113,9 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
         .info(EngineInfo {
             socket: Some(listener.path().to_owned()),
             config_path: Some(opts.config.path.clone()),
+            version: opts.report_version.clone(),
+            stop: Some(stop.clone()),
+            service: opts.service.clone(),
         })
         .editor(Arc::new(StoreEditor(store.clone())))
         .start();
@@ -153,15 +164,19 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
             },
             _ = sigterm.recv() => { info!("SIGTERM: stopping"); break; }
             _ = sigint.recv() => { info!("SIGINT: stopping"); break; }
+            _ = stop.cancelled() => break,
         }
     }
+    // New clients are refused from here on (no socket), while the lock
+    // keeps a new daemon off the socket until every server has stopped.
+    let held = listener.close();
     // `apply` never awaits, so an abort cannot leave half a reload; the
     // await makes sure none runs once shutdown has begun.
     reloader.abort();
     let _ = reloader.await;
     // Also waits for servers a reload is still stopping.
     registry.shutdown().await;
-    drop(listener);
+    drop(held);
     info!("stopped");
     Ok(())
 }

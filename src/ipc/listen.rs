@@ -72,8 +72,16 @@ pub struct Listener {
     uid: u32,
     max_message_bytes: usize,
     outbound_capacity: usize,
-    /// Held for our lifetime; declared last so it is released last.
-    _lock: Flock<File>,
+    /// Held for our lifetime (or past it, by [`Listener::close`]); declared
+    /// last so it is released last.
+    lock: Option<Flock<File>>,
+}
+
+/// The one-daemon lock of a socket no longer listened on: while it is held
+/// no other daemon can take the socket. Dropping it releases the lock.
+#[derive(Debug)]
+pub struct SocketLock {
+    _lock: Option<Flock<File>>,
 }
 
 impl std::fmt::Debug for Listener {
@@ -89,7 +97,7 @@ impl std::fmt::Debug for Listener {
 pub async fn listen(opts: ListenOptions) -> Result<Listener, IpcError> {
     let path = std::path::absolute(&opts.path)
         .map_err(IpcError::io("resolving the socket path", &opts.path))?;
-    let (Some(dir), Some(file_name)) = (path.parent(), path.file_name()) else {
+    let (Some(dir), Some(_)) = (path.parent(), path.file_name()) else {
         return Err(IpcError::UnsafeDir {
             dir: path.clone(),
             reason: "the socket path has no parent directory".to_owned(),
@@ -98,9 +106,7 @@ pub async fn listen(opts: ListenOptions) -> Result<Listener, IpcError> {
     let uid = our_uid();
     prepare_dir(dir, DIR_MODE, uid)?;
 
-    let mut lock_name = file_name.to_owned();
-    lock_name.push(".lock");
-    let lock = take_lock(&dir.join(lock_name), &path)?;
+    let lock = take_lock(&listener_lock_path(&path), &path)?;
 
     match std::fs::symlink_metadata(&path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -151,13 +157,47 @@ pub async fn listen(opts: ListenOptions) -> Result<Listener, IpcError> {
         uid,
         max_message_bytes: opts.max_message_bytes,
         outbound_capacity: opts.outbound_capacity,
-        _lock: lock,
+        lock: Some(lock),
     })
+}
+
+/// The lock file a daemon holds on `socket` for as long as it listens
+/// (`PATH.lock` beside the socket).
+pub fn listener_lock_path(socket: &Path) -> PathBuf {
+    let mut name = socket.file_name().unwrap_or_default().to_owned();
+    name.push(".lock");
+    socket.with_file_name(name)
+}
+
+/// Creates the socket's directory (0700) or checks an existing one, by the
+/// same rules as [`listen`]: for clients that keep files beside the socket
+/// (the CLI's start-up lock) before any daemon has made it.
+pub fn prepare_socket_dir(socket: &Path) -> Result<(), IpcError> {
+    let path =
+        std::path::absolute(socket).map_err(IpcError::io("resolving the socket path", socket))?;
+    let Some(dir) = path.parent() else {
+        return Err(IpcError::UnsafeDir {
+            dir: path.clone(),
+            reason: "the socket path has no parent directory".to_owned(),
+        });
+    };
+    prepare_dir(dir, DIR_MODE, our_uid())
 }
 
 impl Listener {
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Stops listening and removes the socket file (as dropping does), but
+    /// keeps the one-daemon lock until the returned [`SocketLock`] drops: a
+    /// daemon stopping its servers refuses new clients at once (they see no
+    /// daemon, instead of waiting in the backlog) while no new daemon can
+    /// start on the socket before it is done.
+    pub fn close(mut self) -> SocketLock {
+        SocketLock {
+            _lock: self.lock.take(),
+        }
     }
 
     /// Waits for the next client of our own uid. Connections from other

@@ -49,7 +49,9 @@ use std::path::PathBuf;
 #[doc(hidden)]
 pub use conn::fuzz_socket_reader;
 pub use conn::{connect, connect_blocking};
-pub use listen::{ListenOptions, Listener, PeerCred, listen};
+pub use listen::{
+    ListenOptions, Listener, PeerCred, SocketLock, listen, listener_lock_path, prepare_socket_dir,
+};
 pub use path::{
     SOCKET_ENV, STATE_DIR_ENV, default_socket_path, default_state_dir, resolve_socket_path,
 };

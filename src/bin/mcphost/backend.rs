@@ -19,6 +19,8 @@ pub struct ToolRow {
     pub server: String,
     pub tool: String,
     pub description: String,
+    /// Token cost (`None` from a daemon built without `tokens`).
+    pub tokens: Option<u64>,
     pub raw: Box<RawValue>,
 }
 
@@ -50,14 +52,11 @@ impl Backend {
     /// A connection to the daemon. With `host`, it declares that host's
     /// capabilities and answers the server requests the daemon routes to
     /// it (those caused by this connection's calls).
-    pub async fn daemon(socket: &Path, host: Option<Arc<dyn Host>>) -> Result<Backend> {
-        let conn = mcphost::ipc::connect(socket, mcphost::ipc::DEFAULT_MAX_MESSAGE_BYTES)
-            .await
-            .map_err(|e| {
-                anyhow!(
-                    "{e}; is the daemon running? Start it with `mcphost daemon`, or use --direct"
-                )
-            })?;
+    /// Started when none runs, as [`crate::autostart`] says.
+    pub async fn daemon(
+        auto: &crate::autostart::Autostart,
+        host: Option<Arc<dyn Host>>,
+    ) -> Result<Backend> {
         let mut opts = ClientOptions {
             request_timeout: Duration::from_secs(600),
             // Our own daemon: the handshake, never an era probe (a refused
@@ -69,7 +68,7 @@ impl Backend {
             opts.host = host;
         }
         Ok(Backend::Daemon(
-            ServerClient::connect("daemon", conn, opts).await?,
+            auto.connect(opts, ", or use --direct").await?,
         ))
     }
 
@@ -230,6 +229,7 @@ impl Backend {
                     server: field("server")?,
                     tool: field("tool")?,
                     description: field("description")?,
+                    tokens: raw_field::<Option<u64>>(&raw, "tokens")?.flatten(),
                     raw,
                 })
             })

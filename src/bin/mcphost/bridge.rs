@@ -10,7 +10,6 @@ use std::collections::HashSet;
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
 use std::os::unix::net::UnixStream;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -53,10 +52,25 @@ impl Shared {
 /// Pump stdio to the daemon socket, so any MCP host can use the daemon.
 /// Losing the daemon while the host is still talking is an error: the host
 /// must learn that its server is gone, not see a clean exit.
-pub async fn run(socket: &Path) -> Result<()> {
+pub async fn run(auto: &crate::autostart::Autostart) -> Result<()> {
+    let socket = auto.socket.as_path();
+    // Started if it is not running, its version checked; the relay then
+    // gets a connection of its own, unseen by anything but the host.
+    let checking = std::time::Instant::now();
+    let probe = auto
+        .connect(
+            mcphost::client::ClientOptions {
+                known_era: Some(mcphost::protocol::Era::Handshake),
+                ..Default::default()
+            },
+            "",
+        )
+        .await?;
+    probe.shutdown().await;
+    tracing::debug!("the daemon's version checked in {:?}", checking.elapsed());
     let stream = mcphost::ipc::connect_blocking(socket)
         .await
-        .map_err(|e| anyhow!("{e}; is the daemon running? Start it with `mcphost daemon`"))?;
+        .map_err(|e| crate::autostart::not_running(&e, ""))?;
     let who = format!("the daemon at {}", socket.display());
     let shared = Arc::new(Shared {
         unanswered: Mutex::new(HashSet::new()),

@@ -1,0 +1,939 @@
+//! The daemon starts itself: the CLI and `mcphost bridge` start one when
+//! none runs, three processes racing end with one daemon, an outdated
+//! daemon is restarted when nobody else uses it, `--no-autostart` and the
+//! config switch keep the old error, and `mcphost service install` writes
+//! the unit. Every daemon a test starts is stopped when its sandbox drops.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::{Daemon, MCPHOST, Sandbox, alive, lenient_json, poll, ts_config};
+use serde_json::Value;
+
+const WAIT: Duration = Duration::from_secs(30);
+const OURS: &str = env!("CARGO_PKG_VERSION");
+
+/// A sandbox where autostart is on, with its own state directory (the
+/// daemon's log); every daemon on its socket is stopped on drop.
+struct Auto {
+    sb: Sandbox,
+    state: PathBuf,
+}
+
+impl std::ops::Deref for Auto {
+    type Target = Sandbox;
+    fn deref(&self) -> &Sandbox {
+        &self.sb
+    }
+}
+
+impl Auto {
+    fn new(config: &str) -> Auto {
+        let mut sb = Sandbox::new();
+        let state = sb.dir.path().join("state");
+        sb.env
+            .push(("MCPHOST_STATE_DIR".into(), state.display().to_string()));
+        sb.write_config(config);
+        Auto { sb, state }
+    }
+
+    /// `mcphost` with autostart on.
+    fn cmd(&self) -> Command {
+        let mut c = self.sb.command();
+        c.env_remove("MCPHOST_NO_AUTOSTART");
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> common::Run {
+        let out = self.cmd().args(args).output().unwrap();
+        common::Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    fn log(&self) -> PathBuf {
+        self.state.join("daemon.log")
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(self.log()).unwrap_or_default()
+    }
+
+    /// Live `mcphost daemon` processes on this sandbox's socket.
+    fn daemons(&self) -> Vec<u32> {
+        daemons_on(&self.sb.socket)
+    }
+}
+
+impl Drop for Auto {
+    fn drop(&mut self) {
+        for pid in self.daemons() {
+            stop(pid);
+        }
+    }
+}
+
+/// Live `mcphost daemon` processes whose command line names `socket`
+/// (not counting a daemon's own forked helper, which shares its command
+/// line).
+fn daemons_on(socket: &Path) -> Vec<u32> {
+    let all = processes_on(socket);
+    all.iter()
+        .copied()
+        .filter(|pid| !all.contains(&parent_of(*pid)))
+        .collect()
+}
+
+fn parent_of(pid: u32) -> u32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
+}
+
+fn processes_on(socket: &Path) -> Vec<u32> {
+    let socket = socket.display().to_string();
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let ours = args.first().is_some_and(|a| a == MCPHOST)
+            && args.iter().any(|a| a == "daemon")
+            && args.contains(&socket);
+        if ours && alive(pid) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// SIGTERM, then SIGKILL after 10 s; returns once it is gone.
+fn stop(pid: u32) {
+    // SAFETY: kill(2) on a pid we found running our daemon.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(pid) {
+        if Instant::now() >= deadline {
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The session id of `pid` (field 6 of /proc/PID/stat).
+fn session_of(pid: u32) -> i64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let (_, rest) = stat.rsplit_once(')').unwrap();
+    rest.split_whitespace().nth(3).unwrap().parse().unwrap()
+}
+
+/// A `mcphost bridge` on piped stdio; every stdout line is kept.
+struct Bridge {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+    /// Everything it wrote to stdout so far.
+    seen: Vec<String>,
+}
+
+impl Bridge {
+    fn start(mut cmd: Command) -> Bridge {
+        let mut child = cmd
+            .arg("bridge")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Bridge {
+            child,
+            stdin: Some(stdin),
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    fn send(&mut self, msg: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{msg}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// The answer to request `id`.
+    fn request(&mut self, id: u64, method: &str, params: &str) -> Value {
+        self.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{params}}}"#
+        ));
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = match self.lines.recv_timeout(left) {
+                Ok(line) => line,
+                Err(_) => {
+                    let _ = self.child.kill();
+                    let out = self.child.wait_with_output_stderr();
+                    panic!(
+                        "no answer to {method} (id {id}); stdout so far {:?}; stderr {out}",
+                        self.seen
+                    );
+                }
+            };
+            self.seen.push(line.clone());
+            let v = lenient_json(&line);
+            if v["id"] == id {
+                return v;
+            }
+        }
+    }
+
+    fn initialize(&mut self) -> Value {
+        let r = self.request(
+            1,
+            "initialize",
+            r#"{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}"#,
+        );
+        self.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        r
+    }
+
+    /// Lists tools (ids from 10) until `name` is among them.
+    fn tools_until(&mut self, name: &str) -> Value {
+        let deadline = Instant::now() + WAIT;
+        for id in 10.. {
+            let r = self.request(id, "tools/list", "{}");
+            let tools = &r["result"]["tools"];
+            if tools
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t["name"] == name))
+            {
+                return r;
+            }
+            assert!(Instant::now() < deadline, "{name} never listed: {r}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        unreachable!()
+    }
+
+    /// Closes stdin and waits for the exit: its status and stderr.
+    fn finish(&mut self) -> (std::process::ExitStatus, String) {
+        drop(self.stdin.take());
+        let status = self.child.wait().unwrap();
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut e, &mut err);
+        }
+        for line in self.lines.try_iter() {
+            self.seen.push(line);
+        }
+        (status, err)
+    }
+}
+
+trait StderrText {
+    fn wait_with_output_stderr(&mut self) -> String;
+}
+
+impl StderrText for Child {
+    fn wait_with_output_stderr(&mut self) -> String {
+        let _ = self.wait();
+        let mut err = String::new();
+        if let Some(mut e) = self.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut e, &mut err);
+        }
+        err
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Every line a bridge wrote to stdout is a JSON-RPC message.
+fn only_mcp(lines: &[String]) {
+    for line in lines {
+        let v = lenient_json(line);
+        assert_eq!(
+            v["jsonrpc"], "2.0",
+            "not MCP on the bridge's stdout: {line}"
+        );
+    }
+}
+
+fn count(text: &str, needle: &str) -> usize {
+    text.matches(needle).count()
+}
+
+#[test]
+fn a_command_with_no_daemon_starts_one_detached_that_outlives_it_and_answers() {
+    let a = Auto::new(&ts_config(&[]));
+    assert!(a.daemons().is_empty());
+    let started = Instant::now();
+    let r = a.run(&["--json", "servers", "--wait"]);
+    assert_eq!(r.code, 0, "{r:?}\nlog:\n{}", a.log_text());
+    let took = started.elapsed();
+    assert_eq!(r.json()[0]["state"], "ready", "{r:?}");
+    // The CLI has exited; the daemon it started lives on, in a session of
+    // its own (no terminal's signals), logging to the state directory.
+    let pids = a.daemons();
+    assert_eq!(pids.len(), 1, "{pids:?}");
+    assert_eq!(
+        session_of(pids[0]),
+        i64::from(pids[0]),
+        "not its own session"
+    );
+    let log = a.log_text();
+    assert!(log.contains("daemon ready"), "{log}");
+    // Nothing of the daemon's on the command's output.
+    assert!(
+        !r.stdout.contains("daemon ready") && !r.stderr.contains("daemon ready"),
+        "{r:?}"
+    );
+    // The next command uses it.
+    let s = a.run(&["--json", "status"]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert_eq!(s.json()["pid"], pids[0], "{s:?}");
+    assert_eq!(s.json()["version"], OURS);
+    let r = a.run(&["--json", "call", "ts__echo", r#"{"text":"hi"}"#]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(common::text_of(&r.json()), "hi");
+    eprintln!("start + first servers --wait: {took:?}");
+}
+
+#[test]
+fn a_bridge_with_no_daemon_starts_one_and_serves_initialize_and_tools_list_on_stdout() {
+    let a = Auto::new(&ts_config(&[]));
+    let mut b = Bridge::start(a.cmd());
+    let init = b.initialize();
+    assert_eq!(init["result"]["serverInfo"]["name"], "mcphost", "{init}");
+    let tools = b.tools_until("ts__echo");
+    assert!(
+        tools["result"]["tools"].as_array().unwrap().len() > 1,
+        "{tools}"
+    );
+    let (status, err) = b.finish();
+    assert!(status.success(), "{status}: {err}");
+    only_mcp(&b.seen);
+    assert_eq!(a.daemons().len(), 1);
+    // Its log is the daemon's, not the bridge's stderr.
+    assert!(!err.contains("daemon ready"), "{err}");
+    assert!(a.log_text().contains("daemon ready"));
+}
+
+#[test]
+fn the_first_listing_after_a_start_already_has_the_servers_tools() {
+    // A host asks tools/list once, right after initialize; many never
+    // look again. So does a person's first `mcphost tools`.
+    let a = Auto::new(&ts_config(&[]));
+    let r = a.run(&["--json", "tools"]);
+    assert_eq!(r.code, 0, "{r:?}\nlog:\n{}", a.log_text());
+    let listed = r.json();
+    let names: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"ts__echo"), "{names:?}");
+    for pid in a.daemons() {
+        stop(pid);
+    }
+    let mut b = Bridge::start(a.cmd());
+    b.initialize();
+    let tools = b.request(10, "tools/list", "{}");
+    assert!(
+        tools["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["name"] == "ts__echo")),
+        "{tools}"
+    );
+    let (status, err) = b.finish();
+    assert!(status.success(), "{status}: {err}");
+}
+
+#[test]
+fn two_bridges_and_a_command_racing_to_start_it_end_with_one_daemon_all_served() {
+    for round in 0..3 {
+        let a = Auto::new(&ts_config(&[]));
+        // Spawned back to back: all three find no daemon.
+        let mut b1 = Bridge::start(a.cmd());
+        let mut b2 = Bridge::start(a.cmd());
+        let cli = a
+            .cmd()
+            .args(["--json", "servers", "--wait"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        for b in [&mut b1, &mut b2] {
+            let init = b.initialize();
+            assert_eq!(init["result"]["serverInfo"]["name"], "mcphost", "{init}");
+            b.tools_until("ts__echo");
+        }
+        let out = cli.wait_with_output().unwrap();
+        assert!(out.status.success(), "{out:?}\nlog:\n{}", a.log_text());
+        let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(list[0]["state"], "ready", "{list}");
+        for mut b in [b1, b2] {
+            let (status, err) = b.finish();
+            assert!(status.success(), "{status}: {err}");
+            only_mcp(&b.seen);
+        }
+        let pids = a.daemons();
+        assert_eq!(pids.len(), 1, "round {round}: {pids:?}");
+        // Exactly one was ever started: one listened, none was refused.
+        let log = a.log_text();
+        assert_eq!(count(&log, "daemon ready"), 1, "round {round}:\n{log}");
+        assert_eq!(count(&log, "already listening"), 0, "round {round}:\n{log}");
+    }
+}
+
+#[test]
+fn an_outdated_daemon_is_restarted_when_alone_and_kept_with_a_warning_when_others_use_it() {
+    // A daemon that says it is another version, started by hand.
+    let mut sb = Sandbox::new();
+    sb.env
+        .push(("MCPHOST_TEST_FAKE_VERSION".into(), "0.0.0-old".into()));
+    let mut old = Daemon::start_in(sb, &ts_config(&[]));
+    let old_pid = old.pid();
+    let mut cmd = old.command();
+    cmd.env_remove("MCPHOST_NO_AUTOSTART")
+        .env_remove("MCPHOST_TEST_FAKE_VERSION")
+        .env("MCPHOST_STATE_DIR", old.dir.path().join("state"));
+
+    // Someone else connected: it stays, and the command says so once.
+    let other = std::os::unix::net::UnixStream::connect(&old.socket).unwrap();
+    // Wait until the daemon counts it.
+    poll("the other client to be counted", WAIT, || {
+        let s = old.json(&["status"]);
+        (s["clients"].as_u64() >= Some(2)).then_some(())
+    });
+    let out = cmd.args(["--json", "status"]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["version"], "0.0.0-old", "{s}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(count(&err, "warning:"), 1, "{err}");
+    assert!(
+        err.contains("runs mcphost 0.0.0-old") && err.contains("1 other client"),
+        "{err}"
+    );
+    assert!(err.contains(&format!("kill {old_pid}")), "{err}");
+    drop(other);
+
+    // Alone with it: it is asked to stop and this version starts.
+    poll("the other client to leave", WAIT, || {
+        let s = old.json(&["status"]);
+        (s["clients"].as_u64() == Some(1)).then_some(())
+    });
+    let mut cmd = old.command();
+    cmd.env_remove("MCPHOST_NO_AUTOSTART")
+        .env_remove("MCPHOST_TEST_FAKE_VERSION")
+        .env("MCPHOST_STATE_DIR", old.dir.path().join("state"));
+    let out = cmd.args(["--json", "status"]).output().unwrap();
+    let new_pids = daemons_on(&old.socket);
+    // Stop the new one whatever the asserts say.
+    struct Stop(Vec<u32>);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            self.0.iter().for_each(|p| stop(*p));
+        }
+    }
+    let _stop = Stop(new_pids.iter().copied().filter(|p| *p != old_pid).collect());
+    assert!(
+        out.status.success(),
+        "{out:?}\nold daemon:\n{}",
+        old.log_text()
+    );
+    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["version"], OURS, "{s}");
+    assert_ne!(s["pid"], old_pid, "{s}");
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("warning"),
+        "{out:?}"
+    );
+    // The old one stopped by itself, cleanly.
+    let status = poll("the old daemon to exit", WAIT, || old.child_exit());
+    assert!(status.success(), "{status}");
+    assert!(
+        old.log_text().contains("shutdown requested"),
+        "{}",
+        old.log_text()
+    );
+    assert_eq!(new_pids.len(), 1, "{new_pids:?}");
+}
+
+#[test]
+fn no_autostart_by_flag_env_or_config_gives_the_clear_error_and_starts_nothing() {
+    let a = Auto::new(&ts_config(&[]));
+    let clear = "is the daemon running? Start it with `mcphost daemon`";
+    let r = a.run(&["--no-autostart", "status"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains(clear), "{r:?}");
+    let mut c = a.cmd();
+    let out = c
+        .env("MCPHOST_NO_AUTOSTART", "1")
+        .args(["tools"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(clear),
+        "{out:?}"
+    );
+    // The bridge too.
+    let out = a
+        .cmd()
+        .args(["--no-autostart", "bridge"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(clear),
+        "{out:?}"
+    );
+    // The config's switch.
+    a.write_config(r#"{ "loginShellPath": false, "daemon": { "autostart": false } }"#);
+    let r = a.run(&["servers"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains(clear), "{r:?}");
+    assert!(a.daemons().is_empty());
+    assert!(!a.socket.exists());
+    assert!(!a.log().exists());
+}
+
+#[test]
+fn a_daemon_that_cannot_start_is_reported_with_its_log() {
+    let a = Auto::new(r#"{ "mcpServers": 5 }"#);
+    let r = a.run(&["status"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("before listening"), "{r:?}");
+    assert!(r.stderr.contains(&a.log().display().to_string()), "{r:?}");
+    // The daemon's own words, from its log.
+    assert!(r.stderr.contains("mcpServers"), "{r:?}");
+    assert!(a.daemons().is_empty());
+}
+
+#[test]
+fn the_daemon_itself_refuses_a_second_instance_on_a_live_socket() {
+    let a = Auto::new(&ts_config(&[]));
+    assert_eq!(a.run(&["status"]).code, 0);
+    let out = a.cmd().arg("daemon").output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("already listening"),
+        "{out:?}"
+    );
+    assert_eq!(a.daemons().len(), 1);
+}
+
+#[test]
+fn service_install_writes_the_systemd_unit_and_status_and_uninstall_read_it() {
+    let a = Auto::new(&ts_config(&[]));
+    let unit = a.home.join(".config/systemd/user/mcphost.service");
+    let r = a.run(&["service", "install"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let text = std::fs::read_to_string(&unit).unwrap();
+    let want = format!(
+        "# Written by `mcphost service install`; `mcphost service uninstall` removes it.\n\
+         [Unit]\n\
+         Description=mcphost daemon (the host side of the Model Context Protocol)\n\
+         \n\
+         [Service]\n\
+         Type=simple\n\
+         Environment=MCPHOST_SERVICE=systemd\n\
+         ExecStart={MCPHOST} --socket {} --config {} daemon\n\
+         Restart=on-failure\n\
+         RestartSec=2\n\
+         \n\
+         [Install]\n\
+         WantedBy=default.target\n",
+        a.socket.display(),
+        a.config.display()
+    );
+    assert_eq!(text, want);
+    assert!(
+        r.stdout.contains(&format!("wrote {}", unit.display())),
+        "{r:?}"
+    );
+    assert!(
+        r.stdout
+            .contains("systemctl --user daemon-reload && systemctl --user enable --now mcphost"),
+        "{r:?}"
+    );
+    // Nothing started by writing it.
+    assert!(a.daemons().is_empty());
+
+    let s = a.run(&["--json", "service", "status"]);
+    assert_eq!(s.code, 0, "{s:?}");
+    let s = s.json();
+    assert_eq!(s["exists"], true, "{s}");
+    assert_eq!(s["thisExe"], true, "{s}");
+    assert_eq!(s["daemon"], Value::Null, "{s}");
+    assert!(a.daemons().is_empty(), "service status started a daemon");
+    // Once one runs, status sees it.
+    assert_eq!(a.run(&["status"]).code, 0);
+    let s = a.run(&["service", "status"]);
+    assert!(s.stdout.contains("this executable"), "{s:?}");
+    assert!(s.stdout.contains("daemon:  up on"), "{s:?}");
+
+    // --now without systemctl on PATH says so, after writing the file.
+    let empty = a.dir.path().join("empty-bin");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = a
+        .cmd()
+        .env("PATH", &empty)
+        .args(["service", "install", "--now"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("`systemctl` was not found on PATH"), "{err}");
+    assert!(err.contains("did not enable it"), "{err}");
+    // Nothing was stopped for a unit that could not be enabled.
+    assert_eq!(a.daemons().len(), 1);
+
+    let r = a.run(&["service", "uninstall"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!unit.exists());
+    let s = a.run(&["--json", "service", "status"]).json();
+    assert_eq!(s["exists"], false, "{s}");
+}
+
+#[test]
+fn a_relative_config_reaches_the_daemon_started_elsewhere_and_it_runs_from_home() {
+    let a = Auto::new(&ts_config(&[]));
+    let out = a
+        .cmd()
+        // Relative to here, not to the daemon's working directory.
+        .env("MCPHOST_CONFIG", "conf/config.json")
+        .current_dir(a.dir.path())
+        .args(["--json", "servers", "--wait"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}\nlog:\n{}", a.log_text());
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(list[0]["name"], "ts", "{list}");
+    let pids = a.daemons();
+    assert_eq!(pids.len(), 1, "{pids:?}");
+    let cwd = std::fs::read_link(format!("/proc/{}/cwd", pids[0])).unwrap();
+    assert_eq!(cwd, a.home);
+}
+
+#[test]
+fn an_outdated_daemon_run_by_a_service_manager_is_left_to_it_with_the_restart_command() {
+    let mut sb = Sandbox::new();
+    sb.env
+        .push(("MCPHOST_TEST_FAKE_VERSION".into(), "0.0.0-old".into()));
+    sb.env.push(("MCPHOST_SERVICE".into(), "systemd".into()));
+    let mut old = Daemon::start_in(sb, &ts_config(&[]));
+    let mut cmd = old.command();
+    cmd.env_remove("MCPHOST_NO_AUTOSTART")
+        .env_remove("MCPHOST_TEST_FAKE_VERSION")
+        .env("MCPHOST_STATE_DIR", old.dir.path().join("state"));
+    let out = cmd.args(["--json", "status"]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["version"], "0.0.0-old", "{s}");
+    assert_eq!(s["service"], "systemd", "{s}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("systemctl --user restart mcphost"), "{err}");
+    assert!(old.child_exit().is_none(), "the managed daemon was stopped");
+    assert_eq!(s["pid"], old.pid(), "{s}");
+    // None started beside it (those have --socket on their command line).
+    assert!(daemons_on(&old.socket).is_empty());
+}
+
+#[test]
+fn a_bridge_with_no_daemon_serves_server_everything_through_the_daemon_it_starts() {
+    let Some(env) = common::interop() else {
+        return;
+    };
+    let entry = env
+        .dir
+        .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let members = format!(
+        r#""command": {}, "args": [{}, "stdio"]"#,
+        common::js(&env.node),
+        common::js(entry.to_str().unwrap())
+    );
+    let a = Auto::new(&common::servers_config(&[("ev", members)]));
+    let mut b = Bridge::start(a.cmd());
+    let init = b.initialize();
+    assert_eq!(init["result"]["serverInfo"]["name"], "mcphost", "{init}");
+    b.tools_until("ev__echo");
+    let r = b.request(
+        99,
+        "tools/call",
+        r#"{"name":"ev__echo","arguments":{"message":"through a daemon it started"}}"#,
+    );
+    assert_eq!(
+        common::text_of(&r["result"]),
+        "Echo: through a daemon it started",
+        "{r}"
+    );
+    let (status, err) = b.finish();
+    assert!(status.success(), "{status}: {err}");
+    only_mcp(&b.seen);
+    assert_eq!(a.daemons().len(), 1);
+}
+
+#[test]
+fn service_install_now_stops_a_command_started_daemon_then_runs_systemctl() {
+    let a = Auto::new(&ts_config(&[]));
+    // A stand-in systemctl that records its arguments.
+    let bin = a.dir.path().join("fake-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let calls = a.dir.path().join("systemctl.calls");
+    let script = bin.join("systemctl");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\necho \"$@\" >> '{}'\n", calls.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+
+    // With another client on the daemon a command started, it is not stopped.
+    assert_eq!(a.run(&["status"]).code, 0);
+    let pid = a.daemons()[0];
+    let other = std::os::unix::net::UnixStream::connect(&a.socket).unwrap();
+    poll("the other client to be counted", WAIT, || {
+        (a.run(&["--json", "status"]).json()["clients"].as_u64() >= Some(2)).then_some(())
+    });
+    let out = a
+        .cmd()
+        .env("PATH", &path)
+        .args(["service", "install", "--now"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("1 other client") && err.contains(&format!("kill {pid}")),
+        "{err}"
+    );
+    assert!(!calls.exists(), "systemctl ran");
+    assert!(alive(pid));
+    drop(other);
+
+    // Alone: it is stopped, then the unit enabled.
+    poll("the other client to leave", WAIT, || {
+        (a.run(&["--json", "status"]).json()["clients"].as_u64() == Some(1)).then_some(())
+    });
+    let out = a
+        .cmd()
+        .env("PATH", &path)
+        .args(["service", "install", "--now"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    // Its lock goes just before its process does.
+    poll("the command-started daemon to exit", WAIT, || {
+        (!alive(pid)).then_some(())
+    });
+    assert_eq!(
+        std::fs::read_to_string(&calls).unwrap(),
+        "--user daemon-reload\n--user enable --now mcphost\n"
+    );
+    let out = a
+        .cmd()
+        .env("PATH", &path)
+        .args(["service", "uninstall", "--now"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(&calls).unwrap(),
+        "--user daemon-reload\n--user enable --now mcphost\n\
+         --user disable --now mcphost\n--user daemon-reload\n"
+    );
+}
+
+#[test]
+fn a_socket_left_by_a_crashed_daemon_is_replaced_by_the_one_started() {
+    let a = Auto::new(&ts_config(&[]));
+    assert_eq!(a.run(&["status"]).code, 0);
+    let first = a.daemons();
+    assert_eq!(first.len(), 1);
+    // SIGKILL: no cleanup, the socket file stays behind.
+    unsafe { libc::kill(first[0] as libc::pid_t, libc::SIGKILL) };
+    poll("the daemon to die", WAIT, || {
+        (!alive(first[0])).then_some(())
+    });
+    assert!(a.socket.exists());
+    let r = a.run(&["--json", "status"]);
+    assert_eq!(r.code, 0, "{r:?}\nlog:\n{}", a.log_text());
+    let second = a.daemons();
+    assert_eq!(second.len(), 1, "{second:?}");
+    assert_ne!(second, first);
+    assert_eq!(r.json()["pid"], second[0]);
+    assert!(
+        a.log_text().contains("removing a stale socket"),
+        "{}",
+        a.log_text()
+    );
+}
+
+#[test]
+fn a_daemon_that_drops_the_connection_while_going_away_is_waited_out_and_replaced() {
+    use std::os::unix::fs::DirBuilderExt;
+    let a = Auto::new(&ts_config(&[]));
+    // A stand-in for a daemon that is stopping: it holds the listener lock
+    // and drops every connection, then goes after 500 ms.
+    let dir = a.socket.parent().unwrap();
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .unwrap();
+    let lock = std::fs::File::create(dir.join("mcphost.sock.lock")).unwrap();
+    lock.lock().unwrap();
+    let listener = std::os::unix::net::UnixListener::bind(&a.socket).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let socket = a.socket.clone();
+    let going = std::thread::spawn(move || {
+        let until = Instant::now() + Duration::from_millis(500);
+        let mut dropped = 0;
+        while Instant::now() < until {
+            match listener.accept() {
+                Ok((conn, _)) => {
+                    drop(conn);
+                    dropped += 1;
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+        drop(listener);
+        std::fs::remove_file(&socket).unwrap();
+        drop(lock);
+        dropped
+    });
+    let r = a.run(&["--json", "status"]);
+    let dropped = going.join().unwrap();
+    assert!(dropped >= 1, "the command never reached the stand-in");
+    assert_eq!(r.code, 0, "{r:?}\nlog:\n{}", a.log_text());
+    assert_eq!(r.json()["pid"], a.daemons()[0]);
+}
+
+#[test]
+fn a_full_daemon_is_an_answer_not_a_daemon_going_away() {
+    let d = Daemon::start_with_flags(&ts_config(&[]), &["--max-connections", "1"]);
+    let _held = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+    poll("the held connection to be counted", WAIT, || {
+        let out = d.command().args(["--json", "status"]).output().unwrap();
+        String::from_utf8_lossy(&out.stderr)
+            .contains("too many clients")
+            .then_some(())
+    });
+    let mut c = d.command();
+    c.env_remove("MCPHOST_NO_AUTOSTART")
+        .env("MCPHOST_STATE_DIR", d.dir.path().join("state"));
+    let started = Instant::now();
+    let out = c.args(["status"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("too many clients"),
+        "{out:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(daemons_on(&d.socket).is_empty());
+}
+
+#[test]
+fn a_stopping_daemon_refuses_new_clients_at_once_and_keeps_its_lock_until_its_servers_are_down() {
+    // A server that only SIGKILL stops: the daemon's stop takes its two
+    // graces (1 s each).
+    let members = format!(
+        r#"{}, "timeouts": {{ "shutdown": "1s" }}"#,
+        common::ts_entry(&["--ignore-eof", "--ignore-sigterm"])
+    );
+    let mut d = Daemon::start(&common::servers_config(&[("ts", members)]));
+    d.wait_ready(&["ts"], WAIT);
+    let lock_path = d.socket.with_file_name("mcphost.sock.lock");
+    let held = |path: &Path| {
+        let f = std::fs::File::open(path).unwrap();
+        match f.try_lock() {
+            Ok(()) => false,
+            Err(std::fs::TryLockError::WouldBlock) => true,
+            Err(e) => panic!("{e:?}"),
+        }
+    };
+    assert!(held(&lock_path));
+    // SIGTERM without waiting.
+    unsafe { libc::kill(d.pid() as libc::pid_t, libc::SIGTERM) };
+    poll("the socket to go", WAIT, || {
+        (!d.socket.exists()).then_some(())
+    });
+    let refused = Instant::now();
+    let r = d.run(&["status"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        refused.elapsed() < Duration::from_millis(900),
+        "{:?}",
+        refused.elapsed()
+    );
+    assert!(held(&lock_path), "the lock went with the socket");
+    // A command with autostart waits for it to finish, then starts one.
+    let mut c = d.command();
+    c.env_remove("MCPHOST_NO_AUTOSTART")
+        .env("MCPHOST_STATE_DIR", d.dir.path().join("state"));
+    let out = c.args(["--json", "status"]).output().unwrap();
+    let new = daemons_on(&d.socket);
+    struct Stop(Vec<u32>);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            self.0.iter().for_each(|p| stop(*p));
+        }
+    }
+    let _stop = Stop(new.clone());
+    assert!(
+        out.status.success(),
+        "{out:?}\nold daemon:\n{}",
+        d.log_text()
+    );
+    let exit = poll("the old daemon to exit", WAIT, || d.child_exit());
+    assert!(exit.success(), "{exit}");
+    assert_eq!(new.len(), 1, "{new:?}");
+    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["pid"], new[0], "{s}");
+}
