@@ -73,8 +73,8 @@ venv_stamp="$(hash_files "$INTEROP/requirements.txt") python-$py_ver"
 
 venv_ok() {
 	[[ -f "$venv_stamp_file" && "$(cat "$venv_stamp_file")" == "$venv_stamp" ]] || return 1
-	# Cheap check (no heavy imports): the venv runs and has the three dists.
-	"$VENV/bin/python" -c 'import importlib.metadata as m; [m.version(d) for d in ("mcp", "fastmcp", "mcp-server-time")]' >/dev/null 2>&1
+	# Cheap check (no heavy imports): the venv runs and has the four dists.
+	"$VENV/bin/python" -c 'import importlib.metadata as m; [m.version(d) for d in ("mcp", "fastmcp", "mcp-server-time", "mcp-server-fetch")]' >/dev/null 2>&1
 }
 
 if [[ "$FORCE" != 1 ]] && venv_ok; then
@@ -98,8 +98,8 @@ else
 		die "pip install failed. Is PyPI reachable, and do the pins in requirements.txt still resolve?"
 	"$VENV/bin/python" -m pip check --disable-pip-version-check >/dev/null ||
 		die "pip check found broken requirements in $VENV: $("$VENV/bin/python" -m pip check 2>&1 | head -5)"
-	"$VENV/bin/python" -c 'import mcp, fastmcp, mcp_server_time' ||
-		die "the venv cannot import mcp / fastmcp / mcp_server_time after install."
+	"$VENV/bin/python" -c 'import mcp, fastmcp, mcp_server_time, mcp_server_fetch' ||
+		die "the venv cannot import mcp / fastmcp / mcp_server_time / mcp_server_fetch after install."
 	printf '%s\n' "$venv_stamp" >"$venv_stamp_file"
 	log "python servers installed"
 fi

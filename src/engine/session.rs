@@ -27,6 +27,7 @@ use crate::registry::RegistryEvent;
 use crate::registry::supervisor::ServerStatus;
 use crate::transport::{BoxFuture, Connection, TransportControl};
 
+mod shaped;
 mod stateless;
 
 /// How a session reaches its client.
@@ -175,6 +176,9 @@ pub struct Session {
     /// Requests being handled, bounded by `limits.max_in_flight`.
     in_flight: AtomicUsize,
     limits: SessionLimits,
+    /// `mcphost/session/configure`'s options; empty (one pointer load on
+    /// `tools/*`) for a session that set none.
+    view: arc_swap::ArcSwapOption<crate::shape::View>,
 }
 
 impl Drop for Session {
@@ -267,6 +271,18 @@ impl Session {
         port: Arc<dyn ClientPort>,
         limits: SessionLimits,
     ) -> Session {
+        // A config profile named `default` shapes every session until it
+        // configures itself; without one, sessions keep the plain path.
+        let view = engine
+            .shape_settings()
+            .profiles
+            .get(shaped::DEFAULT_PROFILE)
+            .and_then(|o| {
+                crate::shape::View::new(o.clone(), Some(shaped::DEFAULT_PROFILE.to_owned()))
+                    .ok()
+                    .flatten()
+            })
+            .map(Arc::new);
         Session {
             id,
             name: name.to_owned(),
@@ -275,6 +291,7 @@ impl Session {
             state: Mutex::new(SessionState::default()),
             in_flight: AtomicUsize::new(0),
             limits,
+            view: arc_swap::ArcSwapOption::new(view),
         }
     }
 
@@ -501,9 +518,18 @@ impl Session {
         self: &Arc<Self>,
         id: Id,
         method: &str,
-        params: Option<Box<RawValue>>,
+        mut params: Option<Box<RawValue>>,
     ) -> Reply {
+        if matches!(method, methods::TOOLS_LIST | methods::TOOLS_CALL)
+            && let Some(view) = self.view.load_full()
+        {
+            match self.shaped(&view, method, params)? {
+                shaped::Shaped::Answer(reply) => return Ok(reply),
+                shaped::Shaped::Forward(p) => params = p,
+            }
+        }
         match method {
+            "mcphost/session/configure" => self.configure(params.as_deref()),
             "mcphost/host/register" | "mcphost/host/unregister" => {
                 let primary = method.ends_with("/register");
                 let caps = self.lock().caps.clone();

@@ -193,6 +193,16 @@ pub struct CatalogTool {
     pub tool: String,
     /// The server's object with only `"name"` replaced by [`Self::name`].
     pub raw: Box<RawValue>,
+    /// Its token cost, counted on first use (see [`crate::shape::cost`]).
+    pub cost: crate::shape::cost::TokenCache,
+}
+
+impl CatalogTool {
+    /// Tokens of its name, description and schema in `enc`; `None` in a
+    /// build without the feature `tokens`.
+    pub fn tokens(&self, enc: crate::shape::cost::Encoding) -> Option<u32> {
+        self.cost.get(&self.raw, enc)
+    }
 }
 
 /// A prompt as listed to hosts.
@@ -278,6 +288,7 @@ impl Entry for CatalogTool {
             server,
             tool,
             raw,
+            cost: Default::default(),
         }
     }
 }

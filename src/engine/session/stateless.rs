@@ -95,7 +95,12 @@ pub(super) fn stateless_only(requested: Option<&str>) -> ErrorObject {
 /// What the `_meta` of one stateless request declares.
 struct RequestMeta {
     caps: ClientCapabilities,
+    /// Session options of this request alone (`dev.mcphost/session`).
+    view: Option<Arc<crate::shape::View>>,
 }
+
+/// The `_meta` key of per-request session options.
+pub(super) const META_SESSION: &str = "dev.mcphost/session";
 
 /// Read and check a stateless request's `_meta`. `settled`: the session is
 /// already stateless, so only 2026-07-28 is still possible on it.
@@ -144,7 +149,7 @@ fn read_meta(
     let caps: ClientCapabilities = raw_field(&meta, META_CLIENT_CAPABILITIES)
         .map_err(|e| invalid_params(format!("{method}: {e}")))?
         .ok_or_else(|| needs("io.modelcontextprotocol/clientCapabilities"))?;
-    Ok(RequestMeta { caps })
+    Ok(RequestMeta { caps, view: None })
 }
 
 /// Per-hop `_meta` members a stateless client gives us; never relayed.
@@ -330,6 +335,9 @@ pub(super) struct State {
     listens: HashMap<u64, Listen>,
     /// Resource URIs subscribed for listen streams, and by how many.
     resource_refs: HashMap<String, usize>,
+    /// The last per-request options (`_meta["dev.mcphost/session"]`) by
+    /// their text, compiled: its search index is reused while they repeat.
+    request_view: Option<(String, Arc<crate::shape::View>)>,
 }
 
 impl State {
@@ -437,8 +445,11 @@ impl Session {
         method: &str,
         params: Option<Box<RawValue>>,
     ) -> Reply {
-        let meta = read_meta(method, params.as_deref(), self.mode() == Mode::Stateless)?;
+        let mut meta = read_meta(method, params.as_deref(), self.mode() == Mode::Stateless)?;
         self.decide(Mode::Stateless)?;
+        if matches!(method, methods::TOOLS_LIST | methods::TOOLS_CALL) {
+            meta.view = self.request_view(params.as_deref())?;
+        }
         let out = match method {
             methods::SERVER_DISCOVER => raw(&json!({
                 "resultType": "complete",
@@ -449,7 +460,31 @@ impl Session {
                 "cacheScope": "private",
                 "_meta": { META_SERVER_INFO: server_info() },
             })),
-            methods::TOOLS_CALL | methods::RESOURCES_READ | methods::PROMPTS_GET => {
+            methods::TOOLS_LIST if meta.view.is_some() => {
+                let view = meta.view.clone().ok_or_else(|| internal("no view"))?;
+                match self.shaped(&view, method, params)? {
+                    super::shaped::Shaped::Answer(reply) => Ok(reply),
+                    super::shaped::Shaped::Forward(_) => Err(internal("tools/list forwarded")),
+                }
+            }
+            methods::TOOLS_CALL => {
+                // A configured session's meta-tools and allow lists first;
+                // what goes on is a call like any other (retries included).
+                // Options in the request's own `_meta` win over the
+                // connection's.
+                let view = meta.view.clone().or_else(|| self.view.load_full());
+                let shaped = match view {
+                    Some(view) => self.shaped(&view, method, params)?,
+                    None => super::shaped::Shaped::Forward(params),
+                };
+                match shaped {
+                    super::shaped::Shaped::Answer(reply) => Ok(reply),
+                    super::shaped::Shaped::Forward(params) => {
+                        self.stateless_call(method, params, meta).await
+                    }
+                }
+            }
+            methods::RESOURCES_READ | methods::PROMPTS_GET => {
                 self.stateless_call(method, params, meta).await
             }
             methods::SUBSCRIPTIONS_LISTEN => self.listen(id, params).await,
@@ -482,6 +517,43 @@ impl Session {
             }
         }?;
         finish(method, out)
+    }
+
+    /// The options in this request's `_meta["dev.mcphost/session"]`, the
+    /// same fields as `mcphost/session/configure` (a `profile` included);
+    /// `None` without them. The last ones are kept compiled.
+    fn request_view(
+        &self,
+        params: Option<&RawValue>,
+    ) -> Result<Option<Arc<crate::shape::View>>, ErrorObject> {
+        let Some(p) = params.filter(|p| p.get().contains(META_SESSION)) else {
+            return Ok(None);
+        };
+        let Some(options) =
+            meta_of(p).and_then(|m| raw_field::<Box<RawValue>>(&m, META_SESSION).ok().flatten())
+        else {
+            return Ok(None);
+        };
+        let text = options.get().to_owned();
+        if let Some((t, v)) = &self.lock().stateless.request_view
+            && *t == text
+        {
+            return Ok(Some(v.clone()));
+        }
+        let bad = |e: String| invalid_params(format!("_meta.{META_SESSION}: {e}"));
+        let value: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        let settings = self.engine.shape_settings();
+        let (opts, profile) = crate::shape::Options::configure(&value, &settings).map_err(bad)?;
+        if opts.max_tokens.is_some() && !crate::shape::cost::AVAILABLE {
+            return Err(bad("maxTokens needs the `tokens` feature".to_owned()));
+        }
+        let Some(view) = crate::shape::View::new(opts, profile).map_err(bad)? else {
+            return Ok(None);
+        };
+        let view = Arc::new(view);
+        self.lock().stateless.request_view = Some((text, view.clone()));
+        Ok(Some(view))
     }
 
     /// `tools/call`, `resources/read`, `prompts/get`: a new call, or the
