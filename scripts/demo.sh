@@ -29,6 +29,8 @@ cat > "$DIR/config.json" <<JSON
 }
 JSON
 export MCPHOST_SOCKET="$DIR/mcphost.sock" MCPHOST_CONFIG="$DIR/config.json"
+# The demo runs and stops its own daemon: no command may start another.
+export MCPHOST_NO_AUTOSTART=1
 "$BIN/mcphost" daemon 2> "$DIR/daemon.log" &
 DAEMON=$!
 

@@ -120,9 +120,22 @@ cargo nextest run --workspace --profile "$profile"
 step_done
 
 # The benches are harness=false binaries nextest cannot list; without
-# `--bench` on their command line each runs a short smoke.
-step "bench smoke: cargo test --bench '*'"
-cargo test --bench '*'
+# `--bench` on their command line each runs a short smoke. The smoke draws
+# every plot too (scale, paths), so the plotting code runs; it needs a
+# TrueType font (Debian's fonts-dejavu-core).
+font=/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf
+if [[ -z "${MCPHOST_BENCH_FONT:-}" && ! -f "$font" ]] && command -v apt-get >/dev/null 2>&1; then
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-dejavu-core
+fi
+step "bench smoke: cargo test --bench '*' (plots in target/bench-plots)"
+MCPHOST_BENCH_PLOTS="$ROOT/target/bench-plots" cargo test --bench '*'
+for png in scale-start scale-rss paths-latency paths-throughput; do
+	[[ -s "$ROOT/target/bench-plots/$png.png" ]] || {
+		echo "bench smoke: $png.png was not drawn" >&2
+		exit 1
+	}
+done
 step_done
 
 step "C tests of libmcphost, both modes, then under valgrind (scripts/test-c.sh)"

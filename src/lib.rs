@@ -17,12 +17,22 @@
 //! registry   supervisor (one task per server: restart, backoff, failed state)
 //!            and the namespaced catalog (legal, bounded, stable names; routing)
 //!    ▲
+//! shape      what a model is shown: budgets, search mode, provider schema
+//!            profiles (per session; off by default); shape::cost (token
+//!            counts) depends on nothing and is kept on registry entries
+//!    ▲
 //! engine     the one method set (MCP + mcphost/*) every door uses
 //!    ▲
 //! ipc · daemon · config · bin/mcphost
 //!            socket (modes, peer uid, bounded queues), run loop and hot
 //!            reload, the config file (JSONC, interpolation, text edits), CLI
+//! runtime    which runtime a stdio command needs (node, uv, python3, docker…)
+//!            and its version, for `mcphost doctor`
 //! ```
+//!
+//! [`lockfile`] (one exclusive file lock, across processes and tasks) is a
+//! leaf that any layer may use: the token store's refresh and the CLI's
+//! daemon start-up take it.
 //!
 //! `config` is parsed into a checked [`config::HostConfig`] before anything
 //! below the daemon sees it; nothing below `engine` knows about files,
@@ -39,6 +49,9 @@ pub mod daemon;
 pub mod engine;
 pub mod ipc;
 pub mod jsonrpc;
+pub mod lockfile;
 pub mod protocol;
 pub mod registry;
+pub mod runtime;
+pub mod shape;
 pub mod transport;

@@ -37,6 +37,7 @@ fn spawn(sb: &Sandbox, args: &[&str], env: &[(&str, &str)]) -> Pty {
         .env_remove("XDG_CONFIG_HOME")
         .env_remove("RUST_LOG")
         .env_remove(OPEN_ENV)
+        .env("MCPHOST_NO_AUTOSTART", "1")
         // The pty is fds 0-2: keep them.
         .stdin(Stdio::inherit())
         .stdout(Stdio::inherit())

@@ -108,6 +108,8 @@ fn claude_desktop_shape() {
         login_shell_path: true,
         roots: Vec::new(),
         host_timeouts: Default::default(),
+        shape: Default::default(),
+        daemon: Default::default(),
         warnings: Vec::new(),
     };
     assert_eq!(config, expected);
@@ -628,4 +630,27 @@ fn oauth_settings_are_parsed_interpolated_and_checked() {
         let e = parse(&text, Path::new(FILE), &env).unwrap_err().to_string();
         assert!(e.contains(field) && e.contains(says), "{bad}: {e}");
     }
+}
+
+#[test]
+fn daemon_autostart_defaults_on_and_is_a_checked_boolean() {
+    assert!(parse_ok("{}").daemon.autostart);
+    assert!(
+        !parse_ok(r#"{"daemon": {"autostart": false}}"#)
+            .daemon
+            .autostart
+    );
+    let err = parse(r#"{"daemon": {"autostart": "no"}}"#, Path::new(FILE), &env)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("daemon.autostart"), "{err}");
+    // An unknown key inside `daemon` is a warning, like elsewhere.
+    let cfg = parse_ok(r#"{"daemon": {"autostart": true, "autostrat": 1}}"#);
+    assert!(
+        cfg.warnings
+            .iter()
+            .any(|w| w.to_string().contains("autostrat")),
+        "{:?}",
+        cfg.warnings
+    );
 }

@@ -11,11 +11,14 @@
 //!   `MCPHOST_CONFIG`, then the per-user default).
 //! - [`edit`] adds and removes servers while keeping the user's text intact.
 //! - [`shell_path`] takes `PATH` from the user's login shell.
+//! - `import` (feature `import`) reads other hosts' configs (`mcphost import`).
 
 mod dotenv;
 pub mod duration;
 pub mod edit;
 mod error;
+#[cfg(feature = "import")]
+pub mod import;
 mod interpolate;
 pub mod location;
 mod parse;
@@ -38,14 +41,25 @@ pub use location::{
 };
 pub use tools::ToolFilter;
 
-/// Reads a variable from the environment used for `${VAR}` interpolation.
+/// Reads a variable from the environment used for `${VAR}` interpolation;
+/// `${keyring:NAME}` asks it for `keyring:NAME`.
 ///
 /// Injected so tests (and embedders) control it; [`process_env`] is the
 /// daemon's.
 pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 
-/// The process environment, for [`load`] and [`parse`].
+/// The process environment, for [`load`] and [`parse`]; `keyring:NAME` is
+/// the OS keyring's config secret NAME (`auth::store::config_secret`).
 pub fn process_env(name: &str) -> Option<String> {
+    if let Some(secret) = name.strip_prefix("keyring:") {
+        return match crate::auth::store::config_secret(secret) {
+            Ok(value) => value,
+            Err(reason) => {
+                tracing::warn!(secret, %reason, "cannot read a config secret from the OS keyring");
+                None
+            }
+        };
+    }
     std::env::var(name).ok()
 }
 
@@ -63,6 +77,10 @@ pub struct HostConfig {
     pub roots: Vec<Root>,
     /// How long a host may take to answer a server's request.
     pub host_timeouts: HostTimeouts,
+    /// `tokens` and `profiles`: what models are shown (see [`crate::shape`]).
+    pub shape: crate::shape::Settings,
+    /// How the CLI and the bridge treat the daemon (`daemon` in the file).
+    pub daemon: DaemonSettings,
     /// Non-fatal findings (unknown keys, problems in disabled servers); each
     /// was also logged.
     pub warnings: Vec<Issue>,
@@ -77,8 +95,24 @@ impl Default for HostConfig {
             login_shell_path: true,
             roots: Vec::new(),
             host_timeouts: HostTimeouts::default(),
+            shape: crate::shape::Settings::default(),
+            daemon: DaemonSettings::default(),
             warnings: Vec::new(),
         }
+    }
+}
+
+/// The top-level `daemon` object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DaemonSettings {
+    /// The CLI and `mcphost bridge` start the daemon when it is not running
+    /// (default `true`).
+    pub autostart: bool,
+}
+
+impl Default for DaemonSettings {
+    fn default() -> Self {
+        DaemonSettings { autostart: true }
     }
 }
 

@@ -48,7 +48,12 @@ const TOP_KEYS: &[&str] = &[
     "loginShellPath",
     "roots",
     "hostTimeouts",
+    "tokens",
+    "profiles",
+    "daemon",
 ];
+const TOKENS_KEYS: &[&str] = &["encoding"];
+const DAEMON_KEYS: &[&str] = &["autostart"];
 const HOST_TIMEOUT_KEYS: &[&str] = &["elicitation", "sampling", "roots"];
 const ROOT_KEYS: &[&str] = &["uri", "name"];
 const DEFAULTS_KEYS: &[&str] = &["timeouts", "inheritEnv", "loginShellPath", "start"];
@@ -240,8 +245,24 @@ impl<'a> Ctx<'a> {
         if let Some(prop) = root.get("namespacing") {
             config.namespacing = self.namespacing(&prop.value);
         }
+        if let Some(prop) = root.get("daemon")
+            && let Some(obj) = self.object(&prop.value, "daemon")
+        {
+            self.keys(obj, "daemon", DAEMON_KEYS);
+            if let Some(p) = obj.get("autostart")
+                && let Some(on) = self.boolean(&p.value, "daemon.autostart")
+            {
+                config.daemon.autostart = on;
+            }
+        }
         if let Some(prop) = root.get("roots") {
             config.roots = self.roots(&prop.value, "roots");
+        }
+        if let Some(prop) = root.get("tokens") {
+            self.tokens(&prop.value, &mut config.shape);
+        }
+        if let Some(prop) = root.get("profiles") {
+            self.profiles(&prop.value, &mut config.shape);
         }
         if let Some(prop) = root.get("hostTimeouts")
             && let Some(obj) = self.object(&prop.value, "hostTimeouts")
@@ -411,6 +432,63 @@ impl<'a> Ctx<'a> {
             self.error(value.start(), "namespacing", e.to_string());
         }
         ns
+    }
+
+    fn tokens(&mut self, value: &Value<'_>, shape: &mut crate::shape::Settings) {
+        let Some(obj) = self.object(value, "tokens") else {
+            return;
+        };
+        self.keys(obj, "tokens", TOKENS_KEYS);
+        if let Some(prop) = obj.get("encoding")
+            && let Some(name) = self.string(&prop.value, "tokens.encoding")
+        {
+            match name.parse() {
+                Ok(enc) => shape.encoding = enc,
+                Err(e) => self.error(prop.value.start(), "tokens.encoding", e),
+            }
+        }
+    }
+
+    /// `profiles`: name → session options (the `mcphost/session/configure`
+    /// fields).
+    fn profiles(&mut self, value: &Value<'_>, shape: &mut crate::shape::Settings) {
+        let Some(obj) = self.object(value, "profiles") else {
+            return;
+        };
+        self.duplicates(obj, "profiles");
+        for prop in &obj.properties {
+            let name = prop.name.as_str().to_owned();
+            let field = child("profiles", &name);
+            if self.object(&prop.value, &field).is_none() {
+                continue;
+            }
+            if prop
+                .value
+                .as_object()
+                .is_some_and(|o| o.get("profile").is_some())
+            {
+                self.error(
+                    prop.value.start(),
+                    &field,
+                    "a profile cannot name another profile",
+                );
+                continue;
+            }
+            let json = to_json(&prop.value);
+            match crate::shape::Options::from_json(&json, &field) {
+                Ok(options) => {
+                    shape.profiles.insert(name, options);
+                }
+                Err(e) => {
+                    // The message already starts with the field.
+                    let e = e
+                        .strip_prefix(&format!("{field}: "))
+                        .unwrap_or(&e)
+                        .to_owned();
+                    self.error(prop.value.start(), &field, e);
+                }
+            }
+        }
     }
 
     fn servers(&mut self, root: &Object<'_>, defaults: &Defaults) -> Vec<ServerConfig> {
@@ -1293,4 +1371,22 @@ fn valid_header_name(name: &str) -> bool {
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c))
+}
+
+/// A checked AST value as JSON (profiles are read by the same code as
+/// `mcphost/session/configure` params).
+fn to_json(value: &Value<'_>) -> serde_json::Value {
+    match value {
+        Value::StringLit(s) => serde_json::Value::String(s.value.to_string()),
+        Value::NumberLit(n) => serde_json::from_str(n.value).unwrap_or(serde_json::Value::Null),
+        Value::BooleanLit(b) => serde_json::Value::Bool(b.value),
+        Value::NullKeyword(_) => serde_json::Value::Null,
+        Value::Array(a) => serde_json::Value::Array(a.elements.iter().map(to_json).collect()),
+        Value::Object(o) => serde_json::Value::Object(
+            o.properties
+                .iter()
+                .map(|p| (p.name.as_str().to_owned(), to_json(&p.value)))
+                .collect(),
+        ),
+    }
 }

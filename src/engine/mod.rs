@@ -64,6 +64,15 @@ impl Default for SessionLimits {
 pub struct EngineInfo {
     pub socket: Option<PathBuf>,
     pub config_path: Option<PathBuf>,
+    /// The version `mcphost/status` reports, when not this crate's own
+    /// (tests of the CLI's version check only).
+    pub version: Option<String>,
+    /// Cancelled by `mcphost/daemon/shutdown`; without it (direct mode, the
+    /// C library) that method is refused: there is no daemon to stop.
+    pub stop: Option<tokio_util::sync::CancellationToken>,
+    /// The service manager running the daemon (`systemd`, `launchd`), as
+    /// its unit says; the CLI then leaves restarts to it.
+    pub service: Option<String>,
 }
 
 /// `"handshake"` or `"stateless"` for a negotiated revision.
@@ -130,6 +139,9 @@ pub struct Engine {
     /// mode, where management methods are refused.
     editor: Option<Arc<dyn ConfigEditor>>,
     broker: Broker,
+    /// The config's `tokens` and `profiles` (sessions read it when they
+    /// configure; costs are counted in its encoding).
+    shape: arc_swap::ArcSwap<crate::shape::Settings>,
     next_session: AtomicU64,
     /// The runtime the engine was started on: doors may call in from other
     /// threads (the C library, a benchmark's main thread).
@@ -206,6 +218,7 @@ impl EngineBuilder {
     pub fn start(self) -> Arc<Engine> {
         let broker = Broker::new(self.fallback);
         broker.set_config(&self.config);
+        let shape = arc_swap::ArcSwap::from_pointee(self.config.shape.clone());
         let client = ClientOptions {
             host: Arc::new(broker.clone()),
             ..self.client
@@ -230,6 +243,7 @@ impl EngineBuilder {
                 "servers settled"
             );
             let _ = slot.set(took);
+            release_freed_memory();
         });
         Arc::new(Engine {
             registry,
@@ -239,6 +253,7 @@ impl EngineBuilder {
             stats,
             editor: self.editor,
             broker,
+            shape,
             next_session: AtomicU64::new(1),
             rt: tokio::runtime::Handle::current(),
         })
@@ -345,6 +360,11 @@ impl Engine {
 
     pub fn registry(&self) -> &Registry {
         &self.registry
+    }
+
+    /// The config's `tokens` and `profiles` in force.
+    pub fn shape_settings(&self) -> Arc<crate::shape::Settings> {
+        self.shape.load_full()
     }
 
     /// Client sessions that have not been freed yet.
@@ -469,6 +489,9 @@ impl Engine {
     /// Take up a new config: servers (see [`Registry::apply`]) and roots.
     pub fn apply(&self, cfg: &HostConfig) {
         let roots_changed = self.broker.set_config(cfg);
+        if **self.shape.load() != cfg.shape {
+            self.shape.store(Arc::new(cfg.shape.clone()));
+        }
         self.registry.apply(cfg);
         if roots_changed {
             self.roots_changed();
@@ -545,13 +568,18 @@ impl Engine {
             methods::PING => raw(&json!({})),
             "mcphost/status" => self.status(),
             "mcphost/tools/list" => {
-                // Each catalog tool plus its server and own name.
+                // Each catalog tool plus its server, own name and token cost.
                 let catalog = self.registry.catalog();
+                let enc = self.shape.load().encoding;
                 let mut items = Vec::with_capacity(catalog.tools().len());
                 for t in catalog.tools() {
                     let extra = [
                         ("server".to_owned(), to_raw(&t.server).map_err(internal)?),
                         ("tool".to_owned(), to_raw(&t.tool).map_err(internal)?),
+                        (
+                            "tokens".to_owned(),
+                            to_raw(&t.tokens(enc)).map_err(internal)?,
+                        ),
                     ];
                     items.push(crate::protocol::set_fields(Some(&t.raw), extra).map_err(internal)?);
                 }
@@ -562,6 +590,7 @@ impl Engine {
                 RawValue::from_string(text).map_err(internal)
             }
             "mcphost/servers/list" => self.servers_list(),
+            "mcphost/daemon/shutdown" => self.shutdown_request(&params),
             "mcphost/resources/list" => self.registry.resources().annotated().map_err(internal),
             "mcphost/prompts/list" => self.registry.prompts().annotated().map_err(internal),
             "mcphost/servers/restart" => {
@@ -617,8 +646,9 @@ impl Engine {
         }
         raw(&json!({
             "eras": { "handshake": handshake, "stateless": stateless },
-            "version": env!("CARGO_PKG_VERSION"),
+            "version": self.info.version.as_deref().unwrap_or(env!("CARGO_PKG_VERSION")),
             "pid": std::process::id(),
+            "service": self.info.service,
             "socket": self.info.socket,
             "configPath": self.info.config_path,
             "configError": self.editor.as_ref().and_then(|s| s.last_error()),
@@ -634,6 +664,8 @@ impl Engine {
             "servers": statuses.len(),
             "ready": ready,
             "tools": self.registry.catalog().tools().len(),
+            // What token costs are counted in (null: a build without `tokens`).
+            "tokenEncoding": crate::shape::cost::AVAILABLE.then(|| self.shape.load().encoding.as_str()),
             "separator": self.registry.naming().separator,
             // Per server: its tool calls so far (servers never called are left out).
             "calls": statuses
@@ -643,9 +675,46 @@ impl Engine {
         }))
     }
 
+    /// `mcphost/daemon/shutdown`: stop the daemon (as SIGTERM does), or with
+    /// `ifAlone`, only when the caller is its one client.
+    fn shutdown_request(&self, params: &Option<Box<RawValue>>) -> Reply {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct ShutdownParams {
+            #[serde(default)]
+            if_alone: bool,
+        }
+        let p: ShutdownParams = params_of(params)?;
+        let Some(stop) = &self.info.stop else {
+            return Err(rpc_err(
+                error_codes::INVALID_REQUEST,
+                "mcphost/daemon/shutdown: this engine runs inside its host (--direct or the C \
+                 library), not as a daemon; there is no daemon to stop",
+            ));
+        };
+        let clients = self.session_count();
+        if p.if_alone && clients > 1 {
+            return raw(&json!({ "stopping": false, "clients": clients }));
+        }
+        info!(clients, "shutdown requested by a client: stopping");
+        stop.cancel();
+        raw(&json!({ "stopping": true, "clients": clients }))
+    }
+
     fn servers_list(&self) -> Reply {
         let catalog = self.registry.catalog();
         let resources = self.registry.resources();
+        let enc = self.shape.load().encoding;
+        // Per server: the tokens of its listed tools (None without `tokens`).
+        let mut tokens: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
+        let counted = crate::shape::cost::AVAILABLE;
+        if counted {
+            for t in catalog.tools() {
+                let n = u64::from(t.tokens(enc).unwrap_or_default());
+                let sum = tokens.entry(t.server.as_str()).or_default();
+                *sum = sum.saturating_add(n);
+            }
+        }
         let list: Vec<serde_json::Value> = self
             .registry
             .statuses()
@@ -653,6 +722,9 @@ impl Engine {
             .map(|s| {
                 let mut v = serde_json::to_value(&**s).unwrap_or_default();
                 v["tools"] = json!(catalog.count_for(&s.name));
+                if counted {
+                    v["tokens"] = json!(tokens.get(s.name.as_str()).copied().unwrap_or(0));
+                }
                 if let Some(calls) = self.stats.server(&s.name) {
                     v["calls"] = json!(calls);
                 }
@@ -720,3 +792,15 @@ impl Engine {
 
 #[cfg(test)]
 mod tests;
+
+/// Start-up parses and merges every server's lists and frees most of it;
+/// glibc keeps the freed pages in its arenas (about 5 MiB at 100 servers).
+/// Hand them back once, when the servers have settled.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free pages to the kernel; it takes
+    // glibc's own arena locks and touches no memory in use.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}

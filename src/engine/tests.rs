@@ -306,3 +306,46 @@ async fn a_listen_stream_is_acknowledged_then_tagged_until_cancelled() {
     assert_eq!(r["id"], 2, "{r}");
     assert_eq!(r["result"]["resultType"], "complete", "{r}");
 }
+
+#[tokio::test]
+async fn daemon_shutdown_is_refused_without_a_daemon_and_waits_for_being_alone_with_one() {
+    use serde_json::json;
+    let init = json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}});
+    // An engine in its host (direct mode, the C library): nothing to stop.
+    let engine = engine();
+    let mut c = connect(&engine, engine.registry().subscribe());
+    c.request(1, "initialize", init.clone()).await;
+    let r = c.request(2, "mcphost/daemon/shutdown", json!({})).await;
+    assert_eq!(r["error"]["code"], -32600, "{r}");
+
+    // A daemon's engine: with another client, `ifAlone` keeps it running.
+    let cfg = crate::config::parse(
+        r#"{"loginShellPath":false}"#,
+        std::path::Path::new("/nonexistent/config.json"),
+        &crate::config::process_env,
+    )
+    .unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let engine = EngineBuilder::new(cfg)
+        .info(EngineInfo {
+            version: Some("9.9.9-test".into()),
+            stop: Some(stop.clone()),
+            ..Default::default()
+        })
+        .start();
+    let mut a = connect(&engine, engine.registry().subscribe());
+    let mut b = connect(&engine, engine.registry().subscribe());
+    a.request(1, "initialize", init.clone()).await;
+    b.request(1, "initialize", init).await;
+    let r = a.request(2, "mcphost/status", json!({})).await;
+    assert_eq!(r["result"]["version"], "9.9.9-test", "{r}");
+    let r = a
+        .request(3, "mcphost/daemon/shutdown", json!({"ifAlone": true}))
+        .await;
+    assert_eq!(r["result"], json!({"stopping": false, "clients": 2}), "{r}");
+    assert!(!stop.is_cancelled());
+    // Without `ifAlone` it stops whoever else is there.
+    let r = b.request(2, "mcphost/daemon/shutdown", json!({})).await;
+    assert_eq!(r["result"]["stopping"], true, "{r}");
+    assert!(stop.is_cancelled());
+}

@@ -310,6 +310,10 @@ impl Sandbox {
             .env_remove("MCPHOST_OAUTH_TIMEOUT")
             .env_remove("DISPLAY")
             .env_remove("WAYLAND_DISPLAY")
+            // A command that finds no daemon fails rather than leave one
+            // behind; tests/autostart.rs turns this off.
+            .env("MCPHOST_NO_AUTOSTART", "1")
+            .env_remove("MCPHOST_TEST_FAKE_VERSION")
             .stdin(std::process::Stdio::null());
         for (k, v) in &self.env {
             c.env(k, v);
@@ -429,6 +433,11 @@ impl Daemon {
 
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("daemon already stopped").id()
+    }
+
+    /// Its exit status once it has exited by itself (reaped), else `None`.
+    pub fn child_exit(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.as_mut()?.try_wait().ok().flatten()
     }
 
     pub fn log_text(&self) -> String {

@@ -26,13 +26,17 @@ macro_rules! outln {
 static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 mod auth;
+mod autostart;
 mod backend;
 mod bridge;
+mod doctor;
+mod import;
 mod inspect;
 mod interactive;
 mod logs;
 mod output;
 mod resources;
+mod service;
 mod wait;
 
 use std::collections::BTreeMap;
@@ -90,6 +94,11 @@ struct Cli {
     /// server in the config).
     #[arg(long, global = true, value_name = "REVISION", value_parser = revision)]
     protocol_version: Option<mcphost::protocol::ProtocolVersion>,
+    /// Never start (or restart) the daemon: without one running, commands
+    /// and `bridge` fail. Also `"daemon": {"autostart": false}` in the config.
+    #[arg(long, global = true, env = "MCPHOST_NO_AUTOSTART",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    no_autostart: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -171,6 +180,9 @@ enum Command {
         /// Only this server's tools.
         #[arg(long)]
         server: Option<String>,
+        /// Each tool's token cost (name, description and input schema) and the total.
+        #[arg(long)]
+        cost: bool,
     },
     /// Call a tool: its catalog name, or its own name if exactly one server has it.
     Call {
@@ -224,6 +236,32 @@ enum Command {
     },
     /// A stdio MCP server that relays to the daemon, for any MCP host.
     Bridge,
+    /// Import the MCP servers of other hosts' configs (Claude Desktop,
+    /// Claude Code, VS Code, Cursor, Windsurf, Zed, Goose, Continue,
+    /// mark3labs/mcphost) into this config; --list shows what is there.
+    Import(import::ImportArgs),
+    /// Check every configured server (or NAME…): command, PATH, runtime,
+    /// cwd, a real start; for HTTP DNS, TCP, TLS and sign-in. Each problem
+    /// with its fix; exit 1 when any server has one (docs/doctor.md).
+    Doctor {
+        /// Only these servers (a disabled one named here is checked too).
+        names: Vec<String>,
+        /// Per server, start included.
+        #[arg(long, default_value = "30s", value_parser = parse_duration)]
+        timeout: Duration,
+        /// The whole run: servers not started by then are reported unchecked.
+        #[arg(long, default_value = "120s", value_parser = parse_duration)]
+        total_timeout: Duration,
+        /// Servers checked at once.
+        #[arg(long, default_value_t = 4, value_parser = at_least_one)]
+        jobs: usize,
+    },
+    /// Have the OS run the daemon: a systemd user unit (Linux) or a launchd
+    /// agent (macOS).
+    Service {
+        #[command(subcommand)]
+        action: service::Action,
+    },
     /// Start one stdio server, show its handshake and catalog, then stop it.
     ///
     /// With no command, inspects the bundled mcphost-testserver.
@@ -296,8 +334,9 @@ enum ServersAction {
     },
 }
 
-fn init_tracing(verbose: u8, daemon: bool, direct: bool) {
+fn init_tracing(verbose: u8, daemon: bool, direct: bool, doctor: bool) {
     let default = match (verbose, daemon) {
+        (0, false) if doctor => "error",
         // A --direct server that fails to start or to list fails the
         // command, which says why in one line; the supervisor's and the
         // registry's warnings would repeat it.
@@ -355,6 +394,8 @@ async fn main() -> ExitCode {
         cli.verbose,
         matches!(cli.command, Command::Daemon { .. }),
         !cli.direct.is_empty(),
+        // doctor reports every failure itself, with its fix.
+        matches!(cli.command, Command::Doctor { .. }),
     );
     let out = Out { json: cli.json };
     // On a terminal, with no policy flag, the person answers the servers.
@@ -401,6 +442,11 @@ async fn run_command(
     person: Option<Arc<dyn Host>>,
     host: Arc<dyn Host>,
 ) -> Result<u8> {
+    let auto = autostart::Autostart {
+        socket: socket.clone(),
+        config: cli.config.clone(),
+        refused: cli.no_autostart,
+    };
     match cli.command {
         Command::Daemon {
             max_connections,
@@ -418,6 +464,13 @@ async fn run_command(
                     max_in_flight: max_requests_per_connection,
                 },
                 fallback: policy.or_decline(),
+                // Test-only: lets tests see the CLI restart an outdated daemon.
+                report_version: std::env::var(autostart::FAKE_VERSION_ENV)
+                    .ok()
+                    .filter(|v| !v.is_empty()),
+                service: std::env::var(service::SERVICE_ENV)
+                    .ok()
+                    .filter(|v| !v.is_empty()),
             })
             .await?;
             Ok(0)
@@ -443,10 +496,40 @@ async fn run_command(
                 _ => Ok(2),
             }
         }
+        Command::Import(args) => {
+            refuse_policy_flags(&policy, "import")?;
+            if !cli.direct.is_empty() {
+                anyhow::bail!("`import` does not take --direct");
+            }
+            import::run(args, cli.config.clone(), out).await
+        }
         Command::Bridge => {
             refuse_policy_flags(&policy, "bridge")?;
-            bridge::run(&socket).await?;
+            bridge::run(&auto).await?;
             Ok(0)
+        }
+        Command::Doctor {
+            names,
+            timeout,
+            total_timeout,
+            jobs,
+        } => {
+            refuse_policy_flags(&policy, "doctor")?;
+            doctor::run(doctor::Options {
+                config: cli.config.clone(),
+                socket,
+                names,
+                direct: cli.direct.clone(),
+                timeout,
+                total: total_timeout,
+                jobs,
+                json: cli.json,
+            })
+            .await
+        }
+        Command::Service { action } => {
+            refuse_policy_flags(&policy, "service")?;
+            service::run(action, &auto, out).await
         }
         Command::Inspect {
             name,
@@ -487,7 +570,7 @@ async fn run_command(
         command => {
             let backend = if cli.direct.is_empty() {
                 refuse_policy_flags(&policy, "a command sent to the daemon")?;
-                Backend::daemon(&socket, person).await?
+                Backend::daemon(&auto, person).await?
             } else {
                 Backend::direct(
                     &cli.direct,
@@ -605,9 +688,13 @@ async fn dispatch(b: &Backend, command: Command, out: &Out) -> Result<u8> {
                 out.done(&format!("removed {name}"));
             }
         },
-        Command::Tools { server } => {
+        Command::Tools { server, cost } => {
             let tools = b.all_tools().await?;
-            out.tools(&tools, server.as_deref())?;
+            let encoding = match cost {
+                true => b.request("mcphost/status", None).await?["tokenEncoding"].clone(),
+                false => serde_json::Value::Null,
+            };
+            out.tools(&tools, server.as_deref(), cost.then_some(&encoding))?;
         }
         Command::Call {
             tool,
@@ -654,7 +741,10 @@ async fn dispatch(b: &Backend, command: Command, out: &Out) -> Result<u8> {
         }
         Command::Daemon { .. }
         | Command::Bridge
+        | Command::Import(_)
+        | Command::Service { .. }
         | Command::Inspect { .. }
+        | Command::Doctor { .. }
         | Command::Auth { .. } => {}
     }
     Ok(0)

@@ -235,6 +235,7 @@ impl Out {
                 "TRANSPORT",
                 "PROTOCOL",
                 "TOOLS",
+                "TOKENS",
                 "PID",
                 "COMMAND / ERROR",
             ]
@@ -264,6 +265,7 @@ impl Out {
                     _ => s(&sv["protocolVersion"]),
                 },
                 s(&sv["tools"]),
+                s(&sv["tokens"]),
                 s(&sv["pid"]),
                 detail,
             ]);
@@ -308,7 +310,14 @@ impl Out {
         Ok(())
     }
 
-    pub fn tools(&self, tools: &[ToolRow], server: Option<&str>) -> Result<()> {
+    /// `cost`: with the token column and total, counted in this encoding
+    /// (null: the daemon counts none).
+    pub fn tools(
+        &self,
+        tools: &[ToolRow],
+        server: Option<&str>,
+        cost: Option<&Value>,
+    ) -> Result<()> {
         let picked: Vec<&ToolRow> = tools
             .iter()
             .filter(|t| server.is_none_or(|s| t.server == s))
@@ -318,11 +327,18 @@ impl Out {
             outln!("[{}]", items.join(","));
             return Ok(());
         }
-        let mut rows = vec![vec![
-            "NAME".to_owned(),
-            "SERVER".to_owned(),
-            "DESCRIPTION".to_owned(),
-        ]];
+        if let Some(enc) = cost
+            && enc.is_null()
+        {
+            anyhow::bail!("the daemon counts no tokens: it was built without the `tokens` feature");
+        }
+        let mut rows = vec![vec!["NAME".to_owned(), "SERVER".to_owned()]];
+        if cost.is_some() {
+            rows[0].push("TOKENS".to_owned());
+        }
+        rows[0].push("DESCRIPTION".to_owned());
+        let total: u64 = picked.iter().filter_map(|t| t.tokens).sum();
+        let count = picked.len();
         for t in picked {
             let d = t.description.lines().next().unwrap_or("");
             let d: String = if d.chars().count() > 80 {
@@ -330,9 +346,17 @@ impl Out {
             } else {
                 d.to_owned()
             };
-            rows.push(vec![t.name.clone(), t.server.clone(), d]);
+            let mut row = vec![t.name.clone(), t.server.clone()];
+            if cost.is_some() {
+                row.push(t.tokens.map(|n| n.to_string()).unwrap_or_default());
+            }
+            row.push(d);
+            rows.push(row);
         }
         table(&rows);
+        if let Some(enc) = cost {
+            outln!("total: {total} tokens in {count} tools ({})", s(enc));
+        }
         Ok(())
     }
 
