@@ -76,6 +76,10 @@
 #define MCPHOST_METHOD_MCPHOST_HOST_UNREGISTER "mcphost/host/unregister"
 /** `mcphost/logs/follow` */
 #define MCPHOST_METHOD_MCPHOST_LOGS_FOLLOW "mcphost/logs/follow"
+/** `mcphost/session/configure` */
+#define MCPHOST_METHOD_MCPHOST_SESSION_CONFIGURE "mcphost/session/configure"
+/** `mcphost/daemon/shutdown` */
+#define MCPHOST_METHOD_MCPHOST_DAEMON_SHUTDOWN "mcphost/daemon/shutdown"
 
 /* Server requests a host answers through its callbacks (the `method` of their request_json). */
 /** `sampling/createMessage` */

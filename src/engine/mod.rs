@@ -566,8 +566,8 @@ impl Engine {
                 Ok(self.registry.complete(&p, opts).await?)
             }
             methods::PING => raw(&json!({})),
-            "mcphost/status" => self.status(),
-            "mcphost/tools/list" => {
+            methods::MCPHOST_STATUS => self.status(),
+            methods::MCPHOST_TOOLS_LIST => {
                 // Each catalog tool plus its server, own name and token cost.
                 let catalog = self.registry.catalog();
                 let enc = self.shape.load().encoding;
@@ -589,16 +589,18 @@ impl Engine {
                 );
                 RawValue::from_string(text).map_err(internal)
             }
-            "mcphost/servers/list" => self.servers_list(),
-            "mcphost/daemon/shutdown" => self.shutdown_request(&params),
-            "mcphost/resources/list" => self.registry.resources().annotated().map_err(internal),
-            "mcphost/prompts/list" => self.registry.prompts().annotated().map_err(internal),
-            "mcphost/servers/restart" => {
+            methods::MCPHOST_SERVERS_LIST => self.servers_list(),
+            methods::MCPHOST_DAEMON_SHUTDOWN => self.shutdown_request(&params),
+            methods::MCPHOST_RESOURCES_LIST => {
+                self.registry.resources().annotated().map_err(internal)
+            }
+            methods::MCPHOST_PROMPTS_LIST => self.registry.prompts().annotated().map_err(internal),
+            methods::MCPHOST_SERVERS_RESTART => {
                 let p: NameParam = params_of(&params)?;
                 self.registry.restart(&p.name).await?;
                 raw(&json!({}))
             }
-            "mcphost/servers/logs" => {
+            methods::MCPHOST_SERVERS_LOGS => {
                 #[derive(Deserialize)]
                 struct LogsParams {
                     name: String,
@@ -622,10 +624,10 @@ impl Engine {
                 };
                 raw(&json!({ "name": p.name, "lines": lines }))
             }
-            "mcphost/servers/add"
-            | "mcphost/servers/remove"
-            | "mcphost/servers/enable"
-            | "mcphost/servers/disable" => self.manage(method, params).await,
+            methods::MCPHOST_SERVERS_ADD
+            | methods::MCPHOST_SERVERS_REMOVE
+            | methods::MCPHOST_SERVERS_ENABLE
+            | methods::MCPHOST_SERVERS_DISABLE => self.manage(method, params).await,
             _ => Err(ErrorObject::method_not_found(method)),
         }
     }
@@ -762,7 +764,7 @@ impl Engine {
             ));
         };
         let edit = match method {
-            "mcphost/servers/add" => {
+            methods::MCPHOST_SERVERS_ADD => {
                 #[derive(Deserialize)]
                 struct AddParams {
                     name: String,
@@ -774,12 +776,12 @@ impl Engine {
                     entry: p.entry,
                 }
             }
-            "mcphost/servers/remove" => ConfigEdit::Remove {
+            methods::MCPHOST_SERVERS_REMOVE => ConfigEdit::Remove {
                 name: params_of::<NameParam>(&params)?.name,
             },
             other => ConfigEdit::SetDisabled {
                 name: params_of::<NameParam>(&params)?.name,
-                disabled: other.ends_with("/disable"),
+                disabled: other == methods::MCPHOST_SERVERS_DISABLE,
             },
         };
         // Applied while the edit holds its turn: edits reach the registry

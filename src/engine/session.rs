@@ -529,9 +529,9 @@ impl Session {
             }
         }
         match method {
-            "mcphost/session/configure" => self.configure(params.as_deref()),
-            "mcphost/host/register" | "mcphost/host/unregister" => {
-                let primary = method.ends_with("/register");
+            methods::MCPHOST_SESSION_CONFIGURE => self.configure(params.as_deref()),
+            methods::MCPHOST_HOST_REGISTER | methods::MCPHOST_HOST_UNREGISTER => {
+                let primary = method == methods::MCPHOST_HOST_REGISTER;
                 let caps = self.lock().caps.clone();
                 let answers_something = [
                     methods::ROOTS_LIST,
@@ -549,7 +549,7 @@ impl Session {
                 self.engine.set_primary(self.id, primary);
                 raw(&json!({}))
             }
-            "mcphost/logs/follow" => {
+            methods::MCPHOST_LOGS_FOLLOW => {
                 let server: Option<String> = params
                     .as_deref()
                     .and_then(|p| raw_field::<String>(p, "server").ok().flatten());

@@ -349,3 +349,55 @@ async fn daemon_shutdown_is_refused_without_a_daemon_and_waits_for_being_alone_w
     assert_eq!(r["result"]["stopping"], true, "{r}");
     assert!(stop.is_cancelled());
 }
+
+/// `MCPHOST_REQUESTS` is what the C header and the bindings are checked
+/// against: every name in it must be answered (an error about its params or
+/// its door is an answer), by both eras, and nothing else of `mcphost/*`.
+#[tokio::test]
+async fn every_listed_mcphost_request_is_answered_in_both_eras_and_no_other() {
+    use serde_json::json;
+    let engine = engine();
+    let init = json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}});
+    let mut handshake = connect(&engine, engine.registry().subscribe());
+    handshake.request(1, "initialize", init).await;
+    let mut stateless = connect(&engine, engine.registry().subscribe());
+    let mut id = 10;
+    for method in methods::MCPHOST_REQUESTS {
+        for (era, client, params) in [
+            ("handshake", &mut handshake, json!({})),
+            ("stateless", &mut stateless, json!({"_meta": modern_meta()})),
+        ] {
+            id += 1;
+            let r = client.request(id, method, params).await;
+            assert_ne!(
+                r["error"]["code"], -32601,
+                "{method} ({era}) is listed in MCPHOST_REQUESTS but not answered: {r}"
+            );
+        }
+    }
+    // Both kept their session (daemon/shutdown is refused here: no daemon).
+    let r = handshake
+        .request(98, "mcphost/no-such-method", json!({}))
+        .await;
+    assert_eq!(r["error"]["code"], -32601, "{r}");
+    let r = stateless
+        .request(
+            99,
+            "mcphost/no-such-method",
+            json!({"_meta": modern_meta()}),
+        )
+        .await;
+    assert_eq!(r["error"]["code"], -32601, "{r}");
+}
+
+/// docs/ipc.md's method tables describe every `mcphost/*` request.
+#[test]
+fn the_ipc_reference_describes_every_mcphost_request() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/ipc.md"))
+        .expect("docs/ipc.md");
+    let missing: Vec<&&str> = methods::MCPHOST_REQUESTS
+        .iter()
+        .filter(|m| !doc.contains(&format!("| `{m}` |")))
+        .collect();
+    assert!(missing.is_empty(), "docs/ipc.md has no row for {missing:?}");
+}

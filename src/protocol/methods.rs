@@ -21,6 +21,46 @@ pub const SAMPLING_CREATE_MESSAGE: &str = "sampling/createMessage";
 pub const ELICITATION_CREATE: &str = "elicitation/create";
 pub const ROOTS_LIST: &str = "roots/list";
 
+/// mcphost's own requests (docs/ipc.md), answered by every door.
+pub const MCPHOST_STATUS: &str = "mcphost/status";
+pub const MCPHOST_TOOLS_LIST: &str = "mcphost/tools/list";
+pub const MCPHOST_RESOURCES_LIST: &str = "mcphost/resources/list";
+pub const MCPHOST_PROMPTS_LIST: &str = "mcphost/prompts/list";
+pub const MCPHOST_SERVERS_LIST: &str = "mcphost/servers/list";
+pub const MCPHOST_SERVERS_LOGS: &str = "mcphost/servers/logs";
+pub const MCPHOST_SERVERS_RESTART: &str = "mcphost/servers/restart";
+pub const MCPHOST_SERVERS_ADD: &str = "mcphost/servers/add";
+pub const MCPHOST_SERVERS_REMOVE: &str = "mcphost/servers/remove";
+pub const MCPHOST_SERVERS_ENABLE: &str = "mcphost/servers/enable";
+pub const MCPHOST_SERVERS_DISABLE: &str = "mcphost/servers/disable";
+pub const MCPHOST_HOST_REGISTER: &str = "mcphost/host/register";
+pub const MCPHOST_HOST_UNREGISTER: &str = "mcphost/host/unregister";
+pub const MCPHOST_LOGS_FOLLOW: &str = "mcphost/logs/follow";
+pub const MCPHOST_SESSION_CONFIGURE: &str = "mcphost/session/configure";
+pub const MCPHOST_DAEMON_SHUTDOWN: &str = "mcphost/daemon/shutdown";
+
+/// Every `mcphost/*` request the engine answers: the C header's method
+/// table and the bindings are checked against it, and the engine's tests
+/// check that each one is answered.
+pub const MCPHOST_REQUESTS: &[&str] = &[
+    MCPHOST_STATUS,
+    MCPHOST_TOOLS_LIST,
+    MCPHOST_RESOURCES_LIST,
+    MCPHOST_PROMPTS_LIST,
+    MCPHOST_SERVERS_LIST,
+    MCPHOST_SERVERS_LOGS,
+    MCPHOST_SERVERS_RESTART,
+    MCPHOST_SERVERS_ADD,
+    MCPHOST_SERVERS_REMOVE,
+    MCPHOST_SERVERS_ENABLE,
+    MCPHOST_SERVERS_DISABLE,
+    MCPHOST_HOST_REGISTER,
+    MCPHOST_HOST_UNREGISTER,
+    MCPHOST_LOGS_FOLLOW,
+    MCPHOST_SESSION_CONFIGURE,
+    MCPHOST_DAEMON_SHUTDOWN,
+];
+
 pub const NOTIFICATION_INITIALIZED: &str = "notifications/initialized";
 pub const NOTIFICATION_CANCELLED: &str = "notifications/cancelled";
 pub const NOTIFICATION_PROGRESS: &str = "notifications/progress";

@@ -135,6 +135,16 @@ pub const METHODS: &[(&str, &str, &str)] = &[
         "mcphost's own requests (docs/ipc.md describes their params and results).",
     ),
     (
+        "MCPHOST_METHOD_MCPHOST_SESSION_CONFIGURE",
+        "mcphost/session/configure",
+        "mcphost's own requests (docs/ipc.md describes their params and results).",
+    ),
+    (
+        "MCPHOST_METHOD_MCPHOST_DAEMON_SHUTDOWN",
+        "mcphost/daemon/shutdown",
+        "mcphost's own requests (docs/ipc.md describes their params and results).",
+    ),
+    (
         "MCPHOST_METHOD_SAMPLING_CREATE_MESSAGE",
         "sampling/createMessage",
         "Server requests a host answers through its callbacks (the `method` of their request_json).",

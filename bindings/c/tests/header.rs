@@ -101,3 +101,40 @@ fn every_declaration_in_the_header_is_documented() {
         "undocumented in the header: {undocumented:#?}"
     );
 }
+
+/// The header's `mcphost/*` requests are exactly those the engine answers
+/// (`MCPHOST_REQUESTS`, which the engine's own tests hold to its dispatch).
+#[test]
+fn the_header_names_every_mcphost_request_the_engine_answers() {
+    let ours: std::collections::BTreeSet<&str> = mcphost::methods::METHODS
+        .iter()
+        .map(|(_, value, _)| *value)
+        .filter(|v| v.starts_with("mcphost/"))
+        .collect();
+    let engine: std::collections::BTreeSet<&str> =
+        mcphost_core::protocol::methods::MCPHOST_REQUESTS
+            .iter()
+            .copied()
+            .collect();
+    let missing: Vec<_> = engine.difference(&ours).collect();
+    let extra: Vec<_> = ours.difference(&engine).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "bindings/c/src/methods.rs: missing {missing:?}, not answered by the engine {extra:?}"
+    );
+}
+
+/// The Swift package re-exports every method and event macro by name
+/// (Names.swift); the Python package is checked by its own test.
+#[test]
+fn the_swift_package_names_every_method_and_event() {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../swift/Sources/MCPHost/Names.swift");
+    let swift = std::fs::read_to_string(&path).expect("Names.swift");
+    let missing: Vec<&str> = mcphost::methods::METHODS
+        .iter()
+        .map(|(name, _, _)| *name)
+        .filter(|name| !swift.contains(&format!("= {name}\n")))
+        .collect();
+    assert!(missing.is_empty(), "{} lacks {missing:?}", path.display());
+}

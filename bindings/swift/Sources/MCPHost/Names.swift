@@ -58,6 +58,10 @@ extension MCPHost {
         public static let mcphostHostUnregister = MCPHOST_METHOD_MCPHOST_HOST_UNREGISTER
         /// `mcphost/logs/follow`
         public static let mcphostLogsFollow = MCPHOST_METHOD_MCPHOST_LOGS_FOLLOW
+        /// `mcphost/session/configure`: this session's tool budget, search mode or schema profile
+        public static let mcphostSessionConfigure = MCPHOST_METHOD_MCPHOST_SESSION_CONFIGURE
+        /// `mcphost/daemon/shutdown`: stop the daemon (refused when embedded)
+        public static let mcphostDaemonShutdown = MCPHOST_METHOD_MCPHOST_DAEMON_SHUTDOWN
         /// `sampling/createMessage`
         public static let samplingCreateMessage = MCPHOST_METHOD_SAMPLING_CREATE_MESSAGE
         /// `elicitation/create`
