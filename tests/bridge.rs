@@ -24,9 +24,16 @@ struct Bridge {
 
 impl Bridge {
     fn start(d: &Daemon) -> Bridge {
+        Bridge::start_with(d, &[], &[])
+    }
+
+    /// With these arguments after `bridge`, and these environment variables.
+    fn start_with(d: &Daemon, args: &[&str], env: &[(&str, &str)]) -> Bridge {
         let mut child = d
             .command()
             .arg("bridge")
+            .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -274,4 +281,99 @@ fn a_bridge_relays_big_messages_split_writes_batches_and_a_last_frame_without_ne
     let reply = b.until("the unterminated frame's answer", |m| m["id"] == 6);
     assert!(reply.get("result").is_some(), "{reply}");
     assert!(b.child.wait().unwrap().success());
+}
+
+/// A host that cannot send `mcphost/session/configure` (Cursor, Claude
+/// Desktop) gets a profile from the bridge's command line or environment.
+#[test]
+fn a_bridge_profile_shapes_the_hosts_session_by_flag_or_env_and_an_unknown_one_fails_at_start() {
+    let config = format!(
+        r#"{{ "loginShellPath": false,
+              "profiles": {{ "find": {{ "toolMode": "search" }}, "few": {{ "maxTools": 2 }} }},
+              "mcpServers": {{ "ts": {{ {} }} }} }}"#,
+        common::ts_entry(&[])
+    );
+    let d = Daemon::start(&config);
+    d.wait_ready(&["ts"], WAIT);
+    let init = r#"{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"cursor-like","version":"0"}}"#;
+    let names = |r: &Value| -> Vec<String> {
+        r["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no tools in {r}"))
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+
+    // Search mode by flag: three meta-tools, and calls through call_tool.
+    let mut b = Bridge::start_with(&d, &["--profile", "find"], &[]);
+    let r = b.request(1, "initialize", init);
+    assert_eq!(r["protocolVersion"], "2025-11-25", "{r}");
+    b.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    let listed = b.request(2, "tools/list", "{}");
+    assert_eq!(
+        names(&listed),
+        ["search_tools", "describe_tool", "call_tool"]
+    );
+    let r = b.request(
+        3,
+        "tools/call",
+        r#"{"name":"call_tool","arguments":{"name":"ts__echo","arguments":{"text":"via call_tool"}}}"#,
+    );
+    assert_eq!(common::text_of(&r), "via call_tool", "{r}");
+    let (status, _) = b.close_and_wait();
+    assert!(status.success(), "{status}");
+
+    // A budget by environment: two tools, and the cut is in the host's log.
+    let mut b = Bridge::start_with(&d, &[], &[("MCPHOST_PROFILE", "few")]);
+    b.request(1, "initialize", init);
+    b.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    // The warning comes with the first listing (not before initialize,
+    // where a host must get nothing but its answers).
+    b.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}"#);
+    let (mut listed, mut warning) = (None, None);
+    while listed.is_none() || warning.is_none() {
+        let m = b.until("the listing and the cut's warning", |m| {
+            m["id"] == 2 || m["method"] == "notifications/message"
+        });
+        match m["id"] == 2 {
+            true => listed = Some(m),
+            false => warning = Some(m),
+        }
+    }
+    let (listed, warning) = (listed.unwrap(), warning.unwrap());
+    assert_eq!(names(&listed["result"]).len(), 2, "{listed}");
+    assert_eq!(warning["params"]["level"], "warning", "{warning}");
+    assert!(
+        warning["params"]["data"]
+            .as_str()
+            .unwrap_or("")
+            .contains("maxTools"),
+        "{warning}"
+    );
+    drop(b);
+
+    // An unknown profile: the bridge fails before the host's first message,
+    // naming it and the profiles there are.
+    let out = d
+        .command()
+        .args(["bridge", "--profile", "nope"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+        .wait_with_output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        out.stdout.is_empty(),
+        "{:?}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        stderr.contains("--profile nope") && stderr.contains("find") && stderr.contains("few"),
+        "unclear: {stderr}"
+    );
 }

@@ -494,6 +494,12 @@ impl Session {
             Mode::Undecided if modern => return self.stateless(id, method, params).await,
             Mode::Handshake if modern => return Err(handshake_only()),
             Mode::Handshake => {}
+            // Options set before the client's first message (`mcphost
+            // bridge --profile`, for a host that cannot send them): they
+            // settle nothing, and whichever era comes next keeps them.
+            Mode::Undecided if method == methods::MCPHOST_SESSION_CONFIGURE => {
+                return self.configure(params.as_deref());
+            }
             Mode::Undecided => {
                 let known = SESSION_METHODS.contains(&method) || method.starts_with("mcphost/");
                 return Err(if known {

@@ -401,3 +401,61 @@ fn the_ipc_reference_describes_every_mcphost_request() {
         .collect();
     assert!(missing.is_empty(), "docs/ipc.md has no row for {missing:?}");
 }
+
+/// `mcphost bridge --profile` configures its connection before the host's
+/// first message: that settles no era, sends nothing unasked, and the
+/// session keeps the options in whichever era the host then speaks.
+#[tokio::test]
+async fn a_session_configured_before_its_first_message_keeps_the_options_in_either_era() {
+    use serde_json::json;
+    let cfg = crate::config::parse(
+        r#"{"loginShellPath":false,"profiles":{"find":{"toolMode":"search"}}}"#,
+        std::path::Path::new("/nonexistent/config.json"),
+        &crate::config::process_env,
+    )
+    .unwrap();
+    let engine = EngineBuilder::new(cfg).start();
+    let names = |r: &serde_json::Value| -> Vec<String> {
+        r["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no tools in {r}"))
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let meta = vec!["search_tools", "describe_tool", "call_tool"];
+
+    // The handshake after it.
+    let mut c = connect(&engine, engine.registry().subscribe());
+    c.send(json!({"jsonrpc": "2.0", "id": 1, "method": "mcphost/session/configure", "params": {"profile": "find"}}))
+        .await;
+    // The first line is its answer (no list_changed before initialize).
+    let r = c.line().await;
+    assert_eq!(r["id"], 1, "{r}");
+    assert_eq!(r["result"]["profile"], "find", "{r}");
+    let init = json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}});
+    let r = c.request(2, "initialize", init).await;
+    assert_eq!(r["result"]["protocolVersion"], "2025-11-25", "{r}");
+    let r = c.request(3, "tools/list", json!({})).await;
+    assert_eq!(names(&r), meta, "{r}");
+
+    // A stateless client after it.
+    let mut s = connect(&engine, engine.registry().subscribe());
+    s.request(1, "mcphost/session/configure", json!({"profile": "find"}))
+        .await;
+    let r = s
+        .request(2, "tools/list", json!({"_meta": modern_meta()}))
+        .await;
+    assert_eq!(names(&r), meta, "{r}");
+
+    // An unknown profile is an error naming it, and settles nothing either.
+    let mut u = connect(&engine, engine.registry().subscribe());
+    let r = u
+        .request(1, "mcphost/session/configure", json!({"profile": "nope"}))
+        .await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("nope"),
+        "{r}"
+    );
+}

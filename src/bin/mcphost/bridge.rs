@@ -52,7 +52,7 @@ impl Shared {
 /// Pump stdio to the daemon socket, so any MCP host can use the daemon.
 /// Losing the daemon while the host is still talking is an error: the host
 /// must learn that its server is gone, not see a clean exit.
-pub async fn run(auto: &crate::autostart::Autostart) -> Result<()> {
+pub async fn run(auto: &crate::autostart::Autostart, profile: Option<&str>) -> Result<()> {
     let socket = auto.socket.as_path();
     // Started if it is not running, its version checked; the relay then
     // gets a connection of its own, unseen by anything but the host.
@@ -71,6 +71,9 @@ pub async fn run(auto: &crate::autostart::Autostart) -> Result<()> {
     let stream = mcphost::ipc::connect_blocking(socket)
         .await
         .map_err(|e| crate::autostart::not_running(&e, ""))?;
+    if let Some(name) = profile {
+        select_profile(&stream, name)?;
+    }
     let who = format!("the daemon at {}", socket.display());
     let shared = Arc::new(Shared {
         unanswered: Mutex::new(HashSet::new()),
@@ -141,6 +144,63 @@ pub async fn run(auto: &crate::autostart::Autostart) -> Result<()> {
     // Also wakes both threads; the process exits right after.
     let _ = stream.shutdown(Shutdown::Both);
     result
+}
+
+/// The id of the bridge's own request, sent before any of the host's.
+const PROFILE_REQUEST_ID: &str = "mcphost-bridge-profile";
+/// How long the daemon may take to answer it.
+const PROFILE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `--profile NAME`: selects the config profile for this connection before
+/// the host's first message, for hosts that cannot send
+/// `mcphost/session/configure` themselves. An unknown profile fails the
+/// bridge at start, with the daemon's reason (it names the profiles there).
+fn select_profile(stream: &UnixStream, name: &str) -> Result<()> {
+    let request = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": PROFILE_REQUEST_ID,
+        "method": "mcphost/session/configure",
+        "params": { "profile": name },
+    });
+    let mut line = serde_json::to_vec(&request)?;
+    line.push(b'\n');
+    let mut sock = stream;
+    sock.write_all(&line)
+        .map_err(|e| anyhow!("--profile {name}: sending it to the daemon: {e}"))?;
+    // Until the host speaks, the daemon sends this connection nothing but
+    // the answer: read exactly up to its newline, so nothing is consumed
+    // that the relay should see.
+    stream.set_read_timeout(Some(PROFILE_TIMEOUT))?;
+    let mut answer = Vec::new();
+    let mut byte = [0u8; 1];
+    loop {
+        match sock.read(&mut byte) {
+            Ok(0) => bail!("--profile {name}: the daemon closed the connection"),
+            Ok(_) if byte[0] == b'\n' => break,
+            Ok(_) => answer.push(byte[0]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => bail!("--profile {name}: no answer from the daemon: {e}"),
+        }
+        if answer.len() > mcphost::ipc::DEFAULT_MAX_MESSAGE_BYTES {
+            bail!("--profile {name}: the daemon's answer is too long");
+        }
+    }
+    stream.set_read_timeout(None)?;
+    let answer: serde_json::Value = serde_json::from_slice(&answer)
+        .map_err(|e| anyhow!("--profile {name}: the daemon's answer is not JSON: {e}"))?;
+    if answer["id"] != PROFILE_REQUEST_ID {
+        bail!("--profile {name}: the daemon answered something else: {answer}");
+    }
+    if let Some(err) = answer.get("error") {
+        let why = err["message"].as_str().unwrap_or("refused");
+        bail!("--profile {name}: {why}");
+    }
+    let result = &answer["result"];
+    if let Some(w) = result["warning"].as_str() {
+        tracing::warn!("--profile {name}: {w}");
+    }
+    tracing::debug!(profile = name, options = %result["options"], "profile selected");
+    Ok(())
 }
 
 /// Relays stdin to the socket until stdin ends or the socket fails.

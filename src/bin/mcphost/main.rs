@@ -235,7 +235,13 @@ enum Command {
         action: AuthAction,
     },
     /// A stdio MCP server that relays to the daemon, for any MCP host.
-    Bridge,
+    Bridge {
+        /// Shape this host's session by a config profile (a tool budget,
+        /// search mode, a schema profile), for hosts that cannot send
+        /// `mcphost/session/configure`; an unknown profile fails at start.
+        #[arg(long, env = "MCPHOST_PROFILE", value_name = "NAME")]
+        profile: Option<String>,
+    },
     /// Import the MCP servers of other hosts' configs (Claude Desktop,
     /// Claude Code, VS Code, Cursor, Windsurf, Zed, Goose, Continue,
     /// mark3labs/mcphost) into this config; --list shows what is there.
@@ -503,9 +509,9 @@ async fn run_command(
             }
             import::run(args, cli.config.clone(), out).await
         }
-        Command::Bridge => {
+        Command::Bridge { profile } => {
             refuse_policy_flags(&policy, "bridge")?;
-            bridge::run(&auto).await?;
+            bridge::run(&auto, profile.as_deref()).await?;
             Ok(0)
         }
         Command::Doctor {
@@ -740,7 +746,7 @@ async fn dispatch(b: &Backend, command: Command, out: &Out) -> Result<u8> {
             }
         }
         Command::Daemon { .. }
-        | Command::Bridge
+        | Command::Bridge { .. }
         | Command::Import(_)
         | Command::Service { .. }
         | Command::Inspect { .. }

@@ -93,18 +93,26 @@ impl Session {
                 } else {
                     let (_, cut) = view.list(&catalog, settings.encoding);
                     out["tools"] = cut.to_json();
-                    if let Some(w) = cut.warning(&view.options) {
+                    let warning = cut.warning(&view.options);
+                    if let Some(w) = &warning {
                         out["warning"] = json!(w);
-                        self.warn_client(&w);
                     }
-                    view.should_warn(&cut);
+                    // Nothing may be sent before initialize: the session's
+                    // first listing warns instead.
+                    if self.mode() != super::Mode::Undecided {
+                        if let Some(w) = &warning {
+                            self.warn_client(w);
+                        }
+                        view.should_warn(&cut);
+                    }
                 }
                 self.view.store(Some(view));
             }
         }
         info!(session = self.id, options = %out["options"], "session configured");
-        // Its listing changed: a client that listed before lists again.
-        if self.mode() != super::Mode::Stateless {
+        // Its listing changed: a client that listed before lists again
+        // (one that has not initialized yet has listed nothing).
+        if self.mode() == super::Mode::Handshake {
             let _ = self
                 .port
                 .notify(methods::NOTIFICATION_TOOLS_LIST_CHANGED, None);
