@@ -1165,3 +1165,41 @@ fn a_second_daemon_on_a_live_socket_refuses_and_starts_nothing() {
         .count();
     assert_eq!(inits, 1, "the second daemon started a server");
 }
+
+/// A server's four lists are asked for at once after its handshake, not one
+/// after another: a remote server's start costs one round trip for them,
+/// not four, and one list that hangs does not hold up the others.
+#[test]
+fn a_servers_lists_are_requested_together_so_a_hung_one_holds_up_no_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("requests.log");
+    let d = Daemon::start(&common::ts_config(&[
+        "--hang-on",
+        "tools/list",
+        "--log-requests",
+        log.to_str().unwrap(),
+    ]));
+    let methods = || -> Vec<String> {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter_map(|m| m["method"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let wanted = ["resources/list", "resources/templates/list", "prompts/list"];
+    loop {
+        let seen = methods();
+        if wanted.iter().all(|w| seen.iter().any(|m| m == w)) {
+            assert!(seen.iter().any(|m| m == "tools/list"), "{seen:?}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "with tools/list unanswered, the other lists were not asked for: {seen:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(d);
+}

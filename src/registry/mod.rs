@@ -1332,26 +1332,33 @@ async fn fetch_lists(client: &ServerClient) -> Fetched {
     fn keep<T>(r: Result<Vec<T>, ClientError>, errors: &mut Vec<String>) -> Option<Vec<T>> {
         r.map_err(|e| errors.push(e.to_string())).ok()
     }
-    let caps = client.negotiated().capabilities.clone();
-    // A list the server does not offer is empty, not failed.
-    let mut f = Fetched {
-        tools: Some(Vec::new()),
-        resources: Some(Vec::new()),
-        templates: Some(Vec::new()),
-        prompts: Some(Vec::new()),
-        errors: Vec::new(),
-    };
-    if caps.tools.is_some() {
-        f.tools = keep(client.list_tools().await, &mut f.errors);
+    /// A list the server does not offer is empty, not failed.
+    async fn offered<T>(
+        offered: bool,
+        list: impl Future<Output = Result<Vec<T>, ClientError>>,
+    ) -> Result<Vec<T>, ClientError> {
+        match offered {
+            true => list.await,
+            false => Ok(Vec::new()),
+        }
     }
-    if caps.resources.is_some() {
-        f.resources = keep(client.list_resources().await, &mut f.errors);
-        f.templates = keep(client.list_resource_templates().await, &mut f.errors);
+    let caps = &client.negotiated().capabilities;
+    // All four at once: one round trip to the server instead of four, which
+    // is most of a server's start after its handshake.
+    let (tools, resources, templates, prompts) = tokio::join!(
+        offered(caps.tools.is_some(), client.list_tools()),
+        offered(caps.resources.is_some(), client.list_resources()),
+        offered(caps.resources.is_some(), client.list_resource_templates()),
+        offered(caps.prompts.is_some(), client.list_prompts()),
+    );
+    let mut errors = Vec::new();
+    Fetched {
+        tools: keep(tools, &mut errors),
+        resources: keep(resources, &mut errors),
+        templates: keep(templates, &mut errors),
+        prompts: keep(prompts, &mut errors),
+        errors,
     }
-    if caps.prompts.is_some() {
-        f.prompts = keep(client.list_prompts().await, &mut f.errors);
-    }
-    f
 }
 
 #[cfg(test)]
