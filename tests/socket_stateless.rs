@@ -11,21 +11,18 @@
 //! `server/discover` and goes stateless on its own.
 
 mod common;
+#[path = "common/wire.rs"]
+mod wire;
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{Daemon, Interop, MCPHOST, interop, lenient_json, servers_config, ts_entry};
-use serde_json::value::RawValue;
 use serde_json::{Value, json};
+use wire::{WAIT, Wire};
 
 /// Cold starts of node servers on a busy 2-core machine.
 const READY: Duration = Duration::from_secs(60);
-/// One answer.
-const WAIT: Duration = Duration::from_secs(30);
 
 const PV: &str = "io.modelcontextprotocol/protocolVersion";
 const CAPS: &str = "io.modelcontextprotocol/clientCapabilities";
@@ -45,171 +42,6 @@ fn meta(caps: Value) -> Value {
 fn with_meta(mut params: Value, caps: Value) -> Value {
     params["_meta"] = meta(caps);
     params
-}
-
-/// One client's line-delimited JSON-RPC: the daemon's socket, or a bridge.
-struct Wire {
-    out: Box<dyn Write + Send>,
-    lines: mpsc::Receiver<String>,
-    /// Messages read while waiting for something else.
-    held: Vec<String>,
-    next_id: i64,
-    child: Option<Child>,
-    /// The socket, to hang up (the reader thread holds a clone).
-    socket: Option<UnixStream>,
-}
-
-impl Wire {
-    fn reader(input: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(input).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        rx
-    }
-
-    fn connect(d: &Daemon) -> Wire {
-        let s = UnixStream::connect(&d.socket).unwrap();
-        let lines = Wire::reader(s.try_clone().unwrap());
-        Wire {
-            out: Box::new(s.try_clone().unwrap()),
-            lines,
-            held: Vec::new(),
-            next_id: 100,
-            child: None,
-            socket: Some(s),
-        }
-    }
-
-    /// `mcphost bridge` to the daemon: the same lines over its stdio.
-    fn bridge(d: &Daemon) -> Wire {
-        let mut child = d
-            .command()
-            .arg("bridge")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let lines = Wire::reader(child.stdout.take().unwrap());
-        Wire {
-            out: Box::new(child.stdin.take().unwrap()),
-            lines,
-            held: Vec::new(),
-            next_id: 100,
-            child: Some(child),
-            socket: None,
-        }
-    }
-
-    fn send(&mut self, msg: &Value) {
-        writeln!(self.out, "{msg}").unwrap();
-        self.out.flush().unwrap();
-    }
-
-    fn next_line(&mut self, what: &str) -> String {
-        self.lines
-            .recv_timeout(WAIT)
-            .unwrap_or_else(|_| panic!("nothing within {WAIT:?} while waiting for {what}"))
-    }
-
-    /// The next message (held ones first) that `wanted` accepts, raw.
-    fn until(&mut self, what: &str, wanted: impl Fn(&Value) -> bool) -> String {
-        if let Some(i) = self.held.iter().position(|l| wanted(&lenient_json(l))) {
-            return self.held.remove(i);
-        }
-        let deadline = Instant::now() + WAIT;
-        loop {
-            assert!(
-                Instant::now() < deadline,
-                "no {what} within {WAIT:?}; held {:?}",
-                self.held
-            );
-            let line = self.next_line(what);
-            if wanted(&lenient_json(&line)) {
-                return line;
-            }
-            self.held.push(line);
-        }
-    }
-
-    fn start(&mut self, method: &str, params: Value) -> i64 {
-        self.next_id += 1;
-        let id = self.next_id;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        id
-    }
-
-    /// The answer to request `id`, raw.
-    fn answer_raw(&mut self, id: i64) -> String {
-        self.until(&format!("the answer to {id}"), |m| {
-            m["id"] == id && m.get("method").is_none()
-        })
-    }
-
-    fn answer(&mut self, id: i64) -> Value {
-        lenient_json(&self.answer_raw(id))
-    }
-
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.start(method, params);
-        self.answer(id)
-    }
-
-    /// A request's `result` text exactly as it came.
-    fn result_text(&mut self, method: &str, params: Value) -> String {
-        let id = self.start(method, params);
-        let line = self.answer_raw(id);
-        #[derive(serde::Deserialize)]
-        struct R<'a> {
-            #[serde(borrow)]
-            result: &'a RawValue,
-        }
-        let r: R<'_> = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
-        r.result.get().to_owned()
-    }
-
-    fn initialize(&mut self, caps: Value) -> Value {
-        let r = self.request(
-            "initialize",
-            json!({"protocolVersion": "2025-11-25", "capabilities": caps,
-                   "clientInfo": {"name": "tests/socket_stateless.rs", "version": "0"}}),
-        );
-        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        r
-    }
-
-    /// Nothing but what `ignore` accepts arrives within `quiet`.
-    fn nothing_else(&mut self, quiet: Duration, ignore: impl Fn(&Value) -> bool) {
-        let deadline = Instant::now() + quiet;
-        let held: Vec<String> = self.held.drain(..).collect();
-        for l in held {
-            assert!(ignore(&lenient_json(&l)), "unexpected {l}");
-        }
-        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-            match self.lines.recv_timeout(left) {
-                Ok(l) => assert!(ignore(&lenient_json(&l)), "unexpected {l}"),
-                Err(_) => return,
-            }
-        }
-    }
-}
-
-impl Drop for Wire {
-    fn drop(&mut self) {
-        if let Some(s) = &self.socket {
-            let _ = s.shutdown(std::net::Shutdown::Both);
-        }
-        if let Some(c) = &mut self.child {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
 }
 
 fn everything(env: &Interop) -> String {

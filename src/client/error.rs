@@ -50,6 +50,15 @@ pub enum ClientError {
         capability: String,
         message: String,
     },
+    #[error(
+        "server '{server}': {method} waited {waited:.1?} for its turn and was not sent: the server asks its host for input on a channel that cannot say for which call, so it serves one host's calls at a time, and another host's {busy_with} call(s) are still in flight; give it \"share\": \"per-session\" to serve each host in parallel"
+    )]
+    TurnTimeout {
+        server: String,
+        method: &'static str,
+        waited: std::time::Duration,
+        busy_with: usize,
+    },
     #[error("server '{server}': invalid {method} payload: {reason}")]
     Invalid {
         server: String,

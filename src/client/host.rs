@@ -365,16 +365,60 @@ pub(crate) struct HostHandler {
     server: String,
     host: Arc<dyn Host>,
     caps: ClientCapabilities,
+    turns: Arc<super::attribution::Turns>,
 }
 
 impl HostHandler {
-    pub(crate) fn new(server: &str, host: Arc<dyn Host>) -> Self {
+    pub(crate) fn new(
+        server: &str,
+        host: Arc<dyn Host>,
+        turns: Arc<super::attribution::Turns>,
+    ) -> Self {
         let caps = host.capabilities();
         HostHandler {
             server: server.to_owned(),
             host,
             caps,
+            turns,
         }
+    }
+
+    /// What `r` is known to belong to. The wire's word is final. Without
+    /// it, a request that needs a person or a model belongs to the one
+    /// session with calls in flight (turns keep it to one once the server
+    /// has asked); with none in flight, or from a server seen asking
+    /// outside its calls, to nobody.
+    fn attribute(&self, r: &IncomingRequest) -> Relation {
+        let asks = matches!(
+            r.method.as_str(),
+            methods::SAMPLING_CREATE_MESSAGE | methods::ELICITATION_CREATE
+        );
+        if r.by_wire || !asks {
+            return r.relation.clone();
+        }
+        let learned = self.turns.learned();
+        learned.saw_request(&self.server, r.relation == Relation::Unrelated);
+        if learned.asks_outside_calls() {
+            if r.relation != Relation::Unrelated {
+                info!(
+                    server = %self.server,
+                    method = %r.method,
+                    "this server has asked outside its calls before, so this request may not be the caller's: it goes to the fallback"
+                );
+            }
+            learned.count_unattributed();
+            return Relation::Unrelated;
+        }
+        if let Relation::Ambiguous(origins) = &r.relation {
+            warn!(
+                server = %self.server,
+                method = %r.method,
+                sessions = origins.len(),
+                "calls of several sessions were in flight (the server had not asked before, so they were not taking turns): nobody's host is asked, the fallback answers"
+            );
+            learned.count_unattributed();
+        }
+        r.relation.clone()
     }
 }
 
@@ -385,11 +429,12 @@ impl RequestHandler for HostHandler {
                 &r.method,
             ))));
         }
+        let relation = self.attribute(&r);
         self.host.handle(HostRequest {
             server: self.server.clone(),
             method: r.method,
             params: r.params,
-            relation: r.relation,
+            relation,
         })
     }
 }

@@ -5,6 +5,7 @@
 //! declare, follows pagination, and re-lists when the server says a list
 //! changed. The protocol era is decided here and never leaks to callers.
 
+pub mod attribution;
 mod eras;
 mod error;
 mod host;
@@ -90,6 +91,9 @@ pub struct ClientOptions {
     /// Where tool calls' latency and outcome are counted, per server name:
     /// shared by every client of a registry, so a restart keeps the counts.
     pub stats: Arc<stats::CallStats>,
+    /// What each server has shown about how its requests relate to calls
+    /// (see [`attribution`]): shared like `stats`.
+    pub attribution: Arc<attribution::Attribution>,
     /// Where the registry keeps each server's last good lists (`None`:
     /// nowhere; a lazy server is then started to be listed).
     pub catalogs: Option<Arc<crate::registry::stored::CatalogStore>>,
@@ -122,6 +126,7 @@ impl Default for ClientOptions {
             relist_on_change: true,
             auth: None,
             stats: stats::CallStats::new(),
+            attribution: attribution::Attribution::new(),
             catalogs: None,
         }
     }
@@ -205,6 +210,8 @@ struct Core {
     /// The request id of the open `subscriptions/listen`: notifications
     /// tagged with another subscription are a closed stream's leftovers.
     listen_id: std::sync::Mutex<Option<Arc<std::sync::OnceLock<i64>>>>,
+    /// Which sessions' calls are in flight, and who waits for a turn.
+    turns: Arc<attribution::Turns>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -314,9 +321,16 @@ impl ServerClient {
     ) -> Result<(Core, broadcast::Receiver<Arc<Notification>>), ClientError> {
         let http = conn.control.kind() != "stdio";
         let stateless = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // Calls may have to take turns only if the server may ask for a
+        // person or a model (roots are answered by a roots source instead).
+        let offered = opts.host.capabilities();
+        let turns = attribution::Turns::new(
+            opts.attribution.server(name),
+            offered.sampling.is_some() || offered.elicitation.is_some(),
+        );
         let handler = Arc::new(EraHandler {
             stateless: stateless.clone(),
-            host: host::HostHandler::new(name, opts.host.clone()),
+            host: host::HostHandler::new(name, opts.host.clone(), turns.clone()),
         });
         let peer = Peer::start(opts.peer_config(name), conn.outbound, conn.inbound, handler);
         // Subscribe before anything is sent so no early notification is missed.
@@ -342,6 +356,7 @@ impl ServerClient {
             freshness: Default::default(),
             revalidating: Default::default(),
             listen_id: Default::default(),
+            turns,
         };
         let pinned = core.opts.protocol_version;
         let probe = match pinned {
@@ -1234,6 +1249,22 @@ impl Core {
         if self.era == Era::Stateless {
             return self.stateless_request(method, params, ro).await;
         }
+        // A call of a session takes its place among the calls in flight,
+        // and waits for its session's turn if this server needs turns.
+        let _turn = match &ro.origin {
+            Some(o) => {
+                let limit = ro.timeout.unwrap_or(self.opts.request_timeout);
+                Some(self.turns.enter(o.session, limit).await.map_err(|t| {
+                    ClientError::TurnTimeout {
+                        server: self.name.clone(),
+                        method,
+                        waited: t.waited,
+                        busy_with: t.busy_with,
+                    }
+                })?)
+            }
+            None => None,
+        };
         self.peer
             .request(method, params, ro)
             .await
@@ -1827,6 +1858,7 @@ async fn listen(
         };
         let mut ro = core.request_options(&opts);
         ro.max_timeout = Some(Duration::MAX);
+        ro.ended_by_cancel = true;
         let id = Arc::new(std::sync::OnceLock::new());
         ro.sent_as = Some(id.clone());
         *core.listen_id.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);

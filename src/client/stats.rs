@@ -24,20 +24,20 @@ struct ServerStats {
     tools: HashMap<String, Series>,
 }
 
-struct Series {
+pub(crate) struct Series {
     latency: Histogram<u64>,
     errors: u64,
 }
 
 impl Series {
-    fn new() -> Option<Series> {
+    pub(crate) fn new() -> Option<Series> {
         Some(Series {
             latency: Histogram::new_with_bounds(LOWEST_US, HIGHEST_US, SIGFIG).ok()?,
             errors: 0,
         })
     }
 
-    fn record(&mut self, took: Duration, failed: bool) {
+    pub(crate) fn record(&mut self, took: Duration, failed: bool) {
         let us = u64::try_from(took.as_micros())
             .unwrap_or(u64::MAX)
             .clamp(LOWEST_US, HIGHEST_US);
@@ -48,7 +48,7 @@ impl Series {
         }
     }
 
-    fn summary(&self) -> Summary {
+    pub(crate) fn summary(&self) -> Summary {
         let ms = |q: f64| self.latency.value_at_quantile(q) as f64 / 1e3;
         Summary {
             calls: self.latency.len(),

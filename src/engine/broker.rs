@@ -1,14 +1,16 @@
 //! The broker: the one [`Host`] of every server client. It sends each
 //! server→client request (sampling, elicitation, roots) to the session whose
-//! call caused it, else to the primary host, else answers with the
-//! configured fallback.
+//! call caused it, as far as that is proven (see [`crate::client::attribution`]);
+//! a request no call caused to the registered primary host; everything
+//! else, and what the session that caused it cannot answer, to the
+//! configured fallback. It never guesses across hosts.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use serde_json::value::RawValue;
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
 use super::session::Session;
 use crate::client::{ElicitationPolicy, Host, HostRequest, PolicyHost};
@@ -42,6 +44,11 @@ pub(crate) fn named_server(params: Option<&RawValue>) -> Option<String> {
 
 /// URL elicitations remembered for routing their completion notification.
 const ELICITATIONS_KEPT: usize = 1024;
+
+/// Server→host requests one host may have outstanding at once; more wait
+/// (within the host timeout) for one to be answered, so no server can open
+/// hundreds of dialogs in an app.
+pub const MAX_HOST_REQUESTS: usize = 16;
 
 /// How long a host may take to answer `method`.
 fn timeout_of(t: &HostTimeouts, method: &str) -> Duration {
@@ -105,13 +112,11 @@ pub(crate) struct Broker {
     inner: Arc<Inner>,
 }
 
-/// Where one request goes: the sessions to ask, in order, each with the
-/// call it is asked for (none for the primary host). Only a guess
-/// (ambiguous on stdio) moves on to the next when a session turns out to be
-/// gone; a request a session caused dies with it.
-struct Route {
-    sessions: Vec<(Arc<Session>, Option<Origin>)>,
-    guessed: bool,
+/// Where one request goes: the session to ask, with the call it is asked
+/// for (none for the primary host), or the fallback and why.
+enum Route {
+    Ask(Arc<Session>, Option<Origin>),
+    Fallback(&'static str),
 }
 
 impl Broker {
@@ -205,42 +210,29 @@ impl Broker {
         self.lock().sessions.get(&id).and_then(Weak::upgrade)
     }
 
-    /// The sessions for `r`: the one whose call caused it, else the primary
-    /// host, else (ambiguous on stdio) the sessions with calls in flight,
-    /// oldest call first; each only if it declared what `r` needs (a
-    /// stateless client: on the request of that call).
+    /// Where `r` goes: the session whose call caused it if it declared
+    /// what `r` needs (a stateless client: on the request of that call);
+    /// a request no call caused to the primary host; anything else to the
+    /// fallback, never to another session.
     fn route(&self, r: &HostRequest, mode: Option<&str>) -> Route {
-        let able =
-            |(s, o): &(Arc<Session>, Option<Origin>)| s.can_answer(&r.method, mode, o.as_ref());
-        let primary = self
-            .primary()
-            .and_then(|id| self.session(id))
-            .map(|s| (s, None));
-        let caused = |o: &Origin| self.session(o.session).map(|s| (s, Some(o.clone())));
-        let candidates: Vec<(Arc<Session>, Option<Origin>)> = match &r.relation {
-            Relation::Caused(o) => caused(o).into_iter().chain(primary).collect(),
-            Relation::Unrelated => primary.into_iter().collect(),
-            Relation::Ambiguous(origins) => {
-                debug!(
-                    server = %r.server,
-                    sessions = origins.len(),
-                    "several sessions have calls in flight; the primary host, else the oldest call's session, is asked"
-                );
-                let in_flight = origins.iter().filter_map(caused);
-                primary.into_iter().chain(in_flight).collect()
-            }
-        };
-        let mut sessions: Vec<(Arc<Session>, Option<Origin>)> = Vec::new();
-        for c in candidates.into_iter().filter(able) {
-            if !sessions.iter().any(|(k, _)| k.id() == c.0.id()) {
-                sessions.push(c);
-            }
+        match &r.relation {
+            Relation::Caused(o) => match self.session(o.session) {
+                Some(s) if s.can_answer(&r.method, mode, Some(o)) => Route::Ask(s, Some(o.clone())),
+                Some(_) => {
+                    Route::Fallback("the host whose call caused it did not declare it answers this")
+                }
+                None => Route::Fallback("the host whose call caused it is gone"),
+            },
+            Relation::Unrelated => match self.primary().and_then(|id| self.session(id)) {
+                Some(p) if p.can_answer(&r.method, mode, None) => Route::Ask(p, None),
+                _ => Route::Fallback(
+                    "no call caused it and no primary host that answers it is registered",
+                ),
+            },
+            Relation::Ambiguous(_) => Route::Fallback(
+                "calls of several hosts were in flight, so it cannot be told whose it is",
+            ),
         }
-        let guessed = matches!(r.relation, Relation::Ambiguous(_));
-        if !guessed {
-            sessions.truncate(1);
-        }
-        Route { sessions, guessed }
     }
 
     /// The answer `asked` brings, as the server gets it.
@@ -280,6 +272,7 @@ impl Broker {
         session: &Session,
         origin: Option<&Origin>,
         r: &HostRequest,
+        timeout: Duration,
     ) -> Result<BoxFuture<'static, Result<Box<RawValue>, PeerError>>, PeerError> {
         let params = named(r.params.as_deref(), &r.server).map_err(|e| {
             PeerError::Rpc(ErrorObject::new(error_codes::INVALID_PARAMS, e.to_string()))
@@ -293,7 +286,6 @@ impl Broker {
             }
             st.elicitations.push_back((id, session.id()));
         }
-        let timeout = timeout_of(&self.lock().timeouts, &r.method);
         info!(server = %r.server, method = %r.method, session = session.id(), "forwarding to the host");
         Ok(session.ask(origin, &r.method, params, timeout))
     }
@@ -345,11 +337,33 @@ impl Host for Broker {
     }
 
     /// A caller's own capabilities; the fallback's when nobody caused it.
+    /// What a call of `origin` may be asked (a stateless server is told it
+    /// per request): the caller's own capabilities, plus what the fallback
+    /// answers in its place, as a handshake-era server is offered it. So a
+    /// caller without a capability gets the fallback's answer whatever the
+    /// server's era, not an error from one era and a decline from the
+    /// other.
     fn capabilities_for(&self, origin: Option<&crate::jsonrpc::Origin>) -> ClientCapabilities {
-        match origin.and_then(|o| self.session(o.session).map(|s| (s, o))) {
-            Some((s, o)) => s.client_capabilities(o),
-            None => self.capabilities(),
+        let Some((s, o)) = origin.and_then(|o| self.session(o.session).map(|s| (s, o))) else {
+            return self.capabilities();
+        };
+        let mut caps = s.client_capabilities(o);
+        let fallback = self.inner.fallback.capabilities();
+        if caps.sampling.is_none() {
+            caps.sampling = fallback.sampling;
         }
+        match (&mut caps.elicitation, fallback.elicitation) {
+            (None, f) => caps.elicitation = f,
+            (Some(own), Some(f)) if own.form.is_none() && own.url.is_some() => own.form = f.form,
+            _ => {}
+        }
+        // The fallback answers roots/list with the configured roots.
+        if caps.roots.is_none() {
+            caps.roots = Some(RootsCap {
+                list_changed: false,
+            });
+        }
+        caps
     }
 
     fn handle(&self, r: HostRequest) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
@@ -360,43 +374,65 @@ impl Host for Broker {
                 .params
                 .as_deref()
                 .and_then(|p| raw_field::<String>(p, "mode").ok().flatten());
-            let route = broker.route(&r, mode.as_deref());
-            let guessed = route.guessed;
-            // Held weakly while answers are awaited (see `ask`).
-            let targets: Vec<(Weak<Session>, Option<Origin>)> = route
-                .sessions
-                .into_iter()
-                .map(|(s, o)| (Arc::downgrade(&s), o))
-                .collect();
-            for (weak, origin) in targets {
-                let gone = || {
-                    PeerError::Closed(Arc::new(crate::transport::CloseReason::new(
-                        "the session ended",
-                    )))
-                };
-                let (asked, name, id) = match weak.upgrade() {
-                    Some(s) => (
-                        broker.ask(&s, origin.as_ref(), &r),
-                        s.name().to_owned(),
-                        s.id(),
-                    ),
-                    None => (Err(gone()), String::from("gone"), 0),
-                };
-                let outcome = match asked {
-                    Ok(asked) => broker.forward(asked, &r).await,
-                    Err(e) => Err(e),
-                };
-                match outcome {
-                    Ok(answer) => return Ok(answer),
-                    Err(PeerError::Closed(_)) if guessed => {
-                        info!(server = %r.server, session = id, "the guessed host is gone; asking the next");
-                    }
-                    Err(e) => return Err(Broker::host_failed(&name, &r.method, e)),
+            let (session, origin) = match broker.route(&r, mode.as_deref()) {
+                Route::Ask(s, o) => (s, o),
+                Route::Fallback(why) => {
+                    info!(server = %r.server, method = %r.method, "answered by the fallback: {why}");
+                    return broker.fallback(&r, mode.as_deref());
                 }
-            }
-            broker.fallback(&r, mode.as_deref())
+            };
+            let name = session.name().to_owned();
+            let timeout = broker.timeout_for(&r.method);
+            // Held weakly while the answer is awaited (see `ask`).
+            let permits = session.host_requests();
+            let weak = Arc::downgrade(&session);
+            drop(session);
+            let started = tokio::time::Instant::now();
+            let permit = match permits.clone().try_acquire_owned() {
+                Ok(p) => Ok(Ok(p)),
+                Err(_) => {
+                    info!(
+                        server = %r.server,
+                        method = %r.method,
+                        host = %name,
+                        "the host has {MAX_HOST_REQUESTS} requests of servers outstanding: this one waits for one of them to be answered"
+                    );
+                    tokio::time::timeout(timeout, permits.acquire_owned()).await
+                }
+            };
+            let permit = match permit {
+                Ok(Ok(p)) => p,
+                Ok(Err(_)) => return Err(Broker::host_failed(&name, &r.method, gone())),
+                Err(_) => {
+                    return Err(ErrorObject::new(
+                        error_codes::INTERNAL_ERROR,
+                        format!(
+                            "the host ({name}) still had {MAX_HOST_REQUESTS} requests of servers to answer after {timeout:.0?}, so {} was not shown to it",
+                            r.method
+                        ),
+                    ));
+                }
+            };
+            let Some(session) = weak.upgrade() else {
+                return Err(Broker::host_failed(&name, &r.method, gone()));
+            };
+            let left = timeout.saturating_sub(started.elapsed());
+            let asked = broker.ask(&session, origin.as_ref(), &r, left);
+            drop(session);
+            let outcome = match asked {
+                Ok(asked) => broker.forward(asked, &r).await,
+                Err(e) => Err(e),
+            };
+            drop(permit);
+            outcome.map_err(|e| Broker::host_failed(&name, &r.method, e))
         })
     }
+}
+
+fn gone() -> PeerError {
+    PeerError::Closed(Arc::new(crate::transport::CloseReason::new(
+        "the session ended",
+    )))
 }
 
 impl Broker {

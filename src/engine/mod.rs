@@ -135,6 +135,8 @@ pub struct Engine {
     settled_after: Arc<std::sync::OnceLock<std::time::Duration>>,
     /// Tool calls per server and tool, across restarts.
     stats: Arc<crate::client::stats::CallStats>,
+    /// How each server's requests are tied to calls, across restarts.
+    attribution: Arc<crate::client::attribution::Attribution>,
     /// Present when there is a config to edit (daemon); absent in direct
     /// mode, where management methods are refused.
     editor: Option<Arc<dyn ConfigEditor>>,
@@ -225,6 +227,7 @@ impl EngineBuilder {
         };
         let started = Instant::now();
         let stats = client.stats.clone();
+        let attribution = client.attribution.clone();
         let registry = Registry::start(&self.config, client, self.restart, self.shell_path);
         let settled_after = Arc::new(std::sync::OnceLock::new());
         let (settling, slot) = (registry.clone(), settled_after.clone());
@@ -251,6 +254,7 @@ impl EngineBuilder {
             started,
             settled_after,
             stats,
+            attribution,
             editor: self.editor,
             broker,
             shape,
@@ -703,6 +707,53 @@ impl Engine {
         raw(&json!({ "stopping": true, "clients": clients }))
     }
 
+    /// How a server's requests to hosts are tied to the calls that caused
+    /// them: `mode` and why, then what was learnt (see
+    /// [`crate::client::attribution`]).
+    fn attribution_of(&self, s: &crate::registry::supervisor::ServerStatus) -> serde_json::Value {
+        let learned = self.attribution.summary(&s.name);
+        let stateless = era_of(s.protocol_version.as_deref()) == Some("stateless");
+        let (mode, why) = if self.registry.per_session(&s.name) {
+            (
+                "per-session",
+                "each host's calls go to an instance of its own",
+            )
+        } else if stateless {
+            (
+                "stream",
+                "the 2026-07-28 revision returns its questions in the call's own result",
+            )
+        } else if s.transport == "streamable-http" || s.transport == "http" {
+            (
+                "stream",
+                "each request comes on the stream of the call that caused it",
+            )
+        } else if learned.as_ref().is_some_and(|l| l.asks_outside_calls) {
+            (
+                "fallback",
+                "it asked while none of its calls was in flight, so its requests cannot be tied to a call: the fallback answers them; give it \"share\": \"per-session\" to let it ask each host",
+            )
+        } else if learned.as_ref().is_some_and(|l| l.asked) {
+            (
+                "scheduled",
+                "it asks its host on a channel that does not say for which call, so one host's calls run at a time",
+            )
+        } else {
+            (
+                "unscheduled",
+                "it has not asked a host anything yet: every host's calls run at once until it does",
+            )
+        };
+        let mut v = json!({"mode": mode, "why": why});
+        if let Some(l) = learned
+            && let Ok(extra) = serde_json::to_value(l)
+            && let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object())
+        {
+            o.extend(e.clone());
+        }
+        v
+    }
+
     fn servers_list(&self) -> Reply {
         let catalog = self.registry.catalog();
         let resources = self.registry.resources();
@@ -733,6 +784,7 @@ impl Engine {
                 if let Some(era) = era_of(s.protocol_version.as_deref()) {
                     v["era"] = json!(era);
                 }
+                v["attribution"] = self.attribution_of(s);
                 let renamed: Vec<_> = catalog
                     .collisions()
                     .iter()

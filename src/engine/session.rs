@@ -47,15 +47,27 @@ pub trait ClientPort: Send + Sync + 'static {
     fn disconnect(&self) -> BoxFuture<'_, ()>;
 }
 
-/// A socket client: a JSON-RPC peer over its connection.
+/// A socket client: a JSON-RPC peer over its connection. The peer is set
+/// right after the session is made (its handler needs the session first),
+/// before anything can be sent.
 struct PeerPort {
-    peer: Peer,
+    peer: std::sync::OnceLock<Peer>,
     control: Arc<dyn TransportControl>,
+}
+
+impl PeerPort {
+    fn peer(&self) -> Result<&Peer, PeerError> {
+        self.peer.get().ok_or_else(|| {
+            PeerError::Closed(Arc::new(crate::transport::CloseReason::new(
+                "the connection is not open yet",
+            )))
+        })
+    }
 }
 
 impl ClientPort for PeerPort {
     fn notify(&self, method: &str, params: Option<Box<RawValue>>) -> Result<(), PeerError> {
-        self.peer.try_notify(method, params)
+        self.peer()?.try_notify(method, params)
     }
 
     fn request(
@@ -64,7 +76,10 @@ impl ClientPort for PeerPort {
         params: Option<Box<RawValue>>,
         timeout: Duration,
     ) -> BoxFuture<'static, Result<Box<RawValue>, PeerError>> {
-        let peer = self.peer.clone();
+        let peer = match self.peer() {
+            Ok(p) => p.clone(),
+            Err(e) => return Box::pin(std::future::ready(Err(e))),
+        };
         let method = method.to_owned();
         Box::pin(async move {
             let opts = RequestOptions {
@@ -179,6 +194,8 @@ pub struct Session {
     /// `mcphost/session/configure`'s options; empty (one pointer load on
     /// `tools/*`) for a session that set none.
     view: arc_swap::ArcSwapOption<crate::shape::View>,
+    /// Servers' requests this client may have outstanding at once.
+    host_requests: Arc<tokio::sync::Semaphore>,
 }
 
 impl Drop for Session {
@@ -292,6 +309,9 @@ impl Session {
             in_flight: AtomicUsize::new(0),
             limits,
             view: arc_swap::ArcSwapOption::new(view),
+            host_requests: Arc::new(tokio::sync::Semaphore::new(
+                super::broker::MAX_HOST_REQUESTS,
+            )),
         }
     }
 
@@ -301,6 +321,12 @@ impl Session {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The permits for servers' requests to this client (the broker takes
+    /// one per request it forwards).
+    pub(crate) fn host_requests(&self) -> Arc<tokio::sync::Semaphore> {
+        self.host_requests.clone()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, SessionState> {
@@ -472,6 +498,13 @@ impl Session {
                 ),
             ))));
         };
+        // `initialize` is a barrier: it is settled before this returns, so
+        // the requests a client wrote right after it (without waiting) are
+        // handled after it, as each door hands them over in order.
+        if method == methods::INITIALIZE {
+            let reply = claim.0.initialize(&params);
+            return Box::pin(std::future::ready(reply));
+        }
         let method = method.to_owned();
         Box::pin(async move {
             let session = &claim.0;
@@ -485,9 +518,6 @@ impl Session {
         method: &str,
         params: Option<Box<RawValue>>,
     ) -> Reply {
-        if method == methods::INITIALIZE {
-            return self.initialize(&params);
-        }
         let modern = stateless::is_stateless_request(method, params.as_deref());
         match self.mode() {
             Mode::Stateless => return self.stateless(id, method, params).await,
@@ -713,9 +743,9 @@ impl Session {
 
 /// A socket session's request handler. It lives inside the session's own
 /// peer, so it holds the session weakly: a strong reference was a cycle that
-/// leaked every connection. The peer reads before the session exists, so a
-/// first request waits for it to be set.
-struct SessionHandler(Arc<tokio::sync::SetOnce<Weak<Session>>>);
+/// leaked every connection. The session exists before the peer reads, so
+/// requests reach it in the order they came.
+struct SessionHandler(Weak<Session>);
 
 fn closing() -> Reply {
     Err(rpc_err(
@@ -726,19 +756,10 @@ fn closing() -> Reply {
 
 impl RequestHandler for SessionHandler {
     fn handle(&self, r: IncomingRequest) -> BoxFuture<'static, Reply> {
-        if let Some(weak) = self.0.get() {
-            return match weak.upgrade() {
-                Some(session) => session.request(r.id, &r.method, r.params),
-                None => Box::pin(std::future::ready(closing())),
-            };
+        match self.0.upgrade() {
+            Some(session) => session.request(r.id, &r.method, r.params),
+            None => Box::pin(std::future::ready(closing())),
         }
-        let cell = self.0.clone();
-        Box::pin(async move {
-            match cell.wait().await.upgrade() {
-                Some(session) => session.request(r.id, &r.method, r.params).await,
-                None => closing(),
-            }
-        })
     }
 }
 
@@ -767,24 +788,23 @@ impl Engine {
         cfg.answer_invalid = true;
         // Each forwarded request sets its own timeout (HostTimeouts).
         cfg.max_timeout = Duration::from_secs(24 * 3600);
-        let cell = Arc::new(tokio::sync::SetOnce::new());
-        let handler = SessionHandler(cell.clone());
-        let peer = Peer::start(cfg, conn.outbound, conn.inbound, Arc::new(handler));
-        let port = PeerPort {
-            peer: peer.clone(),
+        let port = Arc::new(PeerPort {
+            peer: std::sync::OnceLock::new(),
             control: conn.control,
-        };
+        });
         let session = Arc::new(Session::new(
             self.next_session_id(),
             name,
             self.clone(),
-            Arc::new(port),
+            port.clone(),
             limits,
         ));
         // Known to the broker before its first request runs: that request
         // may be a stateless call whose server asks something at once.
         self.add_session(&session);
-        let _ = cell.set(Arc::downgrade(&session));
+        let handler = SessionHandler(Arc::downgrade(&session));
+        let peer = Peer::start(cfg, conn.outbound, conn.inbound, Arc::new(handler));
+        let _ = port.peer.set(peer.clone());
         self.rt.spawn(
             run_socket_session(session, peer, events)
                 .instrument(info_span!("session", client = name)),

@@ -92,6 +92,10 @@ pub struct RequestOptions {
     /// Set to the id the request goes out under (a `subscriptions/listen`
     /// stream is known by it).
     pub sent_as: Option<Arc<std::sync::OnceLock<i64>>>,
+    /// The other side may end this request with a `notifications/cancelled`
+    /// naming its id (a stateless `subscriptions/listen` stream). Any other
+    /// cancel names a request of its sender and never ends one of ours.
+    pub ended_by_cancel: bool,
 }
 
 impl Default for RequestOptions {
@@ -106,6 +110,7 @@ impl Default for RequestOptions {
             origin: None,
             modern: None,
             sent_as: None,
+            ended_by_cancel: false,
         }
     }
 }
@@ -163,6 +168,10 @@ pub struct IncomingRequest {
     pub method: String,
     pub params: Option<Box<RawValue>>,
     pub relation: Relation,
+    /// The transport said which stream it came on (Streamable HTTP), so
+    /// `relation` is proven by the wire; otherwise (stdio) it is only what
+    /// was in flight when it arrived.
+    pub by_wire: bool,
 }
 
 /// Answers server→client requests (other than `ping`, which the peer answers).
@@ -190,6 +199,10 @@ struct PendingEntry {
     tx: oneshot::Sender<Reply>,
     progress: Option<mpsc::UnboundedSender<Progress>>,
     origin: Option<Origin>,
+    ended_by_cancel: bool,
+    /// Requests of the other side's that this one caused and that are being
+    /// answered (a host asked for a person's input): its deadline is held.
+    held: usize,
 }
 
 #[derive(Default)]
@@ -197,6 +210,37 @@ struct State {
     pending: HashMap<i64, PendingEntry>,
     incoming: HashMap<Id, AbortHandle>,
     close_reason: Option<Arc<CloseReason>>,
+    /// The other side's requests being answered and the requests of ours
+    /// they hold (see [`Hold`]), by a key of their own.
+    holds: Vec<HoldEntry>,
+    next_hold: u64,
+}
+
+struct HoldEntry {
+    key: u64,
+    /// Our requests still pending that it may belong to.
+    ids: Vec<i64>,
+    /// One of them was abandoned (cancelled, timed out, dropped).
+    abandoned: bool,
+    withdraw: CancellationToken,
+}
+
+impl State {
+    /// Our request `id` ended: once every request a hold may belong to has
+    /// ended and one of them was abandoned, the request it holds is
+    /// withdrawn (its answer is not waited for).
+    fn ended(&mut self, id: i64, abandoned: bool) {
+        for h in &mut self.holds {
+            let before = h.ids.len();
+            h.ids.retain(|i| *i != id);
+            if h.ids.len() != before {
+                h.abandoned |= abandoned;
+                if h.ids.is_empty() && h.abandoned {
+                    h.withdraw.cancel();
+                }
+            }
+        }
+    }
 }
 
 /// Lines from the other side that are not JSON-RPC (banners, log lines):
@@ -220,6 +264,9 @@ struct Inner {
     notifications: broadcast::Sender<Arc<Notification>>,
     closed: CancellationToken,
     handler: Arc<dyn RequestHandler>,
+    /// Bumped whenever a pending request's `held` count changes, so the
+    /// requests in flight look at their own.
+    holds: tokio::sync::watch::Sender<u64>,
 }
 
 /// A cloneable handle to one JSON-RPC connection.
@@ -246,6 +293,7 @@ impl Peer {
             notifications,
             closed: CancellationToken::new(),
             handler,
+            holds: tokio::sync::watch::Sender::new(0),
         });
         let span = debug_span!("peer", server = %inner.cfg.name);
         tokio::spawn(read_loop(inner.clone(), inbound).instrument(span));
@@ -296,6 +344,8 @@ impl Peer {
                     tx,
                     progress: ptx,
                     origin: opts.origin.clone(),
+                    ended_by_cancel: opts.ended_by_cancel,
+                    held: 0,
                 },
             );
         }
@@ -320,7 +370,11 @@ impl Peer {
             debug!("sending");
             let timeout = opts.timeout.unwrap_or(inner.cfg.timeout);
             let start = Instant::now();
-            let hard = deadline_after(
+            let mut holds = inner.holds.subscribe();
+            // While held, neither deadline runs; `held_for` is how long it
+            // has been held in all, so the hard maximum moves by as much.
+            let mut held_since: Option<Instant> = None;
+            let mut hard = deadline_after(
                 start,
                 opts.max_timeout.unwrap_or(inner.cfg.max_timeout).max(timeout),
             );
@@ -349,6 +403,8 @@ impl Peer {
                 inner.lock().pending.remove(&id);
                 return Err(e);
             }
+            // A hold may have begun before this request subscribed.
+            holds.mark_changed();
             loop {
                 tokio::select! {
                     reply = &mut rx => {
@@ -362,7 +418,31 @@ impl Peer {
                         }
                         return reply.unwrap_or_else(|_| Err(PeerError::Closed(inner.close_reason_or_default())));
                     }
+                    Ok(()) = holds.changed() => {
+                        let held = inner.lock().pending.get(&id).is_some_and(|p| p.held > 0);
+                        let now = Instant::now();
+                        match (held, held_since) {
+                            (true, None) => {
+                                debug!("the deadline is held while the caller's host answers");
+                                held_since = Some(now);
+                                sleep.as_mut().reset(deadline_after(now, Duration::MAX));
+                            }
+                            (false, Some(since)) => {
+                                held_since = None;
+                                hard = deadline_after(hard, now.saturating_duration_since(since));
+                                deadline = deadline_after(now, timeout).min(hard);
+                                sleep.as_mut().reset(deadline);
+                            }
+                            _ => {}
+                        }
+                    }
                     Some(p) = recv_progress(&mut prx) => {
+                        if held_since.is_some() {
+                            if let Some(cb) = &opts.on_progress {
+                                cb(p);
+                            }
+                            continue;
+                        }
                         if opts.reset_timeout_on_progress {
                             deadline = deadline_after(Instant::now(), timeout).min(hard);
                             sleep.as_mut().reset(deadline);
@@ -497,7 +577,14 @@ impl PendingGuard {
             return;
         }
         self.armed = false;
-        let was_pending = self.inner.lock().pending.remove(&self.id).is_some();
+        let was_pending = {
+            let mut st = self.inner.lock();
+            let was = st.pending.remove(&self.id).is_some();
+            if was {
+                st.ended(self.id, true);
+            }
+            was
+        };
         if was_pending && self.cancellable {
             self.inner.send_cancelled(self.id, reason);
         }
@@ -626,7 +713,14 @@ impl Inner {
             }
             return;
         };
-        let entry = id.as_number().and_then(|n| self.lock().pending.remove(&n));
+        let entry = id.as_number().and_then(|n| {
+            let mut st = self.lock();
+            let p = st.pending.remove(&n);
+            if p.is_some() {
+                st.ended(n, false);
+            }
+            p
+        });
         match entry {
             Some(p) => {
                 let _ = p.tx.send(r.outcome.map_err(PeerError::Rpc));
@@ -646,14 +740,22 @@ impl Inner {
                 let Some(id) = id else { return };
                 let incoming = self.lock().incoming.remove(&id);
                 if let Some(h) = incoming {
-                    debug!("server cancelled its request");
+                    debug!("the other side cancelled its request");
                     h.abort();
                     return;
                 }
-                // Not one of its own: a server of the stateless revision
-                // (which sends no requests) ending one of ours, as it may
-                // end a `subscriptions/listen` stream.
-                let pending = id.as_number().and_then(|n| self.lock().pending.remove(&n));
+                // A cancel names a request of its sender's: one we are not
+                // handling (already answered, say) is ignored, as the spec
+                // says. Only a request sent to be ended this way (a
+                // stateless `subscriptions/listen` stream) is ours to end.
+                let pending = id.as_number().and_then(|n| {
+                    let mut st = self.lock();
+                    let ends = st.pending.get(&n).is_some_and(|p| p.ended_by_cancel);
+                    if ends { st.pending.remove(&n) } else { None }
+                });
+                if pending.is_none() {
+                    debug!(%id, "notifications/cancelled for a request we are not handling; ignored");
+                }
                 if let Some(p) = pending {
                     let reason = n
                         .params
@@ -718,6 +820,78 @@ impl Inner {
     }
 }
 
+/// Holds the deadlines of the requests a server→client request may belong
+/// to, for as long as it is being answered: the request on whose stream it
+/// came, else (stdio) the in-flight requests of the session it is related
+/// to. Released on drop, including when the answer is aborted.
+struct Hold {
+    inner: Arc<Inner>,
+    key: u64,
+    ids: Vec<i64>,
+    withdraw: CancellationToken,
+}
+
+impl Hold {
+    fn new(inner: &Arc<Inner>, stream: Option<&Stream>, relation: &Relation) -> Option<Hold> {
+        let mut st = inner.lock();
+        let ids: Vec<i64> = match (stream, relation) {
+            (Some(Stream::Request(id)), _) => id.as_number().into_iter().collect(),
+            (None, Relation::Caused(o)) => st
+                .pending
+                .iter()
+                .filter(|(_, p)| p.origin.as_ref().is_some_and(|p| p.session == o.session))
+                .map(|(id, _)| *id)
+                .collect(),
+            _ => Vec::new(),
+        };
+        let ids: Vec<i64> = ids
+            .into_iter()
+            .filter(|id| match st.pending.get_mut(id) {
+                Some(p) => {
+                    p.held = p.held.saturating_add(1);
+                    true
+                }
+                None => false,
+            })
+            .collect();
+        if ids.is_empty() {
+            return None;
+        }
+        let key = st.next_hold;
+        st.next_hold = st.next_hold.wrapping_add(1);
+        let withdraw = CancellationToken::new();
+        st.holds.push(HoldEntry {
+            key,
+            ids: ids.clone(),
+            abandoned: false,
+            withdraw: withdraw.clone(),
+        });
+        drop(st);
+        inner.holds.send_modify(|g| *g = g.wrapping_add(1));
+        Some(Hold {
+            inner: inner.clone(),
+            key,
+            ids,
+            withdraw,
+        })
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        {
+            let mut st = self.inner.lock();
+            for id in &self.ids {
+                if let Some(p) = st.pending.get_mut(id) {
+                    p.held = p.held.saturating_sub(1);
+                }
+            }
+            st.holds.retain(|h| h.key != self.key);
+        }
+        self.inner.holds.send_modify(|g| *g = g.wrapping_add(1));
+    }
+}
+
 /// Answer one server→client request that came on `stream`.
 fn answer(
     inner: &Arc<Inner>,
@@ -732,16 +906,39 @@ fn answer(
         }));
     }
     let relation = inner.relation(stream);
+    // The calls this request may belong to wait on it: their deadlines are
+    // held until it is answered.
+    let hold = Hold::new(inner, stream, &relation);
     let fut = inner.handler.handle(IncomingRequest {
         id: req.id,
         method: req.method,
         params: req.params,
         relation,
+        by_wire: stream.is_some(),
     });
     Box::pin(async move {
+        let withdrawn = async {
+            match &hold {
+                Some(h) => h.withdraw.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        // The calls it may belong to were cancelled: dropping the answer
+        // withdraws the request from whoever was asked.
+        let outcome = tokio::select! {
+            outcome = fut => outcome,
+            () = withdrawn => {
+                debug!(%id, "withdrawn: the call that caused it was cancelled");
+                Err(ErrorObject::new(
+                    error_codes::INTERNAL_ERROR,
+                    "withdrawn: the call that caused this request was cancelled",
+                ))
+            }
+        };
+        drop(hold);
         Response {
             id: Some(id),
-            outcome: fut.await,
+            outcome,
         }
     })
 }

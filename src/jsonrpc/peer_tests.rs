@@ -434,3 +434,118 @@ async fn a_large_duration_does_not_panic_a_request() {
     .await;
     assert_eq!(a.await.expect("the request panicked").unwrap().get(), "{}");
 }
+
+#[tokio::test]
+async fn a_cancel_names_a_request_of_its_sender_and_never_ends_one_of_ours() {
+    let mut f = Fake::new(Arc::new(NoHandler));
+    let p = f.peer.clone();
+    let a = tokio::spawn(async move { p.request("elicitation/create", None, opts()).await });
+    let req = f.next().await;
+    // The other side's late cancel for its own request with the same
+    // number (both sides count from 0): not ours, so it is ignored.
+    f.send(&format!(
+        r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{}}}}}"#,
+        req["id"]
+    ))
+    .await;
+    f.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":{{"action":"accept"}}}}"#,
+        req["id"]
+    ))
+    .await;
+    assert_eq!(
+        a.await.unwrap().unwrap().get(),
+        r#"{"action":"accept"}"#,
+        "the answer after the stray cancel was dropped"
+    );
+}
+
+#[tokio::test]
+async fn a_request_sent_to_be_ended_by_a_cancel_is_ended_by_one() {
+    let mut f = Fake::new(Arc::new(NoHandler));
+    let p = f.peer.clone();
+    let a = tokio::spawn(async move {
+        let o = RequestOptions {
+            ended_by_cancel: true,
+            ..opts()
+        };
+        p.request("subscriptions/listen", None, o).await
+    });
+    let req = f.next().await;
+    f.send(&format!(
+        r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{},"reason":"bye"}}}}"#,
+        req["id"]
+    ))
+    .await;
+    let err = a.await.unwrap().unwrap_err();
+    assert!(err.to_string().contains("bye"), "{err}");
+}
+
+/// Answers every request after `delay` (a person filling in a form).
+struct SlowHost(Duration);
+
+impl RequestHandler for SlowHost {
+    fn handle(&self, _: IncomingRequest) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
+        let d = self.0;
+        Box::pin(async move {
+            tokio::time::sleep(d).await;
+            Ok(to_raw(&json!({"action": "decline"})).unwrap())
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_calls_deadline_is_held_while_a_request_it_caused_waits_on_its_host() {
+    // The call times out after 5 s (hard 12 s); its host takes 30 s.
+    let mut f = Fake::new(Arc::new(SlowHost(Duration::from_secs(30))));
+    let p = f.peer.clone();
+    let origin = Origin {
+        session: 7,
+        request: Id::number(0),
+    };
+    let o = RequestOptions {
+        origin: Some(origin),
+        ..opts()
+    };
+    let a = tokio::spawn(async move { p.request("tools/call", None, o).await });
+    let req = f.next().await;
+    f.send(r#"{"jsonrpc":"2.0","id":0,"method":"elicitation/create","params":{}}"#)
+        .await;
+    let answer = f.next().await;
+    assert_eq!(answer["id"], 0, "{answer}");
+    // Answered after 30 s, and the call is still waiting: its timeout
+    // starts again now.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    f.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":{{"content":[]}}}}"#,
+        req["id"]
+    ))
+    .await;
+    assert_eq!(a.await.unwrap().unwrap().get(), r#"{"content":[]}"#);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_held_call_times_out_again_once_its_host_has_answered() {
+    let mut f = Fake::new(Arc::new(SlowHost(Duration::from_secs(30))));
+    let p = f.peer.clone();
+    let o = RequestOptions {
+        origin: Some(Origin {
+            session: 7,
+            request: Id::number(0),
+        }),
+        ..opts()
+    };
+    let started = Instant::now();
+    let a = tokio::spawn(async move { p.request("tools/call", None, o).await });
+    let _req = f.next().await;
+    f.send(r#"{"jsonrpc":"2.0","id":0,"method":"elicitation/create","params":{}}"#)
+        .await;
+    let err = a.await.unwrap().unwrap_err();
+    assert!(matches!(err, PeerError::Timeout { .. }), "{err}");
+    // 30 s held, then its 5 s timeout: not 5 s, and not never.
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_secs(35) && took < Duration::from_secs(40),
+        "{took:?}"
+    );
+}

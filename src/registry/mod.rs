@@ -98,11 +98,16 @@ impl crate::client::Host for SessionHost {
         self.host.capabilities()
     }
 
-    fn capabilities_for(&self, _origin: Option<&Origin>) -> crate::protocol::ClientCapabilities {
-        let origin = Origin {
-            session: self.session,
-            request: crate::protocol::Id::number(0),
-        };
+    /// The owner's own capabilities: for its call, those that call
+    /// declared (a stateless client declares per request).
+    fn capabilities_for(&self, origin: Option<&Origin>) -> crate::protocol::ClientCapabilities {
+        let origin = origin
+            .filter(|o| o.session == self.session)
+            .cloned()
+            .unwrap_or(Origin {
+                session: self.session,
+                request: crate::protocol::Id::number(0),
+            });
         self.host.capabilities_for(Some(&origin))
     }
 
@@ -535,6 +540,13 @@ impl Registry {
 
     pub fn statuses(&self) -> Vec<Arc<ServerStatus>> {
         self.read().entries.iter().map(Entry::status).collect()
+    }
+
+    /// Whether `server` runs an instance per session (`share: per-session`).
+    pub fn per_session(&self, server: &str) -> bool {
+        self.read()
+            .entry(server)
+            .is_some_and(|e| e.config.share == Share::PerSession)
     }
 
     pub fn server_names(&self) -> Vec<String> {

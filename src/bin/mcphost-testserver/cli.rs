@@ -306,6 +306,21 @@ pub struct Cli {
     #[arg(long, env = "MCPHOST_TS_EXIT_ON_INITIALIZED", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
     pub exit_on_initialized: bool,
 
+    /// Never withdraw a request of its own when the tool call that needs it
+    /// is cancelled: keep waiting for its answer, as servers that ignore
+    /// cancellation do.
+    #[arg(long, env = "MCPHOST_TS_NO_WITHDRAW", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    pub no_withdraw: bool,
+
+    /// A hostile peer's request ids: each request of the server's own takes the
+    /// lowest numeric id among the client's requests it is still handling (its
+    /// own counter when none), and once answered it is followed by a courtesy
+    /// `notifications/cancelled` for that id, as the Python SDK sends after a
+    /// timeout. A client that reads a cancel in the wrong id space ends its own
+    /// request of that number.
+    #[arg(long, env = "MCPHOST_TS_COLLIDE_IDS", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    pub collide_ids: bool,
+
     /// Also list the host-callback tools `ask`, `later`, `url_elicit` and
     /// `url_required` (left out by default so the tool count stays 9).
     #[arg(long, env = "MCPHOST_TS_HOST_TOOLS", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]

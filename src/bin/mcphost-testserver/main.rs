@@ -127,6 +127,8 @@
 //! | `--log-requests FILE` | append every received line to FILE |
 //! | `--link-tool` | also list the `link` tool |
 //! | `--host-tools` | also list `ask`, `later`, `url_elicit`, `url_required` |
+//! | `--no-withdraw` | a cancelled tool call does not withdraw the request it sent the client: it waits on for the answer |
+//! | `--collide-ids` | the server's own requests take the lowest id of a client request in flight, and each answered one is followed by a late `notifications/cancelled` for it |
 //! | `--era ERA` | `handshake` (default), `stateless` (2026-07-28 only) or `both` (per request) |
 //! | `--modern-fault KIND` | a 2026-07-28-era fault (above); repeatable / comma-separated |
 //! | `--modern-versions LIST` | stateless versions accepted and listed (default 2026-07-28) |

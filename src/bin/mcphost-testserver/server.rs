@@ -1121,7 +1121,19 @@ impl Server {
         cancel: &AtomicBool,
     ) -> Option<Value> {
         let n = self.next_out_id.fetch_add(1, Ordering::SeqCst) + 1;
-        let id = if self.cfg.string_ids {
+        let colliding = self
+            .cfg
+            .collide_ids
+            .then(|| {
+                lock(&self.inflight)
+                    .keys()
+                    .filter_map(|k| k.parse::<u64>().ok())
+                    .min()
+            })
+            .flatten();
+        let id = if let Some(taken) = colliding {
+            json!(taken)
+        } else if self.cfg.string_ids {
             json!(format!("srv-{n}"))
         } else {
             json!(n)
@@ -1139,9 +1151,20 @@ impl Server {
         self.send_notifications(&[msg]);
         loop {
             match rx.recv_timeout(Duration::from_millis(20)) {
-                Ok(resp) => return Some(resp),
+                Ok(resp) => {
+                    if self.cfg.collide_ids {
+                        log!(
+                            "sending a late notifications/cancelled for my answered request {key}"
+                        );
+                        self.send_notifications(&[notification(
+                            "notifications/cancelled",
+                            json!({"requestId": id, "reason": "courtesy cancel after the answer (--collide-ids)"}),
+                        )]);
+                    }
+                    return Some(resp);
+                }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
-                    if cancel.load(Ordering::SeqCst) {
+                    if cancel.load(Ordering::SeqCst) && !self.cfg.no_withdraw {
                         lock(&self.pending).remove(&key);
                         self.send_notifications(&[notification(
                             "notifications/cancelled",
