@@ -240,9 +240,16 @@ fn on_a_shared_stdio_server_each_hosts_question_reaches_only_that_host() {
         never_asked(&mut a, "elicitation/create");
         never_asked(&mut b, "elicitation/create");
     }
-    // The waits are counted.
+    // The waits are counted, and said where a user looks.
     let att = attribution(&d);
     assert!(att["queue"]["calls"].as_u64() >= Some(1), "{att}");
+    let table = d.run(&["servers"]).stdout;
+    assert!(
+        table.contains("HOST REQUESTS") && table.contains("note: ts: host requests scheduled"),
+        "{table}"
+    );
+    let stats = d.run(&["servers", "--stats"]).stdout;
+    assert!(stats.contains("queue: ts: "), "{stats}");
 }
 
 #[test]
@@ -394,5 +401,71 @@ fn requests_written_right_after_initialize_are_handled_after_it() {
                 "{door:?}: {r}"
             );
         }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Items 4 and 6: the same outcome in both eras; a caller's own capabilities
+
+#[test]
+fn a_host_without_a_capability_gets_the_fallbacks_answer_whatever_the_servers_era() {
+    let d = daemon(&[
+        ("old", ts_entry(&[])),
+        ("new", ts_entry(&["--era", "stateless"])),
+    ]);
+    for door in DOORS {
+        let mut h = host(&d, door, json!({}));
+        for server in ["old", "new"] {
+            let r = h.request(
+                "tools/call",
+                json!({"name": format!("{server}__elicit"), "arguments": {}}),
+            );
+            assert!(r.get("error").is_none(), "{door:?} {server}: {r}");
+            let text = text_of(&r["result"]);
+            assert!(
+                text.contains(r#""action":"decline""#),
+                "{door:?} {server}: {text}"
+            );
+        }
+    }
+}
+
+/// A stateless (2026-07-28) request's `_meta`, declaring `caps`.
+fn stateless_meta(caps: Value) -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": caps,
+        "io.modelcontextprotocol/clientInfo": {"name": "tests/isolation.rs", "version": "0"},
+    })
+}
+
+#[test]
+fn a_per_session_instance_of_a_stateless_server_sees_its_stateless_callers_own_capabilities() {
+    let d = daemon(&[(
+        "ts",
+        format!(
+            r#"{}, "share": "per-session""#,
+            ts_entry(&["--era", "stateless"])
+        ),
+    )]);
+    for door in DOORS {
+        let mut w = match door {
+            Door::Socket => Wire::connect(&d),
+            Door::Bridge => Wire::bridge(&d),
+        };
+        // Only this caller can follow a URL; the fallback cannot.
+        let r = w.request(
+            "tools/call",
+            json!({"name": "ts__elicit",
+                   "arguments": {"mode": "url", "url": "https://example.com/consent"},
+                   "_meta": stateless_meta(json!({"elicitation": {"url": {}}}))}),
+        );
+        let res = &r["result"];
+        assert_eq!(res["resultType"], "input_required", "{door:?}: {r}");
+        let asked = res["inputRequests"].to_string();
+        assert!(
+            asked.contains("elicitation/create") && asked.contains("https://example.com/consent"),
+            "{door:?}: {r}"
+        );
     }
 }

@@ -857,10 +857,15 @@ impl Registry {
                     Some(e) => {
                         debug!(server = %sc.name, "config changed; restarting");
                         to_stop.extend(e.all_handles());
+                        // Another program, maybe: how it asks is learnt anew.
+                        self.inner.base.attribution.forget(&sc.name);
                         entries.push(self.new_entry(sc));
                     }
                     None => entries.push(self.new_entry(sc)),
                 }
+            }
+            for name in old.keys() {
+                self.inner.base.attribution.forget(name);
             }
             to_stop.extend(old.into_values().flat_map(Entry::all_handles));
             st.entries = entries;

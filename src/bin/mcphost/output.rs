@@ -172,7 +172,15 @@ impl Out {
                 .as_array()
                 .into_iter()
                 .flatten()
-                .filter_map(|sv| Some((sv["name"].as_str()?.to_owned(), sv["calls"].clone())))
+                .filter_map(|sv| {
+                    let mut calls = sv["calls"].clone();
+                    if let (Some(o), q @ Value::Object(_)) =
+                        (calls.as_object_mut(), &sv["attribution"]["queue"])
+                    {
+                        o.insert("queue".into(), q.clone());
+                    }
+                    Some((sv["name"].as_str()?.to_owned(), calls))
+                })
                 .collect();
             outln!("{}", Value::Object(calls));
             return Ok(());
@@ -220,6 +228,19 @@ impl Out {
             }
         }
         table(&rows);
+        for sv in v.as_array().into_iter().flatten() {
+            let q = &sv["attribution"]["queue"];
+            if q.is_object() {
+                outln!(
+                    "queue: {}: {} calls waited for their host's turn, p50 {} ms, p99 {} ms, max {} ms",
+                    s(&sv["name"]),
+                    s(&q["calls"]),
+                    ms(&q["p50Ms"]),
+                    ms(&q["p99Ms"]),
+                    ms(&q["maxMs"])
+                );
+            }
+        }
         Ok(())
     }
 
@@ -237,6 +258,7 @@ impl Out {
                 "TOOLS",
                 "TOKENS",
                 "PID",
+                "HOST REQUESTS",
                 "COMMAND / ERROR",
             ]
             .into_iter()
@@ -267,11 +289,23 @@ impl Out {
                 s(&sv["tools"]),
                 s(&sv["tokens"]),
                 s(&sv["pid"]),
+                s(&sv["attribution"]["mode"]),
                 detail,
             ]);
         }
         table(&rows);
         for sv in &list {
+            // What is not plain: a server whose requests go to the fallback,
+            // or whose hosts take turns.
+            let a = &sv["attribution"];
+            if matches!(a["mode"].as_str(), Some("fallback" | "scheduled")) {
+                outln!(
+                    "note: {}: host requests {}: {}",
+                    s(&sv["name"]),
+                    s(&a["mode"]),
+                    s(&a["why"])
+                );
+            }
             for r in sv["renamed"].as_array().into_iter().flatten() {
                 outln!(
                     "note: {}: tool {} is listed as {} ({})",
