@@ -24,7 +24,7 @@ use tracing::{Instrument, debug, info_span, warn};
 
 pub use eras::EraCache;
 pub use error::ClientError;
-pub use host::{ElicitationPolicy, Host, HostRequest, NoHost, PolicyHost, SamplingPolicy};
+pub use host::{Asker, ElicitationPolicy, Host, HostRequest, NoHost, PolicyHost, SamplingPolicy};
 
 use crate::jsonrpc::{Origin, Peer, PeerConfig, PeerError, ProgressCallback, RequestOptions};
 use crate::protocol::{
@@ -205,6 +205,8 @@ struct Core {
     /// The request id of the open `subscriptions/listen`: notifications
     /// tagged with another subscription are a closed stream's leftovers.
     listen_id: std::sync::Mutex<Option<Arc<std::sync::OnceLock<i64>>>>,
+    /// The `initialize` sent declared `roots`.
+    offered_roots: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -342,6 +344,7 @@ impl ServerClient {
             freshness: Default::default(),
             revalidating: Default::default(),
             listen_id: Default::default(),
+            offered_roots: Default::default(),
         };
         let pinned = core.opts.protocol_version;
         let probe = match pinned {
@@ -576,6 +579,17 @@ impl ServerClient {
     /// The era this client speaks with its server.
     pub fn era(&self) -> Era {
         self.core.era
+    }
+
+    /// Whether the server was offered roots in `initialize`, so that
+    /// `notifications/roots/list_changed` means something to it. Never for
+    /// the stateless era: its roots come with each request.
+    pub fn offered_roots(&self) -> bool {
+        self.core.era == Era::Handshake
+            && self
+                .core
+                .offered_roots
+                .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub async fn list_tools(&self) -> Result<Vec<Tool>, ClientError> {
@@ -1032,6 +1046,8 @@ impl Core {
         let name = &self.name;
         let opts = &self.opts;
         let caps: ClientCapabilities = opts.host.capabilities();
+        self.offered_roots
+            .store(caps.roots.is_some(), std::sync::atomic::Ordering::SeqCst);
         let requested = opts
             .protocol_version
             .unwrap_or(ProtocolVersion::LATEST_HANDSHAKE);
@@ -1409,6 +1425,7 @@ impl Core {
                     method: r.method.clone(),
                     params: r.params,
                     relation,
+                    asker: host::Asker::Request,
                 })
                 .await
                 .map_err(|e| {

@@ -127,6 +127,7 @@ impl ClientPort for HostPort {
             method: method.clone(),
             params,
             relation: Relation::Unrelated,
+            asker: crate::client::Asker::Shared,
         });
         Box::pin(async move {
             match tokio::time::timeout(timeout, fut).await {
