@@ -272,6 +272,9 @@ impl Out {
         }
         table(&rows);
         for sv in &list {
+            if let Value::String(note) = &sv["rootsNote"] {
+                outln!("note: {}: roots: {note}", s(&sv["name"]));
+            }
             for r in sv["renamed"].as_array().into_iter().flatten() {
                 outln!(
                     "note: {}: tool {} is listed as {} ({})",
