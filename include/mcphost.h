@@ -497,8 +497,9 @@ void mcphost_call_free(struct mcphost_call *call);
 
 /**
  * Sends a notification from the host: `{"method":
- * "notifications/roots/list_changed"}` is the one mcphost takes (servers
- * then ask for roots again). Requests are cancelled with `mcphost_cancel`.
+ * "notifications/roots/list_changed"}` is the one mcphost takes (the
+ * servers whose roots source this host is are told, and ask again).
+ * Requests are cancelled with `mcphost_cancel`.
  */
 mcphost_status mcphost_notify(struct mcphost *handle, const char *notification_json, char **error);
 

@@ -1039,6 +1039,321 @@ fn server_filesystem_serves_exactly_the_primary_hosts_roots() {
     c.done(&d, &[&r]);
 }
 
+/// A host speaking raw JSON-RPC over `mcphost bridge`'s stdio: it declares
+/// roots, answers every `roots/list` with its current ones and counts them.
+struct RawHost {
+    child: Child,
+    stdin: ChildStdin,
+    replies: mpsc::Receiver<Value>,
+    roots: Arc<Mutex<Vec<String>>>,
+    asked: Arc<Mutex<Vec<Value>>>,
+    next: u64,
+}
+
+impl RawHost {
+    fn start(d: &Daemon, roots: &[&Path]) -> RawHost {
+        let mut child = d
+            .command()
+            .arg("bridge")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let roots: Arc<Mutex<Vec<String>>> =
+            Arc::new(Mutex::new(roots.iter().map(|p| file_uri(p)).collect()));
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let (tx, replies) = mpsc::channel();
+        // Answers go through their own handle: the reader never waits on
+        // the test thread.
+        let mut answers = stdin_clone(&mut stdin);
+        let (r, a) = (roots.clone(), asked.clone());
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let msg: Value = common::lenient_json(&line);
+                if msg["method"] == "roots/list" {
+                    a.lock().unwrap().push(msg["params"].clone());
+                    let list: Vec<Value> = r
+                        .lock()
+                        .unwrap()
+                        .iter()
+                        .map(|u| json!({"uri": u}))
+                        .collect();
+                    let reply =
+                        json!({"jsonrpc": "2.0", "id": msg["id"], "result": {"roots": list}});
+                    if writeln!(answers, "{reply}")
+                        .and_then(|()| answers.flush())
+                        .is_err()
+                    {
+                        break;
+                    }
+                } else if msg.get("id").is_some()
+                    && msg.get("method").is_none()
+                    && tx.send(msg).is_err()
+                {
+                    break;
+                }
+            }
+        });
+        let mut h = RawHost {
+            child,
+            stdin,
+            replies,
+            roots,
+            asked,
+            next: 1,
+        };
+        h.request(
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {"roots": {"listChanged": true}}, "clientInfo": {"name": "raw-host", "version": "0"}}),
+        );
+        h.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        h
+    }
+
+    fn send(&mut self, msg: &Value) {
+        writeln!(self.stdin, "{msg}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let reply = self
+            .replies
+            .recv_timeout(READY)
+            .unwrap_or_else(|e| panic!("no answer to {method}: {e}"));
+        assert_eq!(reply["id"], id, "{reply}");
+        reply
+    }
+
+    /// What `tool` (a `list_allowed_directories`) lists now.
+    fn allowed(&mut self, tool: &str) -> BTreeSet<PathBuf> {
+        let r = self.request("tools/call", json!({"name": tool, "arguments": {}}));
+        allowed_dirs(&text_of(&r["result"]))
+    }
+
+    /// Polls `tool` until it lists exactly `want`; panics with the last list.
+    fn until_allowed(&mut self, tool: &str, want: &[&Path]) {
+        let want: BTreeSet<PathBuf> = want.iter().map(|p| p.to_path_buf()).collect();
+        let deadline = Instant::now() + READY;
+        loop {
+            let got = self.allowed(tool);
+            if got == want {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{tool} never listed {want:?}; last {got:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn asked_by(&self, server: &str) -> usize {
+        self.asked
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|p| server_of(p) == Some(server))
+            .count()
+    }
+}
+
+/// A second handle on the bridge's stdin (the pipe's fd duplicated).
+fn stdin_clone(stdin: &mut ChildStdin) -> std::fs::File {
+    use std::os::fd::AsFd;
+    std::fs::File::from(stdin.as_fd().try_clone_to_owned().unwrap())
+}
+
+impl Drop for RawHost {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn allowed_dirs(text: &str) -> BTreeSet<PathBuf> {
+    text.strip_prefix("Allowed directories:\n")
+        .unwrap_or_else(|| panic!("not a directory list: {text}"))
+        .lines()
+        .map(PathBuf::from)
+        .collect()
+}
+
+/// Fresh directories under one canonical temp dir.
+fn dirs<const N: usize>(names: [&str; N]) -> (tempfile::TempDir, [PathBuf; N]) {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().canonicalize().unwrap();
+    let out = names.map(|n| {
+        let d = base.join(n);
+        std::fs::create_dir(&d).unwrap();
+        d
+    });
+    (tmp, out)
+}
+
+#[test]
+fn server_filesystem_behind_the_bridge_lists_the_one_hosts_root() {
+    let Some(env) = interop() else { return };
+    let (_tmp, [dir_a, dir_s]) = dirs(["alpha", "server-arg"]);
+    std::fs::write(dir_a.join("a.txt"), "alpha file").unwrap();
+    let d = daemon(&[("fs", filesystem(&env, &dir_s))], &[]);
+    d.wait_ready(&["fs"], READY);
+    // fs asked for roots at its start, before any host was there.
+    let a = dir_a.to_str().unwrap();
+    let steps = json!([
+        {"do": "call", "label": "list", "tool": "fs__list_allowed_directories", "args": {}, "retry_until": a, "timeout": 20},
+        call("read", "fs__read_text_file", json!({"path": dir_a.join("a.txt")})),
+        {"do": "mark", "name": "listed"},
+        {"do": "hold"},
+    ]);
+    let host = PyHost::start(
+        &env,
+        &d,
+        "only-host",
+        &["--roots", &file_uri(&dir_a)],
+        steps,
+    );
+    host.wait_mark("listed");
+    let fs = d.server("fs").unwrap();
+    let r = host.finish();
+    let mut c = Checks::default();
+    let list = r.text("list");
+    c.that(
+        list.starts_with("Allowed directories:\n")
+            && allowed_dirs(&list) == BTreeSet::from([dir_a.clone()]),
+        format!("fs does not list exactly the host's root: {list}"),
+    );
+    c.eq(
+        r.text("read"),
+        "alpha file".to_owned(),
+        "a file in the root",
+    );
+    c.eq(
+        fs["rootsSource"].clone(),
+        json!("only-host"),
+        "fs's roots source",
+    );
+    c.done(&d, &[&r]);
+}
+
+#[test]
+fn server_filesystem_with_two_hosts_of_different_roots_never_lists_the_others() {
+    let Some(env) = interop() else { return };
+    let (_tmp, [dir_a, dir_b, dir_b2, dir_c, dir_s]) =
+        dirs(["alpha", "beta", "beta2", "configured", "server-arg"]);
+    let config = servers_config(&[
+        ("fs", filesystem(&env, &dir_s)),
+        (
+            "fsp",
+            format!(r#"{}, "share": "per-session""#, filesystem(&env, &dir_s)),
+        ),
+    ])
+    .replacen(
+        r#""loginShellPath": false,"#,
+        &format!(
+            r#""loginShellPath": false, "roots": [{}],"#,
+            js(dir_c.to_str().unwrap())
+        ),
+        1,
+    );
+    let d = Daemon::start_with_flags(&config, &["-vv"]);
+    d.wait_ready(&["fs", "fsp"], READY);
+
+    // One host: the shared server serves it, with the configured root.
+    let mut a = RawHost::start(&d, &[&dir_a]);
+    a.until_allowed("fs__list_allowed_directories", &[&dir_a, &dir_c]);
+    assert_eq!(d.server("fs").unwrap()["rootsSource"], "only-host");
+
+    // A second host of other roots: the shared server falls back to the
+    // configured root and never gets the second host's; the per-session
+    // one serves each host its own.
+    let a_dir = dir_a.to_str().unwrap();
+    let steps = json!([
+        {"do": "call", "label": "shared", "tool": "fs__list_allowed_directories", "args": {}, "retry_while": a_dir, "timeout": 20},
+        // An instance's first call may come before it took up its roots.
+        {"do": "call", "label": "own", "tool": "fsp__list_allowed_directories", "args": {}, "retry_until": dir_b.to_str().unwrap(), "timeout": 20},
+        {"do": "set_roots", "label": "narrow", "roots": [{"uri": file_uri(&dir_b2)}]},
+        {"do": "call", "label": "own-after", "tool": "fsp__list_allowed_directories", "args": {}, "retry_until": dir_b2.to_str().unwrap(), "timeout": 20},
+        call("shared-after", "fs__list_allowed_directories", json!({})),
+        {"do": "mark", "name": "b-done"},
+        {"do": "hold"},
+    ]);
+    let b = PyHost::start(&env, &d, "host-b", &["--roots", &file_uri(&dir_b)], steps);
+    b.wait_mark("b-done");
+    let shared_for_a = a.allowed("fs__list_allowed_directories");
+    a.until_allowed("fsp__list_allowed_directories", &[&dir_a, &dir_c]);
+    let fs = d.server("fs").unwrap();
+    let rb = b.finish();
+
+    let mut c = Checks::default();
+    let set = |ds: &[&PathBuf]| ds.iter().map(|p| p.to_path_buf()).collect::<BTreeSet<_>>();
+    let listed = |label: &str| {
+        let t = rb.text(label);
+        if t.starts_with("Allowed directories:\n") {
+            allowed_dirs(&t)
+        } else {
+            BTreeSet::from([PathBuf::from(t)])
+        }
+    };
+    c.eq(listed("shared"), set(&[&dir_c]), "fs for host B");
+    c.eq(
+        listed("shared-after"),
+        set(&[&dir_c]),
+        "fs for B after B's change",
+    );
+    c.eq(shared_for_a.clone(), set(&[&dir_c]), "fs for host A");
+    c.eq(
+        listed("own"),
+        set(&[&dir_b, &dir_c]),
+        "B's own fsp instance",
+    );
+    c.eq(
+        listed("own-after"),
+        set(&[&dir_b2, &dir_c]),
+        "B's fsp after its change",
+    );
+    c.that(
+        rb.callback_methods()
+            .iter()
+            .all(|m| m == "roots/list from fsp"),
+        format!(
+            "B was asked for roots by another than its instance: {:?}",
+            rb.callback_methods()
+        ),
+    );
+    c.eq(
+        fs["rootsSource"].clone(),
+        json!("configured"),
+        "fs's roots source",
+    );
+    c.that(
+        fs["rootsNote"]
+            .as_str()
+            .is_some_and(|n| n.contains("shared by 2 hosts with roots")),
+        format!("fs's roots note: {fs}"),
+    );
+    c.eq(
+        d.server("fsp").unwrap()["rootsSource"].clone(),
+        json!("session"),
+        "fsp's roots source",
+    );
+    c.done(&d, &[&rb]);
+
+    // B is gone: A is the only host again.
+    a.until_allowed("fs__list_allowed_directories", &[&dir_a, &dir_c]);
+    // A's roots did not change meanwhile: fs got them from the cache.
+    assert_eq!(a.asked_by("fs"), 1, "A's roots/list from fs");
+    *a.roots.lock().unwrap() = vec![file_uri(&dir_b2)];
+    a.send(&json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}));
+    a.until_allowed("fs__list_allowed_directories", &[&dir_b2, &dir_c]);
+}
+
 // ---------------------------------------------------------------------------
 // Several hosts at once
 
@@ -1079,14 +1394,15 @@ fn two_hosts_get_only_what_their_calls_caused_and_the_primary_the_rest() {
         until("url-done", "notifications/elicitation/complete", json!("el-b"), 10),
         {"do": "mark", "name": "calls-done"},
     ]);
+    // Without roots: they are not a call's (see the server-filesystem
+    // tests), and the last host with roots would be asked for them.
     let mut a = PyHost::start(
         &env,
         &d,
         "host-a",
         &[
             "--hold",
-            "--roots",
-            "file:///tmp/host-a",
+            "--no-roots",
             "--sample-text",
             "answered by A",
             "--sample-delay",
@@ -1100,8 +1416,7 @@ fn two_hosts_get_only_what_their_calls_caused_and_the_primary_the_rest() {
         "host-b",
         &[
             "--hold",
-            "--roots",
-            "file:///tmp/host-b",
+            "--no-roots",
             "--elicit-answer",
             r#"{"action":"accept","content":{"name":"B"}}"#,
             "--elicit-delay",
@@ -1116,9 +1431,10 @@ fn two_hosts_get_only_what_their_calls_caused_and_the_primary_the_rest() {
     a.wait_mark("calls-done");
     b.wait_mark("calls-done");
 
-    // A third host registers as primary; then requests no call caused:
-    // server-everything's roots/list after the registration's
-    // list_changed, and the test server's `later` roots/list.
+    // A third host, the only one with roots, registers as primary; then
+    // requests no call caused: server-everything's roots/list after the
+    // list_changed its arrival causes, and the test server's `later`
+    // roots/list (answered from C's roots as cached since ev's ask).
     let c_steps = json!([
         needs(
             until(
@@ -1129,19 +1445,13 @@ fn two_hosts_get_only_what_their_calls_caused_and_the_primary_the_rest() {
             ),
             "register"
         ),
-        call(
-            "later",
-            "ts__later",
-            json!({"method": "roots/list", "delayMs": 300})
-        ),
         needs(
-            until(
-                "ts-asked",
-                "roots/list",
-                json!(format!(r#""{META}":"ts""#)),
-                20
+            call(
+                "later",
+                "ts__later",
+                json!({"method": "roots/list", "delayMs": 300})
             ),
-            "register"
+            "ev-asked"
         ),
         needs(
             until(
@@ -1150,7 +1460,7 @@ fn two_hosts_get_only_what_their_calls_caused_and_the_primary_the_rest() {
                 json!("mcphost-testserver/later"),
                 20
             ),
-            "ts-asked"
+            "later"
         ),
     ]);
     let primary = PyHost::start(
@@ -1193,12 +1503,13 @@ fn two_hosts_get_only_what_their_calls_caused_and_the_primary_the_rest() {
         "elicitation/complete notifications at A",
     );
 
-    // B: only ts's elicitation, roots and URL elicitation.
+    // B: only ts's elicitation and URL elicitation. Its call's roots/list
+    // is not a host's: no host with roots is connected yet, so ts gets the
+    // configured roots (none).
     c.eq(
         rb.callback_methods(),
         vec![
             "elicitation/create from ts".to_owned(),
-            "roots/list from ts".to_owned(),
             "elicitation/create from ts".to_owned(),
         ],
         "host B's callbacks",
@@ -1211,8 +1522,8 @@ fn two_hosts_get_only_what_their_calls_caused_and_the_primary_the_rest() {
     let roots: Value = serde_json::from_str(&rb.text("roots")).unwrap_or(Value::Null);
     c.eq(
         roots,
-        json!({"roots": [{"uri": "file:///tmp/host-b"}]}),
-        "B's roots",
+        json!({"roots": []}),
+        "what ts got for B's call's roots/list",
     );
     let slow = rb.progress("slow");
     c.that(
@@ -1233,14 +1544,10 @@ fn two_hosts_get_only_what_their_calls_caused_and_the_primary_the_rest() {
 
     // C: the requests no call caused, and nothing else.
     c.eq(rc.result("register").cloned(), Some(json!({})), "register");
+    // Asked once: ts's `later` roots/list got the answer ev's ask cached.
     let c_roots = rc.callbacks("roots/list");
     c.that(
-        c_roots
-            .iter()
-            .any(|x| server_of(&x["params"]) == Some("ev"))
-            && c_roots
-                .iter()
-                .any(|x| server_of(&x["params"]) == Some("ts")),
+        c_roots.len() == 1 && server_of(&c_roots[0]["params"]) == Some("ev"),
         format!("the primary's callbacks: {:?}", rc.callback_methods()),
     );
     c.that(
@@ -1303,18 +1610,32 @@ fn over_streamable_http_two_hosts_calling_one_server_each_get_their_own() {
             {"do": "wait", "for": "long"},
         ])
     };
+    // Without roots: the last host with roots left would be asked for them
+    // (they follow the roots source, not the calls).
     let mut a = PyHost::start(
         &env,
         &d,
         "host-a",
-        &["--sample-text", "answered by A", "--sample-delay", "1"],
+        &[
+            "--no-roots",
+            "--sample-text",
+            "answered by A",
+            "--sample-delay",
+            "1",
+        ],
         steps(3),
     );
     let mut b = PyHost::start(
         &env,
         &d,
         "host-b",
-        &["--sample-text", "answered by B", "--sample-delay", "1"],
+        &[
+            "--no-roots",
+            "--sample-text",
+            "answered by B",
+            "--sample-delay",
+            "1",
+        ],
         steps(5),
     );
     a.wait_ready();

@@ -142,11 +142,13 @@ async fn each_session_gets_the_requests_its_own_calls_cause_with_the_server_name
             .await
             .contains(r#""name":"b""#)
     );
-    assert!(call(&a, 2, "roots", json!({})).await.contains("file:///a"));
+    // Roots are not the caller's: a shared server's come from its roots
+    // source, and two hosts with roots and no primary leave it none.
+    assert_eq!(call(&a, 2, "roots", json!({})).await, r#"{"roots":[]}"#);
 
     let (sa, sb) = (ha.seen(), hb.seen());
     let methods = |s: &[(String, Value)]| s.iter().map(|(m, _)| m.clone()).collect::<Vec<_>>();
-    assert_eq!(methods(&sa), ["sampling/createMessage", "roots/list"]);
+    assert_eq!(methods(&sa), ["sampling/createMessage"]);
     assert_eq!(
         methods(&sb),
         ["sampling/createMessage", "elicitation/create"]
@@ -549,5 +551,342 @@ async fn both_eras_side_by_side_server_everything_beside_stateless_python_sdk_an
     assert!(!names.is_empty(), "fastmcp listed no tools over 2026-07-28");
     let r = call_raw("fm__echo", json!({"text": "from fastmcp"})).await;
     assert!(r.get().contains("from fastmcp"), "{}", r.get());
+    engine.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------
+// Roots: each server sees the roots of the host(s) it serves
+
+/// A host whose roots the test sets; it counts the `roots/list` it is asked.
+struct RootsHost {
+    roots: Mutex<Vec<String>>,
+    asked: Mutex<usize>,
+}
+
+impl RootsHost {
+    fn new(roots: &[&str]) -> Arc<RootsHost> {
+        Arc::new(RootsHost {
+            roots: Mutex::new(roots.iter().map(|r| r.to_string()).collect()),
+            asked: Mutex::new(0),
+        })
+    }
+
+    fn set(&self, roots: &[&str]) {
+        *self.roots.lock().unwrap() = roots.iter().map(|r| r.to_string()).collect();
+    }
+
+    fn asked(&self) -> usize {
+        *self.asked.lock().unwrap()
+    }
+}
+
+impl Host for RootsHost {
+    fn capabilities(&self) -> ClientCapabilities {
+        ClientCapabilities {
+            roots: Some(RootsCap { list_changed: true }),
+            ..Default::default()
+        }
+    }
+
+    fn handle(&self, r: HostRequest) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
+        assert_eq!(r.method, "roots/list");
+        *self.asked.lock().unwrap() += 1;
+        let roots: Vec<Value> = self
+            .roots
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|u| json!({"uri": u}))
+            .collect();
+        let answer = json!({ "roots": roots }).to_string();
+        Box::pin(std::future::ready(Ok(
+            RawValue::from_string(answer).unwrap()
+        )))
+    }
+}
+
+fn engine_of(config: Value) -> Arc<Engine> {
+    let mut config = config;
+    config["loginShellPath"] = json!(false);
+    let cfg = mcphost::config::parse(
+        &config.to_string(),
+        std::path::Path::new("/n/config.json"),
+        &|_| None,
+    )
+    .unwrap();
+    EngineBuilder::new(cfg).start()
+}
+
+/// The URIs a `ts__roots` call got: what the server was answered.
+async fn roots_seen(s: &Arc<Session>, id: i64) -> Vec<String> {
+    let text = call(s, id, "roots", json!({})).await;
+    let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    v["roots"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not a roots/list answer: {text}"))
+        .iter()
+        .map(|r| r["uri"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn told(log: &common::RequestLog) -> usize {
+    log.methods()
+        .iter()
+        .filter(|m| *m == "notifications/roots/list_changed")
+        .count()
+}
+
+/// Waits (at most 10 s) until `f` holds.
+async fn until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `ts__echo`, answered after every line the daemon wrote to the server
+/// before it: what the log holds then is all that was sent so far.
+async fn flushed(s: &Arc<Session>, id: i64) {
+    assert!(
+        call(s, id, "echo", json!({"text": "sync"}))
+            .await
+            .contains("sync")
+    );
+}
+
+async fn server_entry(s: &Arc<Session>, id: i64, name: &str) -> Value {
+    let r = s
+        .request(Id::number(id), "mcphost/servers/list", None)
+        .await
+        .unwrap();
+    let list: Value = serde_json::from_str(r.get()).unwrap();
+    list.as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no {name} in {list}"))
+}
+
+#[tokio::test]
+async fn a_shared_servers_roots_are_its_sources_never_those_of_the_host_whose_call_asked() {
+    let log = common::RequestLog::new();
+    let engine = engine_of(json!({
+        "roots": ["/configured"],
+        "mcpServers": {"ts": {"command": TESTSERVER, "args": ["--log-requests", log.arg()]}},
+    }));
+    ready(&engine).await;
+    let (ha, hb) = (
+        RootsHost::new(&["file:///a"]),
+        RootsHost::new(&["file:///b/secret"]),
+    );
+    let (a, b) = (session(&engine, ha.clone()), session(&engine, hb.clone()));
+
+    // Two hosts of different roots and no primary: the configured roots only,
+    // though b's call is the one that made the server ask.
+    assert_eq!(roots_seen(&b, 1).await, ["file:///configured"]);
+    assert_eq!((ha.asked(), hb.asked()), (0, 0));
+    let entry = server_entry(&b, 2, "ts").await;
+    assert_eq!(entry["rootsSource"], "configured", "{entry}");
+    let note = entry["rootsNote"].as_str().unwrap_or_default();
+    assert!(note.contains("shared by 2 hosts with roots"), "{entry}");
+
+    // a registers: the primary is the source, whoever calls.
+    a.request(Id::number(1), "mcphost/host/register", None)
+        .await
+        .unwrap();
+    assert_eq!(roots_seen(&b, 3).await, ["file:///a", "file:///configured"]);
+    assert_eq!(hb.asked(), 0, "the non-primary host was asked");
+    let entry = server_entry(&b, 4, "ts").await;
+    assert_eq!(entry["rootsSource"], "primary", "{entry}");
+    assert_eq!(entry["rootsHost"], a.id(), "{entry}");
+
+    // b's roots change: not the server's source, so it is not told, and its
+    // next ask still gets the primary's roots.
+    flushed(&b, 5).await;
+    let before = told(&log);
+    hb.set(&["file:///b/other"]);
+    b.notification("notifications/roots/list_changed", None);
+    flushed(&b, 6).await;
+    assert_eq!(told(&log), before, "told of a non-source host's roots");
+    assert_eq!(roots_seen(&b, 7).await, ["file:///a", "file:///configured"]);
+    assert_eq!(hb.asked(), 0);
+
+    // The primary's change is told, and the re-ask gets its new roots.
+    ha.set(&["file:///a/new"]);
+    a.notification("notifications/roots/list_changed", None);
+    until("the server to be told", || told(&log) == before + 1).await;
+    assert_eq!(
+        roots_seen(&b, 8).await,
+        ["file:///a/new", "file:///configured"]
+    );
+
+    // The primary leaves: b is the only host with roots now.
+    drop(a);
+    until("the server to be told", || told(&log) == before + 2).await;
+    assert_eq!(
+        roots_seen(&b, 9).await,
+        ["file:///b/other", "file:///configured"]
+    );
+    let entry = server_entry(&b, 10, "ts").await;
+    assert_eq!(entry["rootsSource"], "only-host", "{entry}");
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_per_session_instance_sees_its_own_sessions_roots_and_is_told_when_they_change() {
+    // Each process logs what it receives to a file named by its pid (`$$`
+    // in the config is one `$`).
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        "exec {} --log-requests {}/$$$$.log",
+        TESTSERVER,
+        dir.path().display()
+    );
+    let engine = engine_of(json!({
+        "roots": ["/configured"],
+        "mcpServers": {"ts": {"command": "/bin/sh", "args": ["-c", script], "share": "per-session"}},
+    }));
+    ready(&engine).await;
+    let (ha, hb) = (
+        RootsHost::new(&["file:///a"]),
+        RootsHost::new(&["file:///b"]),
+    );
+    let (a, b) = (session(&engine, ha.clone()), session(&engine, hb.clone()));
+    let (ra, rb) = tokio::join!(roots_seen(&a, 1), roots_seen(&b, 1));
+    assert_eq!(ra, ["file:///a", "file:///configured"]);
+    assert_eq!(rb, ["file:///b", "file:///configured"]);
+
+    let status = engine.registry().statuses().pop().unwrap();
+    let pid_of = |id: u64| {
+        status
+            .session_instances
+            .iter()
+            .find(|i| i.session == id)
+            .and_then(|i| i.pid)
+            .unwrap()
+    };
+    let (pid_a, pid_b) = (pid_of(a.id()), pid_of(b.id()));
+    let lister = engine.registry().client("ts").unwrap().pid().unwrap();
+    let told_to = |pid: u32| {
+        let text =
+            std::fs::read_to_string(dir.path().join(format!("{pid}.log"))).unwrap_or_default();
+        text.matches("notifications/roots/list_changed").count()
+    };
+
+    ha.set(&["file:///a/new"]);
+    a.notification("notifications/roots/list_changed", None);
+    until("a's own instance to be told", || told_to(pid_a) == 1).await;
+    flushed(&b, 3).await;
+    assert_eq!(told_to(pid_b), 0, "b's instance was told of a's roots");
+    assert_eq!(told_to(lister), 0, "the lister was told of a's roots");
+    assert_eq!(
+        roots_seen(&a, 4).await,
+        ["file:///a/new", "file:///configured"]
+    );
+    assert_eq!(roots_seen(&b, 5).await, ["file:///b", "file:///configured"]);
+    let entry = server_entry(&a, 6, "ts").await;
+    assert_eq!(entry["rootsSource"], "session", "{entry}");
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_server_not_offered_roots_is_never_told_they_changed() {
+    let (log, log2) = (common::RequestLog::new(), common::RequestLog::new());
+    let engine = engine_of(json!({
+        "mcpServers": {
+            "ts": {"command": TESTSERVER, "args": ["--log-requests", log.arg()], "offer": {"roots": false}},
+            "ts2": {"command": TESTSERVER, "args": ["--log-requests", log2.arg()]},
+        },
+    }));
+    ready(&engine).await;
+    let h = RootsHost::new(&["file:///h"]);
+    let s = session(&engine, h.clone());
+    h.set(&["file:///h/2"]);
+    s.notification("notifications/roots/list_changed", None);
+    // ts2 is told (of the host's arrival, or of its change): the same
+    // notifications went out to ts, if any did.
+    until("ts2 to be told", || told(&log2) >= 1).await;
+    flushed(&s, 1).await;
+    assert_eq!(
+        told(&log),
+        0,
+        "ts was not offered roots: {:?}",
+        log.methods()
+    );
+    let entry = server_entry(&s, 2, "ts").await;
+    assert!(entry.get("rootsSource").is_none(), "{entry}");
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_burst_of_roots_changes_tells_each_server_once_and_the_re_ask_gets_the_newest() {
+    let log = common::RequestLog::new();
+    let engine = engine_of(json!({
+        "mcpServers": {"ts": {"command": TESTSERVER, "args": ["--log-requests", log.arg()]}},
+    }));
+    ready(&engine).await;
+    let h = RootsHost::new(&["file:///h/0"]);
+    let s = session(&engine, h.clone());
+    // The host's arrival, then five changes before the server asks again.
+    for i in 1..=5 {
+        h.set(&[&format!("file:///h/{i}")]);
+        s.notification("notifications/roots/list_changed", None);
+    }
+    until("the server to be told", || told(&log) >= 1).await;
+    flushed(&s, 1).await;
+    assert_eq!(told(&log), 1, "not coalesced: {:?}", log.methods());
+    // The re-ask gets the newest; a second ask is answered from the cache.
+    assert_eq!(roots_seen(&s, 2).await, ["file:///h/5"]);
+    assert_eq!(roots_seen(&s, 3).await, ["file:///h/5"]);
+    assert_eq!(h.asked(), 1);
+    // Once it has asked again, the next change is told again.
+    h.set(&["file:///h/6"]);
+    s.notification("notifications/roots/list_changed", None);
+    until("the server to be told again", || told(&log) == 2).await;
+    assert_eq!(roots_seen(&s, 4).await, ["file:///h/6"]);
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_reload_that_changes_one_servers_configured_roots_tells_only_that_server() {
+    let (log, log2) = (common::RequestLog::new(), common::RequestLog::new());
+    let config = |roots2: Value| {
+        json!({
+            "loginShellPath": false,
+            "mcpServers": {
+                "ts": {"command": TESTSERVER, "args": ["--log-requests", log.arg()]},
+                "ts2": {"command": TESTSERVER, "args": ["--log-requests", log2.arg()], "roots": roots2},
+            },
+        })
+    };
+    let engine = engine_of(config(json!([])));
+    ready(&engine).await;
+    let s = session(&engine, Arc::new(NoHost));
+    let pid2 = engine.registry().client("ts2").unwrap().pid();
+    let reload = mcphost::config::parse(
+        &config(json!(["/added"])).to_string(),
+        std::path::Path::new("/n/config.json"),
+        &|_| None,
+    )
+    .unwrap();
+    engine.apply(&reload);
+    until("ts2 to be told", || told(&log2) == 1).await;
+    flushed(&s, 1).await;
+    assert_eq!(told(&log), 0, "ts's roots did not change");
+    // Taken up without a restart; the re-ask gets the new roots.
+    assert_eq!(engine.registry().client("ts2").unwrap().pid(), pid2);
+    let params = json!({"name": "ts2__roots", "arguments": {}});
+    let raw = RawValue::from_string(params.to_string()).unwrap();
+    let r = s
+        .request(Id::number(2), "tools/call", Some(raw))
+        .await
+        .unwrap();
+    let text = text_of(&serde_json::from_str(r.get()).unwrap());
+    assert_eq!(text, r#"{"roots":[{"uri":"file:///added"}]}"#);
     engine.shutdown().await;
 }

@@ -210,6 +210,7 @@ impl Browser for HostBrowser {
                     method: crate::protocol::methods::ELICITATION_CREATE.to_owned(),
                     params: Some(params),
                     relation: crate::jsonrpc::Relation::Unrelated,
+                    asker: crate::client::Asker::Shared,
                 })
                 .await
                 .map_err(|e| format!("the host: {}", e.message))?;

@@ -25,6 +25,23 @@ pub struct HostRequest {
     pub params: Option<Box<RawValue>>,
     /// Which of our calls caused it, as far as the transport can tell.
     pub relation: Relation,
+    /// Which instance asks: whose roots a `roots/list` may get.
+    pub asker: Asker,
+}
+
+/// Who sends a server request. A `roots/list` is answered with the roots
+/// of the host(s) the asker serves, not those of whoever's call was in
+/// flight.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Asker {
+    /// A handshake-era server every session shares.
+    #[default]
+    Shared,
+    /// A session's own instance (`share: per-session`).
+    Session(u64),
+    /// A stateless (2026-07-28) server inside one request's
+    /// `input_required` round: it asks for that request alone.
+    Request,
 }
 
 /// Answers server→client requests. Only what [`Host::capabilities`] enables
@@ -435,6 +452,7 @@ impl RequestHandler for HostHandler {
             method: r.method,
             params: r.params,
             relation,
+            asker: Asker::Shared,
         })
     }
 }

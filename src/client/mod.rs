@@ -25,7 +25,7 @@ use tracing::{Instrument, debug, info_span, warn};
 
 pub use eras::EraCache;
 pub use error::ClientError;
-pub use host::{ElicitationPolicy, Host, HostRequest, NoHost, PolicyHost, SamplingPolicy};
+pub use host::{Asker, ElicitationPolicy, Host, HostRequest, NoHost, PolicyHost, SamplingPolicy};
 
 use crate::jsonrpc::{Origin, Peer, PeerConfig, PeerError, ProgressCallback, RequestOptions};
 use crate::protocol::{
@@ -212,6 +212,8 @@ struct Core {
     listen_id: std::sync::Mutex<Option<Arc<std::sync::OnceLock<i64>>>>,
     /// Which sessions' calls are in flight, and who waits for a turn.
     turns: Arc<attribution::Turns>,
+    /// The `initialize` sent declared `roots`.
+    offered_roots: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -357,6 +359,7 @@ impl ServerClient {
             revalidating: Default::default(),
             listen_id: Default::default(),
             turns,
+            offered_roots: Default::default(),
         };
         let pinned = core.opts.protocol_version;
         let probe = match pinned {
@@ -591,6 +594,17 @@ impl ServerClient {
     /// The era this client speaks with its server.
     pub fn era(&self) -> Era {
         self.core.era
+    }
+
+    /// Whether the server was offered roots in `initialize`, so that
+    /// `notifications/roots/list_changed` means something to it. Never for
+    /// the stateless era: its roots come with each request.
+    pub fn offered_roots(&self) -> bool {
+        self.core.era == Era::Handshake
+            && self
+                .core
+                .offered_roots
+                .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub async fn list_tools(&self) -> Result<Vec<Tool>, ClientError> {
@@ -1047,6 +1061,8 @@ impl Core {
         let name = &self.name;
         let opts = &self.opts;
         let caps: ClientCapabilities = opts.host.capabilities();
+        self.offered_roots
+            .store(caps.roots.is_some(), std::sync::atomic::Ordering::SeqCst);
         let requested = opts
             .protocol_version
             .unwrap_or(ProtocolVersion::LATEST_HANDSHAKE);
@@ -1440,6 +1456,7 @@ impl Core {
                     method: r.method.clone(),
                     params: r.params,
                     relation,
+                    asker: host::Asker::Request,
                 })
                 .await
                 .map_err(|e| {

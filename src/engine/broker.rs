@@ -12,13 +12,14 @@ use std::time::Duration;
 use serde_json::value::RawValue;
 use tracing::{info, warn};
 
+use super::roots::{Roots, with_roots};
 use super::session::Session;
 use crate::client::{ElicitationPolicy, Host, HostRequest, PolicyHost};
-use crate::config::{HostConfig, HostTimeouts, Root};
+use crate::config::{HostConfig, HostTimeouts};
 use crate::jsonrpc::{Origin, PeerError, Relation};
 use crate::protocol::capabilities::{ElicitationCap, Empty, RootsCap, SamplingCap};
 use crate::protocol::{
-    ClientCapabilities, ErrorObject, error_codes, methods, raw_field, set_fields, set_meta, to_raw,
+    ClientCapabilities, ErrorObject, error_codes, methods, raw_field, set_meta, to_raw,
 };
 use crate::transport::BoxFuture;
 
@@ -59,42 +60,8 @@ fn timeout_of(t: &HostTimeouts, method: &str) -> Duration {
     }
 }
 
-/// The roots the config gives: to every server, and to each one.
-#[derive(Default, PartialEq)]
-struct ConfiguredRoots {
-    global: Vec<Root>,
-    per_server: HashMap<String, Vec<Root>>,
-}
-
-impl ConfiguredRoots {
-    fn of(cfg: &HostConfig) -> ConfiguredRoots {
-        ConfiguredRoots {
-            global: cfg.roots.clone(),
-            per_server: cfg
-                .servers
-                .iter()
-                .filter(|s| !s.roots.is_empty())
-                .map(|s| (s.name.clone(), s.roots.clone()))
-                .collect(),
-        }
-    }
-
-    /// `server`'s roots, global ones first, each URI once.
-    fn for_server(&self, server: &str) -> Vec<Root> {
-        let mut out: Vec<Root> = Vec::new();
-        let own = self.per_server.get(server).into_iter().flatten();
-        for r in self.global.iter().chain(own) {
-            if !out.iter().any(|o| o.uri == r.uri) {
-                out.push(r.clone());
-            }
-        }
-        out
-    }
-}
-
 struct State {
     sessions: HashMap<u64, Weak<Session>>,
-    roots: ConfiguredRoots,
     timeouts: HostTimeouts,
     primary: Option<u64>,
     /// `elicitationId` → the session that was asked, oldest first.
@@ -104,6 +71,8 @@ struct State {
 struct Inner {
     state: Mutex<State>,
     fallback: PolicyHost,
+    /// Which roots each server sees (see `roots`).
+    roots: Roots,
 }
 
 /// Cloneable; the registry's clients hold it as their host.
@@ -125,12 +94,12 @@ impl Broker {
             inner: Arc::new(Inner {
                 state: Mutex::new(State {
                     sessions: HashMap::new(),
-                    roots: ConfiguredRoots::default(),
                     timeouts: HostTimeouts::default(),
                     primary: None,
                     elicitations: VecDeque::new(),
                 }),
                 fallback,
+                roots: Roots::default(),
             }),
         }
     }
@@ -139,19 +108,14 @@ impl Broker {
         self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Take the config's roots and host timeouts; true when the roots
-    /// changed.
-    pub(crate) fn set_config(&self, cfg: &HostConfig) -> bool {
-        let new = ConfiguredRoots::of(cfg);
-        let mut st = self.lock();
-        st.timeouts = cfg.host_timeouts;
-        let changed = st.roots != new;
-        st.roots = new;
-        changed
+    /// Take the config's host timeouts (its roots go to [`Broker::roots`]).
+    pub(crate) fn set_config(&self, cfg: &HostConfig) {
+        self.lock().timeouts = cfg.host_timeouts;
     }
 
-    fn roots_for(&self, server: &str) -> Vec<Root> {
-        self.lock().roots.for_server(server)
+    /// Which roots each server sees.
+    pub(crate) fn roots(&self) -> &Roots {
+        &self.inner.roots
     }
 
     /// How long a host may take to answer `method` (the config's
@@ -243,7 +207,8 @@ impl Broker {
     ) -> Result<Box<RawValue>, PeerError> {
         let answer = asked.await?;
         if r.method == methods::ROOTS_LIST {
-            return with_roots(&answer, &self.roots_for(&r.server)).map_err(PeerError::Rpc);
+            let configured = self.inner.roots.configured(&r.server);
+            return with_roots(&answer, &configured).map_err(PeerError::Rpc);
         }
         Ok(answer)
     }
@@ -289,36 +254,6 @@ impl Broker {
         info!(server = %r.server, method = %r.method, session = session.id(), "forwarding to the host");
         Ok(session.ask(origin, &r.method, params, timeout))
     }
-}
-
-/// A host's `roots/list` answer with the configured roots added after its
-/// own (each URI once); with none configured, the answer as it came.
-fn with_roots(answer: &RawValue, configured: &[Root]) -> Result<Box<RawValue>, ErrorObject> {
-    let invalid = |e: String| {
-        ErrorObject::new(
-            error_codes::INTERNAL_ERROR,
-            format!("the host's roots/list answer: {e}"),
-        )
-    };
-    if configured.is_empty() {
-        return RawValue::from_string(answer.get().to_owned()).map_err(|e| invalid(e.to_string()));
-    }
-    #[derive(serde::Deserialize)]
-    struct Listed {
-        uri: String,
-    }
-    let mut roots: Vec<Box<RawValue>> = raw_field(answer, "roots")
-        .map_err(|e| invalid(e.to_string()))?
-        .unwrap_or_default();
-    let known: Vec<String> = roots
-        .iter()
-        .filter_map(|r| serde_json::from_str::<Listed>(r.get()).ok().map(|l| l.uri))
-        .collect();
-    for r in configured.iter().filter(|r| !known.contains(&r.uri)) {
-        roots.push(to_raw(r).map_err(|e| invalid(e.to_string()))?);
-    }
-    let roots = to_raw(&roots).map_err(|e| invalid(e.to_string()))?;
-    set_fields(Some(answer), [("roots".to_owned(), roots)]).map_err(|e| invalid(e.to_string()))
 }
 
 impl Host for Broker {
@@ -368,6 +303,28 @@ impl Host for Broker {
 
     fn handle(&self, r: HostRequest) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
         let broker = self.clone();
+        if r.method == methods::ROOTS_LIST {
+            // Answered from the asking server's roots source, not routed to
+            // whoever's call was in flight.
+            return Box::pin(async move {
+                let ask = |id: u64, origin: Option<&Origin>| {
+                    let s = broker.session(id)?;
+                    if !s.can_answer(methods::ROOTS_LIST, None, origin) {
+                        return None;
+                    }
+                    let name = s.name().to_owned();
+                    let asked = broker.ask(&s, origin, &r, broker.timeout_for(methods::ROOTS_LIST));
+                    Some(async move {
+                        let answer = match asked {
+                            Ok(asked) => asked.await,
+                            Err(e) => Err(e),
+                        };
+                        answer.map_err(|e| Broker::host_failed(&name, methods::ROOTS_LIST, e))
+                    })
+                };
+                broker.inner.roots.answer(&r, ask).await
+            });
+        }
         Box::pin(async move {
             // An elicitation's mode decides who can answer it.
             let mode: Option<String> = r
@@ -442,7 +399,8 @@ impl Broker {
             to_raw(&v).map_err(|e| ErrorObject::new(error_codes::INTERNAL_ERROR, e.to_string()))
         };
         if r.method == methods::ROOTS_LIST {
-            return encode(serde_json::json!({ "roots": self.roots_for(&r.server) }));
+            let configured = self.inner.roots.configured(&r.server);
+            return encode(serde_json::json!({ "roots": configured }));
         }
         let fallback = &self.inner.fallback;
         let url_mode = r.method == methods::ELICITATION_CREATE && mode == Some("url");
@@ -462,76 +420,5 @@ impl Broker {
             warn!(server = %r.server, method = %r.method, "no host can answer and no fallback is set");
         }
         answer
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn root(uri: &str) -> Root {
-        Root {
-            uri: uri.to_owned(),
-            name: None,
-        }
-    }
-
-    #[test]
-    fn a_hosts_roots_come_first_and_configured_ones_are_added_once() {
-        let answer = RawValue::from_string(
-            r#"{"roots":[{"uri":"file:///h","name":"host","_meta":{"x":1.10}}],"_meta":{"k":1}}"#
-                .to_owned(),
-        )
-        .unwrap();
-        let out = with_roots(&answer, &[root("file:///h"), root("file:///c")]).unwrap();
-        assert_eq!(
-            out.get(),
-            r#"{"roots":[{"uri":"file:///h","name":"host","_meta":{"x":1.10}},{"uri":"file:///c"}],"_meta":{"k":1}}"#
-        );
-        // Nothing configured: the host's bytes, untouched.
-        assert_eq!(with_roots(&answer, &[]).unwrap().get(), answer.get());
-    }
-
-    #[test]
-    fn a_server_gets_the_global_roots_then_its_own() {
-        let cfg = crate::config::parse(
-            r#"{"roots":["/g", {"uri":"file:///both","name":"B"}],
-                "mcpServers":{"a":{"command":"x","roots":["file:///both","/a"]},"b":{"command":"y"}},
-                "loginShellPath":false}"#,
-            std::path::Path::new("/c/config.json"),
-            &|_| None,
-        )
-        .unwrap();
-        let roots = ConfiguredRoots::of(&cfg);
-        let uris = |s: &str| {
-            roots
-                .for_server(s)
-                .into_iter()
-                .map(|r| r.uri)
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(uris("a"), ["file:///g", "file:///both", "file:///a"]);
-        assert_eq!(uris("b"), ["file:///g", "file:///both"]);
-        assert_eq!(roots.for_server("a")[1].name.as_deref(), Some("B"));
-    }
-
-    #[test]
-    fn roots_must_be_file_uris_or_absolute_paths() {
-        let err = crate::config::parse(
-            r#"{"roots":["https://x.example/", "relative/dir", {"name":"n"}],"mcpServers":{}}"#,
-            std::path::Path::new("/c/config.json"),
-            &|_| None,
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            err.contains("roots[0]") && err.contains("not a file:// URI"),
-            "{err}"
-        );
-        assert!(err.contains("roots[1]") && err.contains("neither"), "{err}");
-        assert!(
-            err.contains("roots[2]") && err.contains("needs a uri"),
-            "{err}"
-        );
     }
 }

@@ -8,6 +8,7 @@
 //! broker routes the servers' own requests back to the right session.
 
 mod broker;
+mod roots;
 mod session;
 
 use std::path::PathBuf;
@@ -220,6 +221,10 @@ impl EngineBuilder {
     pub fn start(self) -> Arc<Engine> {
         let broker = Broker::new(self.fallback);
         broker.set_config(&self.config);
+        let configured = roots::ConfiguredRoots::of(&self.config);
+        broker
+            .roots()
+            .update(&[], roots::Event::Configured(configured));
         let shape = arc_swap::ArcSwap::from_pointee(self.config.shape.clone());
         let client = ClientOptions {
             host: Arc::new(broker.clone()),
@@ -428,14 +433,14 @@ impl Engine {
         self.registry.forget_session(id);
         if self.broker.remove(id) {
             info!(session = id, "the primary host disconnected");
-            self.roots_changed();
         }
+        self.roots_event(roots::Event::Left(id));
     }
 
     fn set_primary(&self, id: u64, primary: bool) {
         if self.broker.set_primary(id, primary) {
             info!(session = id, primary, "primary host changed");
-            self.roots_changed();
+            self.roots_event(roots::Event::Primary(self.broker.primary()));
         }
     }
 
@@ -443,10 +448,37 @@ impl Engine {
         self.broker.elicitation_session(elicitation)
     }
 
-    /// The roots a server would be given may have changed: tell them all.
-    fn roots_changed(&self) {
-        let registry = self.registry.clone();
-        self.rt.spawn(async move { registry.roots_changed().await });
+    /// The roots some servers would be given may have changed: tell those
+    /// that were offered roots and whose roots did change.
+    fn roots_event(&self, event: roots::Event) {
+        let clients = self.registry.roots_clients();
+        let targets: Vec<roots::Target> = clients
+            .iter()
+            .map(|c| roots::Target {
+                server: c.server.clone(),
+                session: c.session,
+            })
+            .collect();
+        let tell = self.broker.roots().update(&targets, event);
+        if tell.is_empty() {
+            return;
+        }
+        let told: Vec<_> = clients
+            .into_iter()
+            .zip(targets)
+            .filter(|(_, t)| tell.contains(t))
+            .map(|(c, _)| c)
+            .collect();
+        self.rt.spawn(async move {
+            let sends = told.iter().map(|c| async move {
+                info!(server = %c.server, session = ?c.session, "telling the server its roots changed");
+                let method = methods::NOTIFICATION_ROOTS_LIST_CHANGED;
+                if let Err(e) = c.client.notify(method, None).await {
+                    tracing::debug!(server = %c.server, "roots/list_changed not sent: {e}");
+                }
+            });
+            futures_util::future::join_all(sends).await;
+        });
     }
 
     /// Wait until every server is ready, failed or disabled (at most
@@ -492,14 +524,14 @@ impl Engine {
 
     /// Take up a new config: servers (see [`Registry::apply`]) and roots.
     pub fn apply(&self, cfg: &HostConfig) {
-        let roots_changed = self.broker.set_config(cfg);
+        self.broker.set_config(cfg);
         if **self.shape.load() != cfg.shape {
             self.shape.store(Arc::new(cfg.shape.clone()));
         }
+        // Told before the reload: the servers it keeps take up new roots
+        // without a restart.
+        self.roots_event(roots::Event::Configured(roots::ConfiguredRoots::of(cfg)));
         self.registry.apply(cfg);
-        if roots_changed {
-            self.roots_changed();
-        }
     }
 
     /// One request of a session, past its gating: the aggregated method set.
@@ -781,10 +813,14 @@ impl Engine {
                 if let Some(calls) = self.stats.server(&s.name) {
                     v["calls"] = json!(calls);
                 }
-                if let Some(era) = era_of(s.protocol_version.as_deref()) {
+                let era = era_of(s.protocol_version.as_deref());
+                if let Some(era) = era {
                     v["era"] = json!(era);
                 }
                 v["attribution"] = self.attribution_of(s);
+                for (k, val) in self.broker.roots().describe(&s.name, era == Some("stateless")) {
+                    v[k] = val;
+                }
                 let renamed: Vec<_> = catalog
                     .collisions()
                     .iter()

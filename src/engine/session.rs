@@ -142,6 +142,7 @@ impl ClientPort for HostPort {
             method: method.clone(),
             params,
             relation: Relation::Unrelated,
+            asker: crate::client::Asker::Shared,
         });
         Box::pin(async move {
             match tokio::time::timeout(timeout, fut).await {
@@ -413,6 +414,8 @@ impl Session {
         let mut st = self.lock();
         st.mode = Mode::Handshake;
         st.caps = caps;
+        drop(st);
+        self.roots_initialized();
     }
 
     /// What the daemon offers its clients; a stateless client is not
@@ -657,9 +660,14 @@ impl Session {
 
     /// A notification from this session's client.
     pub fn notification(&self, method: &str, _params: Option<&RawValue>) {
-        if method == methods::NOTIFICATION_ROOTS_LIST_CHANGED {
-            debug!(session = self.id, "the client's roots changed");
-            self.engine.roots_changed();
+        match method {
+            methods::NOTIFICATION_INITIALIZED => self.roots_initialized(),
+            methods::NOTIFICATION_ROOTS_LIST_CHANGED if self.declares_roots() => {
+                debug!(session = self.id, "the client's roots changed");
+                self.engine
+                    .roots_event(super::roots::Event::Changed(self.id));
+            }
+            _ => {}
         }
     }
 
@@ -737,6 +745,26 @@ impl Session {
             RegistryEvent::Stderr { server, line } => {
                 self.stderr_note(&server, &line).into_iter().collect()
             }
+        }
+    }
+}
+
+/// Roots: what the session's client declared and when it may be asked.
+impl Session {
+    /// A handshake client that declared `roots` in `initialize`.
+    fn declares_roots(&self) -> bool {
+        let st = self.lock();
+        st.mode == Mode::Handshake && st.caps.roots.is_some()
+    }
+
+    /// Initialized (a client may be asked things only after
+    /// `notifications/initialized`): with roots, it may now be the roots
+    /// source of servers.
+    fn roots_initialized(&self) {
+        if self.declares_roots() {
+            info!(session = self.id, "a host with roots is initialized");
+            self.engine
+                .roots_event(super::roots::Event::Joined(self.id));
         }
     }
 }

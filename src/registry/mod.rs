@@ -124,8 +124,19 @@ impl crate::client::Host for SessionHost {
             session: self.session,
             request,
         });
+        if r.asker == crate::client::Asker::Shared {
+            r.asker = crate::client::Asker::Session(self.session);
+        }
         self.host.handle(r)
     }
+}
+
+/// A ready server instance that was offered roots.
+pub struct RootsClient {
+    pub server: String,
+    /// The session whose own instance it is (`share: per-session`).
+    pub session: Option<u64>,
+    pub client: Arc<ServerClient>,
 }
 
 /// What changed, for socket clients and the CLI.
@@ -783,21 +794,26 @@ impl Registry {
             .collect()
     }
 
-    /// Tell every ready server that the roots changed; each asks again.
-    pub async fn roots_changed(&self) {
-        let clients = self.ready_clients();
-        let sends = clients.iter().map(|c| async move {
-            if let Err(e) = c
-                .notify(
-                    crate::protocol::methods::NOTIFICATION_ROOTS_LIST_CHANGED,
-                    None,
-                )
-                .await
-            {
-                debug!(server = c.name(), "roots/list_changed not sent: {e}");
+    /// Every ready server instance that was offered roots: the shared
+    /// ones, and each session's own (`share: per-session`).
+    pub fn roots_clients(&self) -> Vec<RootsClient> {
+        let st = self.read();
+        let mut out = Vec::new();
+        for e in &st.entries {
+            let instances = e.per_session.iter().map(|(s, h)| (Some(*s), h));
+            for (session, h) in std::iter::once((None, &e.handle)).chain(instances) {
+                if let Ok(client) = h.client()
+                    && client.offered_roots()
+                {
+                    out.push(RootsClient {
+                        server: e.config.name.clone(),
+                        session,
+                        client,
+                    });
+                }
             }
-        });
-        futures_util::future::join_all(sends).await;
+        }
+        out
     }
 
     /// `logging/setLevel` on one server, or on every ready server that

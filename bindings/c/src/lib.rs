@@ -766,8 +766,9 @@ pub unsafe extern "C" fn mcphost_call_free(call: *mut mcphost_call) {
 }
 
 /// Sends a notification from the host: `{"method":
-/// "notifications/roots/list_changed"}` is the one mcphost takes (servers
-/// then ask for roots again). Requests are cancelled with `mcphost_cancel`.
+/// "notifications/roots/list_changed"}` is the one mcphost takes (the
+/// servers whose roots source this host is are told, and ask again).
+/// Requests are cancelled with `mcphost_cancel`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mcphost_notify(
     handle: *mut mcphost,

@@ -306,6 +306,9 @@ impl Out {
                     s(&a["why"])
                 );
             }
+            if let Value::String(note) = &sv["rootsNote"] {
+                outln!("note: {}: roots: {note}", s(&sv["name"]));
+            }
             for r in sv["renamed"].as_array().into_iter().flatten() {
                 outln!(
                     "note: {}: tool {} is listed as {} ({})",
