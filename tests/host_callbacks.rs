@@ -2151,3 +2151,97 @@ fn mrtr_rounds_of_a_stateless_python_server_are_answered_by_the_socket_host_that
     }
     c.done(&d, &[&r]);
 }
+
+/// Issue 20: two Python SDK hosts through `mcphost bridge` ask a shared
+/// stdio server for forms at the same time, twice, while a third (no
+/// elicitation declared) calls it too. Each host answers with its own
+/// name: every call gets its own host's answer or (the first time, when
+/// the server has not asked before and calls of several hosts are in
+/// flight) the fallback's decline, and no host is ever shown another's
+/// form.
+#[test]
+fn python_hosts_sharing_a_stdio_server_each_see_only_their_own_forms() {
+    let Some(env) = interop() else { return };
+    let d = daemon(&[("ts", ts_entry(&[]))], &[]);
+    d.wait_ready(&["ts"], READY);
+    let steps = || {
+        json!([
+            {"do": "stdin", "label": "go"},
+            json!({"do": "call", "label": "e1", "id": "same-1", "tool": "ts__elicit", "args": {}, "bg": true}),
+            json!({"do": "call", "label": "e2", "id": "same-2", "tool": "ts__elicit", "args": {}, "bg": true}),
+            {"do": "wait", "for": "e1"},
+            {"do": "wait", "for": "e2"},
+            call("e3", "ts__elicit", json!({})),
+            {"do": "mark", "name": "calls-done"},
+        ])
+    };
+    let answer = |name: &str| format!(r#"{{"action":"accept","content":{{"name":"{name}"}}}}"#);
+    let start = |name: &str, extra: &[&str]| {
+        let a = answer(name);
+        let mut args = vec![
+            "--hold",
+            "--no-roots",
+            "--elicit-answer",
+            &a,
+            "--elicit-delay",
+            "0.3",
+        ];
+        args.extend_from_slice(extra);
+        PyHost::start(&env, &d, name, &args, steps())
+    };
+    let mut hosts = [
+        start("host-a", &[]),
+        start("host-b", &[]),
+        start("host-mute", &["--no-elicitation"]),
+    ];
+    for h in &hosts {
+        h.wait_ready();
+    }
+    for h in &mut hosts {
+        h.send_line("go");
+    }
+    for h in &hosts {
+        h.wait_mark("calls-done");
+    }
+    let [a, b, mute] = hosts.map(PyHost::finish);
+    let mut checks = Checks(Vec::new());
+    for (r, me, others) in [
+        (&a, "host-a", ["host-b", "host-mute"]),
+        (&b, "host-b", ["host-a", "host-mute"]),
+    ] {
+        for label in ["e1", "e2", "e3"] {
+            let t = r.text(label);
+            let mine = t.contains(me) || t.contains("decline");
+            checks.that(
+                mine,
+                format!("{me} {label}: its own answer or the fallback's: {t}"),
+            );
+            for o in others {
+                checks.that(
+                    !t.contains(o),
+                    format!("{me} {label} got {o}'s answer: {t}"),
+                );
+            }
+        }
+        // By the third call the server is scheduled: it is this host's.
+        let t = r.text("e3");
+        checks.that(
+            t.contains(me),
+            format!("{me} e3 once calls take turns: {t}"),
+        );
+        let asked = r.callbacks("elicitation/create").len();
+        checks.that(
+            asked <= 3,
+            format!("{me} was shown {asked} forms for its 3 calls"),
+        );
+    }
+    for label in ["e1", "e2", "e3"] {
+        let t = mute.text(label);
+        checks.that(t.contains("decline"), format!("host-mute {label}: {t}"));
+    }
+    checks.that(
+        mute.callbacks("elicitation/create").is_empty(),
+        "host-mute was shown a form",
+    );
+    checks.done(&d, &[&a, &b, &mute]);
+}
