@@ -178,6 +178,37 @@ fn a_form_that_takes_longer_than_the_calls_timeout_is_still_answered() {
     }
 }
 
+#[test]
+fn a_stateless_clients_parked_call_outlasts_the_calls_timeout_while_it_answers() {
+    let d = daemon(&[(
+        "ts",
+        format!(r#"{}, "timeouts": {{"request": "1s"}}"#, ts_entry(&[])),
+    )]);
+    for door in DOORS {
+        let mut w = match door {
+            Door::Socket => Wire::connect(&d),
+            Door::Bridge => Wire::bridge(&d),
+        };
+        let caps = json!({"elicitation": {}});
+        let mut p = call("elicit", json!({}));
+        p["_meta"] = stateless_meta(caps.clone());
+        let r = w.request("tools/call", p.clone());
+        let res = &r["result"];
+        assert_eq!(res["resultType"], "input_required", "{door:?}: {r}");
+        let key = res["inputRequests"]
+            .as_object()
+            .and_then(|m| m.keys().next().cloned())
+            .unwrap_or_else(|| panic!("{r}"));
+        // The person takes 2.5 s, the server's call times out after 1 s.
+        std::thread::sleep(Duration::from_millis(2500));
+        p["inputResponses"] = json!({key: accept("parked")});
+        p["requestState"] = res["requestState"].clone();
+        let r = w.request("tools/call", p);
+        let text = text_of(&r["result"]);
+        assert!(text.contains("parked"), "{door:?}: {r}");
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Item 3: a shared stdio server's questions reach the right host, or none
 
