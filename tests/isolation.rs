@@ -35,12 +35,17 @@ fn daemon(servers: &[(&str, String)]) -> Daemon {
     d
 }
 
-/// An initialized host declaring `caps`, through `door`.
-fn host(d: &Daemon, door: Door, caps: Value) -> Wire {
-    let mut w = match door {
+/// A client's connection through `door`, not initialized yet.
+fn open(d: &Daemon, door: Door) -> Wire {
+    match door {
         Door::Socket => Wire::connect(d),
         Door::Bridge => Wire::bridge(d),
-    };
+    }
+}
+
+/// An initialized host declaring `caps`, through `door`.
+fn host(d: &Daemon, door: Door, caps: Value) -> Wire {
+    let mut w = open(d, door);
     w.initialize(caps);
     w
 }
@@ -185,10 +190,7 @@ fn a_stateless_clients_parked_call_outlasts_the_calls_timeout_while_it_answers()
         format!(r#"{}, "timeouts": {{"request": "1s"}}"#, ts_entry(&[])),
     )]);
     for door in DOORS {
-        let mut w = match door {
-            Door::Socket => Wire::connect(&d),
-            Door::Bridge => Wire::bridge(&d),
-        };
+        let mut w = open(&d, door);
         let caps = json!({"elicitation": {}});
         let mut p = call("elicit", json!({}));
         p["_meta"] = stateless_meta(caps.clone());
@@ -412,10 +414,7 @@ fn requests_written_right_after_initialize_are_handled_after_it() {
     let d = daemon(&[("ts", ts_entry(&[]))]);
     for door in DOORS {
         for _ in 0..10 {
-            let mut w = match door {
-                Door::Socket => Wire::connect(&d),
-                Door::Bridge => Wire::bridge(&d),
-            };
+            let mut w = open(&d, door);
             // One write: no waiting for initialize's answer.
             let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
                 "protocolVersion": "2025-11-25", "capabilities": {},
@@ -480,10 +479,7 @@ fn a_per_session_instance_of_a_stateless_server_sees_its_stateless_callers_own_c
         ),
     )]);
     for door in DOORS {
-        let mut w = match door {
-            Door::Socket => Wire::connect(&d),
-            Door::Bridge => Wire::bridge(&d),
-        };
+        let mut w = open(&d, door);
         // Only this caller can follow a URL; the fallback cannot.
         let r = w.request(
             "tools/call",
