@@ -42,13 +42,15 @@ pub enum ClientError {
     )]
     ExitedOnProbe { server: String, reason: String },
     #[error(
-        "server '{server}': {method} needs the client capability {capability}, which the caller did not declare ({message})"
+        "server '{server}': {method} needs the client capability {capability}, which the caller did not declare ({})",
+        error.message
     )]
     MissingCapability {
         server: String,
         method: &'static str,
         capability: String,
-        message: String,
+        /// The server's error (-32021), relayed to the caller as it came.
+        error: Box<ErrorObject>,
     },
     #[error("server '{server}': invalid {method} payload: {reason}")]
     Invalid {
@@ -96,6 +98,7 @@ impl ClientError {
                 error: PeerError::Rpc(e),
                 ..
             } => Some(e),
+            ClientError::MissingCapability { error, .. } => Some(error),
             _ => None,
         }
     }

@@ -1315,7 +1315,7 @@ impl Core {
                                 server: self.name.clone(),
                                 method,
                                 capability: missing_capability(&e),
-                                message: e.message,
+                                error: Box::new(e),
                             });
                         }
                         _ => {
