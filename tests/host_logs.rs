@@ -1,5 +1,6 @@
 //! Several hosts on one daemon, each a raw JSON-RPC client on the socket:
-//! a server's own JSON-RPC error reaches the caller as it came.
+//! errors name a host by its `clientInfo.name`; a server's own JSON-RPC
+//! error reaches the caller as it came.
 
 mod common;
 
@@ -115,6 +116,102 @@ impl Host {
             before.push(m);
         }
     }
+}
+
+#[test]
+fn errors_name_a_host_by_its_client_info_name_cleaned() {
+    let requests = common::RequestLog::new();
+    let d = daemon(
+        &[("ts", &["--log-requests", &requests.arg()])],
+        r#""hostTimeouts": {"elicitation": "1s"},"#,
+    );
+    let elicits = json!({"elicitation": {}});
+    // Control and invisible characters are dropped, whitespace runs made
+    // one space.
+    let mut h = Host::connect(
+        &d,
+        "desktop",
+        Some(json!({"name": "Claude\u{7} \n Desktop\u{202e}", "version": "1"})),
+        elicits.clone(),
+    );
+    let (r, before) = h.request("tools/call", json!({"name": "ts__elicit", "arguments": {}}));
+    // It was asked, and never answered.
+    assert!(
+        before.iter().any(|m| m["method"] == "elicitation/create"),
+        "{before:?}"
+    );
+    let text = r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.contains("the host (Claude Desktop) did not answer elicitation/create within 1s"),
+        "{r}"
+    );
+    let (r, _) = h.request("mcphost/host/register", json!({}));
+    assert_eq!(r["result"], json!({}), "{r}");
+    let (r, _) = h.request("mcphost/status", json!({}));
+    assert_eq!(r["result"]["primaryHostName"], "Claude Desktop", "{r}");
+    let primary = r["result"]["primaryHost"].as_u64().unwrap();
+
+    // A long name is cut to 64 characters; a host without a name is named
+    // by the daemon.
+    let mut long = Host::connect(
+        &d,
+        "long",
+        Some(json!({"name": "x".repeat(200), "version": "1"})),
+        elicits.clone(),
+    );
+    let (r, _) = long.request("mcphost/host/register", json!({}));
+    assert_eq!(r["result"], json!({}), "{r}");
+    let (r, _) = long.request("mcphost/status", json!({}));
+    let name = r["result"]["primaryHostName"].as_str().unwrap();
+    assert_eq!(name, format!("{}…", "x".repeat(63)), "{r}");
+    assert_ne!(r["result"]["primaryHost"].as_u64(), Some(primary));
+    let mut anon = Host::connect(&d, "anonymous", None, elicits);
+    let (r, _) = anon.request("mcphost/host/register", json!({}));
+    assert_eq!(r["result"], json!({}), "{r}");
+    let (r, _) = anon.request("mcphost/status", json!({}));
+    let name = r["result"]["primaryHostName"].as_str().unwrap();
+    assert!(name.starts_with("client-"), "{r}");
+    // The daemon's log keeps the session id with the name.
+    let log = d.log_text();
+    assert!(
+        log.contains("client initialized") && log.contains("Claude Desktop"),
+        "{log}"
+    );
+
+    // A stateless client names itself in each request's `_meta`. It is
+    // asked with `input_required` and never retries: the server hears
+    // that the host, by that name, did not answer.
+    let mut stateless = Host::raw(&d, "stateless");
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+        "io.modelcontextprotocol/clientInfo": {"name": "Stateless\tApp", "version": "1"},
+    });
+    let (r, _) = stateless.request(
+        "tools/call",
+        json!({"name": "ts__elicit", "arguments": {}, "_meta": meta}),
+    );
+    assert_eq!(r["result"]["resultType"], "input_required", "{r}");
+    // The second such answer the server got (the first was the desktop's).
+    let told = common::poll("the stateless host's unanswered elicitation", LINE, || {
+        let unanswered: Vec<Value> = requests
+            .lines()
+            .into_iter()
+            .filter(|l| {
+                l.get("method").is_none()
+                    && l["error"].is_object()
+                    && l.to_string().contains("did not answer")
+            })
+            .collect();
+        unanswered.get(1).cloned()
+    });
+    assert_eq!(
+        told["error"]["message"],
+        "the host (Stateless App) did not answer elicitation/create within 1s",
+        "{told}"
+    );
 }
 
 #[test]

@@ -663,6 +663,7 @@ impl Engine {
             },
             "clients": self.session_count(),
             "primaryHost": self.broker.primary(),
+            "primaryHostName": self.broker.primary_name(),
             "servers": statuses.len(),
             "ready": ready,
             "tools": self.registry.catalog().tools().len(),

@@ -170,6 +170,8 @@ struct SessionState {
 pub struct Session {
     id: u64,
     name: String,
+    /// `clientInfo.name` from `initialize`, cleaned: how errors name the host.
+    client_name: std::sync::OnceLock<String>,
     engine: Arc<Engine>,
     port: Arc<dyn ClientPort>,
     state: Mutex<SessionState>,
@@ -286,6 +288,7 @@ impl Session {
         Session {
             id,
             name: name.to_owned(),
+            client_name: std::sync::OnceLock::new(),
             engine,
             port,
             state: Mutex::new(SessionState::default()),
@@ -299,8 +302,10 @@ impl Session {
         self.id
     }
 
+    /// How errors name this client: its `clientInfo.name`, else the door's
+    /// name for the session (`client-N`, `cli`).
     pub fn name(&self) -> &str {
-        &self.name
+        self.client_name.get().unwrap_or(&self.name)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, SessionState> {
@@ -436,8 +441,10 @@ impl Session {
             .and_then(|v| v.parse::<ProtocolVersion>().ok())
             .filter(|v| v.era() == Era::Handshake)
             .unwrap_or(ProtocolVersion::LATEST_HANDSHAKE);
+        let client = self.record_client_name(p, ClientInfoIn::Params);
         info!(
             session = self.id,
+            client,
             sampling = caps.sampling.is_some(),
             elicitation = caps.elicitation.is_some(),
             roots = caps.roots.is_some(),
@@ -708,6 +715,86 @@ impl Session {
                 self.stderr_note(&server, &line).into_iter().collect()
             }
         }
+    }
+}
+
+/// Where a request carries the client's `clientInfo`.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum ClientInfoIn {
+    /// `initialize`: `params.clientInfo`.
+    Params,
+    /// A stateless request: `params._meta["io.modelcontextprotocol/clientInfo"]`.
+    Meta,
+}
+
+/// Longest `clientInfo.name` kept, in characters.
+const CLIENT_NAME_MAX: usize = 64;
+
+/// Characters that show nothing but can reorder or hide text.
+fn invisible(c: char) -> bool {
+    matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
+}
+
+/// A client's `clientInfo.name` as messages may show it: it is the
+/// client's own text, so control and invisible formatting characters are
+/// dropped, each run of whitespace becomes one space, and it is cut to
+/// [`CLIENT_NAME_MAX`] characters (ending in `…`). `None` when nothing is
+/// left.
+pub(crate) fn clean_client_name(name: &str) -> Option<String> {
+    let mut cleaned = String::new();
+    for word in name.split_whitespace() {
+        let word: String = word
+            .chars()
+            .filter(|&c| !c.is_control() && !invisible(c))
+            .collect();
+        if word.is_empty() {
+            continue;
+        }
+        if !cleaned.is_empty() {
+            cleaned.push(' ');
+        }
+        cleaned.push_str(&word);
+        if cleaned.chars().count() > CLIENT_NAME_MAX {
+            let mut cut: String = cleaned
+                .chars()
+                .take(CLIENT_NAME_MAX.saturating_sub(1))
+                .collect();
+            cut.push('…');
+            return Some(cut);
+        }
+    }
+    (!cleaned.is_empty()).then_some(cleaned)
+}
+
+impl Session {
+    /// Keep the client's `clientInfo.name` (cleaned) as this session's name
+    /// in messages: from `initialize`'s params, or a stateless request's
+    /// `_meta`, as `from` says. The first one counts.
+    pub(super) fn record_client_name(
+        &self,
+        params: Option<&RawValue>,
+        from: ClientInfoIn,
+    ) -> Option<&str> {
+        if self.client_name.get().is_none() {
+            let holder = match from {
+                ClientInfoIn::Params => params.map(|p| p.to_owned()),
+                ClientInfoIn::Meta => {
+                    params.and_then(|p| raw_field::<Box<RawValue>>(p, "_meta").ok().flatten())
+                }
+            };
+            let key = match from {
+                ClientInfoIn::Params => "clientInfo",
+                ClientInfoIn::Meta => crate::protocol::methods::meta::CLIENT_INFO,
+            };
+            let name = holder
+                .and_then(|h| raw_field::<Box<RawValue>>(&h, key).ok().flatten())
+                .and_then(|i| raw_field::<String>(&i, "name").ok().flatten())
+                .and_then(|n| clean_client_name(&n));
+            if let Some(name) = name {
+                let _ = self.client_name.set(name);
+            }
+        }
+        self.client_name.get().map(String::as_str)
     }
 }
 
