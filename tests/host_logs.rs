@@ -1,6 +1,12 @@
 //! Several hosts on one daemon, each a raw JSON-RPC client on the socket:
-//! errors name a host by its `clientInfo.name`; a server's own JSON-RPC
-//! error reaches the caller as it came.
+//! a server's log messages reach only the hosts they belong to, at each
+//! host's own level; one host's `logging/setLevel` does not change what
+//! another gets; errors name a host by its `clientInfo.name`; a server's
+//! own JSON-RPC error reaches the caller as it came.
+//!
+//! Absence is shown with a later marker that is known to come after: a log
+//! the same server sends later, which the host does get (one server's logs
+//! reach a host in the order the server sent them).
 
 mod common;
 
@@ -15,6 +21,7 @@ use serde_json::{Value, json};
 const READY: Duration = Duration::from_secs(40);
 /// The longest any one message may take to come.
 const LINE: Duration = Duration::from_secs(30);
+const META: &str = "dev.mcphost/server";
 
 /// A daemon with these servers (name, test-server args).
 fn daemon(servers: &[(&str, &[&str])], extra: &str) -> Daemon {
@@ -116,6 +123,236 @@ impl Host {
             before.push(m);
         }
     }
+
+    /// A tool call that must succeed: its result, and what came before it.
+    fn call(&mut self, tool: &str, args: Value) -> (Value, Vec<Value>) {
+        let (r, before) = self.request("tools/call", json!({"name": tool, "arguments": args}));
+        assert!(
+            r.get("result").is_some() && r["result"]["isError"] != true,
+            "{}: {tool}: {r}",
+            self.label
+        );
+        (r["result"].clone(), before)
+    }
+
+    /// `logging/setLevel`, for one server or (`None`) every server.
+    fn set_level(&mut self, level: &str, server: Option<&str>) {
+        let mut p = json!({"level": level});
+        if let Some(s) = server {
+            p["_meta"] = json!({META: s});
+        }
+        let (r, _) = self.request("logging/setLevel", p);
+        assert_eq!(r["result"], json!({}), "{}: setLevel: {r}", self.label);
+    }
+
+    /// Reads until a log message from `server` with this data has come
+    /// (it may have already).
+    fn until_log(&mut self, server: &str, data: &str) {
+        let seen = |msgs: &[Value]| logs(msgs).iter().any(|(s, _, d)| s == server && d == data);
+        while !seen(&self.inbox) {
+            self.recv();
+        }
+    }
+
+    /// Every log message it got so far: (server, level, data).
+    fn logs(&self) -> Vec<(String, String, String)> {
+        logs(&self.inbox)
+    }
+}
+
+/// The log messages among `msgs`: (server, level, data).
+fn logs(msgs: &[Value]) -> Vec<(String, String, String)> {
+    msgs.iter()
+        .filter(|m| m["method"] == "notifications/message")
+        .map(|m| {
+            let p = &m["params"];
+            (
+                p["_meta"][META].as_str().unwrap_or("?").to_owned(),
+                p["level"].as_str().unwrap_or("?").to_owned(),
+                p["data"].as_str().unwrap_or("?").to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn log(server: &str, level: &str, data: &str) -> (String, String, String) {
+    (server.to_owned(), level.to_owned(), data.to_owned())
+}
+
+/// The `log` tool's answer: `{serverLevel, sent}`.
+fn answer(result: &Value) -> Value {
+    serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap()
+}
+
+#[test]
+fn a_servers_logs_reach_only_the_host_whose_call_it_was_or_that_asked_for_them() {
+    let d = daemon(
+        &[
+            ("ts", &["--scripted-tools"]),
+            ("ts2", &["--scripted-tools"]),
+        ],
+        "",
+    );
+    let mut a = Host::named(&d, "alpha");
+    let mut b = Host::named(&d, "beta");
+    let mut c = Host::named(&d, "gamma");
+
+    // A log during A's call is A's, and only A's.
+    a.call("ts__log", json!({"message": "a-1"}));
+    a.until_log("ts", "a-1");
+    assert_eq!(a.logs(), [log("ts", "info", "a-1")], "A's own call");
+    // B's call's log comes after A's from the same server: had A's reached
+    // B, it would have come first.
+    b.call("ts__log", json!({"message": "b-1"}));
+    b.until_log("ts", "b-1");
+    assert_eq!(b.logs(), [log("ts", "info", "b-1")], "B got A's log");
+
+    // C asks for ts's logs at debug: from now on it gets all of them.
+    c.set_level("debug", Some("ts"));
+    let (r, _) = a.call(
+        "ts__log",
+        json!({"levels": ["debug", "info"], "message": "a-2"}),
+    );
+    assert_eq!(
+        answer(&r)["serverLevel"],
+        "debug",
+        "ts was set to C's level"
+    );
+    // A set no level: its calls get info and up.
+    a.until_log("ts", "a-2");
+    b.call("ts__log", json!({"message": "b-2"}));
+    b.until_log("ts", "b-2");
+    c.call("ts__log", json!({"message": "c-1"}));
+    c.until_log("ts", "c-1");
+    assert_eq!(
+        a.logs(),
+        [log("ts", "info", "a-1"), log("ts", "info", "a-2")],
+        "A at info"
+    );
+    assert_eq!(
+        b.logs(),
+        [log("ts", "info", "b-1"), log("ts", "info", "b-2")],
+        "B got A's or C's"
+    );
+    assert_eq!(
+        c.logs(),
+        [
+            log("ts", "debug", "log level set to debug"),
+            log("ts", "debug", "a-2"),
+            log("ts", "info", "a-2"),
+            log("ts", "info", "b-2"),
+            log("ts", "info", "c-1"),
+        ],
+        "C's subscription to ts"
+    );
+
+    // C asked for ts only: ts2's logs of A's call are not C's.
+    a.call("ts2__log", json!({"message": "a-ts2"}));
+    a.until_log("ts2", "a-ts2");
+    c.call("ts2__log", json!({"message": "c-ts2"}));
+    c.until_log("ts2", "c-ts2");
+    let from_ts2 = |h: &Host| -> Vec<_> {
+        h.logs()
+            .into_iter()
+            .filter(|(s, _, _)| s == "ts2")
+            .collect()
+    };
+    assert_eq!(from_ts2(&a), [log("ts2", "info", "a-ts2")]);
+    assert_eq!(from_ts2(&c), [log("ts2", "info", "c-ts2")], "C got ts2's");
+    // And A and B, between their own logs of ts, got nothing of C's.
+    b.call("ts__log", json!({"message": "b-3"}));
+    b.until_log("ts", "b-3");
+    assert_eq!(b.logs().len(), 3, "B: {:?}", b.logs());
+}
+
+#[test]
+fn one_hosts_log_level_changes_neither_what_another_gets_nor_the_server_below_its_need() {
+    let d = daemon(
+        &[
+            ("ts", &["--scripted-tools"]),
+            ("ts2", &["--scripted-tools"]),
+        ],
+        "",
+    );
+    let mut a = Host::named(&d, "alpha");
+    let mut b = Host::named(&d, "beta");
+
+    // A wants errors only, of every server. B asked nothing, so its calls
+    // still get info: the servers stay at info.
+    a.set_level("error", None);
+    let (r, _) = b.call(
+        "ts__log",
+        json!({"levels": ["debug", "info", "warning"], "message": "b-1"}),
+    );
+    assert_eq!(
+        answer(&r),
+        json!({"serverLevel": "info", "sent": ["info", "warning"]}),
+        "A's setLevel took B's info messages away"
+    );
+    b.until_log("ts", "b-1");
+    // A's own call: only what is at A's level.
+    a.call(
+        "ts__log",
+        json!({"levels": ["warning", "error"], "message": "a-1"}),
+    );
+    a.until_log("ts", "a-1");
+    assert_eq!(a.logs(), [log("ts", "error", "a-1")], "A's level");
+
+    // B asks for debug from ts alone: ts goes to debug, ts2 stays at info,
+    // and A still gets errors only.
+    b.set_level("debug", Some("ts"));
+    let (r, _) = b.call("ts__log", json!({"levels": ["debug"], "message": "b-2"}));
+    assert_eq!(answer(&r)["serverLevel"], "debug");
+    b.until_log("ts", "b-2");
+    let (r, _) = b.call(
+        "ts2__log",
+        json!({"levels": ["debug", "info"], "message": "b-3"}),
+    );
+    assert_eq!(
+        answer(&r),
+        json!({"serverLevel": "info", "sent": ["info"]}),
+        "B's level for ts reached ts2"
+    );
+    b.until_log("ts2", "b-3");
+    assert_eq!(
+        b.logs(),
+        [
+            log("ts", "info", "b-1"),
+            log("ts", "warning", "b-1"),
+            log("ts", "debug", "log level set to debug"),
+            log("ts", "debug", "b-2"),
+            log("ts2", "info", "b-3"),
+        ],
+        "B"
+    );
+
+    // B leaves: only A is left, so both servers go back up to error, and
+    // A (at error) gets their word for it.
+    drop(b);
+    a.until_log("ts", "log level set to error");
+    a.until_log("ts2", "log level set to error");
+    let (r, _) = a.call(
+        "ts__log",
+        json!({"levels": ["info", "error"], "message": "a-2"}),
+    );
+    assert_eq!(
+        answer(&r),
+        json!({"serverLevel": "error", "sent": ["error"]})
+    );
+    a.until_log("ts", "a-2");
+    // A never got anything below its level, nor B's messages.
+    let mut got = a.logs();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            log("ts", "error", "a-1"),
+            log("ts", "error", "a-2"),
+            log("ts", "error", "log level set to error"),
+            log("ts2", "error", "log level set to error"),
+        ],
+        "A"
+    );
 }
 
 #[test]

@@ -417,6 +417,7 @@ impl Engine {
 
     fn add_session(&self, session: &Arc<Session>) {
         self.broker.add(session.id(), Arc::downgrade(session));
+        self.registry.session_opened(session.id());
     }
 
     /// Called by a session's `Drop`.

@@ -23,8 +23,8 @@ use crate::protocol::{
     ClientCapabilities, Era, ErrorObject, Id, ProtocolVersion, error_codes, methods, raw_field,
     set_fields, to_raw,
 };
-use crate::registry::RegistryEvent;
 use crate::registry::supervisor::ServerStatus;
+use crate::registry::{LogLevel, RegistryEvent};
 use crate::transport::{BoxFuture, Connection, TransportControl};
 
 mod shaped;
@@ -599,10 +599,17 @@ impl Session {
                 let level: String = raw_field(p, "level")
                     .map_err(|e| invalid_params(format!("logging/setLevel: {e}")))?
                     .ok_or_else(|| invalid_params("logging/setLevel needs a level"))?;
+                let level = LogLevel::parse(&level).ok_or_else(|| {
+                    invalid_params(format!(
+                        "logging/setLevel: unknown level {level:?} (one of debug, info, notice, \
+                         warning, error, critical, alert, emergency)"
+                    ))
+                })?;
+                // This session's level only: others keep theirs.
                 let server = named_server(Some(p));
                 self.engine
                     .registry()
-                    .set_log_level(server.as_deref(), &level)
+                    .set_session_log_level(self.id, server.as_deref(), level)
                     .await?;
                 raw(&json!({}))
             }
@@ -681,12 +688,21 @@ impl Session {
                 vec![(methods::NOTIFICATION_PROMPTS_LIST_CHANGED, None)]
             }
             RegistryEvent::ServerState(s) => state(&s).into_iter().collect(),
-            // Every client gets server logs, as from any MCP server; the
-            // `mcphost/logs/follow` ones also get stderr lines.
-            RegistryEvent::Log { server, params } => with_server(&server, &params)
-                .map(|p| (methods::NOTIFICATION_MESSAGE, Some(p)))
-                .into_iter()
-                .collect(),
+            // Only to the sessions it belongs to, at their own level (see
+            // `wants_log`).
+            RegistryEvent::Log {
+                server,
+                params,
+                callers,
+            } => {
+                if !self.wants_log(&server, &params, &callers) {
+                    return Vec::new();
+                }
+                with_server(&server, &params)
+                    .map(|p| (methods::NOTIFICATION_MESSAGE, Some(p)))
+                    .into_iter()
+                    .collect()
+            }
             RegistryEvent::ElicitationComplete { server, params } => {
                 let id = raw_field::<String>(&params, "elicitationId").ok().flatten();
                 let mine =
@@ -767,6 +783,31 @@ pub(crate) fn clean_client_name(name: &str) -> Option<String> {
 }
 
 impl Session {
+    /// Whether a server's log message reaches this session. It does when
+    /// the session asked for that server's logs (`logging/setLevel`, for it
+    /// or for every server), had a call in flight to it when the message
+    /// came (`callers`), or follows its logs (`mcphost/logs/follow`); and
+    /// only at or above the session's own level: the one it asked for, else
+    /// [`LogLevel::DEFAULT`]. A message whose level is not one of the eight
+    /// counts as the default level.
+    fn wants_log(&self, server: &str, params: &RawValue, callers: &[u64]) -> bool {
+        let asked = self.engine.registry().session_log_level(self.id, server);
+        let follows = match &self.lock().follow {
+            Some(None) => true,
+            Some(Some(s)) => s == server,
+            None => false,
+        };
+        if asked.is_none() && !follows && !callers.contains(&self.id) {
+            return false;
+        }
+        let level = raw_field::<String>(params, "level")
+            .ok()
+            .flatten()
+            .and_then(|l| LogLevel::parse(&l))
+            .unwrap_or(LogLevel::DEFAULT);
+        level >= asked.unwrap_or(LogLevel::DEFAULT)
+    }
+
     /// Keep the client's `clientInfo.name` (cleaned) as this session's name
     /// in messages: from `initialize`'s params, or a stateless request's
     /// `_meta`, as `from` says. The first one counts.
