@@ -782,7 +782,11 @@ fn a_primary_hosts_roots_and_logging_levels() {
     );
     d.wait_ready(&["ev", "ts", "ts2"], READY);
 
+    // ev logs the roots it got outside any call: only to hosts that asked
+    // for its logs, so this one asks before it registers.
     let steps = json!([
+        request("level-ev", "logging/setLevel", json!({"level": "info", "_meta": {META: "ev"}})),
+        {"do": "register", "label": "register"},
         needs(until("asked", "roots/list", json!(format!(r#""{META}":"ev""#)), 20), "register"),
         needs(until("roots-logged", "notifications/message", json!("Roots updated: 2 root(s)"), 20), "asked"),
         call("roots", "ev__get-roots-list", json!({})),
@@ -799,7 +803,6 @@ fn a_primary_hosts_roots_and_logging_levels() {
         &d,
         "primary",
         &[
-            "--register-primary",
             "--roots",
             "file:///tmp/mcphost-test-alpha=alpha",
             "--roots",
@@ -894,6 +897,85 @@ fn a_primary_hosts_roots_and_logging_levels() {
         "no simulated log message from ev",
     );
     c.done(&d, &[&r]);
+}
+
+#[test]
+fn server_everythings_logs_reach_only_the_python_host_that_asked_for_them() {
+    let Some(env) = interop() else { return };
+    let d = daemon(
+        &[
+            ("ev", everything(&env)),
+            ("ts", ts_entry(&["--scripted-tools"])),
+        ],
+        &[],
+    );
+    d.wait_ready(&["ev", "ts"], READY);
+
+    // Beta asks for no logs and calls nothing of ev; once alpha has had
+    // ev's logs, beta's own call's log (from ts) marks the end of what it
+    // could have been sent before.
+    let beta_steps = json!([
+        {"do": "stdin", "label": "go"},
+        call("own", "ts__log", json!({"message": "beta's own"})),
+        needs(until("own-logged", "notifications/message", json!("beta's own"), 15), "own"),
+    ]);
+    let mut beta = PyHost::start(&env, &d, "beta", &[], beta_steps);
+    beta.wait_ready();
+    // Alpha asks for ev's logs; the first simulated one comes during its
+    // call, the next 5 s later, outside any call.
+    let alpha_steps = json!([
+        request(
+            "level",
+            "logging/setLevel",
+            json!({"level": "debug", "_meta": {META: "ev"}})
+        ),
+        needs(
+            call("logging-on", "ev__toggle-simulated-logging", json!({})),
+            "level"
+        ),
+        needs(
+            until_n(
+                "simulated",
+                "notifications/message",
+                json!(["-level message", "level-message"]),
+                2,
+                20
+            ),
+            "logging-on"
+        ),
+    ]);
+    let ra = PyHost::start(&env, &d, "alpha", &[], alpha_steps).finish();
+    beta.send_line("go");
+    let rb = beta.finish();
+
+    let mut c = Checks::default();
+    c.eq(
+        ra.result("level").cloned(),
+        Some(json!({})),
+        "alpha's setLevel",
+    );
+    let simulated = |r: &Report| {
+        r.notifications("notifications/message")
+            .into_iter()
+            .filter(|m| server_of(&m["params"]) == Some("ev"))
+            .count()
+    };
+    c.that(
+        simulated(&ra) >= 2,
+        format!("alpha got {} of ev's logs", simulated(&ra)),
+    );
+    c.that(
+        rb.result("own-logged").is_some(),
+        "beta never got its own call's log",
+    );
+    c.eq(simulated(&rb), 0, "ev's logs at beta, which asked for none");
+    let others: Vec<Value> = rb
+        .notifications("notifications/message")
+        .into_iter()
+        .filter(|m| m["params"]["data"] != "beta's own")
+        .collect();
+    c.eq(others, Vec::<Value>::new(), "other logs at beta");
+    c.done(&d, &[&ra, &rb]);
 }
 
 #[test]
@@ -1436,6 +1518,12 @@ fn two_hosts_get_only_what_their_calls_caused_and_the_primary_the_rest() {
     // list_changed its arrival causes, and the test server's `later`
     // roots/list (answered from C's roots as cached since ev's ask).
     let c_steps = json!([
+        // `later` reports in a log outside any call: the host asks for ts's.
+        request(
+            "level-ts",
+            "logging/setLevel",
+            json!({"level": "info", "_meta": {META: "ts"}})
+        ),
         needs(
             until(
                 "ev-asked",

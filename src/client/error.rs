@@ -42,13 +42,15 @@ pub enum ClientError {
     )]
     ExitedOnProbe { server: String, reason: String },
     #[error(
-        "server '{server}': {method} needs the client capability {capability}, which the caller did not declare ({message})"
+        "server '{server}': {method} needs the client capability {capability}, which the caller did not declare ({})",
+        error.message
     )]
     MissingCapability {
         server: String,
         method: &'static str,
         capability: String,
-        message: String,
+        /// The server's error (-32021), relayed to the caller as it came.
+        error: Box<ErrorObject>,
     },
     #[error(
         "server '{server}': {method} waited {waited:.1?} for its turn and was not sent: the server asks its host for input on a channel that cannot say for which call, so it serves one host's calls at a time, and another host's {busy_with} call(s) are still in flight; give it \"share\": \"per-session\" to serve each host in parallel"
@@ -105,6 +107,7 @@ impl ClientError {
                 error: PeerError::Rpc(e),
                 ..
             } => Some(e),
+            ClientError::MissingCapability { error, .. } => Some(error),
             _ => None,
         }
     }

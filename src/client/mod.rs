@@ -10,6 +10,7 @@ mod eras;
 mod error;
 mod host;
 mod modern;
+mod notes;
 pub mod stats;
 
 use std::sync::Arc;
@@ -26,6 +27,7 @@ use tracing::{Instrument, debug, info_span, warn};
 pub use eras::EraCache;
 pub use error::ClientError;
 pub use host::{Asker, ElicitationPolicy, Host, HostRequest, NoHost, PolicyHost, SamplingPolicy};
+pub use notes::LogMessage;
 
 use crate::jsonrpc::{Origin, Peer, PeerConfig, PeerError, ProgressCallback, RequestOptions};
 use crate::protocol::{
@@ -169,8 +171,9 @@ pub enum ServerEvent {
     ResourceUpdated {
         uri: String,
     },
-    /// A `notifications/message` log entry, params untouched.
-    Log(Box<RawValue>),
+    /// A `notifications/message` log entry, params untouched, with the
+    /// sessions whose calls were in flight when it came.
+    Log(LogMessage),
     /// `notifications/elicitation/complete`: a URL-mode elicitation ended;
     /// params untouched.
     ElicitationComplete(Box<RawValue>),
@@ -214,6 +217,8 @@ struct Core {
     turns: Arc<attribution::Turns>,
     /// The `initialize` sent declared `roots`.
     offered_roots: std::sync::atomic::AtomicBool,
+    /// The server's notifications, and the calls in flight as each came.
+    notes: notes::Notes,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -335,8 +340,11 @@ impl ServerClient {
             host: host::HostHandler::new(name, opts.host.clone(), turns.clone()),
         });
         let peer = Peer::start(opts.peer_config(name), conn.outbound, conn.inbound, handler);
-        // Subscribe before anything is sent so no early notification is missed.
+        // Subscribe before anything is sent so no early notification is
+        // missed. The waker only wakes the notification task; the queue
+        // behind it is read in order, counting (see `notes`).
         let notes = peer.subscribe();
+        let queue = notes::Notes::new(peer.subscribe());
         let unknown = Arc::new(Negotiated {
             protocol_version: ProtocolVersion::LATEST_HANDSHAKE,
             capabilities: ServerCapabilities::default(),
@@ -360,6 +368,7 @@ impl ServerClient {
             listen_id: Default::default(),
             turns,
             offered_roots: Default::default(),
+            notes: queue,
         };
         let pinned = core.opts.protocol_version;
         let probe = match pinned {
@@ -465,6 +474,13 @@ impl ServerClient {
             l.abort();
         }
         self.control.shutdown().await;
+    }
+
+    /// While the returned mark lives, the server's log messages count as
+    /// `session`'s (as during its calls): for a request sent on its behalf
+    /// without an origin, such as the upstream `resources/subscribe`.
+    pub(crate) fn on_behalf_of(&self, session: u64) -> notes::CallMark<'_> {
+        self.core.notes.call(session)
     }
 
     /// Send any request (e.g. an extension method such as `mcphost/status`);
@@ -1262,6 +1278,9 @@ impl Core {
             self.require(cap, method)?;
         }
         let ro = self.request_options(opts);
+        // A log the server sends while a client's request is in flight
+        // belongs to that client too.
+        let _in_flight = opts.origin.as_ref().map(|o| self.notes.call(o.session));
         if self.era == Era::Stateless {
             return self.stateless_request(method, params, ro).await;
         }
@@ -1362,7 +1381,7 @@ impl Core {
                                 server: self.name.clone(),
                                 method,
                                 capability: missing_capability(&e),
-                                message: e.message,
+                                error: Box::new(e),
                             });
                         }
                         _ => {
@@ -1677,9 +1696,11 @@ impl Dirty {
 }
 
 /// Turns server notifications into [`ServerEvent`]s, re-listing on change.
+/// `waker` only says that something came; the notifications are taken, in
+/// order, from `core.notes`.
 async fn watch_notifications(
     core: Arc<Core>,
-    mut rx: broadcast::Receiver<Arc<Notification>>,
+    mut waker: broadcast::Receiver<Arc<Notification>>,
     mut renewals: Option<tokio::sync::watch::Receiver<Option<Arc<str>>>>,
     events: broadcast::Sender<ServerEvent>,
     relist_on_change: bool,
@@ -1694,7 +1715,7 @@ async fn watch_notifications(
                 None => std::future::pending().await,
             }
         };
-        let first = tokio::select! {
+        let woke = tokio::select! {
             Some(frame) = renewed => {
                 match core.renewed(&frame) {
                     Ok(()) => drop(events.send(ServerEvent::SessionRenewed)),
@@ -1702,7 +1723,7 @@ async fn watch_notifications(
                 }
                 continue;
             }
-            n = rx.recv() => n,
+            w = waker.recv() => w,
             _ = core.peer.closed() => {
                 if let Some(reason) = core.peer.close_reason() {
                     let _ = events.send(ServerEvent::Closed(reason));
@@ -1710,8 +1731,17 @@ async fn watch_notifications(
                 return;
             }
         };
+        if let Err(broadcast::error::RecvError::Closed) = woke {
+            return;
+        }
+        // Wakes for what is taken below are spent now; one for a later
+        // notification stays.
+        while !matches!(
+            waker.try_recv(),
+            Err(broadcast::error::TryRecvError::Empty | broadcast::error::TryRecvError::Closed)
+        ) {}
         let mut dirty = Dirty::default();
-        let handle = |n: Arc<Notification>, dirty: &mut Dirty| {
+        let handle = |n: Arc<Notification>, callers: Option<Arc<[u64]>>, dirty: &mut Dirty| {
             if !core.current_subscription(&n) {
                 debug!(method = %n.method, "dropped: it belongs to a closed subscriptions/listen");
                 return;
@@ -1731,7 +1761,10 @@ async fn watch_notifications(
                 }
                 methods::NOTIFICATION_MESSAGE => {
                     if let Some(p) = &n.params {
-                        let _ = events.send(ServerEvent::Log(p.clone()));
+                        let _ = events.send(ServerEvent::Log(LogMessage {
+                            params: p.clone(),
+                            callers: callers.unwrap_or_else(|| Arc::from(Vec::new())),
+                        }));
                     }
                 }
                 methods::NOTIFICATION_ELICITATION_COMPLETE => {
@@ -1742,24 +1775,24 @@ async fn watch_notifications(
                 other => debug!(method = other, "unhandled notification"),
             }
         };
-        match first {
-            Ok(n) => handle(n, &mut dirty),
-            Err(broadcast::error::RecvError::Lagged(k)) => {
-                warn!(
-                    missed = k,
-                    "notifications were dropped; re-listing everything"
-                );
-                dirty = Dirty {
-                    tools: true,
-                    resources: true,
-                    prompts: true,
-                };
-            }
-            Err(broadcast::error::RecvError::Closed) => return,
-        }
         // Coalesce a burst of change notifications into one re-list each.
-        while let Ok(n) = rx.try_recv() {
-            handle(n, &mut dirty);
+        loop {
+            match core.notes.next() {
+                notes::Next::Note(n, callers) => handle(n, callers, &mut dirty),
+                notes::Next::Lagged(k) => {
+                    warn!(
+                        missed = k,
+                        "notifications were dropped; re-listing everything"
+                    );
+                    dirty = Dirty {
+                        tools: true,
+                        resources: true,
+                        prompts: true,
+                    };
+                }
+                notes::Next::Empty => break,
+                notes::Next::Closed => return,
+            }
         }
         if relist_on_change {
             relist(&core, &events, dirty).await;

@@ -160,6 +160,12 @@ impl Broker {
         self.lock().primary
     }
 
+    /// The primary host's name as messages show it (its `clientInfo.name`).
+    pub(crate) fn primary_name(&self) -> Option<String> {
+        let id = self.primary()?;
+        self.session(id).map(|s| s.name().to_owned())
+    }
+
     /// The session that was sent the URL elicitation `id`.
     pub(crate) fn elicitation_session(&self, id: &str) -> Option<u64> {
         self.lock()

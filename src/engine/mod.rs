@@ -426,6 +426,7 @@ impl Engine {
 
     fn add_session(&self, session: &Arc<Session>) {
         self.broker.add(session.id(), Arc::downgrade(session));
+        self.registry.session_opened(session.id());
     }
 
     /// Called by a session's `Drop`.
@@ -699,6 +700,7 @@ impl Engine {
             },
             "clients": self.session_count(),
             "primaryHost": self.broker.primary(),
+            "primaryHostName": self.broker.primary_name(),
             "servers": statuses.len(),
             "ready": ready,
             "tools": self.registry.catalog().tools().len(),

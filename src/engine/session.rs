@@ -23,8 +23,8 @@ use crate::protocol::{
     ClientCapabilities, Era, ErrorObject, Id, ProtocolVersion, error_codes, methods, raw_field,
     set_fields, to_raw,
 };
-use crate::registry::RegistryEvent;
 use crate::registry::supervisor::ServerStatus;
+use crate::registry::{LogLevel, RegistryEvent};
 use crate::transport::{BoxFuture, Connection, TransportControl};
 
 mod shaped;
@@ -186,6 +186,8 @@ struct SessionState {
 pub struct Session {
     id: u64,
     name: String,
+    /// `clientInfo.name` from `initialize`, cleaned: how errors name the host.
+    client_name: std::sync::OnceLock<String>,
     engine: Arc<Engine>,
     port: Arc<dyn ClientPort>,
     state: Mutex<SessionState>,
@@ -304,6 +306,7 @@ impl Session {
         Session {
             id,
             name: name.to_owned(),
+            client_name: std::sync::OnceLock::new(),
             engine,
             port,
             state: Mutex::new(SessionState::default()),
@@ -320,8 +323,10 @@ impl Session {
         self.id
     }
 
+    /// How errors name this client: its `clientInfo.name`, else the door's
+    /// name for the session (`client-N`, `cli`).
     pub fn name(&self) -> &str {
-        &self.name
+        self.client_name.get().unwrap_or(&self.name)
     }
 
     /// The permits for servers' requests to this client (the broker takes
@@ -465,8 +470,10 @@ impl Session {
             .and_then(|v| v.parse::<ProtocolVersion>().ok())
             .filter(|v| v.era() == Era::Handshake)
             .unwrap_or(ProtocolVersion::LATEST_HANDSHAKE);
+        let client = self.record_client_name(p, ClientInfoIn::Params);
         info!(
             session = self.id,
+            client,
             sampling = caps.sampling.is_some(),
             elicitation = caps.elicitation.is_some(),
             roots = caps.roots.is_some(),
@@ -625,10 +632,17 @@ impl Session {
                 let level: String = raw_field(p, "level")
                     .map_err(|e| invalid_params(format!("logging/setLevel: {e}")))?
                     .ok_or_else(|| invalid_params("logging/setLevel needs a level"))?;
+                let level = LogLevel::parse(&level).ok_or_else(|| {
+                    invalid_params(format!(
+                        "logging/setLevel: unknown level {level:?} (one of debug, info, notice, \
+                         warning, error, critical, alert, emergency)"
+                    ))
+                })?;
+                // This session's level only: others keep theirs.
                 let server = named_server(Some(p));
                 self.engine
                     .registry()
-                    .set_log_level(server.as_deref(), &level)
+                    .set_session_log_level(self.id, server.as_deref(), level)
                     .await?;
                 raw(&json!({}))
             }
@@ -712,12 +726,21 @@ impl Session {
                 vec![(methods::NOTIFICATION_PROMPTS_LIST_CHANGED, None)]
             }
             RegistryEvent::ServerState(s) => state(&s).into_iter().collect(),
-            // Every client gets server logs, as from any MCP server; the
-            // `mcphost/logs/follow` ones also get stderr lines.
-            RegistryEvent::Log { server, params } => with_server(&server, &params)
-                .map(|p| (methods::NOTIFICATION_MESSAGE, Some(p)))
-                .into_iter()
-                .collect(),
+            // Only to the sessions it belongs to, at their own level (see
+            // `wants_log`).
+            RegistryEvent::Log {
+                server,
+                params,
+                callers,
+            } => {
+                if !self.wants_log(&server, &params, &callers) {
+                    return Vec::new();
+                }
+                with_server(&server, &params)
+                    .map(|p| (methods::NOTIFICATION_MESSAGE, Some(p)))
+                    .into_iter()
+                    .collect()
+            }
             RegistryEvent::ElicitationComplete { server, params } => {
                 let id = raw_field::<String>(&params, "elicitationId").ok().flatten();
                 let mine =
@@ -766,6 +789,111 @@ impl Session {
             self.engine
                 .roots_event(super::roots::Event::Joined(self.id));
         }
+    }
+}
+
+/// Where a request carries the client's `clientInfo`.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum ClientInfoIn {
+    /// `initialize`: `params.clientInfo`.
+    Params,
+    /// A stateless request: `params._meta["io.modelcontextprotocol/clientInfo"]`.
+    Meta,
+}
+
+/// Longest `clientInfo.name` kept, in characters.
+const CLIENT_NAME_MAX: usize = 64;
+
+/// Characters that show nothing but can reorder or hide text.
+fn invisible(c: char) -> bool {
+    matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
+}
+
+/// A client's `clientInfo.name` as messages may show it: it is the
+/// client's own text, so control and invisible formatting characters are
+/// dropped, each run of whitespace becomes one space, and it is cut to
+/// [`CLIENT_NAME_MAX`] characters (ending in `…`). `None` when nothing is
+/// left.
+pub(crate) fn clean_client_name(name: &str) -> Option<String> {
+    let mut cleaned = String::new();
+    for word in name.split_whitespace() {
+        let word: String = word
+            .chars()
+            .filter(|&c| !c.is_control() && !invisible(c))
+            .collect();
+        if word.is_empty() {
+            continue;
+        }
+        if !cleaned.is_empty() {
+            cleaned.push(' ');
+        }
+        cleaned.push_str(&word);
+        if cleaned.chars().count() > CLIENT_NAME_MAX {
+            let mut cut: String = cleaned
+                .chars()
+                .take(CLIENT_NAME_MAX.saturating_sub(1))
+                .collect();
+            cut.push('…');
+            return Some(cut);
+        }
+    }
+    (!cleaned.is_empty()).then_some(cleaned)
+}
+
+impl Session {
+    /// Whether a server's log message reaches this session. It does when
+    /// the session asked for that server's logs (`logging/setLevel`, for it
+    /// or for every server), had a call in flight to it when the message
+    /// came (`callers`), or follows its logs (`mcphost/logs/follow`); and
+    /// only at or above the session's own level: the one it asked for, else
+    /// [`LogLevel::DEFAULT`]. A message whose level is not one of the eight
+    /// counts as the default level.
+    fn wants_log(&self, server: &str, params: &RawValue, callers: &[u64]) -> bool {
+        let asked = self.engine.registry().session_log_level(self.id, server);
+        let follows = match &self.lock().follow {
+            Some(None) => true,
+            Some(Some(s)) => s == server,
+            None => false,
+        };
+        if asked.is_none() && !follows && !callers.contains(&self.id) {
+            return false;
+        }
+        let level = raw_field::<String>(params, "level")
+            .ok()
+            .flatten()
+            .and_then(|l| LogLevel::parse(&l))
+            .unwrap_or(LogLevel::DEFAULT);
+        level >= asked.unwrap_or(LogLevel::DEFAULT)
+    }
+
+    /// Keep the client's `clientInfo.name` (cleaned) as this session's name
+    /// in messages: from `initialize`'s params, or a stateless request's
+    /// `_meta`, as `from` says. The first one counts.
+    pub(super) fn record_client_name(
+        &self,
+        params: Option<&RawValue>,
+        from: ClientInfoIn,
+    ) -> Option<&str> {
+        if self.client_name.get().is_none() {
+            let holder = match from {
+                ClientInfoIn::Params => params.map(|p| p.to_owned()),
+                ClientInfoIn::Meta => {
+                    params.and_then(|p| raw_field::<Box<RawValue>>(p, "_meta").ok().flatten())
+                }
+            };
+            let key = match from {
+                ClientInfoIn::Params => "clientInfo",
+                ClientInfoIn::Meta => crate::protocol::methods::meta::CLIENT_INFO,
+            };
+            let name = holder
+                .and_then(|h| raw_field::<Box<RawValue>>(&h, key).ok().flatten())
+                .and_then(|i| raw_field::<String>(&i, "name").ok().flatten())
+                .and_then(|n| clean_client_name(&n));
+            if let Some(name) = name {
+                let _ = self.client_name.set(name);
+            }
+        }
+        self.client_name.get().map(String::as_str)
     }
 }
 

@@ -14,6 +14,7 @@
 
 pub mod catalog;
 mod lazy;
+mod logs;
 mod resources;
 pub mod stored;
 pub mod supervisor;
@@ -38,6 +39,7 @@ use catalog::{
     Catalog, CatalogBuilder, CatalogPrompt, CatalogTool, NamingRules, PromptCatalog,
     ResourceCatalog, ServerResources,
 };
+pub use logs::LogLevel;
 use supervisor::{
     Launch, RestartPolicy, ServerState, ServerStatus, SessionInstance, SupervisorEvent,
     SupervisorHandle,
@@ -146,10 +148,13 @@ pub enum RegistryEvent {
     ResourcesChanged,
     PromptsChanged,
     ServerState(Arc<ServerStatus>),
-    /// A server's `notifications/message`, params untouched.
+    /// A server's `notifications/message`, params untouched. `callers`
+    /// are the sessions that had a call in flight to the server when it
+    /// came; which sessions get it is theirs to decide (docs/ipc.md).
     Log {
         server: String,
         params: Box<RawValue>,
+        callers: Arc<[u64]>,
     },
     /// A server's `notifications/elicitation/complete`, params untouched.
     ElicitationComplete {
@@ -366,6 +371,8 @@ struct Inner {
     stopping: TaskTracker,
     /// Set by shutdown: later config changes start nothing.
     closed: AtomicBool,
+    /// Each session's log levels and what each server was set to.
+    logs: logs::LogState,
 }
 
 /// Cloneable handle to the registry.
@@ -429,6 +436,7 @@ impl Registry {
             res: resources::ResourceState::default(),
             stopping: TaskTracker::new(),
             closed: AtomicBool::new(false),
+            logs: logs::LogState::default(),
         });
         let reg = Registry { inner };
         tokio::spawn(reg.clone().pump(sup_rx));
@@ -816,30 +824,6 @@ impl Registry {
         out
     }
 
-    /// `logging/setLevel` on one server, or on every ready server that
-    /// declared logging (the others are skipped, not failed).
-    pub async fn set_log_level(
-        &self,
-        server: Option<&str>,
-        level: &str,
-    ) -> Result<(), RegistryError> {
-        if let Some(s) = server {
-            return Ok(self.client(s)?.set_log_level(level).await?);
-        }
-        let mut clients = self.ready_clients();
-        clients.retain(|c| c.negotiated().capabilities.logging.is_some());
-        let sets = clients.iter().map(|c| c.set_log_level(level));
-        for (c, r) in clients
-            .iter()
-            .zip(futures_util::future::join_all(sets).await)
-        {
-            if let Err(e) = r {
-                warn!(server = c.name(), "logging/setLevel failed: {e}");
-            }
-        }
-        Ok(())
-    }
-
     pub async fn restart(&self, server: &str) -> Result<(), RegistryError> {
         self.handle(server)?.restart().await;
         Ok(())
@@ -986,6 +970,7 @@ impl Registry {
                 }
                 SupervisorEvent::Connected { server, generation } => {
                     self.resubscribe(&server);
+                    self.log_level_on_connect(&server);
                     self.spawn_refresh(server, generation);
                 }
                 SupervisorEvent::Changed {
@@ -1001,11 +986,12 @@ impl Registry {
                         ServerEvent::ToolsChanged(_) => (true, false, false),
                         ServerEvent::ResourcesChanged { .. } => (false, true, false),
                         ServerEvent::PromptsChanged(_) => (false, false, true),
-                        ServerEvent::Log(params) => {
-                            let _ = self
-                                .inner
-                                .events
-                                .send(RegistryEvent::Log { server, params });
+                        ServerEvent::Log(m) => {
+                            let _ = self.inner.events.send(RegistryEvent::Log {
+                                server,
+                                params: m.params,
+                                callers: m.callers,
+                            });
                             continue;
                         }
                         ServerEvent::ElicitationComplete(params) => {

@@ -294,6 +294,8 @@ impl Registry {
         if first {
             let sent = async {
                 let (client, _) = self.client_for_call(&route.server, None, None).await?;
+                // What the server logs meanwhile is the subscriber's.
+                let _caller = client.on_behalf_of(session);
                 client.subscribe_resource(&route.uri).await?;
                 Ok::<(), RegistryError>(())
             };
@@ -323,12 +325,13 @@ impl Registry {
         Ok(())
     }
 
-    /// Forget a session that has ended: its subscriptions and its own
-    /// instances of `share: per-session` servers. Returns at once: from now
+    /// Forget a session that has ended: its subscriptions, its log levels
+    /// and its own instances of `share: per-session` servers. Returns at once: from now
     /// on no update names it, and the upstream unsubscribes and stops it
     /// causes happen in the background.
     pub fn forget_session(&self, session: u64) {
         self.drop_session_instances(session);
+        self.forget_log_levels(session);
         let emptied: Vec<(String, String)> = {
             let mut subs = lock(&self.inner.res.subs);
             let mut out = Vec::new();

@@ -31,6 +31,8 @@ pub const BUILTIN_TOOLS: &[&str] = &[
 /// Tools listed only with `--host-tools`: server requests with raw params,
 /// requests sent after the call that caused them, URL-mode elicitation.
 pub const HOST_TOOLS: &[&str] = &["ask", "later", "url_elicit", "url_required"];
+/// The `--scripted-tools` tools.
+pub const SCRIPTED_TOOLS: &[&str] = &["log", "error"];
 
 /// Built-in static resources `test://static/1..=STATIC_RESOURCES`.
 pub const STATIC_RESOURCES: usize = 3;
@@ -118,6 +120,16 @@ fn builtin_tool(name: &str) -> String {
             "description": "Sends a URL-mode elicitation/create (`url`, `elicitationId`), then notifications/elicitation/complete for that id; returns the client's answer.",
             "inputSchema": {"type": "object", "properties": {"url": {"type": "string"}, "elicitationId": {"type": "string"}, "message": {"type": "string"}}, "required": ["url", "elicitationId"]}
         }),
+        "log" => json!({
+            "name": "log",
+            "description": "Sends one notifications/message per level of `levels` (default [\"info\"]) with `message` as data, before answering; levels below the one logging/setLevel set are left out. Returns {serverLevel, sent} as text.",
+            "inputSchema": {"type": "object", "properties": {"levels": {"type": "array", "items": {"type": "string"}}, "message": {"type": "string"}}}
+        }),
+        "error" => json!({
+            "name": "error",
+            "description": "Fails with the JSON-RPC error {code, message, data} given.",
+            "inputSchema": {"type": "object", "properties": {"code": {"type": "integer"}, "message": {"type": "string"}, "data": {}}, "required": ["code"]}
+        }),
         "url_required" => json!({
             "name": "url_required",
             "description": "Fails with -32042 (URL elicitation required), `data.elicitations` naming `url` and `elicitationId`.",
@@ -143,8 +155,15 @@ pub fn dynamic_tool_name(n: u64) -> String {
 }
 
 /// All tools as raw JSON objects (`link`: with the `--link-tool` tool;
-/// `host_tools`: with the `--host-tools` ones).
-pub fn tools(extra: usize, dynamic: u64, link: bool, host_tools: bool) -> Vec<String> {
+/// `host_tools`: with the `--host-tools` ones; `scripted`: with the
+/// `--scripted-tools` ones).
+pub fn tools(
+    extra: usize,
+    dynamic: u64,
+    link: bool,
+    host_tools: bool,
+    scripted: bool,
+) -> Vec<String> {
     let mut v = Vec::with_capacity(BUILTIN_TOOLS.len() + 1 + extra + dynamic as usize);
     v.extend(BUILTIN_TOOLS.iter().map(|n| builtin_tool(n)));
     if link {
@@ -152,6 +171,9 @@ pub fn tools(extra: usize, dynamic: u64, link: bool, host_tools: bool) -> Vec<St
     }
     if host_tools {
         v.extend(HOST_TOOLS.iter().map(|n| builtin_tool(n)));
+    }
+    if scripted {
+        v.extend(SCRIPTED_TOOLS.iter().map(|n| builtin_tool(n)));
     }
     v.extend((0..extra).map(|i| simple_tool(&generated_tool_name(i), "Generated tool")));
     v.extend((1..=dynamic).map(|n| simple_tool(&dynamic_tool_name(n), "Tool added at runtime")));
@@ -409,7 +431,7 @@ mod tests {
 
     #[test]
     fn render_page_is_valid_json() {
-        let items = tools(3, 1, true, false);
+        let items = tools(3, 1, true, false, false);
         let page = paginate(items.len(), None, Some(4), false).unwrap();
         let raw = render_page("tools", &items, &page);
         let _: &RawValue = serde_json::from_str(&raw).unwrap();
@@ -424,14 +446,22 @@ mod tests {
 
     #[test]
     fn host_tools_only_when_asked() {
-        let plain = tools(0, 0, false, false);
+        let plain = tools(0, 0, false, false, false);
         assert_eq!(plain.len(), BUILTIN_TOOLS.len());
-        let all = tools(0, 0, false, true);
+        let all = tools(0, 0, false, true, false);
         assert_eq!(all.len(), BUILTIN_TOOLS.len() + HOST_TOOLS.len());
         for t in &all {
             let _: &RawValue = serde_json::from_str(t).unwrap();
         }
         assert!(all.iter().any(|t| t.contains(r#""name":"url_required""#)));
+    }
+
+    #[test]
+    fn scripted_tools_only_when_asked() {
+        let all = tools(0, 0, false, false, true);
+        assert_eq!(all.len(), BUILTIN_TOOLS.len() + SCRIPTED_TOOLS.len());
+        assert!(all.iter().any(|t| t.contains(r#""name":"log""#)));
+        assert!(all.iter().any(|t| t.contains(r#""name":"error""#)));
     }
 
     #[test]

@@ -331,6 +331,13 @@ pub struct Cli {
     #[arg(long, env = "MCPHOST_TS_LOG_REQUESTS", value_name = "FILE")]
     pub log_requests: Option<PathBuf>,
 
+    /// Also list the scripted tools `log` {levels?, message?} (log messages at
+    /// those levels during the call, those below the level set by
+    /// `logging/setLevel` left out) and `error` {code, message?, data?} (a
+    /// JSON-RPC error with exactly these members).
+    #[arg(long, env = "MCPHOST_TS_SCRIPTED_TOOLS", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    pub scripted_tools: bool,
+
     /// Also list the `link` tool {uri, embed?}: a result holding a
     /// `resource_link` to `uri` (with `embed`, an embedded text resource).
     #[arg(long, env = "MCPHOST_TS_LINK_TOOL", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]

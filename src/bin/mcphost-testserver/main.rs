@@ -27,6 +27,11 @@
 //!   call answered, its response reported in a `notifications/message`),
 //!   `url_elicit` {url, elicitationId} (URL-mode elicitation, then
 //!   `notifications/elicitation/complete`), `url_required` (error -32042).
+//!   With `--scripted-tools` also: `log` {levels?, message?} (one
+//!   `notifications/message` per level, before the answer, leaving out those
+//!   below the level `logging/setLevel` set; the result is
+//!   `{"serverLevel": L|null, "sent": [..]}` as text) and `error` {code,
+//!   message?, data?} (answers with exactly that JSON-RPC error).
 //! * Resources `test://static/1..3`, `test://extra/NNNN`, `test://added/NNNN`,
 //!   and, never listed, any `test://unlisted/...`;
 //!   template `test://dynamic/{id}`; unknown uri → -32002 with `data.uri`;
@@ -129,6 +134,7 @@
 //! | `--host-tools` | also list `ask`, `later`, `url_elicit`, `url_required` |
 //! | `--no-withdraw` | a cancelled tool call does not withdraw the request it sent the client: it waits on for the answer |
 //! | `--collide-ids` | the server's own requests take the lowest id of a client request in flight, and each answered one is followed by a late `notifications/cancelled` for it |
+//! | `--scripted-tools` | also list `log` and `error` |
 //! | `--era ERA` | `handshake` (default), `stateless` (2026-07-28 only) or `both` (per request) |
 //! | `--modern-fault KIND` | a 2026-07-28-era fault (above); repeatable / comma-separated |
 //! | `--modern-versions LIST` | stateless versions accepted and listed (default 2026-07-28) |

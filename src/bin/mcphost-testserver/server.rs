@@ -161,6 +161,8 @@ pub struct Server {
     pending: Mutex<HashMap<String, mpsc::Sender<Value>>>,
     delay_tx: Option<mpsc::Sender<(Instant, Delayed)>>,
     log_file: Option<Mutex<File>>,
+    /// The level the last `logging/setLevel` set (`None`: never; all go out).
+    log_level: Mutex<Option<&'static str>>,
     /// Untagged list_changed / log notifications go out (a handshake client sent
     /// `notifications/initialized`).
     legacy_notify: AtomicBool,
@@ -208,6 +210,7 @@ impl Server {
             pending: Mutex::new(HashMap::new()),
             delay_tx,
             log_file,
+            log_level: Mutex::new(None),
             legacy_notify: AtomicBool::new(false),
             listens: Mutex::new(HashMap::new()),
             version_refused: AtomicBool::new(false),
@@ -736,6 +739,7 @@ impl Server {
                     self.dynamic(),
                     self.cfg.link_tool,
                     self.cfg.host_tools,
+                    self.cfg.scripted_tools,
                 ),
                 params,
             ),
@@ -770,9 +774,10 @@ impl Server {
             "completion/complete" => complete(params),
             "logging/setLevel" => {
                 let level = required_str(params, "level")?;
-                if !LOG_LEVELS.contains(&level) {
+                let Some(known) = LOG_LEVELS.iter().find(|l| **l == level) else {
                     return Err(invalid_params(format!("unknown log level {level:?}")));
-                }
+                };
+                *lock(&self.log_level) = Some(*known);
                 let msg = notification(
                     "notifications/message",
                     json!({"level": level, "logger": "mcphost-testserver", "data": format!("log level set to {level}")}),
@@ -915,6 +920,20 @@ impl Server {
                 ok(json!({"content": [{"type": "text", "text": "see"}, item]}))
             }
             "later" if self.cfg.host_tools => self.later(args),
+            "log" if self.cfg.scripted_tools => self.log_tool(args),
+            "error" if self.cfg.scripted_tools => {
+                let code = arg("code")
+                    .and_then(Value::as_i64)
+                    .ok_or_else(|| invalid_params("error needs an integer `code`"))?;
+                let message = arg("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("scripted error");
+                let e = RpcError::new(code, message);
+                Err(match arg("data") {
+                    Some(d) => e.with_data(d.clone()),
+                    None => e,
+                })
+            }
             "url_required" if self.cfg.host_tools => {
                 let url = arg("url").and_then(Value::as_str).unwrap_or_default();
                 let id = arg("elicitationId")
@@ -951,6 +970,45 @@ impl Server {
                 text_result(&format!("{name} called with {args}"), false)
             }
         }
+    }
+
+    /// The `log` tool: its messages go out before its answer, so they
+    /// arrive while the call is in flight.
+    fn log_tool(&self, args: Option<&Value>) -> Handled {
+        let levels: Vec<&str> = match args.and_then(|a| a.get("levels")) {
+            None => vec!["info"],
+            Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
+            Some(_) => return Err(invalid_params("log: `levels` must be an array of strings")),
+        };
+        if let Some(bad) = levels.iter().find(|l| !LOG_LEVELS.contains(l)) {
+            return Err(invalid_params(format!("log: unknown level {bad:?}")));
+        }
+        let message = args
+            .and_then(|a| a.get("message"))
+            .and_then(Value::as_str)
+            .unwrap_or("log");
+        let floor = *lock(&self.log_level);
+        let rank = |l: &str| LOG_LEVELS.iter().position(|k| *k == l);
+        let sent: Vec<&str> = levels
+            .into_iter()
+            .filter(|l| floor.is_none_or(|f| rank(l) >= rank(f)))
+            .collect();
+        let msgs: Vec<String> = sent
+            .iter()
+            .map(|l| {
+                notification(
+                    "notifications/message",
+                    json!({"level": l, "logger": "mcphost-testserver/log", "data": message}),
+                )
+            })
+            .collect();
+        if !msgs.is_empty() {
+            self.send_notifications(&msgs);
+        }
+        text_result(
+            &json!({"serverLevel": floor, "sent": sent}).to_string(),
+            false,
+        )
     }
 
     /// Runs a blocking tool; `None` when cancelled.

@@ -259,7 +259,7 @@ async fn follow_registry(
         tokio::select! {
             ev = events.recv() => match ev {
                 Ok(RegistryEvent::Stderr { server, line }) => show(Line::Stderr { server, line: line.to_string() }),
-                Ok(RegistryEvent::Log { server, params }) => show(Line::Log { server, params }),
+                Ok(RegistryEvent::Log { server, params, .. }) => show(Line::Log { server, params }),
                 Ok(RegistryEvent::ServerState(s)) => show(Line::State {
                     server: s.name.clone(),
                     status: serde_json::to_value(&*s).unwrap_or(Value::Null),

@@ -447,6 +447,7 @@ impl Session {
     ) -> Reply {
         let mut meta = read_meta(method, params.as_deref(), self.mode() == Mode::Stateless)?;
         self.decide(Mode::Stateless)?;
+        self.record_client_name(params.as_deref(), super::ClientInfoIn::Meta);
         if matches!(method, methods::TOOLS_LIST | methods::TOOLS_CALL) {
             meta.view = self.request_view(params.as_deref())?;
         }
@@ -837,7 +838,7 @@ impl Session {
         params: Box<RawValue>,
         timeout: Duration,
     ) -> BoxFuture<'static, Result<Box<RawValue>, PeerError>> {
-        let name = self.name.clone();
+        let name = self.name().to_owned();
         let limit = self.limits.max_in_flight;
         let queued = (|| {
             let st = self.lock();
