@@ -496,3 +496,54 @@ fn a_per_session_instance_of_a_stateless_server_sees_its_stateless_callers_own_c
         );
     }
 }
+
+#[test]
+fn a_stateless_client_beside_a_handshake_host_gets_only_its_own_question_as_input_required() {
+    let d = daemon(&[("ts", ts_entry(&[]))]);
+    for door in DOORS {
+        let mut h = host(&d, door, elicitation());
+        // The server asks once, alone: from now on its calls take turns.
+        send_call(&mut h, json!(1), "elicit", json!({}));
+        let q = asked(&mut h, "elicitation/create");
+        reply(&mut h, &q["id"], accept("H"));
+        result_text(&mut h, 1);
+        // H's question is open when the stateless client calls.
+        send_call(&mut h, json!(2), "elicit", json!({}));
+        let qh = asked(&mut h, "elicitation/create");
+        let waits = d
+            .log_text()
+            .matches("waiting for this session's turn")
+            .count();
+        let mut s = open(&d, door);
+        let mut p = call("elicit", json!({"message": "for S"}));
+        p["_meta"] = stateless_meta(json!({"elicitation": {}}));
+        let sid = s.start("tools/call", p.clone());
+        common::poll("the stateless call to wait for its turn", READY, || {
+            let now = d
+                .log_text()
+                .matches("waiting for this session's turn")
+                .count();
+            (now > waits).then_some(())
+        });
+        reply(&mut h, &qh["id"], accept("H"));
+        assert!(result_text(&mut h, 2).contains("\"H\""));
+        // Its own round: its own question, answered by it, for its call.
+        let r = s.answer(sid);
+        let res = &r["result"];
+        assert_eq!(res["resultType"], "input_required", "{door:?}: {r}");
+        assert!(
+            res["inputRequests"].to_string().contains("for S"),
+            "{door:?}: {r}"
+        );
+        let key = res["inputRequests"]
+            .as_object()
+            .and_then(|m| m.keys().next().cloned())
+            .unwrap_or_else(|| panic!("{r}"));
+        p["inputResponses"] = json!({key: accept("S")});
+        p["requestState"] = res["requestState"].clone();
+        let r = s.request("tools/call", p);
+        let t = text_of(&r["result"]);
+        assert!(t.contains("\"S\"") && !t.contains("\"H\""), "{door:?}: {t}");
+        never_asked(&mut h, "elicitation/create");
+    }
+}
