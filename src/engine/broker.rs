@@ -387,7 +387,18 @@ impl Host for Broker {
                 Err(e) => Err(e),
             };
             drop(permit);
-            outcome.map_err(|e| Broker::host_failed(&name, &r.method, e))
+            // A timeout is the host's whole timeout, whatever part of it
+            // went to waiting for a place among its requests.
+            outcome.map_err(|e| {
+                let e = match e {
+                    PeerError::Timeout { method, .. } => PeerError::Timeout {
+                        method,
+                        elapsed: timeout,
+                    },
+                    e => e,
+                };
+                Broker::host_failed(&name, &r.method, e)
+            })
         })
     }
 }
