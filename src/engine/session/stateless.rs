@@ -44,6 +44,9 @@ use crate::protocol::methods::meta::{
 /// The stateless revision we speak.
 const STATELESS: ProtocolVersion = ProtocolVersion::V2026_07_28;
 
+/// How long after its asks' host timeout a parked call expires.
+const EXPIRY_GRACE: Duration = Duration::from_millis(250);
+
 /// Server requests one call may have queued before it is parked.
 const ASKS_PER_CALL: usize = 16;
 
@@ -786,8 +789,12 @@ impl Session {
             .parked
             .insert(token.clone(), Parked { call, pending });
         let weak = Arc::downgrade(self);
+        // Expired a little after its asks time out, so their servers hear
+        // that the host did not answer rather than that the call was
+        // withdrawn (the two timers would otherwise fire in either order).
+        let expire_after = wait.saturating_add(EXPIRY_GRACE);
         self.engine.rt.spawn(async move {
-            tokio::time::sleep(wait).await;
+            tokio::time::sleep(expire_after).await;
             if let Some(s) = weak.upgrade() {
                 s.expire(&token, wait);
             }
