@@ -43,13 +43,13 @@ int main(void) {
     mcphost_string_free(resp);
     for (int i = 0; i < 200 && count(&tools_changed) == 0; i++) sleep_ms(50);
     CHECK(count(&tools_changed) > 0, "tools/list_changed events by callback");
-    /* The test server answers logging/setLevel with one log message: a
-     * host gets it because it asked for that server's logs. (Roots no
-     * longer make every server ask again: only its roots source's do.) */
-    resp = request(h, "{\"method\": \"logging/setLevel\", \"params\": {\"level\": \"info\", \"_meta\": {\"dev.mcphost/server\": \"ts\"}}}", MCPHOST_OK);
+    /* server-everything logs that its roots were asked for again, outside
+     * any call: a host gets that only when it asked for the server's logs. */
+    resp = request(h, "{\"method\": \"logging/setLevel\", \"params\": {\"level\": \"info\", \"_meta\": {\"dev.mcphost/server\": \"ev\"}}}", MCPHOST_OK);
     mcphost_string_free(resp);
+    CHECK_STATUS(mcphost_notify(h, "{\"method\": \"notifications/roots/list_changed\"}", &err), MCPHOST_OK, err);
     for (int i = 0; i < 200 && count(&logs) == 0; i++) sleep_ms(50);
-    CHECK(count(&logs) > 0, "server log events (notifications/message from ts) by callback");
+    CHECK(count(&logs) > 0, "server log events (notifications/message from ev) by callback");
     resp = request(h, "{\"method\": \"tools/call\", \"params\": {\"name\": \"ts__slow\", \"arguments\": {\"ms\": 450}, \"_meta\": {\"progressToken\": \"c-token\"}}}", MCPHOST_OK);
     mcphost_string_free(resp);
     for (int i = 0; i < 100 && count(&progress) < 2; i++) sleep_ms(20);
