@@ -43,12 +43,20 @@ int main(void) {
     mcphost_string_free(resp);
     for (int i = 0; i < 200 && count(&tools_changed) == 0; i++) sleep_ms(50);
     CHECK(count(&tools_changed) > 0, "tools/list_changed events by callback");
-    /* server-everything logs that its roots were asked for again, outside
-     * any call: a host gets that only when it asked for the server's logs. */
-    resp = request(h, "{\"method\": \"logging/setLevel\", \"params\": {\"level\": \"info\", \"_meta\": {\"dev.mcphost/server\": \"ev\"}}}", MCPHOST_OK);
+    /* server-everything's simulated logging sends one message at once and
+     * then one every 5 s, outside any call: the host gets those because it
+     * asked for the server's logs. The tool toggles (the daemon of connected
+     * mode is shared between runs), so it is called until it says Started. */
+    resp = request(h, "{\"method\": \"logging/setLevel\", \"params\": {\"level\": \"debug\", \"_meta\": {\"dev.mcphost/server\": \"ev\"}}}", MCPHOST_OK);
     mcphost_string_free(resp);
-    CHECK_STATUS(mcphost_notify(h, "{\"method\": \"notifications/roots/list_changed\"}", &err), MCPHOST_OK, err);
-    for (int i = 0; i < 200 && count(&logs) == 0; i++) sleep_ms(50);
+    int started = 0;
+    for (int i = 0; i < 2 && !started; i++) {
+        resp = request(h, "{\"method\": \"tools/call\", \"params\": {\"name\": \"ev__toggle-simulated-logging\", \"arguments\": {}}}", MCPHOST_OK);
+        started = contains(resp, "Started simulated");
+        mcphost_string_free(resp);
+    }
+    CHECK(started, "server-everything's simulated logging started");
+    for (int i = 0; i < 300 && count(&logs) == 0; i++) sleep_ms(50);
     CHECK(count(&logs) > 0, "server log events (notifications/message from ev) by callback");
     resp = request(h, "{\"method\": \"tools/call\", \"params\": {\"name\": \"ts__slow\", \"arguments\": {\"ms\": 450}, \"_meta\": {\"progressToken\": \"c-token\"}}}", MCPHOST_OK);
     mcphost_string_free(resp);
