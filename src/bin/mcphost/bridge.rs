@@ -336,7 +336,10 @@ fn withdraw(shared: &Shared, reason: &str) -> Result<Vec<(Id, Vec<u8>)>> {
         for (id, held) in ids.drain() {
             match held {
                 Held::Again(frame) => again.push((id, frame)),
-                Held::Fail => failed.push(id),
+                Held::Fail => {
+                    tracing::debug!(id = id.as_json(), "failed: in flight when the daemon went");
+                    failed.push(id)
+                }
             }
         }
         failed
@@ -501,36 +504,67 @@ fn stdin_to_daemon(shared: &Shared) {
             Err(_) => break,
         };
         debug_assert!(n > 0);
-        let Some(mut link) = shared.wait_link() else {
+        let Some(link) = shared.wait_link() else {
             return;
         };
-        let chunk = lines.frames(&mut out, |frame| note_from_host(frame, shared));
-        if !chunk.is_empty() {
-            send_or_drop(&mut link, chunk);
+        let mut noted = Vec::new();
+        let chunk = lines.frames(&mut out, |frame| note_from_host(frame, shared, &mut noted));
+        if !deliver(shared, link, chunk, &noted) {
+            return;
         }
         lines.consume();
     }
     // A last frame without its newline is still a frame.
     if let Some(frame) = lines.rest()
         && !is_blank(frame)
-        && let Some(mut link) = shared.wait_link()
+        && let Some(link) = shared.wait_link()
     {
-        note_from_host(frame, shared);
+        let mut noted = Vec::new();
+        note_from_host(frame, shared, &mut noted);
         let mut last = frame.to_vec();
         last.push(b'\n');
-        send_or_drop(&mut link, &last);
+        deliver(shared, link, &last, &noted);
     }
 }
 
-/// A write that fails ends the link: the reader then sees it end, and the
-/// requests just noted are failed with the others in flight.
-fn send_or_drop(link: &mut Option<UnixStream>, bytes: &[u8]) {
-    if let Some(stream) = link.as_ref() {
+/// Writes the host's `bytes` (whose requests `noted` holds) to the daemon.
+/// A daemon found gone by the write never read them: they wait for the
+/// next one rather than fail. `false`: the bridge is leaving.
+fn deliver<'a>(
+    shared: &'a Shared,
+    mut link: MutexGuard<'a, Option<UnixStream>>,
+    bytes: &[u8],
+    noted: &[Id],
+) -> bool {
+    if bytes.is_empty() {
+        return true;
+    }
+    loop {
+        let Some(stream) = link.as_ref() else {
+            return false;
+        };
         let mut sock = stream;
-        if sock.write_all(bytes).is_err() {
-            let _ = stream.shutdown(Shutdown::Both);
-            *link = None;
+        if sock.write_all(bytes).is_ok() {
+            return true;
         }
+        tracing::debug!(
+            requests = noted.len(),
+            "the daemon was gone before it read these"
+        );
+        // The reader sees the link end too, and the bridge connects again;
+        // these requests are not among those it fails.
+        let _ = stream.shutdown(Shutdown::Both);
+        *link = None;
+        let aside: Vec<(Id, Held)> = {
+            let mut ids = shared.ids();
+            noted.iter().filter_map(|id| ids.remove_entry(id)).collect()
+        };
+        drop(link);
+        link = match shared.wait_link() {
+            Some(l) => l,
+            None => return false,
+        };
+        shared.ids().extend(aside);
     }
 }
 
@@ -712,7 +746,7 @@ fn scan(frame: &[u8], mut found: impl FnMut(Id, Probe<'_>, bool)) {
 
 /// The host's requests (held until answered, and those that make its
 /// session kept for a replay) and its answers to the daemon's questions.
-fn note_from_host(frame: &[u8], shared: &Shared) {
+fn note_from_host(frame: &[u8], shared: &Shared, noted: &mut Vec<Id>) {
     scan(frame, |id, p, batch| {
         let Some(method) = p.method else {
             lock(&shared.asked).remove(&id);
@@ -725,6 +759,7 @@ fn note_from_host(frame: &[u8], shared: &Shared) {
             Held::Fail
         };
         remember(&shared.replay, &id, &method, params);
+        noted.push(id.clone());
         shared.ids().insert(id, held);
     });
 }
