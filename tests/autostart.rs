@@ -1013,7 +1013,6 @@ fn a_ts_sdk_hosts_next_call_works_after_its_daemon_is_killed() {
     });
     let tools = ask("list");
     assert!(tools.to_string().contains("ts__echo"), "{tools}");
-    drop(ask);
     drop(to_host);
     assert!(host.wait().unwrap().success());
 }
