@@ -462,3 +462,46 @@ fn a_bridge_profile_shapes_the_hosts_session_by_flag_or_env_and_an_unknown_one_f
         "unclear: {stderr}"
     );
 }
+
+#[test]
+fn hosts_that_connect_while_the_daemon_starts_its_servers_get_them_all_in_their_first_listing() {
+    // Slow servers: each answers everything 400 ms late, so a daemon that
+    // has just started has none of their tools yet.
+    let slow = common::ts_entry(&["--delay-ms", "400"]);
+    let d = Daemon::start(&common::servers_config(&[
+        ("s1", slow.clone()),
+        ("s2", slow.clone()),
+        ("s3", slow),
+    ]));
+    let firsts: Vec<Vec<String>> = std::thread::scope(|s| {
+        let all: Vec<_> = (0..3)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut b = Bridge::start(&d);
+                    b.request(
+                        1,
+                        "initialize",
+                        r#"{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"early","version":"0"}}"#,
+                    );
+                    b.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+                    let r = b.request(2, "tools/list", "{}");
+                    r["tools"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|t| t["name"].as_str().unwrap().to_owned())
+                        .collect()
+                })
+            })
+            .collect();
+        all.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (i, names) in firsts.iter().enumerate() {
+        for s in ["s1", "s2", "s3"] {
+            assert!(
+                names.contains(&format!("{s}__echo")),
+                "host {i}'s first listing lacks {s}: {names:?}"
+            );
+        }
+    }
+}
