@@ -37,7 +37,7 @@ enum Backend {
         /// Taken at free: dropping the last reference ends the session.
         session: Mutex<Option<Arc<Session>>>,
     },
-    Connected(Link),
+    Connected(Box<Link>),
 }
 
 /// The connection to the daemon, replaced when the daemon goes away and
@@ -307,12 +307,12 @@ impl Inner {
         };
         let client = dial(&path, opts.clone()).await?;
         let inner = Arc::new(Inner::new(
-            Backend::Connected(Link {
+            Backend::Connected(Box::new(Link {
                 path,
                 opts,
                 client: tokio::sync::watch::channel(Arc::new(client)).0,
                 replay: Mutex::new(Vec::new()),
-            }),
+            })),
             host,
             events,
             settings.request_timeout,
