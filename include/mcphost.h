@@ -114,6 +114,8 @@
 #define MCPHOST_EVENT_HOST_REQUEST_ENDED "notifications/mcphost/host_request_ended"
 /** `notifications/mcphost/disconnected` */
 #define MCPHOST_EVENT_DISCONNECTED "notifications/mcphost/disconnected"
+/** `notifications/mcphost/reconnected` */
+#define MCPHOST_EVENT_RECONNECTED "notifications/mcphost/reconnected"
 /** `notifications/roots/list_changed` */
 #define MCPHOST_EVENT_ROOTS_LIST_CHANGED "notifications/roots/list_changed"
 
@@ -405,8 +407,10 @@ mcphost_status mcphost_options_set_roots(struct mcphost_options *options,
  * logs), `notifications/resources/updated`,
  * `notifications/mcphost/host_request_ended` (`{"id": N}`: the server no
  * longer waits for the host request with that id, so close its dialog),
- * and `notifications/mcphost/events_dropped` / `…/disconnected`. If this
- * fails, `user_data` stays yours (`free_user_data` is not called).
+ * `notifications/mcphost/events_dropped`, and (connected) `…/disconnected`
+ * when the daemon went away and `…/reconnected` when the library has
+ * connected again (followed by the three `list_changed`: list again). If
+ * this fails, `user_data` stays yours (`free_user_data` is not called).
  */
 mcphost_status mcphost_options_set_event_callback(struct mcphost_options *options,
                                                   mcphost_event_callback callback,

@@ -937,3 +937,121 @@ fn a_stopping_daemon_refuses_new_clients_at_once_and_keeps_its_lock_until_its_se
     let s: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(s["pid"], new[0], "{s}");
 }
+
+/// SIGKILLs the one daemon on the sandbox's socket and waits until it is
+/// gone; its pid.
+fn kill_the_daemon(a: &Auto) -> u32 {
+    let pids = a.daemons();
+    assert_eq!(pids.len(), 1, "daemons: {pids:?}");
+    // SAFETY: kill(2) on the daemon this test's bridge started.
+    unsafe { libc::kill(pids[0] as libc::pid_t, libc::SIGKILL) };
+    // Not only its main thread: the socket closes with the last one.
+    let threads = format!("/proc/{}/task", pids[0]);
+    poll("the killed daemon to be gone", WAIT, || {
+        let left = std::fs::read_dir(&threads).map_or(0, |d| d.count());
+        (!alive(pids[0]) && left <= 1).then_some(())
+    });
+    pids[0]
+}
+
+#[test]
+fn a_ts_sdk_hosts_next_call_works_after_its_daemon_is_killed() {
+    let Some(env) = common::interop() else {
+        return;
+    };
+    let a = Auto::new(&ts_config(&[]));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/ts_host.mjs");
+    // The sandbox's environment for node; the SDK hands the bridge only
+    // its default few variables, as desktop apps do, so the socket and
+    // config go as flags.
+    let mut cmd = Command::new(&env.node);
+    for (k, v) in a.cmd().get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let mut host = cmd
+        .arg(&script)
+        .arg(&env.dir)
+        .arg(MCPHOST)
+        .args(["--socket", a.socket.to_str().unwrap()])
+        .args(["--config", a.config.to_str().unwrap(), "bridge"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut to_host = host.stdin.take().unwrap();
+    let (tx, from_host) = mpsc::channel();
+    let stdout = host.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut ask = |line: &str| -> Value {
+        writeln!(to_host, "{line}").unwrap();
+        let got = from_host.recv_timeout(WAIT).expect("the TS host answers");
+        serde_json::from_str(&got).unwrap()
+    };
+    let ready = from_host.recv_timeout(WAIT).expect("the TS host connects");
+    assert!(ready.contains("ready"), "{ready}");
+    assert_eq!(ask(r#"call ts__echo {"text":"before"}"#)["text"], "before");
+    let old = kill_the_daemon(&a);
+
+    let r = ask(r#"call ts__echo {"text":"after"}"#);
+    assert_eq!(r["text"], "after", "the next call: {r}");
+    let now = a.daemons();
+    assert!(
+        now.len() == 1 && now[0] != old,
+        "daemons: {now:?} (old {old})"
+    );
+    // Told to list again, and the list is whole.
+    poll("tools/list_changed at the host", WAIT, || {
+        (ask("changed")["changed"].as_u64() >= Some(1)).then_some(())
+    });
+    let tools = ask("list");
+    assert!(tools.to_string().contains("ts__echo"), "{tools}");
+    drop(to_host);
+    assert!(host.wait().unwrap().success());
+}
+
+#[test]
+fn an_rmcp_hosts_next_call_works_after_its_daemon_is_killed() {
+    use rmcp::ServiceExt;
+    use rmcp::model::CallToolRequestParams;
+    let a = Auto::new(&ts_config(&[]));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut cmd = a.cmd();
+        cmd.arg("bridge");
+        let (transport, _) =
+            rmcp::transport::TokioChildProcess::builder(tokio::process::Command::from(cmd))
+                .stderr(Stdio::inherit())
+                .spawn()
+                .unwrap();
+        let client = ().serve(transport).await.unwrap();
+        let echo = |text: &'static str| {
+            let mut args = serde_json::Map::new();
+            args.insert("text".into(), Value::String(text.into()));
+            CallToolRequestParams::new("ts__echo").with_arguments(args)
+        };
+        let text = |r: rmcp::model::CallToolResult| {
+            r.content
+                .first()
+                .and_then(|c| c.as_text())
+                .map(|t| t.text.clone())
+        };
+        let r = client.call_tool(echo("before")).await.unwrap();
+        assert_eq!(text(r).as_deref(), Some("before"));
+
+        let old = kill_the_daemon(&a);
+        let r = client.call_tool(echo("after")).await.unwrap();
+        assert_eq!(text(r).as_deref(), Some("after"));
+        assert!(!a.daemons().contains(&old));
+        // (No tools/list here: rmcp cannot read the test server's `lossless`
+        // tool, whose schema holds numbers no f64 takes.)
+        client.cancel().await.unwrap();
+    });
+}

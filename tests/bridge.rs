@@ -172,10 +172,19 @@ fn bridge_relays_a_session_and_exits_nonzero_when_the_daemon_dies() {
         m["method"] == "notifications/tools/list_changed"
     });
 
-    // The daemon dies mid-session: the bridge must say so and fail.
+    // The daemon dies mid-session with a call in flight, and none comes
+    // back (autostart is off here): the call fails at once with a clear
+    // error, then the bridge says so and fails.
+    b.send(r#"{"jsonrpc":"2.0","id":21,"method":"tools/call","params":{"name":"ts__slow","arguments":{"ms":60000},"_meta":{"progressToken":"t21"}}}"#);
+    b.until("the slow call's progress", |m| {
+        m["method"] == "notifications/progress" && m["params"]["progressToken"] == "t21"
+    });
     // SAFETY: kill(2) on the daemon we started.
     unsafe { libc::kill(d.pid() as libc::pid_t, libc::SIGKILL) };
-    let status = poll("the bridge to exit", Duration::from_secs(20), || {
+    let failed = b.until("the in-flight call's error", |m| m["id"] == 21);
+    let why = failed["error"]["message"].as_str().unwrap_or_default();
+    assert!(why.contains("the daemon went away"), "{failed}");
+    let status = poll("the bridge to exit", Duration::from_secs(30), || {
         b.child.try_wait().unwrap()
     });
     let mut stderr = String::new();
@@ -185,10 +194,86 @@ fn bridge_relays_a_session_and_exits_nonzero_when_the_daemon_dies() {
         "the bridge exited with {status}; stderr: {stderr}"
     );
     assert!(
-        stderr.contains("lost the connection to the daemon"),
+        stderr.contains("lost the connection to the daemon") && stderr.contains("none came back"),
         "unclear message: {stderr}"
     );
     d.terminate(Duration::from_secs(5));
+}
+
+#[test]
+fn a_bridge_keeps_its_hosts_session_when_the_daemon_is_killed_and_started_again() {
+    let mut d = Daemon::start(&ts_config(&[]));
+    d.wait_ready(&["ts"], WAIT);
+    let mut b = Bridge::start(&d);
+    b.request(
+        1,
+        "initialize",
+        r#"{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"kept-host","version":"0"}}"#,
+    );
+    b.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    b.request(2, "logging/setLevel", r#"{"level":"debug"}"#);
+    // In flight when the daemon dies: a slow call, and a call whose
+    // server asked this host a question it has not answered.
+    b.send(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"ts__slow","arguments":{"ms":60000}}}"#);
+    b.send(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"ts__elicit","arguments":{"message":"Your name?"}}}"#);
+    let asked = b.until("the server's question", |m| {
+        m["method"] == "elicitation/create"
+    });
+    let asked_id = asked["id"].clone();
+
+    d.crash_and_start_again();
+    d.wait_ready(&["ts"], WAIT);
+
+    let mut seen = Vec::new();
+    let mut errors = HashSet::new();
+    let mut cancelled = false;
+    let mut changed = HashSet::new();
+    while errors.len() < 2 || !cancelled || changed.len() < 3 {
+        let m = b.until("what the restart tells the host", |_| true);
+        if m["id"] == 3 || m["id"] == 4 {
+            let why = m["error"]["message"].as_str().unwrap_or_default();
+            assert!(why.contains("the daemon went away"), "{m}");
+            errors.insert(m["id"].to_string());
+        }
+        if m["method"] == "notifications/cancelled" && m["params"]["requestId"] == asked_id {
+            cancelled = true;
+        }
+        if let Some(method) = m["method"].as_str()
+            && method.ends_with("/list_changed")
+        {
+            changed.insert(method.to_owned());
+        }
+        seen.push(m);
+    }
+    // The session is back without a new initialize from the host: the next
+    // call works (the daemon refuses calls before initialize).
+    let r = b.request(
+        5,
+        "tools/call",
+        r#"{"name":"ts__echo","arguments":{"text":"still here"}}"#,
+    );
+    assert_eq!(common::text_of(&r), "still here", "{r}");
+    // The bridge's own requests and their answers stay between it and the
+    // daemon.
+    assert!(
+        seen.iter()
+            .all(|m| !m["id"].to_string().contains("mcphost-bridge")),
+        "{seen:#?}"
+    );
+    // The host's capabilities came back with its session: the server's
+    // question reaches it again.
+    b.send(r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"ts__elicit","arguments":{"message":"Again?"}}}"#);
+    let asked = b.until("the server's question after the restart", |m| {
+        m["method"] == "elicitation/create"
+    });
+    b.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":{{"action":"decline"}}}}"#,
+        asked["id"]
+    ));
+    let r = b.until("the elicit call's answer", |m| m["id"] == 6);
+    assert!(r.to_string().contains("decline"), "{r}");
+    let (status, _) = b.close_and_wait();
+    assert!(status.success(), "{status}");
 }
 
 #[test]
@@ -376,4 +461,47 @@ fn a_bridge_profile_shapes_the_hosts_session_by_flag_or_env_and_an_unknown_one_f
         stderr.contains("--profile nope") && stderr.contains("find") && stderr.contains("few"),
         "unclear: {stderr}"
     );
+}
+
+#[test]
+fn hosts_that_connect_while_the_daemon_starts_its_servers_get_them_all_in_their_first_listing() {
+    // Slow servers: each answers everything 400 ms late, so a daemon that
+    // has just started has none of their tools yet.
+    let slow = common::ts_entry(&["--delay-ms", "400"]);
+    let d = Daemon::start(&common::servers_config(&[
+        ("s1", slow.clone()),
+        ("s2", slow.clone()),
+        ("s3", slow),
+    ]));
+    let firsts: Vec<Vec<String>> = std::thread::scope(|s| {
+        let all: Vec<_> = (0..3)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut b = Bridge::start(&d);
+                    b.request(
+                        1,
+                        "initialize",
+                        r#"{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"early","version":"0"}}"#,
+                    );
+                    b.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+                    let r = b.request(2, "tools/list", "{}");
+                    r["tools"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|t| t["name"].as_str().unwrap().to_owned())
+                        .collect()
+                })
+            })
+            .collect();
+        all.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (i, names) in firsts.iter().enumerate() {
+        for s in ["s1", "s2", "s3"] {
+            assert!(
+                names.contains(&format!("{s}__echo")),
+                "host {i}'s first listing lacks {s}: {names:?}"
+            );
+        }
+    }
 }

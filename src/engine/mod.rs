@@ -36,6 +36,9 @@ use session::Call;
 
 /// Page size of the aggregated lists.
 const PAGE_SIZE: usize = 200;
+/// How long after start a listing waits for the servers still starting
+/// (a slow one joins later, with `list_changed`).
+pub const START_LISTING_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// JSON-RPC error code for a request refused because a limit of the daemon
 /// is reached (clients connected, requests in flight); retrying later helps.
@@ -480,6 +483,19 @@ impl Engine {
             });
             futures_util::future::join_all(sends).await;
         });
+    }
+
+    /// Waits, within [`START_LISTING_WAIT`] of the engine's start, until the
+    /// servers configured at start have settled: a host that lists while
+    /// they start gets the whole catalog, not the part that was quick.
+    pub(crate) async fn until_started(&self) {
+        if self.settled_after.get().is_some() {
+            return;
+        }
+        let left = START_LISTING_WAIT.saturating_sub(self.started.elapsed());
+        if !left.is_zero() {
+            self.registry.settled(left).await;
+        }
     }
 
     /// Wait until every server is ready, failed or disabled (at most

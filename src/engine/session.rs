@@ -566,6 +566,15 @@ impl Session {
         method: &str,
         mut params: Option<Box<RawValue>>,
     ) -> Reply {
+        if matches!(
+            method,
+            methods::TOOLS_LIST
+                | methods::PROMPTS_LIST
+                | methods::RESOURCES_LIST
+                | methods::RESOURCES_TEMPLATES_LIST
+        ) {
+            self.engine.until_started().await;
+        }
         if matches!(method, methods::TOOLS_LIST | methods::TOOLS_CALL)
             && let Some(view) = self.view.load_full()
         {

@@ -404,31 +404,52 @@ impl Daemon {
     fn spawn(sb: Sandbox, config: &str, relative: bool, flags: &[&str]) -> Daemon {
         sb.write_config(config);
         let log = sb.dir.path().join("daemon.log");
-        let mut cmd = sb.command();
-        cmd.arg("daemon").args(flags).arg("--config");
-        if relative {
-            cmd.arg(sb.config.file_name().unwrap())
-                .current_dir(sb.config.parent().unwrap());
-        } else {
-            cmd.arg(&sb.config);
-        }
-        let child = cmd
-            .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
         let mut d = Daemon {
             sb,
-            child: Some(child),
+            child: None,
             log,
         };
-        poll("the daemon to answer", Duration::from_secs(20), || {
-            if let Some(st) = d.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("daemon exited with {st} at start:\n{}", d.log_text());
-            }
-            (d.run(&["status"]).code == 0).then_some(())
-        });
+        d.launch(relative, flags);
         d
+    }
+
+    /// Starts the daemon process on the sandbox's config as it is now;
+    /// returns once it answers.
+    fn launch(&mut self, relative: bool, flags: &[&str]) {
+        let mut cmd = self.sb.command();
+        cmd.arg("daemon").args(flags).arg("--config");
+        if relative {
+            cmd.arg(self.sb.config.file_name().unwrap())
+                .current_dir(self.sb.config.parent().unwrap());
+        } else {
+            cmd.arg(&self.sb.config);
+        }
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        self.child = Some(
+            cmd.stdout(std::process::Stdio::null())
+                .stderr(log)
+                .spawn()
+                .unwrap(),
+        );
+        poll("the daemon to answer", Duration::from_secs(20), || {
+            if let Some(st) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("daemon exited with {st} at start:\n{}", self.log_text());
+            }
+            (self.run(&["status"]).code == 0).then_some(())
+        });
+    }
+
+    /// SIGKILLs the daemon (no clean-up of its own), then starts a new one
+    /// on the same socket and config.
+    pub fn crash_and_start_again(&mut self) {
+        let mut child = self.child.take().expect("daemon already stopped");
+        let _ = child.kill();
+        let _ = child.wait();
+        self.launch(false, &[]);
     }
 
     pub fn pid(&self) -> u32 {

@@ -37,10 +37,115 @@ enum Backend {
         /// Taken at free: dropping the last reference ends the session.
         session: Mutex<Option<Arc<Session>>>,
     },
-    Connected {
-        client: Arc<ServerClient>,
-        path: PathBuf,
-    },
+    Connected(Box<Link>),
+}
+
+/// The connection to the daemon, replaced when the daemon goes away and
+/// one comes back (killed, upgraded, restarted by its service): the host
+/// keeps its handle, only the requests in flight fail.
+struct Link {
+    path: PathBuf,
+    opts: ClientOptions,
+    /// The current connection; a new one is sent when it is replaced.
+    client: tokio::sync::watch::Sender<Arc<ServerClient>>,
+    /// What the host sent that made its session, sent again on a new
+    /// connection (`initialize` itself is the client's own).
+    replay: Mutex<Vec<(String, Box<RawValue>)>>,
+}
+
+/// How long a call made while the connection is being replaced waits for it.
+const RECONNECT_WAIT: Duration = Duration::from_secs(10);
+/// Between two tries to reach a daemon that went away.
+const RECONNECT_PAUSE: Duration = Duration::from_millis(200);
+/// Most session requests kept for a replay.
+const MAX_REPLAYED: usize = 64;
+
+impl Link {
+    fn current(&self) -> Arc<ServerClient> {
+        self.client.borrow().clone()
+    }
+
+    /// The connection to use: the current one, or, when it has closed, the
+    /// next one within [`RECONNECT_WAIT`].
+    async fn usable(&self) -> Result<Arc<ServerClient>, Error> {
+        let mut rx = self.client.subscribe();
+        let wait = async {
+            loop {
+                let c = rx.borrow_and_update().clone();
+                if c.close_reason().is_none() {
+                    return Some(c);
+                }
+                rx.changed().await.ok()?;
+            }
+        };
+        match tokio::time::timeout(RECONNECT_WAIT, wait).await {
+            Ok(Some(c)) => Ok(c),
+            _ => Err(Error::Closed(format!(
+                "the connection to the daemon at {} closed and no daemon came back within {}s",
+                self.path.display(),
+                RECONNECT_WAIT.as_secs()
+            ))),
+        }
+    }
+
+    /// Keeps the session-making requests a host sent (the last of each).
+    fn remember(&self, method: &str, params: Option<&RawValue>) {
+        let kept = matches!(
+            method,
+            methods::MCPHOST_SESSION_CONFIGURE
+                | methods::LOGGING_SET_LEVEL
+                | methods::RESOURCES_SUBSCRIBE
+                | methods::RESOURCES_UNSUBSCRIBE
+        );
+        if !kept {
+            return;
+        }
+        let params = params.map_or("{}", RawValue::get);
+        let Ok(params) = RawValue::from_string(params.to_owned()) else {
+            return;
+        };
+        let mut list = self.replay.lock().unwrap_or_else(PoisonError::into_inner);
+        // An unsubscribe cancels the subscribe of the same params' URI.
+        let uri = |p: &RawValue| raw_field::<String>(p, "uri").ok().flatten();
+        if method == methods::RESOURCES_UNSUBSCRIBE {
+            let gone = uri(&params);
+            list.retain(|(m, p)| !(m == methods::RESOURCES_SUBSCRIBE && uri(p) == gone));
+            return;
+        }
+        list.retain(|(m, p)| !(m == method && p.get() == params.get()));
+        list.push((method.to_owned(), params));
+        if list.len() > MAX_REPLAYED {
+            list.remove(0);
+        }
+    }
+}
+
+/// A connection to the daemon at `path`, checked to be our release.
+async fn dial(path: &Path, opts: ClientOptions) -> Result<ServerClient, Error> {
+    let conn = mcphost_core::ipc::connect(path, mcphost_core::ipc::DEFAULT_MAX_MESSAGE_BYTES)
+        .await
+        .map_err(|e| match e {
+            mcphost_core::ipc::IpcError::NotRunning { .. } => Error::NotRunning(format!(
+                "no mcphost daemon is listening at {}: start one with `mcphost daemon`, \
+                 or open the library in embedded mode ({e})",
+                path.display()
+            )),
+            e => Error::Connect(e.to_string()),
+        })?;
+    let client = ServerClient::connect("daemon", conn, opts)
+        .await
+        .map_err(|e| {
+            Error::Connect(format!(
+                "the daemon at {} did not complete the handshake: {e}",
+                path.display()
+            ))
+        })?;
+    let n = client.negotiated();
+    if let Err(e) = check_version(path, n.server_name.as_deref(), n.server_version.as_deref()) {
+        client.shutdown().await;
+        return Err(e);
+    }
+    Ok(client)
 }
 
 /// The shared state behind a `mcphost*`.
@@ -186,16 +291,6 @@ impl Inner {
         host: Arc<HostSide>,
         events: Arc<Events>,
     ) -> Result<Arc<Inner>, Error> {
-        let conn = mcphost_core::ipc::connect(&path, mcphost_core::ipc::DEFAULT_MAX_MESSAGE_BYTES)
-            .await
-            .map_err(|e| match e {
-                mcphost_core::ipc::IpcError::NotRunning { .. } => Error::NotRunning(format!(
-                    "no mcphost daemon is listening at {}: start one with `mcphost daemon`, \
-                     or open the library in embedded mode ({e})",
-                    path.display()
-                )),
-                e => Error::Connect(e.to_string()),
-            })?;
         let opts = ClientOptions {
             client_info: ClientInfo {
                 name: settings.client_name.clone(),
@@ -210,69 +305,19 @@ impl Inner {
             relist_on_change: false,
             ..Default::default()
         };
-        let client = ServerClient::connect("daemon", conn, opts)
-            .await
-            .map_err(|e| {
-                Error::Connect(format!(
-                    "the daemon at {} did not complete the handshake: {e}",
-                    path.display()
-                ))
-            })?;
-        let n = client.negotiated();
-        if let Err(e) = check_version(&path, n.server_name.as_deref(), n.server_version.as_deref())
-        {
-            client.shutdown().await;
-            return Err(e);
-        }
+        let client = dial(&path, opts.clone()).await?;
         let inner = Arc::new(Inner::new(
-            Backend::Connected {
-                client: Arc::new(client),
-                path: path.clone(),
-            },
+            Backend::Connected(Box::new(Link {
+                path,
+                opts,
+                client: tokio::sync::watch::channel(Arc::new(client)).0,
+                replay: Mutex::new(Vec::new()),
+            })),
             host,
             events,
             settings.request_timeout,
         ));
-        // Every notification of the daemon becomes an event; progress comes
-        // through each call (with the host's own token).
-        if let Backend::Connected { client, .. } = &inner.backend {
-            let mut rx = client.notifications();
-            let weak = Arc::downgrade(&inner);
-            tokio::spawn(
-                async move {
-                    use tokio::sync::broadcast::error::RecvError;
-                    loop {
-                        let next = rx.recv().await;
-                        let Some(inner) = weak.upgrade() else { return };
-                        match next {
-                            Ok(n) if n.method == methods::NOTIFICATION_PROGRESS => {}
-                            Ok(n) => inner.push_event(&n.method, n.params.as_deref()),
-                            Err(RecvError::Lagged(missed)) => {
-                                let p = to_raw(&serde_json::json!({ "count": missed })).ok();
-                                inner.push_event(
-                                    "notifications/mcphost/events_dropped",
-                                    p.as_deref(),
-                                );
-                            }
-                            Err(RecvError::Closed) => {
-                                if !inner.closed.load(Ordering::SeqCst) {
-                                    let p = to_raw(&serde_json::json!({
-                                        "reason": "the connection to the daemon closed"
-                                    }))
-                                    .ok();
-                                    inner.push_event(
-                                        "notifications/mcphost/disconnected",
-                                        p.as_deref(),
-                                    );
-                                }
-                                return;
-                            }
-                        }
-                    }
-                }
-                .instrument(info_span!("events")),
-            );
-        }
+        tokio::spawn(watch(Arc::downgrade(&inner)).instrument(info_span!("events")));
         Ok(inner)
     }
 
@@ -347,7 +392,9 @@ impl Inner {
                     .await
                     .map_err(CallError::Rpc)
             }
-            Backend::Connected { client, path } => {
+            Backend::Connected(link) => {
+                let client = link.usable().await.map_err(CallError::Other)?;
+                let path = &link.path;
                 let on_progress = progress_token(params.as_deref()).map(|token| {
                     let events = self.events.clone();
                     let host = self.host.clone();
@@ -371,27 +418,30 @@ impl Inner {
                     on_progress,
                     ..Default::default()
                 };
-                client
-                    .relay(method, params, opts)
-                    .await
-                    .map_err(|e| match e {
-                        ClientError::Request {
-                            error: PeerError::Rpc(e),
-                            ..
-                        } => CallError::Rpc(e),
-                        ClientError::Request {
-                            error: PeerError::Closed(reason),
-                            ..
-                        } => CallError::Other(Error::Closed(format!(
-                            "the connection to the daemon at {} closed: {reason}",
-                            path.display()
-                        ))),
-                        ClientError::Request {
-                            error: PeerError::Timeout { .. },
-                            ..
-                        } => CallError::Other(Error::Timeout(e.to_string())),
-                        e => CallError::Other(Error::Connect(e.to_string())),
-                    })
+                let kept = params.clone();
+                let r = client.relay(method, params, opts).await;
+                if r.is_ok() {
+                    link.remember(method, kept.as_deref());
+                }
+                r.map_err(|e| match e {
+                    ClientError::Request {
+                        error: PeerError::Rpc(e),
+                        ..
+                    } => CallError::Rpc(e),
+                    ClientError::Request {
+                        error: PeerError::Closed(reason),
+                        ..
+                    } => CallError::Other(Error::Closed(format!(
+                        "the connection to the daemon at {} closed while this request was \
+                             in flight ({reason}); the library connects again: send it again",
+                        path.display()
+                    ))),
+                    ClientError::Request {
+                        error: PeerError::Timeout { .. },
+                        ..
+                    } => CallError::Other(Error::Timeout(e.to_string())),
+                    e => CallError::Other(Error::Connect(e.to_string())),
+                })
             }
         }
     }
@@ -431,8 +481,8 @@ impl Inner {
                 }
                 Ok(())
             }
-            Backend::Connected { client, .. } => {
-                let client = client.clone();
+            Backend::Connected(link) => {
+                let client = link.current();
                 wait_on(rt, async move { client.notify(method, n.params).await })?
                     .map_err(|e| Error::Closed(e.to_string()))
             }
@@ -488,10 +538,110 @@ impl Inner {
                         .take();
                     engine.shutdown().await;
                 }
-                Backend::Connected { client, .. } => client.shutdown().await,
+                Backend::Connected(link) => link.current().shutdown().await,
             }
         });
         self.events.close();
+    }
+}
+
+/// Every notification of the daemon becomes an event (progress comes
+/// through each call, with the host's own token). When the connection
+/// closes, a new one is made (the daemon may be back at once, or later),
+/// the host's session requests are sent again and the host is told to list
+/// again; until then it has one `disconnected` event.
+async fn watch(weak: std::sync::Weak<Inner>) {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        let Some(inner) = weak.upgrade() else { return };
+        let Backend::Connected(link) = &inner.backend else {
+            return;
+        };
+        let client = link.current();
+        let mut rx = client.notifications();
+        // The client's own events say when the connection is gone (its
+        // notification channel lives as long as the client).
+        let mut lifecycle = client.subscribe();
+        drop(inner);
+        while client.close_reason().is_none() {
+            let next = tokio::select! {
+                n = rx.recv() => n,
+                e = lifecycle.recv() => match e {
+                    Ok(mcphost_core::client::ServerEvent::Closed(_))
+                    | Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                    _ if client.close_reason().is_some() => break,
+                    _ => continue,
+                },
+            };
+            let Some(inner) = weak.upgrade() else { return };
+            match next {
+                Ok(n) if n.method == methods::NOTIFICATION_PROGRESS => {}
+                Ok(n) => inner.push_event(&n.method, n.params.as_deref()),
+                Err(RecvError::Lagged(missed)) => {
+                    let p = to_raw(&serde_json::json!({ "count": missed })).ok();
+                    inner.push_event("notifications/mcphost/events_dropped", p.as_deref());
+                }
+                Err(RecvError::Closed) => break,
+            }
+        }
+        let reason = client
+            .close_reason()
+            .map_or_else(|| "the connection closed".to_owned(), |r| r.to_string());
+        let mut told = false;
+        let client = loop {
+            let Some(inner) = weak.upgrade() else { return };
+            if inner.closed.load(Ordering::SeqCst) {
+                return;
+            }
+            let Backend::Connected(link) = &inner.backend else {
+                return;
+            };
+            match dial(&link.path, link.opts.clone()).await {
+                Ok(c) => break (Arc::new(c), inner),
+                Err(e) => {
+                    tracing::debug!("the daemon is not back yet: {e}");
+                    if !told {
+                        told = true;
+                        let p = to_raw(&serde_json::json!({
+                            "reason": format!("the connection to the daemon closed ({reason}); reconnecting")
+                        }))
+                        .ok();
+                        inner.push_event("notifications/mcphost/disconnected", p.as_deref());
+                    }
+                }
+            }
+            drop(inner);
+            tokio::time::sleep(RECONNECT_PAUSE).await;
+        };
+        let (client, inner) = client;
+        let Backend::Connected(link) = &inner.backend else {
+            return;
+        };
+        let replay = link
+            .replay
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        for (method, params) in replay {
+            // The daemon's refusal now is what the host would have got then.
+            if let Err(e) = client
+                .relay(&method, Some(params), CallOptions::default())
+                .await
+            {
+                tracing::warn!("{method}, sent again to the new daemon: {e}");
+            }
+        }
+        link.client.send_replace(client);
+        tracing::info!("connected to the daemon again");
+        let p = to_raw(&serde_json::json!({ "reason": reason })).ok();
+        inner.push_event("notifications/mcphost/reconnected", p.as_deref());
+        for m in [
+            methods::NOTIFICATION_TOOLS_LIST_CHANGED,
+            methods::NOTIFICATION_RESOURCES_LIST_CHANGED,
+            methods::NOTIFICATION_PROMPTS_LIST_CHANGED,
+        ] {
+            inner.push_event(m, None);
+        }
     }
 }
 

@@ -459,8 +459,10 @@ pub unsafe extern "C" fn mcphost_options_set_roots(
 /// logs), `notifications/resources/updated`,
 /// `notifications/mcphost/host_request_ended` (`{"id": N}`: the server no
 /// longer waits for the host request with that id, so close its dialog),
-/// and `notifications/mcphost/events_dropped` / `…/disconnected`. If this
-/// fails, `user_data` stays yours (`free_user_data` is not called).
+/// `notifications/mcphost/events_dropped`, and (connected) `…/disconnected`
+/// when the daemon went away and `…/reconnected` when the library has
+/// connected again (followed by the three `list_changed`: list again). If
+/// this fails, `user_data` stays yours (`free_user_data` is not called).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mcphost_options_set_event_callback(
     options: *mut mcphost_options,

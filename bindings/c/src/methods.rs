@@ -220,6 +220,11 @@ pub const METHODS: &[(&str, &str, &str)] = &[
         "Events (the `method` of an event's JSON), and the one notification a host sends.",
     ),
     (
+        "MCPHOST_EVENT_RECONNECTED",
+        "notifications/mcphost/reconnected",
+        "Events (the `method` of an event's JSON), and the one notification a host sends.",
+    ),
+    (
         "MCPHOST_EVENT_ROOTS_LIST_CHANGED",
         "notifications/roots/list_changed",
         "Events (the `method` of an event's JSON), and the one notification a host sends.",

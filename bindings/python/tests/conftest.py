@@ -108,18 +108,28 @@ class Daemon:
         self.config_path.write_text(json.dumps(config))
         self.log_path = self.dir / "daemon.log"
         self._log = open(self.log_path, "wb")
+        self._mcphost = binaries["mcphost"]
+        self.server_pids: list[int] = []
+        self._spawn()
+
+    def _spawn(self) -> None:
         env = dict(os.environ)
         env["MCPHOST_STATE_DIR"] = str(self.dir / "state")
         env.pop("MCPHOST_SOCKET", None)
         self.proc = subprocess.Popen(
-            [binaries["mcphost"], "daemon", "--config", str(self.config_path), "--socket", self.socket],
+            [self._mcphost, "daemon", "--config", str(self.config_path), "--socket", self.socket],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
-        self.server_pids: list[int] = []
         self._wait_ready()
+
+    def crash_and_start_again(self) -> None:
+        """SIGKILL (no clean-up of its own), then a new daemon on the same socket."""
+        self.proc.kill()
+        self.proc.wait()
+        self._spawn()
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")

@@ -142,3 +142,25 @@ def test_request_timeout_option_applies_to_every_request(opener: Any) -> None:
     assert 1.0 < time.monotonic() - t0 < 10
     assert "ts__slow" in str(e.value) or "tools/call" in str(e.value)
     assert text_of(c.call_tool("ts__echo", {"text": "ok"})) == "ok"
+
+
+def test_a_connected_client_outlives_its_daemon(
+    config: dict[str, Any], daemon_factory: Callable[[dict[str, Any]], Daemon]
+) -> None:
+    d = daemon_factory({"servers": {"ts": config["servers"]["ts"]}})
+    c = mcphost.connect(d.socket, client_name="py-kept")
+    try:
+        assert text_of(c.call_tool("ts__echo", {"text": "before"})) == "before"
+        d.crash_and_start_again()
+        # No reopening: the next call goes to the new daemon.
+        assert text_of(c.call_tool("ts__echo", {"text": "after"})) == "after"
+        seen = []
+        deadline = time.monotonic() + 10
+        while "notifications/tools/list_changed" not in seen:
+            assert time.monotonic() < deadline, f"events after the restart: {seen}"
+            ev = c.next_event(timeout=0.5)
+            if ev is not None:
+                seen.append(ev.get("method"))
+        assert mcphost.methods.EVENT_RECONNECTED in seen, seen
+    finally:
+        c.close()

@@ -2,28 +2,45 @@
 //!
 //! Two plain threads with blocking I/O, one per direction, on the socket
 //! itself: a read is relayed with one write, frames are split with `memchr`
-//! and never decoded. The only parsing is a borrowed scan for `id` and
-//! `method`, to know when a client whose stdin has closed has no answer left
-//! to wait for.
+//! and never decoded. The only parsing is a borrowed scan for `id`,
+//! `method` and, for the few requests that make a session, `params`.
+//!
+//! A daemon that goes away (killed, upgraded, restarted by its service) is
+//! invisible to the host but for the requests it had in flight: the bridge
+//! fails those, withdraws the daemon's own questions to the host, connects
+//! again (starting the daemon when it may), replays what made the session
+//! (the profile, `initialize`, session options, log levels, subscriptions,
+//! open `subscriptions/listen` streams) and tells the host to list again.
 
-use std::collections::HashSet;
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use mcphost::protocol::{Id, RawValue};
 use serde::Deserialize;
-use serde::de::IgnoredAny;
 use tokio::sync::mpsc;
 
 /// Socket and pipe buffers hold a few hundred KiB: read in large chunks.
 const READ_CHUNK: usize = 64 * 1024;
 /// Once stdin is closed, how long a quiet daemon is waited for.
 const LINGER: Duration = Duration::from_millis(500);
+/// How long a daemon that went away is waited for (started again here when
+/// autostart is allowed, else by a service manager or the user) before the
+/// bridge gives up and fails.
+const RECONNECT_WAIT: Duration = Duration::from_secs(10);
+/// Between two tries to reach it.
+const RECONNECT_PAUSE: Duration = Duration::from_millis(200);
+/// How long the daemon may take to answer one of the bridge's own requests
+/// (a profile, a replayed `initialize` that waits for the servers).
+const OWN_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Most session options and log levels kept for a replay.
+const MAX_REPLAYED: usize = 32;
 
 enum Event {
     StdinClosed,
@@ -35,78 +52,107 @@ enum Event {
     StdoutFailed(io::Error),
 }
 
+/// A host request the daemon has not answered yet.
+enum Held {
+    /// Failed with a clear error if the daemon goes away.
+    Fail,
+    /// Sent again, as it was, to the next daemon: an open
+    /// `subscriptions/listen` stream ends only when the host ends it.
+    Again(Vec<u8>),
+}
+
+/// What the host sent that made its session: replayed, in this order, on a
+/// connection to a new daemon.
+#[derive(Default)]
+struct Replay {
+    /// The host's `initialize` (its id, its params).
+    initialize: Option<(Id, String)>,
+    /// `mcphost/session/configure` params, in order.
+    configure: Vec<String>,
+    /// `logging/setLevel` params, the last of each.
+    levels: Vec<String>,
+    /// `resources/subscribe` params by URI.
+    subscriptions: Vec<(String, String)>,
+}
+
 struct Shared {
-    /// The client's requests not answered yet.
-    unanswered: Mutex<HashSet<Id>>,
+    /// The host's requests not answered yet.
+    unanswered: Mutex<HashMap<Id, Held>>,
+    /// The daemon's requests to the host not answered yet.
+    asked: Mutex<HashSet<Id>>,
+    replay: Mutex<Replay>,
+    /// The connection the host's messages go to; `None` while the bridge
+    /// connects again. A host message is noted and written under this lock,
+    /// so a request is either failed with the old connection or sent on the
+    /// new one, never both.
+    link: Mutex<Option<UnixStream>>,
+    link_ready: Condvar,
     stdin_closed: AtomicBool,
+    /// The bridge is leaving: nothing waits for a link any longer.
+    ending: AtomicBool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Shared {
-    fn ids(&self) -> std::sync::MutexGuard<'_, HashSet<Id>> {
-        self.unanswered
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    fn ids(&self) -> MutexGuard<'_, HashMap<Id, Held>> {
+        lock(&self.unanswered)
+    }
+
+    /// The link, once there is one (`None`: the bridge is leaving).
+    fn wait_link(&self) -> Option<MutexGuard<'_, Option<UnixStream>>> {
+        let mut link = lock(&self.link);
+        while link.is_none() {
+            if self.ending.load(Ordering::SeqCst) {
+                return None;
+            }
+            link = self
+                .link_ready
+                .wait(link)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        Some(link)
+    }
+
+    fn end(&self) {
+        self.ending.store(true, Ordering::SeqCst);
+        if let Some(s) = lock(&self.link).as_ref() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        self.link_ready.notify_all();
     }
 }
 
 /// Pump stdio to the daemon socket, so any MCP host can use the daemon.
-/// Losing the daemon while the host is still talking is an error: the host
-/// must learn that its server is gone, not see a clean exit.
+/// Losing the daemon for good while the host is still talking is an error:
+/// the host must learn that its server is gone, not see a clean exit.
 pub async fn run(auto: &crate::autostart::Autostart, profile: Option<&str>) -> Result<()> {
-    let socket = auto.socket.as_path();
-    // Started if it is not running, its version checked; the relay then
-    // gets a connection of its own, unseen by anything but the host.
-    let checking = std::time::Instant::now();
-    let probe = auto
-        .connect(
-            mcphost::client::ClientOptions {
-                known_era: Some(mcphost::protocol::Era::Handshake),
-                ..Default::default()
-            },
-            "",
-        )
-        .await?;
-    probe.shutdown().await;
-    tracing::debug!("the daemon's version checked in {:?}", checking.elapsed());
-    let stream = mcphost::ipc::connect_blocking(socket)
-        .await
-        .map_err(|e| crate::autostart::not_running(&e, ""))?;
-    if let Some(name) = profile {
-        select_profile(&stream, name)?;
-    }
-    let who = format!("the daemon at {}", socket.display());
+    let stream = dial(auto, profile).await?;
     let shared = Arc::new(Shared {
-        unanswered: Mutex::new(HashSet::new()),
+        unanswered: Mutex::new(HashMap::new()),
+        asked: Mutex::new(HashSet::new()),
+        replay: Mutex::new(Replay::default()),
+        link: Mutex::new(Some(stream.try_clone()?)),
+        link_ready: Condvar::new(),
         stdin_closed: AtomicBool::new(false),
+        ending: AtomicBool::new(false),
     });
     let (tx, mut rx) = mpsc::unbounded_channel();
 
     // Plain threads, not tokio's stdin: a read blocked in the runtime's pool
     // would keep the process alive after the daemon is gone, and every
     // read would be a hand-off to that pool.
-    let to_daemon = stream.try_clone()?;
     let (sh, etx) = (shared.clone(), tx.clone());
     std::thread::Builder::new()
         .name("bridge-stdin".into())
         .spawn(move || {
-            stdin_to_daemon(&to_daemon, &sh);
+            stdin_to_daemon(&sh);
             sh.stdin_closed.store(true, Ordering::SeqCst);
             let _ = etx.send(Event::StdinClosed);
         })?;
-    let from_daemon = stream.try_clone()?;
-    let sh = shared.clone();
-    std::thread::Builder::new()
-        .name("bridge-stdout".into())
-        .spawn(move || {
-            let ended = daemon_to_stdout(&from_daemon, &sh, &tx);
-            let _ = tx.send(match ended {
-                Ok(()) => Event::DaemonGone(format!("{who} closed the connection")),
-                Err(Failure::Daemon(e)) => {
-                    Event::DaemonGone(format!("connection to {who} failed: {e}"))
-                }
-                Err(Failure::Stdout(e)) => Event::StdoutFailed(e),
-            });
-        })?;
+    spawn_reader(stream, auto, &shared, &tx)?;
 
     let mut stdin_open = true;
     let result = loop {
@@ -131,9 +177,10 @@ pub async fn run(auto: &crate::autostart::Autostart, profile: Option<&str>) -> R
             Some(Event::StdinClosed) => stdin_open = false,
             Some(Event::Relayed) => {}
             Some(Event::DaemonGone(reason)) if stdin_open => {
-                break Err(anyhow!(
-                    "lost the connection to the daemon mid-session: {reason}"
-                ));
+                match reconnect(auto, profile, &shared, &reason).await {
+                    Ok(stream) => spawn_reader(stream, auto, &shared, &tx)?,
+                    Err(e) => break Err(e),
+                }
             }
             Some(Event::DaemonGone(_)) => break Ok(()),
             Some(Event::StdoutFailed(e)) => break Err(anyhow!("writing to stdout: {e}")),
@@ -142,73 +189,313 @@ pub async fn run(auto: &crate::autostart::Autostart, profile: Option<&str>) -> R
         }
     };
     // Also wakes both threads; the process exits right after.
-    let _ = stream.shutdown(Shutdown::Both);
+    shared.end();
     result
 }
 
-/// The id of the bridge's own request, sent before any of the host's.
-const PROFILE_REQUEST_ID: &str = "mcphost-bridge-profile";
-/// How long the daemon may take to answer it.
-const PROFILE_TIMEOUT: Duration = Duration::from_secs(10);
+/// A connection of our own to a daemon of our version, started if it is not
+/// running (when allowed), with the profile selected.
+async fn dial(auto: &crate::autostart::Autostart, profile: Option<&str>) -> Result<UnixStream> {
+    let socket = auto.socket.as_path();
+    // Started if it is not running, its version checked; the relay then
+    // gets a connection of its own, unseen by anything but the host.
+    let checking = std::time::Instant::now();
+    let probe = auto
+        .connect(
+            mcphost::client::ClientOptions {
+                known_era: Some(mcphost::protocol::Era::Handshake),
+                ..Default::default()
+            },
+            "",
+        )
+        .await?;
+    probe.shutdown().await;
+    tracing::debug!("the daemon's version checked in {:?}", checking.elapsed());
+    let stream = mcphost::ipc::connect_blocking(socket)
+        .await
+        .map_err(|e| crate::autostart::not_running(&e, ""))?;
+    if let Some(name) = profile {
+        let params = serde_json::json!({ "profile": name }).to_string();
+        let result = own_request(
+            &stream,
+            None,
+            "profile",
+            "mcphost/session/configure",
+            &params,
+        )
+        .with_context(|| format!("--profile {name}"))?;
+        if let Some(w) = result["warning"].as_str() {
+            tracing::warn!("--profile {name}: {w}");
+        }
+        tracing::debug!(profile = name, options = %result["options"], "profile selected");
+    }
+    Ok(stream)
+}
 
-/// `--profile NAME`: selects the config profile for this connection before
-/// the host's first message, for hosts that cannot send
-/// `mcphost/session/configure` themselves. An unknown profile fails the
-/// bridge at start, with the daemon's reason (it names the profiles there).
-fn select_profile(stream: &UnixStream, name: &str) -> Result<()> {
-    let request = serde_json::json!({
-        "jsonrpc": "2.0",
-        "id": PROFILE_REQUEST_ID,
-        "method": "mcphost/session/configure",
-        "params": { "profile": name },
-    });
-    let mut line = serde_json::to_vec(&request)?;
-    line.push(b'\n');
-    let mut sock = stream;
-    sock.write_all(&line)
-        .map_err(|e| anyhow!("--profile {name}: sending it to the daemon: {e}"))?;
-    // Until the host speaks, the daemon sends this connection nothing but
-    // the answer: read exactly up to its newline, so nothing is consumed
-    // that the relay should see.
-    stream.set_read_timeout(Some(PROFILE_TIMEOUT))?;
-    let mut answer = Vec::new();
-    let mut byte = [0u8; 1];
-    loop {
-        match sock.read(&mut byte) {
-            Ok(0) => bail!("--profile {name}: the daemon closed the connection"),
-            Ok(_) if byte[0] == b'\n' => break,
-            Ok(_) => answer.push(byte[0]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => bail!("--profile {name}: no answer from the daemon: {e}"),
-        }
-        if answer.len() > mcphost::ipc::DEFAULT_MAX_MESSAGE_BYTES {
-            bail!("--profile {name}: the daemon's answer is too long");
-        }
-    }
-    stream.set_read_timeout(None)?;
-    let answer: serde_json::Value = serde_json::from_slice(&answer)
-        .map_err(|e| anyhow!("--profile {name}: the daemon's answer is not JSON: {e}"))?;
-    if answer["id"] != PROFILE_REQUEST_ID {
-        bail!("--profile {name}: the daemon answered something else: {answer}");
-    }
-    if let Some(err) = answer.get("error") {
-        let why = err["message"].as_str().unwrap_or("refused");
-        bail!("--profile {name}: {why}");
-    }
-    let result = &answer["result"];
-    if let Some(w) = result["warning"].as_str() {
-        tracing::warn!("--profile {name}: {w}");
-    }
-    tracing::debug!(profile = name, options = %result["options"], "profile selected");
+fn spawn_reader(
+    stream: UnixStream,
+    auto: &crate::autostart::Autostart,
+    shared: &Arc<Shared>,
+    tx: &mpsc::UnboundedSender<Event>,
+) -> Result<()> {
+    let who = format!("the daemon at {}", auto.socket.display());
+    let (sh, tx) = (shared.clone(), tx.clone());
+    std::thread::Builder::new()
+        .name("bridge-stdout".into())
+        .spawn(move || {
+            let ended = daemon_to_stdout(&stream, &sh, &tx);
+            let _ = tx.send(match ended {
+                Ok(()) => Event::DaemonGone(format!("{who} closed the connection")),
+                Err(Failure::Daemon(e)) => {
+                    Event::DaemonGone(format!("connection to {who} failed: {e}"))
+                }
+                Err(Failure::Stdout(e)) => Event::StdoutFailed(e),
+            });
+        })?;
     Ok(())
 }
 
-/// Relays stdin to the socket until stdin ends or the socket fails.
-fn stdin_to_daemon(socket: &UnixStream, shared: &Shared) {
+/// The daemon went away while the host is still there: end what cannot
+/// survive it, then reach a daemon again and put the host's session back.
+async fn reconnect(
+    auto: &crate::autostart::Autostart,
+    profile: Option<&str>,
+    shared: &Arc<Shared>,
+    reason: &str,
+) -> Result<UnixStream> {
+    tracing::warn!("lost the connection to the daemon ({reason}); connecting again");
+    let again = withdraw(shared, reason)?;
+    let deadline = tokio::time::Instant::now() + RECONNECT_WAIT;
+    let stream = loop {
+        let tried = match dial(auto, profile).await {
+            Ok(stream) => {
+                let (sh, s) = (shared.clone(), stream.try_clone()?);
+                tokio::task::spawn_blocking(move || replay(&s, &sh))
+                    .await
+                    .map_err(|e| anyhow!("replaying the session: {e}"))?
+                    .map(|()| stream)
+            }
+            Err(e) => Err(e),
+        };
+        match tried {
+            Ok(stream) => break stream,
+            Err(e) if tokio::time::Instant::now() >= deadline => {
+                bail!(
+                    "lost the connection to the daemon mid-session ({reason}), and none came back within {}s: {e:#}",
+                    RECONNECT_WAIT.as_secs()
+                );
+            }
+            Err(e) => {
+                tracing::debug!("the daemon is not back yet: {e:#}");
+                tokio::time::sleep(RECONNECT_PAUSE).await;
+            }
+        }
+    };
+    let mut link = lock(&shared.link);
+    let mut sock = &stream;
+    let mut ids = shared.ids();
+    for (id, frame) in again {
+        sock.write_all(&frame)
+            .and_then(|()| sock.write_all(b"\n"))
+            .context("sending an open subscriptions/listen again")?;
+        ids.insert(id, Held::Again(frame));
+    }
+    drop(ids);
+    // A handshake host lists again; a stateless one hears through its
+    // listen stream, sent again above.
+    if lock(&shared.replay).initialize.is_some() {
+        let changed: Vec<u8> = [
+            "notifications/tools/list_changed",
+            "notifications/resources/list_changed",
+            "notifications/prompts/list_changed",
+        ]
+        .iter()
+        .flat_map(|m| format!("{{\"jsonrpc\":\"2.0\",\"method\":\"{m}\"}}\n").into_bytes())
+        .collect();
+        to_stdout(&changed)?;
+    }
+    *link = Some(stream.try_clone()?);
+    drop(link);
+    shared.link_ready.notify_all();
+    tracing::info!("connected to the daemon again; the host's session is back");
+    Ok(stream)
+}
+
+/// Takes the dead link, fails the host's requests in flight and withdraws
+/// the daemon's questions to the host; what is to be sent again is returned.
+fn withdraw(shared: &Shared, reason: &str) -> Result<Vec<(Id, Vec<u8>)>> {
+    let mut link = lock(&shared.link);
+    if let Some(s) = link.take() {
+        let _ = s.shutdown(Shutdown::Both);
+    }
+    let mut out = Vec::new();
+    let mut again = Vec::new();
+    let failed_init = {
+        let mut ids = shared.ids();
+        let mut failed = Vec::new();
+        for (id, held) in ids.drain() {
+            match held {
+                Held::Again(frame) => again.push((id, frame)),
+                Held::Fail => {
+                    tracing::debug!(id = id.as_json(), "failed: in flight when the daemon went");
+                    failed.push(id)
+                }
+            }
+        }
+        failed
+    };
+    let message = serde_json::to_string(&format!(
+        "the daemon went away while this request was in flight ({reason}); the bridge is connecting again: send it again"
+    ))?;
+    let mut replay = lock(&shared.replay);
+    for id in failed_init {
+        // An `initialize` that never got its answer is not replayed: the
+        // host sends it again itself.
+        if replay.initialize.as_ref().is_some_and(|(i, _)| *i == id) {
+            replay.initialize = None;
+        }
+        out.extend_from_slice(
+            format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":{},\"error\":{{\"code\":-32603,\"message\":{message}}}}}\n",
+                id.as_json()
+            )
+            .as_bytes(),
+        );
+    }
+    drop(replay);
+    for id in lock(&shared.asked).drain() {
+        out.extend_from_slice(
+            format!(
+                "{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{{\"requestId\":{},\"reason\":\"the daemon went away\"}}}}\n",
+                id.as_json()
+            )
+            .as_bytes(),
+        );
+    }
+    to_stdout(&out)?;
+    drop(link);
+    Ok(again)
+}
+
+/// Puts the host's session back on a new connection, in the order it was
+/// made; what the daemon sends meanwhile goes on to the host.
+fn replay(stream: &UnixStream, shared: &Shared) -> Result<()> {
+    let (init, configure, levels, subscriptions) = {
+        let r = lock(&shared.replay);
+        (
+            r.initialize.as_ref().map(|(_, p)| p.clone()),
+            r.configure.clone(),
+            r.levels.clone(),
+            r.subscriptions.clone(),
+        )
+    };
+    if let Some(params) = init {
+        own_request(stream, Some(shared), "initialize", "initialize", &params)
+            .context("the host's initialize, sent again")?;
+        let mut sock = stream;
+        sock.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")?;
+    }
+    let rest = configure
+        .iter()
+        .map(|p| ("mcphost/session/configure", p))
+        .chain(levels.iter().map(|p| ("logging/setLevel", p)))
+        .chain(
+            subscriptions
+                .iter()
+                .map(|(_, p)| ("resources/subscribe", p)),
+        );
+    for (method, params) in rest {
+        // The daemon's refusal now is what the host would have got then.
+        if let Err(e) = own_request(stream, Some(shared), "replay", method, params) {
+            tracing::warn!("{method}, sent again: {e:#}");
+        }
+    }
+    Ok(())
+}
+
+/// One request of the bridge's own, answered before the relay (re)starts:
+/// its result. Other messages the daemon sends meanwhile go to the host.
+fn own_request(
+    stream: &UnixStream,
+    shared: Option<&Shared>,
+    tag: &str,
+    method: &str,
+    params: &str,
+) -> Result<serde_json::Value> {
+    let id = format!("mcphost-bridge-{tag}");
+    let line = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":{},\"params\":{params}}}\n",
+        serde_json::to_string(&id)?,
+        serde_json::to_string(method)?
+    );
+    let mut sock = stream;
+    sock.write_all(line.as_bytes())
+        .map_err(|e| anyhow!("sending it to the daemon: {e}"))?;
+    stream.set_read_timeout(Some(OWN_REQUEST_TIMEOUT))?;
+    let answer = loop {
+        // Read exactly up to each newline, so nothing is consumed that the
+        // relay should see.
+        let frame = read_frame(stream)?;
+        let msg: serde_json::Value = serde_json::from_slice(&frame)
+            .map_err(|e| anyhow!("the daemon's message is not JSON: {e}"))?;
+        if msg["id"] == id.as_str() && msg.get("method").is_none() {
+            break msg;
+        }
+        // Something for the host (a notification, a question to it).
+        if let Some(shared) = shared {
+            note_from_daemon(&frame, shared);
+        }
+        let mut out = frame;
+        out.push(b'\n');
+        to_stdout(&out)?;
+    };
+    stream.set_read_timeout(None)?;
+    if let Some(err) = answer.get("error") {
+        bail!("{}", err["message"].as_str().unwrap_or("refused"));
+    }
+    Ok(answer["result"].clone())
+}
+/// One frame, read byte by byte up to its newline (the bridge's own
+/// answers only: rare and short).
+fn read_frame(stream: &UnixStream) -> Result<Vec<u8>> {
+    let mut sock = stream;
+    let mut frame = Vec::new();
+    let mut byte = [0u8; 1];
+    loop {
+        match sock.read(&mut byte) {
+            Ok(0) => bail!("the daemon closed the connection"),
+            Ok(_) if byte[0] == b'\n' => {
+                if !is_blank(&frame) {
+                    return Ok(frame);
+                }
+                frame.clear();
+            }
+            Ok(_) => frame.push(byte[0]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => bail!("no answer from the daemon: {e}"),
+        }
+        if frame.len() > mcphost::ipc::DEFAULT_MAX_MESSAGE_BYTES {
+            bail!("the daemon's message is too long");
+        }
+    }
+}
+
+/// Whole frames to the host, never interleaved with another writer's.
+fn to_stdout(bytes: &[u8]) -> io::Result<()> {
+    if bytes.is_empty() {
+        return Ok(());
+    }
+    let mut out = io::stdout().lock();
+    out.write_all(bytes)?;
+    out.flush()
+}
+
+/// Relays stdin to the daemon until stdin ends or the bridge leaves; while
+/// the bridge connects again, the host's messages wait.
+fn stdin_to_daemon(shared: &Shared) {
     let mut stdin = io::stdin().lock();
     let mut lines = LineBuf::new(None);
     let mut out = Vec::new();
-    let mut sock = socket;
     loop {
         let n = match lines.fill(&mut stdin) {
             Ok(0) => break,
@@ -217,8 +504,12 @@ fn stdin_to_daemon(socket: &UnixStream, shared: &Shared) {
             Err(_) => break,
         };
         debug_assert!(n > 0);
-        let chunk = lines.frames(&mut out, |frame| note_requests(frame, shared));
-        if !chunk.is_empty() && sock.write_all(chunk).is_err() {
+        let Some(link) = shared.wait_link() else {
+            return;
+        };
+        let mut noted = Vec::new();
+        let chunk = lines.frames(&mut out, |frame| note_from_host(frame, shared, &mut noted));
+        if !deliver(shared, link, chunk, &noted) {
             return;
         }
         lines.consume();
@@ -226,11 +517,54 @@ fn stdin_to_daemon(socket: &UnixStream, shared: &Shared) {
     // A last frame without its newline is still a frame.
     if let Some(frame) = lines.rest()
         && !is_blank(frame)
+        && let Some(link) = shared.wait_link()
     {
-        note_requests(frame, shared);
+        let mut noted = Vec::new();
+        note_from_host(frame, shared, &mut noted);
         let mut last = frame.to_vec();
         last.push(b'\n');
-        let _ = sock.write_all(&last);
+        deliver(shared, link, &last, &noted);
+    }
+}
+
+/// Writes the host's `bytes` (whose requests `noted` holds) to the daemon.
+/// A daemon found gone by the write never read them: they wait for the
+/// next one rather than fail. `false`: the bridge is leaving.
+fn deliver<'a>(
+    shared: &'a Shared,
+    mut link: MutexGuard<'a, Option<UnixStream>>,
+    bytes: &[u8],
+    noted: &[Id],
+) -> bool {
+    if bytes.is_empty() {
+        return true;
+    }
+    loop {
+        let Some(stream) = link.as_ref() else {
+            return false;
+        };
+        let mut sock = stream;
+        if sock.write_all(bytes).is_ok() {
+            return true;
+        }
+        tracing::debug!(
+            requests = noted.len(),
+            "the daemon was gone before it read these"
+        );
+        // The reader sees the link end too, and the bridge connects again;
+        // these requests are not among those it fails.
+        let _ = stream.shutdown(Shutdown::Both);
+        *link = None;
+        let aside: Vec<(Id, Held)> = {
+            let mut ids = shared.ids();
+            noted.iter().filter_map(|id| ids.remove_entry(id)).collect()
+        };
+        drop(link);
+        link = match shared.wait_link() {
+            Some(l) => l,
+            None => return false,
+        };
+        shared.ids().extend(aside);
     }
 }
 
@@ -245,7 +579,6 @@ fn daemon_to_stdout(
     shared: &Shared,
     events: &mpsc::UnboundedSender<Event>,
 ) -> Result<(), Failure> {
-    let mut stdout = io::stdout().lock();
     let mut lines = LineBuf::new(Some(mcphost::ipc::DEFAULT_MAX_MESSAGE_BYTES));
     let mut out = Vec::new();
     let mut sock = socket;
@@ -256,11 +589,8 @@ fn daemon_to_stdout(
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(Failure::Daemon(e)),
         }
-        let chunk = lines.frames(&mut out, |frame| note_answers(frame, shared));
-        if !chunk.is_empty() {
-            stdout.write_all(chunk).map_err(Failure::Stdout)?;
-            stdout.flush().map_err(Failure::Stdout)?;
-        }
+        let chunk = lines.frames(&mut out, |frame| note_from_daemon(frame, shared));
+        to_stdout(chunk).map_err(Failure::Stdout)?;
         lines.consume();
         if shared.stdin_closed.load(Ordering::SeqCst) {
             let _ = events.send(Event::Relayed);
@@ -379,54 +709,100 @@ fn is_blank(frame: &[u8]) -> bool {
     frame.iter().all(u8::is_ascii_whitespace)
 }
 
-/// Only the two members the bridge needs, borrowed; everything else is
-/// skipped without being decoded.
+/// Only the members the bridge needs, borrowed; everything else is skipped
+/// without being decoded.
 #[derive(Deserialize)]
 struct Probe<'a> {
     #[serde(borrow, default)]
     id: Option<&'a RawValue>,
-    #[serde(default)]
-    method: Option<IgnoredAny>,
+    #[serde(borrow, default)]
+    method: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
 }
 
-/// The ids of the requests (`requests`) or responses in one frame.
-fn scan_ids(frame: &[u8], requests: bool, mut found: impl FnMut(Id)) {
+/// The messages of one frame that carry an id, with whether the frame was
+/// a batch.
+fn scan(frame: &[u8], mut found: impl FnMut(Id, Probe<'_>, bool)) {
     // A frame with no `"id"` member at all (a notification) is not parsed.
     if memchr::memmem::find(frame, b"\"id\"").is_none() {
         return;
     }
+    let first = frame.iter().find(|b| !b.is_ascii_whitespace());
+    let batch = first == Some(&b'[');
     let mut one = |p: Probe<'_>| {
-        if p.method.is_some() == requests
-            && let Some(id) = p.id.and_then(|raw| Id::from_json(raw.get()))
-        {
-            found(id);
+        if let Some(id) = p.id.and_then(|raw| Id::from_json(raw.get())) {
+            found(id, p, batch);
         }
     };
-    let first = frame.iter().find(|b| !b.is_ascii_whitespace());
-    if first == Some(&b'[') {
-        if let Ok(batch) = serde_json::from_slice::<Vec<Probe<'_>>>(frame) {
-            batch.into_iter().for_each(&mut one);
+    if batch {
+        if let Ok(all) = serde_json::from_slice::<Vec<Probe<'_>>>(frame) {
+            all.into_iter().for_each(&mut one);
         }
     } else if let Ok(p) = serde_json::from_slice::<Probe<'_>>(frame) {
         one(p);
     }
 }
 
-fn note_requests(frame: &[u8], shared: &Shared) {
-    let mut ids = Vec::new();
-    scan_ids(frame, true, |id| ids.push(id));
-    if !ids.is_empty() {
-        shared.ids().extend(ids);
+/// The host's requests (held until answered, and those that make its
+/// session kept for a replay) and its answers to the daemon's questions.
+fn note_from_host(frame: &[u8], shared: &Shared, noted: &mut Vec<Id>) {
+    scan(frame, |id, p, batch| {
+        let Some(method) = p.method else {
+            lock(&shared.asked).remove(&id);
+            return;
+        };
+        let params = p.params.map_or("{}", RawValue::get);
+        let held = if method == "subscriptions/listen" && !batch {
+            Held::Again(frame.to_vec())
+        } else {
+            Held::Fail
+        };
+        remember(&shared.replay, &id, &method, params);
+        noted.push(id.clone());
+        shared.ids().insert(id, held);
+    });
+}
+
+fn remember(replay: &Mutex<Replay>, id: &Id, method: &str, params: &str) {
+    let keep = |list: &mut Vec<String>| {
+        list.retain(|p| p != params);
+        list.push(params.to_owned());
+        if list.len() > MAX_REPLAYED {
+            list.remove(0);
+        }
+    };
+    #[derive(Deserialize)]
+    struct Uri {
+        uri: String,
+    }
+    let mut r = lock(replay);
+    match method {
+        "initialize" => r.initialize = Some((id.clone(), params.to_owned())),
+        "mcphost/session/configure" => keep(&mut r.configure),
+        "logging/setLevel" => keep(&mut r.levels),
+        "resources/subscribe" | "resources/unsubscribe" => {
+            let Ok(Uri { uri }) = serde_json::from_str(params) else {
+                return;
+            };
+            r.subscriptions.retain(|(u, _)| *u != uri);
+            if method == "resources/subscribe" {
+                r.subscriptions.push((uri, params.to_owned()));
+            }
+        }
+        _ => {}
     }
 }
 
-fn note_answers(frame: &[u8], shared: &Shared) {
-    // With nothing outstanding there is nothing to look for.
-    if shared.ids().is_empty() {
-        return;
-    }
-    scan_ids(frame, false, |id| {
-        shared.ids().remove(&id);
+/// The daemon's answers (the host's request is done) and its questions to
+/// the host (withdrawn if the daemon goes away before the host answers).
+fn note_from_daemon(frame: &[u8], shared: &Shared) {
+    scan(frame, |id, p, _| {
+        if p.method.is_some() {
+            lock(&shared.asked).insert(id);
+        } else {
+            shared.ids().remove(&id);
+        }
     });
 }
 
@@ -472,10 +848,12 @@ mod tests {
 
     #[test]
     fn ids_of_requests_and_of_answers_in_batches_too() {
-        let ids = |frame: &str, requests| {
+        let ids = |frame: &str, requests: bool| {
             let mut v = Vec::new();
-            scan_ids(frame.as_bytes(), requests, |id| {
-                v.push(id.as_json().to_owned())
+            scan(frame.as_bytes(), |id, p, _| {
+                if p.method.is_some() == requests {
+                    v.push(id.as_json().to_owned())
+                }
             });
             v
         };
@@ -486,5 +864,29 @@ mod tests {
         assert_eq!(ids(answer, false), ["7"]);
         assert!(ids(answer, true).is_empty());
         assert!(ids(r#"{"jsonrpc":"2.0","method":"notifications/x"}"#, true).is_empty());
+    }
+
+    #[test]
+    fn what_makes_a_session_is_kept_once_and_an_unsubscribe_forgets() {
+        let replay = Mutex::new(Replay::default());
+        let id = Id::from_json("1").unwrap();
+        remember(
+            &replay,
+            &id,
+            "initialize",
+            r#"{"protocolVersion":"2025-11-25"}"#,
+        );
+        for _ in 0..3 {
+            remember(&replay, &id, "logging/setLevel", r#"{"level":"debug"}"#);
+        }
+        remember(&replay, &id, "resources/subscribe", r#"{"uri":"a://1"}"#);
+        remember(&replay, &id, "resources/subscribe", r#"{"uri":"a://2"}"#);
+        remember(&replay, &id, "resources/unsubscribe", r#"{"uri":"a://1"}"#);
+        remember(&replay, &id, "tools/call", r#"{"name":"x"}"#);
+        let r = lock(&replay);
+        assert!(r.initialize.is_some());
+        assert_eq!(r.levels.len(), 1);
+        assert_eq!(r.subscriptions.len(), 1);
+        assert_eq!(r.subscriptions[0].0, "a://2");
     }
 }

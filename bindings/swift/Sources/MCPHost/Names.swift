@@ -94,6 +94,8 @@ extension MCPHost {
         public static let eventsDropped = MCPHOST_EVENT_EVENTS_DROPPED
         /// `notifications/mcphost/disconnected`
         public static let disconnected = MCPHOST_EVENT_DISCONNECTED
+        /// `notifications/mcphost/reconnected`
+        public static let reconnected = MCPHOST_EVENT_RECONNECTED
         /// `notifications/roots/list_changed`
         public static let rootsListChanged = MCPHOST_EVENT_ROOTS_LIST_CHANGED
         /// `notifications/mcphost/host_request_ended`: the server stopped waiting for a host request
