@@ -124,7 +124,8 @@ fn check_golden(path: &Path, got: &str) {
 /// config mcphost loads, with the sample's comments intact.
 fn golden(dialect: &str, extra: &[&str], vars: &[(&str, &str)]) -> Setup {
     let s = Setup::new(dialect);
-    let mut args = vec!["import", dialect];
+    // Secrets stay in the file: where they go by default is tested apart.
+    let mut args = vec!["import", dialect, "--plain-secrets"];
     args.extend_from_slice(extra);
     let r = s.run(&args, vars);
     assert_eq!(r.code, 0, "import {dialect} failed: {r:?}");
@@ -339,6 +340,27 @@ fn conflicts_are_named_and_skipped_and_duplicates_said() {
         text.contains(r#""cd-dup-name""#) && text.contains("theirs"),
         "{text}"
     );
+
+    // The config runs "theirs" now, as cd-dup-name: importing it again
+    // under its own name would run it twice.
+    let r = s.run(
+        &[
+            "--json",
+            "import",
+            "claude-desktop",
+            "--only",
+            "dup-name",
+            "--overwrite",
+        ],
+        &[],
+    );
+    assert_eq!(
+        actions(&r),
+        [("dup-name".to_owned(), "duplicate".to_owned())]
+    );
+    assert_eq!(r.json()["servers"][0]["sameAs"], "cd-dup-name");
+    let text = mcphost::config::edit::remove_server(&s.sb.read_config(), "cd-dup-name").unwrap();
+    s.sb.write_config(&text);
 
     // --overwrite replaces it.
     let r = s.run(
@@ -745,4 +767,224 @@ fn list_names_the_claude_code_project_section() {
         found[2]["path"],
         s.project.join(".mcp.json").display().to_string()
     );
+}
+
+impl Setup {
+    /// `mcphost --config CONFIG ARGS` in the project directory with the
+    /// environment a desktop app leaves a child: HOME and a bare PATH only.
+    fn run_stripped(&self, args: &[&str]) -> Run {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_mcphost"));
+        c.env_clear()
+            .env("HOME", &self.sb.home)
+            .env("PATH", "/usr/bin:/bin")
+            .env("MCPHOST_NO_AUTOSTART", "1")
+            .current_dir(&self.project)
+            .stdin(std::process::Stdio::null())
+            .arg("--config")
+            .arg(&self.sb.config)
+            .args(args);
+        let out = c.output().unwrap();
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    fn write_home(&self, rel: &str, text: &str) -> PathBuf {
+        let path = self.sb.home.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+}
+
+/// Item 8: an import run twice changes nothing the second time, also for a
+/// server the first run added disabled (its variable was unset).
+#[test]
+fn a_second_import_is_a_no_op_even_for_servers_it_added_disabled() {
+    let s = Setup::new("none");
+    s.write_home(
+        ".cursor/mcp.json",
+        r#"{ "mcpServers": {
+            "needs-var": { "command": "srv", "env": { "REGION": "${env:UNSET_REGION_VAR}" } },
+            "plain": { "command": "plain-server" }
+        } }"#,
+    );
+    let r = s.run_stripped(&["--json", "import", "cursor"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        actions(&r),
+        [
+            ("needs-var".to_owned(), "added-disabled".to_owned()),
+            ("plain".to_owned(), "added".to_owned()),
+        ]
+    );
+    let after = s.sb.read_config();
+    let r = s.run_stripped(&["--json", "import", "cursor"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        actions(&r),
+        [
+            ("needs-var".to_owned(), "duplicate".to_owned()),
+            ("plain".to_owned(), "duplicate".to_owned()),
+        ],
+        "{}",
+        r.stdout
+    );
+    assert_eq!(r.json()["written"], false);
+    assert_eq!(s.sb.read_config(), after);
+}
+
+/// Item 8: a server is the same server by what it runs, not by its name:
+/// under two names in two apps (and twice in one app) it is imported once.
+#[test]
+fn the_same_server_under_other_names_is_imported_once() {
+    let s = Setup::new("none");
+    s.write_home(
+        ".config/Claude/claude_desktop_config.json",
+        r#"{ "mcpServers": {
+            "filesystem": { "command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"] },
+            "fs-again": { "command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"] },
+            "fs-other-dir": { "command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/srv"] }
+        } }"#,
+    );
+    s.write_home(
+        ".cursor/mcp.json",
+        r#"{ "mcpServers": {
+            "files": { "command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"] },
+            "web": { "url": "https://example.com/mcp", "headers": { "X-Team": "a" } }
+        } }"#,
+    );
+    s.write_home(
+        ".codeium/windsurf/mcp_config.json",
+        r#"{ "mcpServers": {
+            "web-too": { "serverUrl": "https://example.com/mcp", "headers": { "X-Team": "a" } },
+            "web-b": { "serverUrl": "https://example.com/mcp", "headers": { "X-Team": "b" } }
+        } }"#,
+    );
+    let r = s.run_stripped(&["--json", "import", "claude-desktop"]);
+    assert_eq!(
+        actions(&r),
+        [
+            ("filesystem".to_owned(), "added".to_owned()),
+            ("fs-again".to_owned(), "duplicate".to_owned()),
+            ("fs-other-dir".to_owned(), "added".to_owned()),
+        ],
+        "{r:?}"
+    );
+    let v = r.json();
+    assert_eq!(v["servers"][1]["sameAs"], "filesystem", "{v:#}");
+    let r = s.run_stripped(&["import", "cursor"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains(
+            "duplicate files: the config already runs the same server as \"filesystem\"; skipped"
+        ),
+        "{r:?}"
+    );
+    let r = s.run_stripped(&["--json", "import", "windsurf"]);
+    assert_eq!(
+        actions(&r),
+        [
+            ("web-too".to_owned(), "duplicate".to_owned()),
+            ("web-b".to_owned(), "added".to_owned()),
+        ],
+        "{r:?}"
+    );
+    let cfg = s.sb.read_config();
+    for name in ["filesystem", "fs-other-dir", "web", "web-b"] {
+        assert!(
+            cfg.contains(&format!("\"{name}\"")),
+            "{name} missing:\n{cfg}"
+        );
+    }
+    for name in ["fs-again", "files", "web-too"] {
+        assert!(
+            !cfg.contains(&format!("\"{name}\"")),
+            "{name} imported twice:\n{cfg}"
+        );
+    }
+}
+
+/// Item 8: token-like values go to the keyring by default (planned under
+/// --dry-run, since the test machine has no keyring); without a keyring
+/// they stay in the file with a note and the import still succeeds;
+/// `--plain-secrets` keeps them there without a note.
+#[cfg(target_os = "linux")]
+#[test]
+fn secrets_go_to_the_keyring_by_default_and_plain_secrets_keeps_them() {
+    let s = Setup::new("none");
+    std::fs::create_dir_all(s.project.join(".vscode")).unwrap();
+    std::fs::write(
+        s.project.join(".vscode/mcp.json"),
+        r#"{
+          "inputs": [
+            { "type": "promptString", "id": "k", "description": "Key", "password": true },
+            { "type": "promptString", "id": "region", "description": "Region" }
+          ],
+          "servers": {
+            "svc": { "command": "svc", "args": ["--key", "${input:k}", "--region", "${input:region}"],
+                     "env": { "SVC_TOKEN": "t0ken", "LOG": "info" } },
+            "web": { "type": "http", "url": "https://example.com/mcp",
+                     "headers": { "Authorization": "Bearer abc", "X-Team": "a" } }
+          }
+        }"#,
+    )
+    .unwrap();
+    let inputs = ["--input", "k=s3cret", "--input", "region=eu"];
+    let mut args = vec!["--json", "import", "vscode", "--dry-run"];
+    args.extend_from_slice(&inputs);
+    let r = s.run_stripped(&args);
+    assert_eq!(r.code, 0, "{r:?}");
+    let v = r.json();
+    let notes = |i: usize| v["servers"][i]["notes"].to_string();
+    assert!(
+        notes(0).contains(
+            "input k: its value (a password) goes to the OS keyring, read back as ${keyring:svc/k}"
+        ),
+        "{v:#}"
+    );
+    assert!(
+        notes(0).contains(
+            "env.SVC_TOKEN: its value goes to the OS keyring, read back as ${keyring:svc/SVC_TOKEN}"
+        ),
+        "{v:#}"
+    );
+    assert!(
+        !notes(0).contains("region") && !notes(0).contains("LOG"),
+        "{v:#}"
+    );
+    assert!(
+        notes(1).contains("headers.Authorization: its value goes to the OS keyring"),
+        "{v:#}"
+    );
+    assert!(!notes(1).contains("X-Team"), "{v:#}");
+
+    // No keyring: the import goes on, the secrets in the file, said once per server.
+    let mut args = vec!["import", "vscode"];
+    args.extend_from_slice(&inputs);
+    let r = s.run_stripped(&args);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout
+            .contains("note: its secrets stay in the config file: the OS keyring did not answer"),
+        "{r:?}"
+    );
+    let cfg = s.sb.read_config();
+    assert!(
+        cfg.contains("s3cret") && cfg.contains("t0ken") && !cfg.contains("${keyring:"),
+        "{cfg}"
+    );
+
+    // --plain-secrets: no keyring asked, nothing said.
+    let s = Setup::new("none");
+    s.write_home(
+        ".cursor/mcp.json",
+        r#"{ "mcpServers": { "svc": { "command": "svc", "env": { "SVC_TOKEN": "t0ken" } } } }"#,
+    );
+    let r = s.run_stripped(&["import", "cursor", "--plain-secrets"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!r.stdout.contains("keyring"), "{r:?}");
+    assert!(s.sb.read_config().contains("t0ken"));
 }

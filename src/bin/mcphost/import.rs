@@ -48,8 +48,14 @@ pub struct ImportArgs {
     /// A VS Code input's value, instead of asking (repeatable).
     #[arg(long = "input", value_name = "ID=VALUE")]
     inputs: Vec<String>,
-    /// Put secret-looking env values (…_TOKEN, …_KEY, …) in the OS keyring
-    /// and write `${keyring:SERVER/VAR}` in their place.
+    /// Keep secret-looking values (…_TOKEN and …_KEY env values,
+    /// Authorization headers, VS Code password inputs) in the config file.
+    /// By default they go to the OS keyring, `${keyring:SERVER/NAME}` in
+    /// their place, or stay in the file with a note when it does not answer.
+    #[arg(long, conflicts_with = "move_secrets")]
+    plain_secrets: bool,
+    /// As the default, but a keyring that does not answer stops the import
+    /// with nothing written.
     #[arg(long)]
     move_secrets: bool,
 }
@@ -139,10 +145,16 @@ pub async fn run(args: ImportArgs, config: Option<PathBuf>, out: &Out) -> Result
             );
         }
     }
-    fill_inputs(&mut picked, &args.inputs)?;
-    if args.move_secrets {
-        move_secrets(&mut picked, args.dry_run)?;
-    }
+    let passwords = fill_inputs(&mut picked, &args.inputs)?;
+    let mut secrets = Secrets {
+        plain: args.plain_secrets,
+        strict: args.move_secrets,
+        dry_run: args.dry_run,
+        passwords,
+        keyring_down: None,
+        error: None,
+        notes: BTreeMap::new(),
+    };
 
     // Into our config.
     let location = mcphost::config::location::resolve_config_path(config)?;
@@ -162,11 +174,11 @@ pub async fn run(args: ImportArgs, config: Option<PathBuf>, out: &Out) -> Result
             }
         };
         // Secrets a dry run would move are not stored: count them as there.
-        let dry_env = |name: &str| match name.strip_prefix("keyring:") {
-            Some(_) if args.move_secrets => Some(String::new()),
-            _ => env(name),
-        };
-        import::merge(&text, &location.path, &servers, &opts, &dry_env)?
+        let dry_env =
+            |name: &str| env(name).or_else(|| name.starts_with("keyring:").then(String::new));
+        import::merge(&text, &location.path, &servers, &opts, &dry_env, &mut |s| {
+            secrets.prepare(s)
+        })?
     } else {
         // A config named by --config or MCPHOST_CONFIG that does not exist
         // yet is created, as at the default place.
@@ -178,15 +190,30 @@ pub async fn run(args: ImportArgs, config: Option<PathBuf>, out: &Out) -> Result
         let mut report = None;
         let edited = store
             .edit_text(|text| {
-                let r = import::merge(text, &location.path, &servers, &opts, &env)?;
+                let r = import::merge(text, &location.path, &servers, &opts, &env, &mut |s| {
+                    secrets.prepare(s)
+                })?;
+                if let Some(reason) = &secrets.error {
+                    return Err(mcphost::config::ConfigError::Edit {
+                        reason: reason.clone(),
+                    });
+                }
                 let new_text = r.text.clone();
                 report = Some(r);
                 Ok(new_text)
             })
             .await;
+        if let Some(reason) = secrets.error.take() {
+            bail!("{reason}");
+        }
         edited?;
         report.context("the merge did not run")?
     };
+    for (s, _) in picked.iter_mut() {
+        if let Some(notes) = secrets.notes.get(&s.name) {
+            s.notes.extend(notes.iter().cloned());
+        }
+    }
     show_report(
         &report,
         &picked,
@@ -200,8 +227,13 @@ pub async fn run(args: ImportArgs, config: Option<PathBuf>, out: &Out) -> Result
 }
 
 /// Puts each VS Code `${input:ID}` value in: from `--input`, else asked once
-/// on the terminal, else an error naming the input.
-fn fill_inputs(picked: &mut [(Imported, &Found)], given: &[String]) -> Result<()> {
+/// on the terminal, else an error naming the input. Returns, by server, the
+/// ids and values of the password inputs it was given.
+fn fill_inputs(
+    picked: &mut [(Imported, &Found)],
+    given: &[String],
+) -> Result<BTreeMap<String, Vec<(String, String)>>> {
+    let mut passwords: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
     let mut values: BTreeMap<String, String> = BTreeMap::new();
     for kv in given {
         let (k, v) = kv
@@ -229,36 +261,83 @@ fn fill_inputs(picked: &mut [(Imported, &Found)], given: &[String]) -> Result<()
             let value = ask(&id, input)?;
             values.insert(id, value);
         }
+        for id in &server.inputs {
+            let password = found.inputs.iter().any(|i| &i.id == id && i.password);
+            if let (true, Some(v)) = (password, values.get(id)) {
+                passwords
+                    .entry(server.name.clone())
+                    .or_default()
+                    .push((id.clone(), v.clone()));
+            }
+        }
         let missing = server.fill_inputs(&|id| values.get(id).cloned());
         if let Some(id) = missing.first() {
             bail!("server {:?}: input {id:?} has no value", server.name);
         }
     }
-    Ok(())
+    Ok(passwords)
 }
 
-/// `--move-secrets`: each secret-looking env value into the OS keyring
-/// (nothing stored with --dry-run; the notes say what would move). The
-/// keyring is stored to before the config is written: a failure stops the
-/// import with nothing written.
-fn move_secrets(picked: &mut [(Imported, &Found)], dry_run: bool) -> Result<()> {
-    for (server, _) in picked.iter_mut() {
-        let mut store = |name: &str, value: &str| {
-            if dry_run {
-                Ok(())
-            } else {
-                mcphost::auth::store::store_config_secret(name, value)
-            }
+/// Where an imported server's secrets go (see [`Imported::move_secrets`]):
+/// the OS keyring unless `--plain-secrets`. Asked for each server the merge
+/// writes, so a duplicate stores nothing. The keyring is stored to before
+/// the config is written; with --dry-run nothing is stored.
+struct Secrets {
+    plain: bool,
+    /// `--move-secrets`: a keyring that does not answer is an error.
+    strict: bool,
+    dry_run: bool,
+    /// By server: its password inputs' ids and values.
+    passwords: BTreeMap<String, Vec<(String, String)>>,
+    /// Why the keyring did not answer, once it has not: not asked again.
+    keyring_down: Option<String>,
+    /// The error that stops the import (`strict`).
+    error: Option<String>,
+    /// By server: what was done with its secrets, for the report.
+    notes: BTreeMap<String, Vec<String>>,
+}
+
+impl Secrets {
+    fn prepare(&mut self, server: &mut Imported) {
+        if self.plain || self.error.is_some() {
+            return;
+        }
+        let inputs = self
+            .passwords
+            .get(&server.name)
+            .cloned()
+            .unwrap_or_default();
+        let noted = server.notes.len();
+        let dry_run = self.dry_run;
+        let down = self.keyring_down.clone();
+        let mut store = |name: &str, value: &str| match &down {
+            Some(reason) => Err(reason.clone()),
+            None if dry_run => Ok(()),
+            None => mcphost::auth::store::store_config_secret(name, value),
         };
-        server.move_secrets(&mut store).map_err(|reason| {
-            anyhow::anyhow!(
-                "--move-secrets: cannot store the secrets of server {:?} in the OS keyring: {reason}; \
-                 the config was not changed (import without --move-secrets to keep them in env)",
-                server.name
-            )
-        })?;
+        if let Err(reason) = server.move_secrets(&inputs, &mut store) {
+            if self.strict {
+                self.error = Some(format!(
+                    "--move-secrets: cannot store the secrets of server {:?} in the OS keyring: {reason}; \
+                     the config was not changed (import without --move-secrets to keep them in the file)",
+                    server.name
+                ));
+                return;
+            }
+            server.notes.push(format!(
+                "its secrets stay in the config file: the OS keyring did not answer ({reason}); \
+                 --plain-secrets keeps them there without asking it"
+            ));
+            self.keyring_down = Some(reason);
+        }
+        let new: Vec<String> = server.notes.get(noted..).unwrap_or_default().to_vec();
+        if !new.is_empty() {
+            self.notes
+                .entry(server.name.clone())
+                .or_default()
+                .extend(new);
+        }
     }
-    Ok(())
 }
 
 fn ask(id: &str, input: Option<&Input>) -> Result<String> {
@@ -451,6 +530,7 @@ fn show_report(
                     "transport": s.map(|s| s.transport.name()),
                     "action": r.action,
                     "reason": r.reason,
+                    "sameAs": r.same_as,
                     "dropped": s.map(|s| s.dropped.clone()).unwrap_or_default(),
                     "notes": s.map(|s| s.notes.clone()).unwrap_or_default(),
                 })
@@ -499,10 +579,16 @@ fn show_report(
                 r.from,
                 r.reason.as_deref().unwrap_or("")
             ),
-            Action::Duplicate => outln!(
-                "duplicate {}: the config already has this entry; skipped",
-                r.name
-            ),
+            Action::Duplicate => match &r.same_as {
+                Some(other) if *other != r.name => outln!(
+                    "duplicate {}: the config already runs the same server as {other:?}; skipped",
+                    r.from
+                ),
+                _ => outln!(
+                    "duplicate {}: the config already has this entry; skipped",
+                    r.name
+                ),
+            },
             Action::Conflict => outln!(
                 "conflict {}: {}; skipped{}",
                 r.name,
