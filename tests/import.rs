@@ -988,3 +988,221 @@ fn secrets_go_to_the_keyring_by_default_and_plain_secrets_keeps_them() {
     assert!(!r.stdout.contains("keyring"), "{r:?}");
     assert!(s.sb.read_config().contains("t0ken"));
 }
+
+/// The app's servers object in its config file (JSONC).
+fn app_servers(path: &Path, at: &[&str]) -> serde_json::Map<String, Value> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let opts = jsonc_parser::ParseOptions {
+        allow_comments: true,
+        allow_trailing_commas: true,
+        ..Default::default()
+    };
+    let ast = jsonc_parser::parse_to_ast(&text, &Default::default(), &opts).unwrap();
+    fn conv(v: &jsonc_parser::ast::Value) -> Value {
+        use jsonc_parser::ast::Value as A;
+        match v {
+            A::StringLit(s) => Value::String(s.value.to_string()),
+            A::NumberLit(n) => serde_json::from_str(n.value).unwrap(),
+            A::BooleanLit(b) => Value::Bool(b.value),
+            A::NullKeyword(_) => Value::Null,
+            A::Array(a) => Value::Array(a.elements.iter().map(conv).collect()),
+            A::Object(o) => Value::Object(
+                o.properties
+                    .iter()
+                    .map(|p| (p.name.as_str().to_owned(), conv(&p.value)))
+                    .collect(),
+            ),
+        }
+    }
+    let v = conv(ast.value.as_ref().unwrap());
+    let mut cur = &v;
+    for k in at {
+        cur = &cur[*k];
+    }
+    cur.as_object().cloned().unwrap_or_default()
+}
+
+/// Item 7: `import cursor --consolidate` leaves Cursor one `mcphost` entry
+/// (the user's file; the project's loses its servers), with a backup beside
+/// each file and every comment and other setting kept; a second run changes
+/// nothing and does not import the bridge; `--restore` puts the files back.
+#[test]
+fn consolidate_rewrites_the_app_config_and_restore_puts_it_back() {
+    let s = Setup::new("none");
+    let user = s.write_home(
+        ".cursor/mcp.json",
+        "{\n  // Cursor's own comment\n  \"someSetting\": true,\n  \"mcpServers\": {\n    /* files */\n    \"files\": { \"command\": \"npx\", \"args\": [\"-y\", \"server-filesystem\", \"/tmp\"] },\n    \"web\": { \"url\": \"https://example.com/mcp\" } // trailing\n  }\n}\n",
+    );
+    std::fs::create_dir_all(s.project.join(".cursor")).unwrap();
+    let project = s.project.join(".cursor/mcp.json");
+    let project_text = "{ \"mcpServers\": { \"proj\": { \"command\": \"proj-server\" } } }\n";
+    std::fs::write(&project, project_text).unwrap();
+    let user_text = std::fs::read_to_string(&user).unwrap();
+
+    let r = s.run_stripped(&["import", "cursor", "--consolidate"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout
+            .contains("restart Cursor so it reads its new config"),
+        "{r:?}"
+    );
+    assert!(
+        r.stdout.contains(&format!("consolidated {}: files, web replaced by one \"mcphost\" entry; backup {}.mcphost-backup-", user.display(), user.display())),
+        "{r:?}"
+    );
+    let servers = app_servers(&user, &["mcpServers"]);
+    assert_eq!(
+        servers.keys().collect::<Vec<_>>(),
+        ["mcphost"],
+        "{servers:?}"
+    );
+    let bridge = &servers["mcphost"];
+    assert!(
+        Path::new(bridge["command"].as_str().unwrap()).is_absolute(),
+        "{bridge}"
+    );
+    assert_eq!(
+        bridge["args"],
+        serde_json::json!(["--config", s.sb.config.display().to_string(), "bridge"])
+    );
+    let text = std::fs::read_to_string(&user).unwrap();
+    assert!(
+        text.contains("// Cursor's own comment") && text.contains("\"someSetting\": true"),
+        "{text}"
+    );
+    assert!(app_servers(&project, &["mcpServers"]).is_empty());
+    let backups = |p: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(p.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|b| {
+                b.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("mcp.json.mcphost-backup-")
+            })
+            .collect()
+    };
+    let ub = backups(&user);
+    assert_eq!(ub.len(), 1, "{ub:?}");
+    assert_eq!(std::fs::read_to_string(&ub[0]).unwrap(), user_text);
+    assert_eq!(
+        std::fs::read_to_string(&backups(&project)[0]).unwrap(),
+        project_text
+    );
+    let cfg = s.sb.read_config();
+    for name in ["files", "web", "proj"] {
+        assert!(
+            cfg.contains(&format!("\"{name}\"")),
+            "{name} not imported:\n{cfg}"
+        );
+    }
+
+    // Again: the bridge is not imported, nothing is rewritten.
+    let r = s.run_stripped(&["import", "cursor", "--consolidate"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        !s.sb.read_config().contains("\"mcphost\""),
+        "the bridge was imported"
+    );
+    assert!(!r.stdout.contains("consolidated"), "{r:?}");
+    assert_eq!(backups(&user).len(), 1);
+
+    let r = s.run_stripped(&["import", "--restore", "cursor"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("restart Cursor"), "{r:?}");
+    assert_eq!(std::fs::read_to_string(&user).unwrap(), user_text);
+    assert_eq!(std::fs::read_to_string(&project).unwrap(), project_text);
+    assert!(backups(&user).is_empty());
+    let r = s.run_stripped(&["import", "--restore", "cursor"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("no backup of a cursor config to restore"),
+        "{r:?}"
+    );
+}
+
+/// Item 7, each dialect's shape: VS Code's `servers` (its `inputs` kept),
+/// Zed's `context_servers` in its settings, Claude Code's user and project
+/// sections of ~/.claude.json; a server that could not be imported stays
+/// in the app; YAML (Goose) is refused with the entry to add by hand.
+#[test]
+fn consolidate_speaks_each_apps_dialect() {
+    let s = Setup::new("none");
+    std::fs::create_dir_all(s.project.join(".vscode")).unwrap();
+    let vscode = s.project.join(".vscode/mcp.json");
+    std::fs::write(
+        &vscode,
+        r#"{
+  "inputs": [{ "type": "promptString", "id": "k", "password": true }],
+  // mine
+  "servers": { "svc": { "type": "stdio", "command": "svc", "args": ["${input:k}"] } }
+}"#,
+    )
+    .unwrap();
+    let r = s.run_stripped(&["import", "vscode", "--consolidate", "--input", "k=v"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let servers = app_servers(&vscode, &["servers"]);
+    assert_eq!(servers.keys().collect::<Vec<_>>(), ["mcphost"]);
+    assert_eq!(servers["mcphost"]["type"], "stdio");
+    let text = std::fs::read_to_string(&vscode).unwrap();
+    assert!(
+        text.contains("// mine") && text.contains("\"inputs\""),
+        "{text}"
+    );
+
+    let zed = s.write_home(
+        ".config/zed/settings.json",
+        "// Zed settings\n{\n  \"theme\": \"One Dark\",\n  \"context_servers\": {\n    \"ctx\": { \"command\": \"ctx-server\", \"args\": [] },\n    \"ext\": { \"source\": \"extension\", \"settings\": {} }\n  }\n}\n",
+    );
+    let r = s.run_stripped(&["import", "zed", "--consolidate"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let servers = app_servers(&zed, &["context_servers"]);
+    assert_eq!(
+        servers.keys().collect::<Vec<_>>(),
+        ["ext", "mcphost"],
+        "{servers:?}"
+    );
+    assert_eq!(servers["mcphost"]["source"], "custom");
+    assert!(
+        std::fs::read_to_string(&zed)
+            .unwrap()
+            .contains("\"theme\": \"One Dark\"")
+    );
+
+    let dir = s.project.display().to_string();
+    let claude = s.write_home(
+        ".claude.json",
+        &serde_json::json!({
+            "numStartups": 3,
+            "mcpServers": { "u": { "command": "user-server" } },
+            "projects": { dir.clone(): { "allowedTools": [], "mcpServers": { "p": { "command": "project-server" } } } }
+        })
+        .to_string(),
+    );
+    let r = s.run_stripped(&["import", "claude-code", "--consolidate"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        app_servers(&claude, &["mcpServers"])
+            .keys()
+            .collect::<Vec<_>>(),
+        ["mcphost"]
+    );
+    assert!(app_servers(&claude, &["projects", &dir, "mcpServers"]).is_empty());
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&claude).unwrap()).unwrap();
+    assert_eq!(v["numStartups"], 3);
+    assert_eq!(v["projects"][&dir]["allowedTools"], serde_json::json!([]));
+
+    let goose = s.write_home(
+        ".config/goose/config.yaml",
+        "# mine\nextensions:\n  g:\n    type: stdio\n    cmd: g-server\n    enabled: true\n",
+    );
+    let before = std::fs::read_to_string(&goose).unwrap();
+    let r = s.run_stripped(&["import", "goose", "--consolidate"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stdout.contains("cannot be rewritten") && r.stdout.contains(" bridge"),
+        "{r:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&goose).unwrap(), before);
+}

@@ -13,6 +13,7 @@
 //! - `yaml.rs`: Goose, Continue and mark3labs/mcphost.
 //! - `vars.rs`: each dialect's `${…}` references, rewritten into ours.
 
+mod consolidate;
 mod json;
 mod merge;
 pub mod paths;
@@ -28,6 +29,9 @@ use std::str::FromStr;
 use indexmap::IndexMap;
 use serde::Serialize;
 
+pub use consolidate::{
+    BRIDGE_NAME, Rewritten, backup_path, backups, bridge_entry, is_bridge, rewrite,
+};
 pub use merge::{Action, MergeOptions, MergeReport, Merged, merge, runs};
 pub use paths::{Places, Platform};
 
@@ -113,6 +117,10 @@ pub struct Found {
     pub problems: Vec<Problem>,
     /// VS Code's `inputs`, for the servers' `${input:ID}`.
     pub inputs: Vec<Input>,
+    /// The keys from the top of the file to the object that holds the
+    /// servers (`["mcpServers"]`, `["mcp", "servers"]`, …), for rewriting
+    /// it; empty for a file we cannot rewrite (YAML).
+    pub servers_at: Vec<String>,
 }
 
 impl Found {
@@ -124,6 +132,7 @@ impl Found {
             servers: Vec::new(),
             problems: Vec::new(),
             inputs: Vec::new(),
+            servers_at: Vec::new(),
         }
     }
 
