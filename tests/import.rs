@@ -773,8 +773,13 @@ impl Setup {
     /// `mcphost --config CONFIG ARGS` in the project directory with the
     /// environment a desktop app leaves a child: HOME and a bare PATH only.
     fn run_stripped(&self, args: &[&str]) -> Run {
+        self.run_stripped_with(args, &[])
+    }
+
+    fn run_stripped_with(&self, args: &[&str], vars: &[(&str, &str)]) -> Run {
         let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_mcphost"));
         c.env_clear()
+            .envs(vars.iter().copied())
             .env("HOME", &self.sb.home)
             .env("PATH", "/usr/bin:/bin")
             .env("MCPHOST_NO_AUTOSTART", "1")
@@ -1205,4 +1210,74 @@ fn consolidate_speaks_each_apps_dialect() {
         "{r:?}"
     );
     assert_eq!(std::fs::read_to_string(&goose).unwrap(), before);
+}
+
+/// Item 7, end to end: the entry `--consolidate` writes, started the way the
+/// app starts it (HOME and a bare PATH only), serves the imported server's
+/// tools through the daemon.
+#[test]
+fn the_consolidated_entry_serves_the_imported_tools() {
+    use std::io::{BufRead, BufReader, Write};
+    let s = Setup::new("none");
+    let user = s.write_home(
+        ".cursor/mcp.json",
+        &format!(
+            r#"{{ "mcpServers": {{ "ts2": {{ "command": {}, "args": ["--tools", "2"] }} }} }}"#,
+            js(common::TESTSERVER)
+        ),
+    );
+    let socket = s.sb.socket.display().to_string();
+    let r = s.run_stripped_with(
+        &["import", "cursor", "--consolidate"],
+        &[("MCPHOST_SOCKET", &socket)],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let entry = app_servers(&user, &["mcpServers"])["mcphost"].clone();
+    let text = mcphost::config::edit::remove_server(&s.sb.read_config(), "ts").unwrap();
+    let home = s.sb.home.clone();
+    let d = Daemon::start_in(s.sb, &text);
+    d.wait_ready(&["ts2"], Duration::from_secs(60));
+
+    let args: Vec<String> = entry["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect();
+    let mut child = std::process::Command::new(entry["command"].as_str().unwrap())
+        .args(&args)
+        .env_clear()
+        .env("HOME", &home)
+        .env("PATH", "/usr/bin:/bin")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"app","version":"0"}}}}}}"#
+    )
+    .unwrap();
+    let init: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(init["result"]["serverInfo"]["name"], "mcphost", "{init}");
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/list"}}"#).unwrap();
+    // Read as text: the test server's schemas hold numbers serde_json refuses.
+    let list = loop {
+        let line = lines.next().unwrap().unwrap();
+        if line.contains(r#""id":2"#) {
+            break line;
+        }
+    };
+    assert!(list.contains(r#""name":"ts2"#), "{list}");
+    drop(stdin);
+    child.wait().unwrap();
+    drop(d);
 }
