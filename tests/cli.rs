@@ -596,3 +596,28 @@ fn servers_wait_names_the_servers_still_starting_at_its_limit() {
     );
     assert!(!r.stderr.contains("fine,"), "{r:?}");
 }
+
+/// Item 10: `tools/resources/prompts --server NAME` with a name the daemon
+/// does not have is an error naming the ones it has (JSON under --json),
+/// not an empty table.
+#[test]
+fn a_server_filter_naming_no_server_is_an_error_listing_the_names() {
+    let d = Daemon::start(&ts_config(&["--tools", "1"]));
+    d.wait_ready(&["ts"], Duration::from_secs(15));
+    for cmd in ["tools", "resources", "prompts"] {
+        let r = d.run(&[cmd, "--server", "tss"]);
+        assert_eq!(r.code, 2, "{cmd}: {r:?}");
+        assert!(
+            r.stderr
+                .contains("no server \"tss\" (did you mean \"ts\"?); the servers are: ts"),
+            "{cmd}: {r:?}"
+        );
+        assert!(r.stdout.is_empty(), "{cmd}: {r:?}");
+    }
+    let r = d.run(&["--json", "tools", "--server", "nosuch"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    let e = r.stderr_json();
+    assert!(e.to_string().contains("no server \\\"nosuch\\\""), "{e}");
+    let r = d.run(&["tools", "--server", "ts"]);
+    assert_eq!(r.code, 0, "{r:?}");
+}

@@ -293,6 +293,29 @@ impl Backend {
             .unwrap_or_else(|| mcphost::config::Namespacing::default().separator)
     }
 
+    /// An error unless `name` is a server the daemon has (the names it has,
+    /// and the one meant when it looks like a typo).
+    pub async fn check_server(&self, name: &str) -> Result<()> {
+        let list = self.request("mcphost/servers/list", None).await?;
+        let names: Vec<&str> = list
+            .as_array()
+            .map(|a| a.iter().filter_map(|s| s["name"].as_str()).collect())
+            .unwrap_or_default();
+        if names.contains(&name) {
+            return Ok(());
+        }
+        let meant = mcphost::config::did_you_mean(name, &names)
+            .map(|m| format!(" (did you mean {m:?}?)"))
+            .unwrap_or_default();
+        if names.is_empty() {
+            bail!("no server {name:?}{meant}; the config has none");
+        }
+        bail!(
+            "no server {name:?}{meant}; the servers are: {}",
+            names.join(", ")
+        )
+    }
+
     /// Servers that are neither ready nor disabled, with why.
     async fn servers_down(&self) -> Result<Vec<(String, String)>> {
         let list = self.request("mcphost/servers/list", None).await?;
