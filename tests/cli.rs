@@ -621,3 +621,23 @@ fn a_server_filter_naming_no_server_is_an_error_listing_the_names() {
     let r = d.run(&["tools", "--server", "ts"]);
     assert_eq!(r.code, 0, "{r:?}");
 }
+
+/// Item 10: an edit of a config that no longer parses (broken after the
+/// daemon loaded it) names the file and line, not `<text>:LINE:COL`.
+#[test]
+fn an_edit_of_a_broken_config_names_the_file_and_line() {
+    let d = Daemon::start(&ts_config(&["--tools", "1"]));
+    d.wait_ready(&["ts"], Duration::from_secs(15));
+    std::fs::write(
+        &d.config,
+        "{\n  \"mcpServers\": {\n    \"ts\": { \"command\": \"x\" ,, }\n  }\n}\n",
+    )
+    .unwrap();
+    let r = d.run(&["servers", "add", "new", "--", "echo"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(!r.stderr.contains("<text>"), "{r:?}");
+    assert!(
+        r.stderr.contains(&format!("{}:3:", d.config.display())),
+        "{r:?}"
+    );
+}

@@ -37,13 +37,18 @@ pub fn params(v: Value) -> Result<Box<RawValue>> {
     Ok(to_raw(&v)?)
 }
 
-/// A JSON-RPC error from the daemon or the engine, shown as itself.
+/// A JSON-RPC error from the daemon or the engine: its message and data
+/// for people (the numeric code is for programs: `--json` has it).
 #[derive(Debug)]
 pub struct RpcFailure(pub ErrorObject);
 
 impl std::fmt::Display for RpcFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)
+        write!(f, "{}", self.0.message)?;
+        if let Some(d) = &self.0.data {
+            write!(f, " ({})", d.get())?;
+        }
+        Ok(())
     }
 }
 impl std::error::Error for RpcFailure {}

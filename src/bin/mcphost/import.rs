@@ -385,7 +385,7 @@ impl Consolidation<'_> {
                     &names,
                     bridge_here.then_some(bridge.as_str()),
                 )
-                .with_context(|| format!("{}: cannot rewrite it", path.display()))?;
+                .map_err(|e| e.with_path(path))?;
                 bridge_here = false;
                 text = r.text;
                 removed.extend(r.removed);
