@@ -641,3 +641,31 @@ fn an_edit_of_a_broken_config_names_the_file_and_line() {
         "{r:?}"
     );
 }
+
+/// Item 11: a usage error under --json is one JSON object on stderr (exit
+/// 2), wherever --json is; --help still prints help.
+#[test]
+fn usage_errors_under_json_are_json() {
+    let sb = Sandbox::new();
+    for args in [
+        &["--json", "tools", "--nosuch-flag"][..],
+        &["tools", "--json", "--server"][..],
+        &["--json", "nosuchcommand"][..],
+    ] {
+        let r = sb.run(args);
+        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        let e = r.stderr_json();
+        assert_eq!(e["error"]["kind"], "usage", "{args:?}: {e}");
+        assert!(e["error"]["message"].as_str().unwrap().len() > 5, "{e}");
+        assert!(
+            e["error"]["usage"].as_str().unwrap().contains("mcphost"),
+            "{e}"
+        );
+    }
+    let r = sb.run(&["--json", "tools", "--help"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("Usage:"), "{r:?}");
+    let r = sb.run(&["tools", "--nosuch-flag"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.starts_with("error:"), "{r:?}");
+}

@@ -395,7 +395,7 @@ impl std::error::Error for Exit {}
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli: Cli = output::parse_args();
     init_tracing(
         cli.verbose,
         matches!(cli.command, Command::Daemon { .. }),
