@@ -438,33 +438,6 @@ impl Out {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_url_elicitation_error_shows_each_url_with_its_domain() {
-        let mut e = mcphost::protocol::ErrorObject::new(-32042, "authorization required");
-        e.data = Some(
-            mcphost::protocol::RawValue::from_string(
-                r#"{"elicitations":[{"mode":"url","elicitationId":"e1","url":"https://xn--80ak6aa92e.com/auth?x=1","message":"Sign in"}]}"#
-                    .to_owned(),
-            )
-            .unwrap(),
-        );
-        let lines = url_elicitations(&e);
-        assert_eq!(lines.len(), 2, "{lines:?}");
-        assert!(
-            lines[1].contains("https://xn--80ak6aa92e.com/auth?x=1"),
-            "{lines:?}"
-        );
-        assert!(lines[1].contains("domain: xn--80ak6aa92e.com"), "{lines:?}");
-        assert!(lines[1].contains("Sign in"), "{lines:?}");
-        e.data = None;
-        assert!(url_elicitations(&e).is_empty());
-    }
-}
-
 /// The command line parsed; on a usage error under `--json` (anywhere in
 /// it), the error is one JSON object on stderr, `{"error": {"kind":
 /// "usage", "message", "usage"}}`, exit 2. Help and version print as usual.
@@ -505,5 +478,32 @@ pub fn parse_args<C: clap::Parser>() -> C {
             );
             std::process::exit(2);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_elicitation_error_shows_each_url_with_its_domain() {
+        let mut e = mcphost::protocol::ErrorObject::new(-32042, "authorization required");
+        e.data = Some(
+            mcphost::protocol::RawValue::from_string(
+                r#"{"elicitations":[{"mode":"url","elicitationId":"e1","url":"https://xn--80ak6aa92e.com/auth?x=1","message":"Sign in"}]}"#
+                    .to_owned(),
+            )
+            .unwrap(),
+        );
+        let lines = url_elicitations(&e);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(
+            lines[1].contains("https://xn--80ak6aa92e.com/auth?x=1"),
+            "{lines:?}"
+        );
+        assert!(lines[1].contains("domain: xn--80ak6aa92e.com"), "{lines:?}");
+        assert!(lines[1].contains("Sign in"), "{lines:?}");
+        e.data = None;
+        assert!(url_elicitations(&e).is_empty());
     }
 }
