@@ -669,3 +669,35 @@ fn usage_errors_under_json_are_json() {
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.starts_with("error:"), "{r:?}");
 }
+
+/// Item 11: global options are grouped apart in every command's help, and
+/// `import` shows examples.
+#[test]
+fn help_groups_global_options_and_import_shows_examples() {
+    let sb = Sandbox::new();
+    for args in [
+        &["--help"][..],
+        &["tools", "--help"][..],
+        &["import", "--help"][..],
+    ] {
+        let r = sb.run(args);
+        assert_eq!(r.code, 0, "{r:?}");
+        let (own, global) = r
+            .stdout
+            .split_once("Global options:")
+            .unwrap_or_else(|| panic!("{args:?}: {}", r.stdout));
+        assert!(
+            global.contains("--config <PATH>") && !own.contains("--config <PATH>"),
+            "{args:?}: {}",
+            r.stdout
+        );
+    }
+    let r = sb.run(&["import", "--help"]);
+    assert!(
+        r.stdout.contains("Examples:")
+            && r.stdout
+                .contains("mcphost import claude-desktop --consolidate"),
+        "{}",
+        r.stdout
+    );
+}

@@ -15,6 +15,12 @@ use serde_json::{Value, json};
 use crate::output::Out;
 
 #[derive(clap::Args)]
+#[command(after_help = "Examples:
+  mcphost import --list                        what each app has configured, and where
+  mcphost import claude-desktop --dry-run      what would be added
+  mcphost import claude-desktop --consolidate  import, then leave the app one \"mcphost\" entry
+  mcphost import --restore claude-desktop      put the app's config back from the backup
+  mcphost import vscode --input key=VALUE      a VS Code input given instead of asked")]
 pub struct ImportArgs {
     /// Where to import from: claude-desktop, claude-code, vscode, cursor,
     /// windsurf, zed, goose, continue or mark3labs.

@@ -60,7 +60,8 @@ use output::Out;
 #[command(
     name = "mcphost",
     version,
-    about = "The host side of the Model Context Protocol"
+    about = "The host side of the Model Context Protocol",
+    next_help_heading = "Global options"
 )]
 struct Cli {
     /// Daemon socket [env: MCPHOST_SOCKET; default: $XDG_RUNTIME_DIR/mcphost/mcphost.sock].
