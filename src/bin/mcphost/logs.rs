@@ -188,7 +188,7 @@ pub async fn follow(b: &Backend, name: Option<&str>, out: &Out) -> Result<()> {
     let last_state: std::cell::RefCell<std::collections::HashMap<String, Value>> =
         Default::default();
     let show = |line: Line| {
-        if !line.server().is_none_or(|s| name.is_none_or(|n| n == s)) {
+        if line.server().is_some_and(|s| name.is_some_and(|n| n != s)) {
             return;
         }
         if let Line::State { server, status } = &line {
