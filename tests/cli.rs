@@ -596,3 +596,108 @@ fn servers_wait_names_the_servers_still_starting_at_its_limit() {
     );
     assert!(!r.stderr.contains("fine,"), "{r:?}");
 }
+
+/// Item 10: `tools/resources/prompts --server NAME` with a name the daemon
+/// does not have is an error naming the ones it has (JSON under --json),
+/// not an empty table.
+#[test]
+fn a_server_filter_naming_no_server_is_an_error_listing_the_names() {
+    let d = Daemon::start(&ts_config(&["--tools", "1"]));
+    d.wait_ready(&["ts"], Duration::from_secs(15));
+    for cmd in ["tools", "resources", "prompts"] {
+        let r = d.run(&[cmd, "--server", "tss"]);
+        assert_eq!(r.code, 2, "{cmd}: {r:?}");
+        assert!(
+            r.stderr
+                .contains("no server \"tss\" (did you mean \"ts\"?); the servers are: ts"),
+            "{cmd}: {r:?}"
+        );
+        assert!(r.stdout.is_empty(), "{cmd}: {r:?}");
+    }
+    let r = d.run(&["--json", "tools", "--server", "nosuch"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    let e = r.stderr_json();
+    assert!(e.to_string().contains("no server \\\"nosuch\\\""), "{e}");
+    let r = d.run(&["tools", "--server", "ts"]);
+    assert_eq!(r.code, 0, "{r:?}");
+}
+
+/// Item 10: an edit of a config that no longer parses (broken after the
+/// daemon loaded it) names the file and line, not `<text>:LINE:COL`.
+#[test]
+fn an_edit_of_a_broken_config_names_the_file_and_line() {
+    let d = Daemon::start(&ts_config(&["--tools", "1"]));
+    d.wait_ready(&["ts"], Duration::from_secs(15));
+    std::fs::write(
+        &d.config,
+        "{\n  \"mcpServers\": {\n    \"ts\": { \"command\": \"x\" ,, }\n  }\n}\n",
+    )
+    .unwrap();
+    let r = d.run(&["servers", "add", "new", "--", "echo"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(!r.stderr.contains("<text>"), "{r:?}");
+    assert!(
+        r.stderr.contains(&format!("{}:3:", d.config.display())),
+        "{r:?}"
+    );
+}
+
+/// Item 11: a usage error under --json is one JSON object on stderr (exit
+/// 2), wherever --json is; --help still prints help.
+#[test]
+fn usage_errors_under_json_are_json() {
+    let sb = Sandbox::new();
+    for args in [
+        &["--json", "tools", "--nosuch-flag"][..],
+        &["tools", "--json", "--server"][..],
+        &["--json", "nosuchcommand"][..],
+    ] {
+        let r = sb.run(args);
+        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        let e = r.stderr_json();
+        assert_eq!(e["error"]["kind"], "usage", "{args:?}: {e}");
+        assert!(e["error"]["message"].as_str().unwrap().len() > 5, "{e}");
+        assert!(
+            e["error"]["usage"].as_str().unwrap().contains("mcphost"),
+            "{e}"
+        );
+    }
+    let r = sb.run(&["--json", "tools", "--help"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("Usage:"), "{r:?}");
+    let r = sb.run(&["tools", "--nosuch-flag"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.starts_with("error:"), "{r:?}");
+}
+
+/// Item 11: global options are grouped apart in every command's help, and
+/// `import` shows examples.
+#[test]
+fn help_groups_global_options_and_import_shows_examples() {
+    let sb = Sandbox::new();
+    for args in [
+        &["--help"][..],
+        &["tools", "--help"][..],
+        &["import", "--help"][..],
+    ] {
+        let r = sb.run(args);
+        assert_eq!(r.code, 0, "{r:?}");
+        let (own, global) = r
+            .stdout
+            .split_once("Global options:")
+            .unwrap_or_else(|| panic!("{args:?}: {}", r.stdout));
+        assert!(
+            global.contains("--config <PATH>") && !own.contains("--config <PATH>"),
+            "{args:?}: {}",
+            r.stdout
+        );
+    }
+    let r = sb.run(&["import", "--help"]);
+    assert!(
+        r.stdout.contains("Examples:")
+            && r.stdout
+                .contains("mcphost import claude-desktop --consolidate"),
+        "{}",
+        r.stdout
+    );
+}

@@ -447,3 +447,43 @@ fn an_unknown_pinned_revision_is_refused_with_the_known_ones() {
         Some(mcphost::protocol::ProtocolVersion::V2025_06_18)
     );
 }
+
+/// Item 10: an unknown key is a warning that says which key was meant, and
+/// a config whose servers key is misspelt says it names no servers.
+#[test]
+fn unknown_keys_suggest_the_known_one_and_a_misspelt_servers_key_is_named() {
+    let env = |_: &str| None;
+    let path = std::path::Path::new("/cfg/config.json");
+    let cfg = mcphost::config::parse(
+        "{\n  \"mcpServers\": {\n    \"a\": { \"command\": \"x\", \"disable\": true }\n  }\n}",
+        path,
+        &env,
+    )
+    .unwrap();
+    let w: Vec<String> = cfg.warnings.iter().map(|w| w.to_string()).collect();
+    assert_eq!(
+        w,
+        [
+            "/cfg/config.json:3: mcpServers.a.disable: unknown key, ignored; did you mean \"disabled\"?"
+        ]
+    );
+    let cfg = mcphost::config::parse(
+        "{\n  \"mcpServer\": {\n    \"a\": { \"command\": \"x\" }\n  }\n}",
+        path,
+        &env,
+    )
+    .unwrap();
+    let w: Vec<String> = cfg.warnings.iter().map(|w| w.to_string()).collect();
+    assert_eq!(
+        w,
+        [
+            "/cfg/config.json:2: mcpServer: unknown key, ignored; did you mean \"mcpServers\"? (as written, the config names no servers)"
+        ]
+    );
+    // A key far from every known one gets no guess.
+    let cfg = mcphost::config::parse(r#"{"mcpServers": {}, "zzzzqqq": 1}"#, path, &env).unwrap();
+    assert_eq!(
+        cfg.warnings[0].to_string(),
+        "/cfg/config.json:1: zzzzqqq: unknown key, ignored"
+    );
+}

@@ -124,7 +124,8 @@ fn check_golden(path: &Path, got: &str) {
 /// config mcphost loads, with the sample's comments intact.
 fn golden(dialect: &str, extra: &[&str], vars: &[(&str, &str)]) -> Setup {
     let s = Setup::new(dialect);
-    let mut args = vec!["import", dialect];
+    // Secrets stay in the file: where they go by default is tested apart.
+    let mut args = vec!["import", dialect, "--plain-secrets"];
     args.extend_from_slice(extra);
     let r = s.run(&args, vars);
     assert_eq!(r.code, 0, "import {dialect} failed: {r:?}");
@@ -339,6 +340,27 @@ fn conflicts_are_named_and_skipped_and_duplicates_said() {
         text.contains(r#""cd-dup-name""#) && text.contains("theirs"),
         "{text}"
     );
+
+    // The config runs "theirs" now, as cd-dup-name: importing it again
+    // under its own name would run it twice.
+    let r = s.run(
+        &[
+            "--json",
+            "import",
+            "claude-desktop",
+            "--only",
+            "dup-name",
+            "--overwrite",
+        ],
+        &[],
+    );
+    assert_eq!(
+        actions(&r),
+        [("dup-name".to_owned(), "duplicate".to_owned())]
+    );
+    assert_eq!(r.json()["servers"][0]["sameAs"], "cd-dup-name");
+    let text = mcphost::config::edit::remove_server(&s.sb.read_config(), "cd-dup-name").unwrap();
+    s.sb.write_config(&text);
 
     // --overwrite replaces it.
     let r = s.run(
@@ -745,4 +767,517 @@ fn list_names_the_claude_code_project_section() {
         found[2]["path"],
         s.project.join(".mcp.json").display().to_string()
     );
+}
+
+impl Setup {
+    /// `mcphost --config CONFIG ARGS` in the project directory with the
+    /// environment a desktop app leaves a child: HOME and a bare PATH only.
+    fn run_stripped(&self, args: &[&str]) -> Run {
+        self.run_stripped_with(args, &[])
+    }
+
+    fn run_stripped_with(&self, args: &[&str], vars: &[(&str, &str)]) -> Run {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_mcphost"));
+        c.env_clear()
+            .envs(vars.iter().copied())
+            .env("HOME", &self.sb.home)
+            .env("PATH", "/usr/bin:/bin")
+            .env("MCPHOST_NO_AUTOSTART", "1")
+            .current_dir(&self.project)
+            .stdin(std::process::Stdio::null())
+            .arg("--config")
+            .arg(&self.sb.config)
+            .args(args);
+        let out = c.output().unwrap();
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    fn write_home(&self, rel: &str, text: &str) -> PathBuf {
+        let path = self.sb.home.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+}
+
+/// Item 8: an import run twice changes nothing the second time, also for a
+/// server the first run added disabled (its variable was unset).
+#[test]
+fn a_second_import_is_a_no_op_even_for_servers_it_added_disabled() {
+    let s = Setup::new("none");
+    s.write_home(
+        ".cursor/mcp.json",
+        r#"{ "mcpServers": {
+            "needs-var": { "command": "srv", "env": { "REGION": "${env:UNSET_REGION_VAR}" } },
+            "plain": { "command": "plain-server" }
+        } }"#,
+    );
+    let r = s.run_stripped(&["--json", "import", "cursor"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        actions(&r),
+        [
+            ("needs-var".to_owned(), "added-disabled".to_owned()),
+            ("plain".to_owned(), "added".to_owned()),
+        ]
+    );
+    let after = s.sb.read_config();
+    let r = s.run_stripped(&["--json", "import", "cursor"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        actions(&r),
+        [
+            ("needs-var".to_owned(), "duplicate".to_owned()),
+            ("plain".to_owned(), "duplicate".to_owned()),
+        ],
+        "{}",
+        r.stdout
+    );
+    assert_eq!(r.json()["written"], false);
+    assert_eq!(s.sb.read_config(), after);
+}
+
+/// Item 8: a server is the same server by what it runs, not by its name:
+/// under two names in two apps (and twice in one app) it is imported once.
+#[test]
+fn the_same_server_under_other_names_is_imported_once() {
+    let s = Setup::new("none");
+    s.write_home(
+        ".config/Claude/claude_desktop_config.json",
+        r#"{ "mcpServers": {
+            "filesystem": { "command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"] },
+            "fs-again": { "command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"] },
+            "fs-other-dir": { "command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/srv"] }
+        } }"#,
+    );
+    s.write_home(
+        ".cursor/mcp.json",
+        r#"{ "mcpServers": {
+            "files": { "command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"] },
+            "web": { "url": "https://example.com/mcp", "headers": { "X-Team": "a" } }
+        } }"#,
+    );
+    s.write_home(
+        ".codeium/windsurf/mcp_config.json",
+        r#"{ "mcpServers": {
+            "web-too": { "serverUrl": "https://example.com/mcp", "headers": { "X-Team": "a" } },
+            "web-b": { "serverUrl": "https://example.com/mcp", "headers": { "X-Team": "b" } }
+        } }"#,
+    );
+    let r = s.run_stripped(&["--json", "import", "claude-desktop"]);
+    assert_eq!(
+        actions(&r),
+        [
+            ("filesystem".to_owned(), "added".to_owned()),
+            ("fs-again".to_owned(), "duplicate".to_owned()),
+            ("fs-other-dir".to_owned(), "added".to_owned()),
+        ],
+        "{r:?}"
+    );
+    let v = r.json();
+    assert_eq!(v["servers"][1]["sameAs"], "filesystem", "{v:#}");
+    let r = s.run_stripped(&["import", "cursor"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains(
+            "duplicate files: the config already runs the same server as \"filesystem\"; skipped"
+        ),
+        "{r:?}"
+    );
+    let r = s.run_stripped(&["--json", "import", "windsurf"]);
+    assert_eq!(
+        actions(&r),
+        [
+            ("web-too".to_owned(), "duplicate".to_owned()),
+            ("web-b".to_owned(), "added".to_owned()),
+        ],
+        "{r:?}"
+    );
+    let cfg = s.sb.read_config();
+    for name in ["filesystem", "fs-other-dir", "web", "web-b"] {
+        assert!(
+            cfg.contains(&format!("\"{name}\"")),
+            "{name} missing:\n{cfg}"
+        );
+    }
+    for name in ["fs-again", "files", "web-too"] {
+        assert!(
+            !cfg.contains(&format!("\"{name}\"")),
+            "{name} imported twice:\n{cfg}"
+        );
+    }
+}
+
+/// Item 8: token-like values go to the keyring by default (planned under
+/// --dry-run, since the test machine has no keyring); without a keyring
+/// they stay in the file with a note and the import still succeeds;
+/// `--plain-secrets` keeps them there without a note.
+#[cfg(target_os = "linux")]
+#[test]
+fn secrets_go_to_the_keyring_by_default_and_plain_secrets_keeps_them() {
+    let s = Setup::new("none");
+    std::fs::create_dir_all(s.project.join(".vscode")).unwrap();
+    std::fs::write(
+        s.project.join(".vscode/mcp.json"),
+        r#"{
+          "inputs": [
+            { "type": "promptString", "id": "k", "description": "Key", "password": true },
+            { "type": "promptString", "id": "region", "description": "Region" }
+          ],
+          "servers": {
+            "svc": { "command": "svc", "args": ["--key", "${input:k}", "--region", "${input:region}"],
+                     "env": { "SVC_TOKEN": "t0ken", "LOG": "info" } },
+            "web": { "type": "http", "url": "https://example.com/mcp",
+                     "headers": { "Authorization": "Bearer abc", "X-Team": "a" } }
+          }
+        }"#,
+    )
+    .unwrap();
+    let inputs = ["--input", "k=s3cret", "--input", "region=eu"];
+    let mut args = vec!["--json", "import", "vscode", "--dry-run"];
+    args.extend_from_slice(&inputs);
+    let r = s.run_stripped(&args);
+    assert_eq!(r.code, 0, "{r:?}");
+    let v = r.json();
+    let notes = |i: usize| v["servers"][i]["notes"].to_string();
+    assert!(
+        notes(0).contains(
+            "input k: its value (a password) goes to the OS keyring, read back as ${keyring:svc/k}"
+        ),
+        "{v:#}"
+    );
+    assert!(
+        notes(0).contains(
+            "env.SVC_TOKEN: its value goes to the OS keyring, read back as ${keyring:svc/SVC_TOKEN}"
+        ),
+        "{v:#}"
+    );
+    assert!(
+        !notes(0).contains("region") && !notes(0).contains("LOG"),
+        "{v:#}"
+    );
+    assert!(
+        notes(1).contains("headers.Authorization: its value goes to the OS keyring"),
+        "{v:#}"
+    );
+    assert!(!notes(1).contains("X-Team"), "{v:#}");
+
+    // No keyring: the import goes on, the secrets in the file, said once per server.
+    let mut args = vec!["import", "vscode"];
+    args.extend_from_slice(&inputs);
+    let r = s.run_stripped(&args);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout
+            .contains("note: its secrets stay in the config file: the OS keyring did not answer"),
+        "{r:?}"
+    );
+    let cfg = s.sb.read_config();
+    assert!(
+        cfg.contains("s3cret") && cfg.contains("t0ken") && !cfg.contains("${keyring:"),
+        "{cfg}"
+    );
+
+    // --plain-secrets: no keyring asked, nothing said.
+    let s = Setup::new("none");
+    s.write_home(
+        ".cursor/mcp.json",
+        r#"{ "mcpServers": { "svc": { "command": "svc", "env": { "SVC_TOKEN": "t0ken" } } } }"#,
+    );
+    let r = s.run_stripped(&["import", "cursor", "--plain-secrets"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!r.stdout.contains("keyring"), "{r:?}");
+    assert!(s.sb.read_config().contains("t0ken"));
+}
+
+/// The app's servers object in its config file (JSONC).
+fn app_servers(path: &Path, at: &[&str]) -> serde_json::Map<String, Value> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let opts = jsonc_parser::ParseOptions {
+        allow_comments: true,
+        allow_trailing_commas: true,
+        ..Default::default()
+    };
+    let ast = jsonc_parser::parse_to_ast(&text, &Default::default(), &opts).unwrap();
+    fn conv(v: &jsonc_parser::ast::Value) -> Value {
+        use jsonc_parser::ast::Value as A;
+        match v {
+            A::StringLit(s) => Value::String(s.value.to_string()),
+            A::NumberLit(n) => serde_json::from_str(n.value).unwrap(),
+            A::BooleanLit(b) => Value::Bool(b.value),
+            A::NullKeyword(_) => Value::Null,
+            A::Array(a) => Value::Array(a.elements.iter().map(conv).collect()),
+            A::Object(o) => Value::Object(
+                o.properties
+                    .iter()
+                    .map(|p| (p.name.as_str().to_owned(), conv(&p.value)))
+                    .collect(),
+            ),
+        }
+    }
+    let v = conv(ast.value.as_ref().unwrap());
+    let mut cur = &v;
+    for k in at {
+        cur = &cur[*k];
+    }
+    cur.as_object().cloned().unwrap_or_default()
+}
+
+/// Item 7: `import cursor --consolidate` leaves Cursor one `mcphost` entry
+/// (the user's file; the project's loses its servers), with a backup beside
+/// each file and every comment and other setting kept; a second run changes
+/// nothing and does not import the bridge; `--restore` puts the files back.
+#[test]
+fn consolidate_rewrites_the_app_config_and_restore_puts_it_back() {
+    let s = Setup::new("none");
+    let user = s.write_home(
+        ".cursor/mcp.json",
+        "{\n  // Cursor's own comment\n  \"someSetting\": true,\n  \"mcpServers\": {\n    /* files */\n    \"files\": { \"command\": \"npx\", \"args\": [\"-y\", \"server-filesystem\", \"/tmp\"] },\n    \"web\": { \"url\": \"https://example.com/mcp\" } // trailing\n  }\n}\n",
+    );
+    std::fs::create_dir_all(s.project.join(".cursor")).unwrap();
+    let project = s.project.join(".cursor/mcp.json");
+    let project_text = "{ \"mcpServers\": { \"proj\": { \"command\": \"proj-server\" } } }\n";
+    std::fs::write(&project, project_text).unwrap();
+    let user_text = std::fs::read_to_string(&user).unwrap();
+
+    let r = s.run_stripped(&["import", "cursor", "--consolidate"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout
+            .contains("restart Cursor so it reads its new config"),
+        "{r:?}"
+    );
+    assert!(
+        r.stdout.contains(&format!("consolidated {}: files, web replaced by one \"mcphost\" entry; backup {}.mcphost-backup-", user.display(), user.display())),
+        "{r:?}"
+    );
+    let servers = app_servers(&user, &["mcpServers"]);
+    assert_eq!(
+        servers.keys().collect::<Vec<_>>(),
+        ["mcphost"],
+        "{servers:?}"
+    );
+    let bridge = &servers["mcphost"];
+    assert!(
+        Path::new(bridge["command"].as_str().unwrap()).is_absolute(),
+        "{bridge}"
+    );
+    assert_eq!(
+        bridge["args"],
+        serde_json::json!(["--config", s.sb.config.display().to_string(), "bridge"])
+    );
+    let text = std::fs::read_to_string(&user).unwrap();
+    assert!(
+        text.contains("// Cursor's own comment") && text.contains("\"someSetting\": true"),
+        "{text}"
+    );
+    assert!(app_servers(&project, &["mcpServers"]).is_empty());
+    let backups = |p: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(p.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|b| {
+                b.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("mcp.json.mcphost-backup-")
+            })
+            .collect()
+    };
+    let ub = backups(&user);
+    assert_eq!(ub.len(), 1, "{ub:?}");
+    assert_eq!(std::fs::read_to_string(&ub[0]).unwrap(), user_text);
+    assert_eq!(
+        std::fs::read_to_string(&backups(&project)[0]).unwrap(),
+        project_text
+    );
+    let cfg = s.sb.read_config();
+    for name in ["files", "web", "proj"] {
+        assert!(
+            cfg.contains(&format!("\"{name}\"")),
+            "{name} not imported:\n{cfg}"
+        );
+    }
+
+    // Again: the bridge is not imported, nothing is rewritten.
+    let r = s.run_stripped(&["import", "cursor", "--consolidate"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        !s.sb.read_config().contains("\"mcphost\""),
+        "the bridge was imported"
+    );
+    assert!(!r.stdout.contains("consolidated"), "{r:?}");
+    assert_eq!(backups(&user).len(), 1);
+
+    let r = s.run_stripped(&["import", "--restore", "cursor"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("restart Cursor"), "{r:?}");
+    assert_eq!(std::fs::read_to_string(&user).unwrap(), user_text);
+    assert_eq!(std::fs::read_to_string(&project).unwrap(), project_text);
+    assert!(backups(&user).is_empty());
+    let r = s.run_stripped(&["import", "--restore", "cursor"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("no backup of a cursor config to restore"),
+        "{r:?}"
+    );
+}
+
+/// Item 7, each dialect's shape: VS Code's `servers` (its `inputs` kept),
+/// Zed's `context_servers` in its settings, Claude Code's user and project
+/// sections of ~/.claude.json; a server that could not be imported stays
+/// in the app; YAML (Goose) is refused with the entry to add by hand.
+#[test]
+fn consolidate_speaks_each_apps_dialect() {
+    let s = Setup::new("none");
+    std::fs::create_dir_all(s.project.join(".vscode")).unwrap();
+    let vscode = s.project.join(".vscode/mcp.json");
+    std::fs::write(
+        &vscode,
+        r#"{
+  "inputs": [{ "type": "promptString", "id": "k", "password": true }],
+  // mine
+  "servers": { "svc": { "type": "stdio", "command": "svc", "args": ["${input:k}"] } }
+}"#,
+    )
+    .unwrap();
+    let r = s.run_stripped(&["import", "vscode", "--consolidate", "--input", "k=v"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let servers = app_servers(&vscode, &["servers"]);
+    assert_eq!(servers.keys().collect::<Vec<_>>(), ["mcphost"]);
+    assert_eq!(servers["mcphost"]["type"], "stdio");
+    let text = std::fs::read_to_string(&vscode).unwrap();
+    assert!(
+        text.contains("// mine") && text.contains("\"inputs\""),
+        "{text}"
+    );
+
+    let zed = s.write_home(
+        ".config/zed/settings.json",
+        "// Zed settings\n{\n  \"theme\": \"One Dark\",\n  \"context_servers\": {\n    \"ctx\": { \"command\": \"ctx-server\", \"args\": [] },\n    \"ext\": { \"source\": \"extension\", \"settings\": {} }\n  }\n}\n",
+    );
+    let r = s.run_stripped(&["import", "zed", "--consolidate"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let servers = app_servers(&zed, &["context_servers"]);
+    assert_eq!(
+        servers.keys().collect::<Vec<_>>(),
+        ["ext", "mcphost"],
+        "{servers:?}"
+    );
+    assert_eq!(servers["mcphost"]["source"], "custom");
+    assert!(
+        std::fs::read_to_string(&zed)
+            .unwrap()
+            .contains("\"theme\": \"One Dark\"")
+    );
+
+    let dir = s.project.display().to_string();
+    let claude = s.write_home(
+        ".claude.json",
+        &serde_json::json!({
+            "numStartups": 3,
+            "mcpServers": { "u": { "command": "user-server" } },
+            "projects": { dir.clone(): { "allowedTools": [], "mcpServers": { "p": { "command": "project-server" } } } }
+        })
+        .to_string(),
+    );
+    let r = s.run_stripped(&["import", "claude-code", "--consolidate"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        app_servers(&claude, &["mcpServers"])
+            .keys()
+            .collect::<Vec<_>>(),
+        ["mcphost"]
+    );
+    assert!(app_servers(&claude, &["projects", &dir, "mcpServers"]).is_empty());
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&claude).unwrap()).unwrap();
+    assert_eq!(v["numStartups"], 3);
+    assert_eq!(v["projects"][&dir]["allowedTools"], serde_json::json!([]));
+
+    let goose = s.write_home(
+        ".config/goose/config.yaml",
+        "# mine\nextensions:\n  g:\n    type: stdio\n    cmd: g-server\n    enabled: true\n",
+    );
+    let before = std::fs::read_to_string(&goose).unwrap();
+    let r = s.run_stripped(&["import", "goose", "--consolidate"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stdout.contains("cannot be rewritten") && r.stdout.contains(" bridge"),
+        "{r:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&goose).unwrap(), before);
+}
+
+/// Item 7, end to end: the entry `--consolidate` writes, started the way the
+/// app starts it (HOME and a bare PATH only), serves the imported server's
+/// tools through the daemon.
+#[test]
+fn the_consolidated_entry_serves_the_imported_tools() {
+    use std::io::{BufRead, BufReader, Write};
+    let s = Setup::new("none");
+    let user = s.write_home(
+        ".cursor/mcp.json",
+        &format!(
+            r#"{{ "mcpServers": {{ "ts2": {{ "command": {}, "args": ["--tools", "2"] }} }} }}"#,
+            js(common::TESTSERVER)
+        ),
+    );
+    let socket = s.sb.socket.display().to_string();
+    let r = s.run_stripped_with(
+        &["import", "cursor", "--consolidate"],
+        &[("MCPHOST_SOCKET", &socket)],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let entry = app_servers(&user, &["mcpServers"])["mcphost"].clone();
+    let text = mcphost::config::edit::remove_server(&s.sb.read_config(), "ts").unwrap();
+    let home = s.sb.home.clone();
+    let d = Daemon::start_in(s.sb, &text);
+    d.wait_ready(&["ts2"], Duration::from_secs(60));
+
+    let args: Vec<String> = entry["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect();
+    let mut child = std::process::Command::new(entry["command"].as_str().unwrap())
+        .args(&args)
+        .env_clear()
+        .env("HOME", &home)
+        .env("PATH", "/usr/bin:/bin")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"app","version":"0"}}}}}}"#
+    )
+    .unwrap();
+    let init: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(init["result"]["serverInfo"]["name"], "mcphost", "{init}");
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/list"}}"#).unwrap();
+    // Read as text: the test server's schemas hold numbers serde_json refuses.
+    let list = loop {
+        let line = lines.next().unwrap().unwrap();
+        if line.contains(r#""id":2"#) {
+            break line;
+        }
+    };
+    assert!(list.contains(r#""name":"ts2"#), "{list}");
+    drop(stdin);
+    child.wait().unwrap();
+    drop(d);
 }

@@ -138,7 +138,7 @@ pub fn write_atomic(path: &Path, text: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
-fn parse_root(text: &str) -> Result<CstRootNode, ConfigError> {
+pub(crate) fn parse_root(text: &str) -> Result<CstRootNode, ConfigError> {
     CstRootNode::parse(text, &json_options()).map_err(|err| ConfigError::syntax(None, &err))
 }
 
@@ -167,7 +167,7 @@ fn servers_object(root: &CstObject) -> Result<Option<(CstObject, &'static str)>,
     }
 }
 
-fn entry_value(entry_json: &str) -> Result<CstInputValue, ConfigError> {
+pub(crate) fn entry_value(entry_json: &str) -> Result<CstInputValue, ConfigError> {
     let parsed =
         parse_to_ast(entry_json, &CollectOptions::default(), &json_options()).map_err(|err| {
             ConfigError::BadEntry {

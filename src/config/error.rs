@@ -82,6 +82,25 @@ pub enum ConfigError {
 }
 
 impl ConfigError {
+    /// The error with `path` as the file it is about, when it named none
+    /// (an edit parses text it was handed, not a file).
+    pub fn with_path(self, path: &Path) -> Self {
+        match self {
+            ConfigError::Syntax {
+                path: None,
+                line,
+                column,
+                message,
+            } => ConfigError::Syntax {
+                path: Some(path.to_path_buf()),
+                line,
+                column,
+                message,
+            },
+            other => other,
+        }
+    }
+
     /// The located issues of an [`ConfigError::Invalid`]; empty otherwise.
     pub fn issues(&self) -> &[Issue] {
         match self {

@@ -22,6 +22,7 @@ pub mod import;
 mod interpolate;
 pub mod location;
 mod parse;
+pub use parse::did_you_mean;
 pub mod shell_path;
 pub mod store;
 mod tools;

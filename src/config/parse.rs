@@ -1295,11 +1295,25 @@ impl<'a> Ctx<'a> {
     /// other); unknown keys are warnings, for forward compatibility.
     fn keys(&mut self, obj: &Object<'_>, field: &str, known: &[&str]) {
         self.duplicates(obj, field);
+        let has_servers = obj
+            .properties
+            .iter()
+            .any(|p| matches!(prop_name(p), "mcpServers" | "servers"));
         for prop in &obj.properties {
             let key = prop_name(prop);
-            if !known.contains(&key) {
-                self.warn(prop.start(), &child(field, key), "unknown key, ignored");
+            if known.contains(&key) {
+                continue;
             }
+            let message = match did_you_mean(key, known) {
+                Some(meant @ ("mcpServers" | "servers")) if field.is_empty() && !has_servers => {
+                    format!(
+                        "unknown key, ignored; did you mean \"{meant}\"? (as written, the config names no servers)"
+                    )
+                }
+                Some(meant) => format!("unknown key, ignored; did you mean \"{meant}\"?"),
+                None => "unknown key, ignored".to_owned(),
+            };
+            self.warn(prop.start(), &child(field, key), message);
         }
     }
 
@@ -1312,6 +1326,22 @@ impl<'a> Ctx<'a> {
             }
         }
     }
+}
+
+/// The known name closest to `name`, when it is close enough to be a typo
+/// (a letter or two off, or only its case).
+pub fn did_you_mean<'k>(name: &str, known: &[&'k str]) -> Option<&'k str> {
+    known
+        .iter()
+        .map(|k| {
+            (
+                strsim::jaro_winkler(&name.to_lowercase(), &k.to_lowercase()),
+                *k,
+            )
+        })
+        .filter(|(score, _)| *score >= 0.85)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| k)
 }
 
 /// A root as a `file://` URI: the spec allows only those. An absolute path

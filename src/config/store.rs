@@ -155,7 +155,7 @@ impl ConfigStore {
                 });
             }
         };
-        let new_text = f(&text)?;
+        let new_text = f(&text).map_err(|e| e.with_path(path))?;
         // Never write a file the daemon would then refuse.
         let cfg = parse(&new_text, path, &process_env)?;
         edit::write_atomic(path, &new_text)?;

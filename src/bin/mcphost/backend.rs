@@ -37,13 +37,18 @@ pub fn params(v: Value) -> Result<Box<RawValue>> {
     Ok(to_raw(&v)?)
 }
 
-/// A JSON-RPC error from the daemon or the engine, shown as itself.
+/// A JSON-RPC error from the daemon or the engine: its message and data
+/// for people (the numeric code is for programs: `--json` has it).
 #[derive(Debug)]
 pub struct RpcFailure(pub ErrorObject);
 
 impl std::fmt::Display for RpcFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)
+        write!(f, "{}", self.0.message)?;
+        if let Some(d) = &self.0.data {
+            write!(f, " ({})", d.get())?;
+        }
+        Ok(())
     }
 }
 impl std::error::Error for RpcFailure {}
@@ -291,6 +296,29 @@ impl Backend {
             .ok()
             .and_then(|s| s["separator"].as_str().map(str::to_owned))
             .unwrap_or_else(|| mcphost::config::Namespacing::default().separator)
+    }
+
+    /// An error unless `name` is a server the daemon has (the names it has,
+    /// and the one meant when it looks like a typo).
+    pub async fn check_server(&self, name: &str) -> Result<()> {
+        let list = self.request("mcphost/servers/list", None).await?;
+        let names: Vec<&str> = list
+            .as_array()
+            .map(|a| a.iter().filter_map(|s| s["name"].as_str()).collect())
+            .unwrap_or_default();
+        if names.contains(&name) {
+            return Ok(());
+        }
+        let meant = mcphost::config::did_you_mean(name, &names)
+            .map(|m| format!(" (did you mean {m:?}?)"))
+            .unwrap_or_default();
+        if names.is_empty() {
+            bail!("no server {name:?}{meant}; the config has none");
+        }
+        bail!(
+            "no server {name:?}{meant}; the servers are: {}",
+            names.join(", ")
+        )
     }
 
     /// Servers that are neither ready nor disabled, with why.

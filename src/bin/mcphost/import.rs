@@ -15,6 +15,12 @@ use serde_json::{Value, json};
 use crate::output::Out;
 
 #[derive(clap::Args)]
+#[command(after_help = "Examples:
+  mcphost import --list                        what each app has configured, and where
+  mcphost import claude-desktop --dry-run      what would be added
+  mcphost import claude-desktop --consolidate  import, then leave the app one \"mcphost\" entry
+  mcphost import --restore claude-desktop      put the app's config back from the backup
+  mcphost import vscode --input key=VALUE      a VS Code input given instead of asked")]
 pub struct ImportArgs {
     /// Where to import from: claude-desktop, claude-code, vscode, cursor,
     /// windsurf, zed, goose, continue or mark3labs.
@@ -48,10 +54,24 @@ pub struct ImportArgs {
     /// A VS Code input's value, instead of asking (repeatable).
     #[arg(long = "input", value_name = "ID=VALUE")]
     inputs: Vec<String>,
-    /// Put secret-looking env values (…_TOKEN, …_KEY, …) in the OS keyring
-    /// and write `${keyring:SERVER/VAR}` in their place.
+    /// Keep secret-looking values (…_TOKEN and …_KEY env values,
+    /// Authorization headers, VS Code password inputs) in the config file.
+    /// By default they go to the OS keyring, `${keyring:SERVER/NAME}` in
+    /// their place, or stay in the file with a note when it does not answer.
+    #[arg(long, conflicts_with = "move_secrets")]
+    plain_secrets: bool,
+    /// As the default, but a keyring that does not answer stops the import
+    /// with nothing written.
     #[arg(long)]
     move_secrets: bool,
+    /// Then rewrite SOURCE's config so the app has one `mcphost` entry
+    /// (running `mcphost bridge`) instead of the servers imported; a
+    /// timestamped backup is kept beside it. Comments and other settings stay.
+    #[arg(long, requires = "source", conflicts_with_all = ["from", "list"])]
+    consolidate: bool,
+    /// Put back SOURCE's config as it was before `--consolidate` (its latest backup).
+    #[arg(long, requires = "source", conflicts_with_all = ["from", "list", "consolidate", "dry_run"])]
+    restore: bool,
 }
 
 pub async fn run(args: ImportArgs, config: Option<PathBuf>, out: &Out) -> Result<u8> {
@@ -69,6 +89,11 @@ pub async fn run(args: ImportArgs, config: Option<PathBuf>, out: &Out) -> Result
         list(source, &places, out);
         return Ok(0);
     }
+    if let (true, Some(dialect)) = (args.restore, source) {
+        return restore(dialect, &places, out);
+    }
+    // Each file read, and whether it is the user's or the project's.
+    let mut files: Vec<(PathBuf, Scope)> = Vec::new();
     let found = match (&args.from, source) {
         (Some(path), _) => {
             let format: Dialect = args.format.as_deref().unwrap_or_default().parse()?;
@@ -78,6 +103,7 @@ pub async fn run(args: ImportArgs, config: Option<PathBuf>, out: &Out) -> Result
             } else {
                 Scope::User
             };
+            files.push((abs.clone(), scope));
             import::read(format, &abs, scope, &places)?
         }
         (None, Some(dialect)) => {
@@ -90,6 +116,7 @@ pub async fn run(args: ImportArgs, config: Option<PathBuf>, out: &Out) -> Result
             }
             let mut all = Vec::new();
             for l in located {
+                files.push((l.path.clone(), l.scope));
                 all.extend(l.result?);
             }
             all
@@ -103,7 +130,8 @@ pub async fn run(args: ImportArgs, config: Option<PathBuf>, out: &Out) -> Result
     // Which servers, from which file.
     let mut picked: Vec<(Imported, &Found)> = Vec::new();
     for f in &found {
-        for s in &f.servers {
+        // A consolidated app's own entry: the daemon must not serve itself.
+        for s in f.servers.iter().filter(|s| !import::is_bridge(&s.entry)) {
             if args.only.is_empty() || args.only.contains(&s.name) {
                 picked.push((s.clone(), f));
             }
@@ -139,10 +167,16 @@ pub async fn run(args: ImportArgs, config: Option<PathBuf>, out: &Out) -> Result
             );
         }
     }
-    fill_inputs(&mut picked, &args.inputs)?;
-    if args.move_secrets {
-        move_secrets(&mut picked, args.dry_run)?;
-    }
+    let passwords = fill_inputs(&mut picked, &args.inputs)?;
+    let mut secrets = Secrets {
+        plain: args.plain_secrets,
+        strict: args.move_secrets,
+        dry_run: args.dry_run,
+        passwords,
+        keyring_down: None,
+        error: None,
+        notes: BTreeMap::new(),
+    };
 
     // Into our config.
     let location = mcphost::config::location::resolve_config_path(config)?;
@@ -162,11 +196,11 @@ pub async fn run(args: ImportArgs, config: Option<PathBuf>, out: &Out) -> Result
             }
         };
         // Secrets a dry run would move are not stored: count them as there.
-        let dry_env = |name: &str| match name.strip_prefix("keyring:") {
-            Some(_) if args.move_secrets => Some(String::new()),
-            _ => env(name),
-        };
-        import::merge(&text, &location.path, &servers, &opts, &dry_env)?
+        let dry_env =
+            |name: &str| env(name).or_else(|| name.starts_with("keyring:").then(String::new));
+        import::merge(&text, &location.path, &servers, &opts, &dry_env, &mut |s| {
+            secrets.prepare(s)
+        })?
     } else {
         // A config named by --config or MCPHOST_CONFIG that does not exist
         // yet is created, as at the default place.
@@ -178,16 +212,31 @@ pub async fn run(args: ImportArgs, config: Option<PathBuf>, out: &Out) -> Result
         let mut report = None;
         let edited = store
             .edit_text(|text| {
-                let r = import::merge(text, &location.path, &servers, &opts, &env)?;
+                let r = import::merge(text, &location.path, &servers, &opts, &env, &mut |s| {
+                    secrets.prepare(s)
+                })?;
+                if let Some(reason) = &secrets.error {
+                    return Err(mcphost::config::ConfigError::Edit {
+                        reason: reason.clone(),
+                    });
+                }
                 let new_text = r.text.clone();
                 report = Some(r);
                 Ok(new_text)
             })
             .await;
+        if let Some(reason) = secrets.error.take() {
+            bail!("{reason}");
+        }
         edited?;
         report.context("the merge did not run")?
     };
-    show_report(
+    for (s, _) in picked.iter_mut() {
+        if let Some(notes) = secrets.notes.get(&s.name) {
+            s.notes.extend(notes.iter().cloned());
+        }
+    }
+    let json = show_report(
         &report,
         &picked,
         &skipped,
@@ -196,12 +245,270 @@ pub async fn run(args: ImportArgs, config: Option<PathBuf>, out: &Out) -> Result
         args.overwrite || args.rename_prefix.is_some(),
         out,
     );
+    let mut code = 0;
+    let mut json = json;
+    if let (true, Some(dialect)) = (args.consolidate, source) {
+        let c = Consolidation {
+            dialect,
+            found: &found,
+            files: &files,
+            picked: &picked,
+            report: &report,
+            config: &location,
+            dry_run: args.dry_run,
+        };
+        let (done, failed) = c.run(out)?;
+        if let Some(v) = json.as_mut() {
+            v["consolidated"] = Value::Array(done);
+        }
+        if failed {
+            code = 1;
+        }
+    }
+    if let Some(v) = json {
+        outln!("{v}");
+    }
+    Ok(code)
+}
+
+/// How people call each app.
+fn app_name(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::ClaudeDesktop => "Claude Desktop",
+        Dialect::ClaudeCode => "Claude Code",
+        Dialect::VsCode => "VS Code",
+        Dialect::Cursor => "Cursor",
+        Dialect::Windsurf => "Windsurf",
+        Dialect::Zed => "Zed",
+        Dialect::Goose => "Goose",
+        Dialect::Continue => "Continue",
+        Dialect::Mark3labs => "mark3labs/mcphost",
+    }
+}
+
+/// A UTC time for backup names, `20261203T173713Z` (no `:`, which Windows
+/// refuses in file names).
+fn stamp() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+        .to_string()
+        .replace(['-', ':'], "")
+}
+
+/// `--consolidate`: the app's config rewritten once the import is done.
+struct Consolidation<'a> {
+    dialect: Dialect,
+    found: &'a [Found],
+    files: &'a [(PathBuf, Scope)],
+    picked: &'a [(Imported, &'a Found)],
+    report: &'a import::MergeReport,
+    config: &'a mcphost::config::location::ConfigLocation,
+    dry_run: bool,
+}
+
+impl Consolidation<'_> {
+    /// Rewrites each file; returns what was done (for --json) and whether
+    /// some file could not be rewritten.
+    fn run(&self, out: &Out) -> Result<(Vec<Value>, bool)> {
+        let exe = std::env::current_exe().context("the path of this mcphost binary")?;
+        let mut global = Vec::new();
+        if self.config.source != mcphost::config::ConfigSource::Default {
+            let abs =
+                std::path::absolute(&self.config.path).unwrap_or_else(|_| self.config.path.clone());
+            global.extend(["--config".to_owned(), abs.display().to_string()]);
+        }
+        if let Some(socket) = std::env::var_os("MCPHOST_SOCKET").filter(|s| !s.is_empty()) {
+            global.extend([
+                "--socket".to_owned(),
+                PathBuf::from(socket).display().to_string(),
+            ]);
+        }
+        let bridge = import::bridge_entry(self.dialect, &exe, &global);
+        // The one mcphost entry goes in the user's file, else the first.
+        let home_file = self
+            .files
+            .iter()
+            .find(|(_, scope)| *scope == Scope::User)
+            .or(self.files.first())
+            .map(|(p, _)| p.clone());
+        // A server leaves the app once mcphost's config has it.
+        let mut gone: Vec<(&Found, &str)> = Vec::new();
+        let mut kept: Vec<(&Found, String, String)> = Vec::new();
+        for ((server, f), r) in self.picked.iter().zip(&self.report.results) {
+            match r.action {
+                Action::Added | Action::AddedDisabled | Action::Replaced | Action::Duplicate => {
+                    gone.push((f, server.name.as_str()))
+                }
+                Action::Conflict | Action::Invalid => {
+                    kept.push((f, server.name.clone(), r.reason.clone().unwrap_or_default()))
+                }
+            }
+        }
+        let app = app_name(self.dialect);
+        let mut done = Vec::new();
+        let mut failed = false;
+        let mut paths: Vec<&PathBuf> = Vec::new();
+        for (p, _) in self.files {
+            if !paths.contains(&p) {
+                paths.push(p);
+            }
+        }
+        let stamp = stamp();
+        for path in paths {
+            let sections: Vec<&Found> = self.found.iter().filter(|f| &f.path == path).collect();
+            let mut bridge_here = home_file.as_ref() == Some(path);
+            let original = std::fs::read_to_string(path)
+                .with_context(|| format!("{}: cannot read it", path.display()))?;
+            let mut text = original.clone();
+            let mut removed = Vec::new();
+            let mut bridge_added = false;
+            let mut refused = None;
+            for section in &sections {
+                let names: Vec<String> = gone
+                    .iter()
+                    .filter(|(f, _)| std::ptr::eq(*f, *section))
+                    .map(|(_, n)| (*n).to_owned())
+                    .collect();
+                if names.is_empty() && !bridge_here {
+                    continue;
+                }
+                if section.servers_at.is_empty() {
+                    refused = Some(format!(
+                        "{}: cannot be rewritten (its YAML would lose its comments);                          replace its servers by hand with one that runs: {} {}",
+                        path.display(),
+                        exe.display(),
+                        global
+                            .iter()
+                            .chain(std::iter::once(&"bridge".to_owned()))
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    ));
+                    break;
+                }
+                let r = import::rewrite(
+                    &text,
+                    &section.servers_at,
+                    &names,
+                    bridge_here.then_some(bridge.as_str()),
+                )
+                .map_err(|e| e.with_path(path))?;
+                bridge_here = false;
+                text = r.text;
+                removed.extend(r.removed);
+                bridge_added |= r.bridge_added;
+            }
+            if let Some(reason) = refused {
+                failed = true;
+                outln!("not consolidated: {reason}");
+                done.push(json!({ "path": path, "error": reason }));
+                continue;
+            }
+            if text == original {
+                continue;
+            }
+            let backup = import::backup_path(path, &stamp);
+            if !self.dry_run {
+                std::fs::copy(path, &backup).with_context(|| {
+                    format!(
+                        "{}: cannot write the backup {}",
+                        path.display(),
+                        backup.display()
+                    )
+                })?;
+                mcphost::config::edit::write_atomic(path, &text)?;
+            }
+            let would = if self.dry_run { "would be " } else { "" };
+            let what = match (removed.is_empty(), bridge_added) {
+                (false, true) => {
+                    format!("{} replaced by one \"mcphost\" entry", removed.join(", "))
+                }
+                (false, false) => format!("{} taken out", removed.join(", ")),
+                (true, _) => "\"mcphost\" entry added".to_owned(),
+            };
+            if !out.json {
+                outln!(
+                    "{would}consolidated {}: {what}; backup {}",
+                    path.display(),
+                    backup.display()
+                );
+            }
+            done.push(json!({
+                "path": path,
+                "backup": backup,
+                "removed": removed,
+                "bridgeAdded": bridge_added,
+                "written": !self.dry_run,
+            }));
+        }
+        if !out.json {
+            for (f, name, reason) in &kept {
+                outln!(
+                    "kept in {}: {name} (not in mcphost's config: {reason})",
+                    f.path.display()
+                );
+            }
+            if !done.is_empty() && !self.dry_run {
+                outln!(
+                    "restart {app} so it reads its new config (until then it runs its old servers); \
+                     `mcphost import --restore {}` puts the backup back",
+                    self.dialect
+                );
+            }
+        }
+        Ok((done, failed))
+    }
+}
+
+/// `--restore`: each of the app's configs put back from its latest backup.
+/// The file it replaces is kept as `<file>.mcphost-replaced-<stamp>`.
+fn restore(dialect: Dialect, places: &Places, out: &Out) -> Result<u8> {
+    let stamp = stamp();
+    let mut restored = Vec::new();
+    for (path, _) in import::paths::table(dialect, places) {
+        let Some(backup) = import::backups(&path).pop() else {
+            continue;
+        };
+        let text = std::fs::read_to_string(&backup)
+            .with_context(|| format!("{}: cannot read it", backup.display()))?;
+        if path.exists() {
+            let mut name = path.file_name().unwrap_or_default().to_os_string();
+            name.push(format!(".mcphost-replaced-{stamp}"));
+            let aside = path.with_file_name(name);
+            std::fs::copy(&path, &aside)
+                .with_context(|| format!("{}: cannot keep a copy of it", path.display()))?;
+        }
+        mcphost::config::edit::write_atomic(&path, &text)?;
+        std::fs::remove_file(&backup)
+            .with_context(|| format!("{}: cannot remove it", backup.display()))?;
+        if !out.json {
+            outln!("restored {} from {}", path.display(), backup.display());
+        }
+        restored.push(json!({ "path": path, "backup": backup }));
+    }
+    if restored.is_empty() {
+        bail!(
+            "no backup of a {dialect} config to restore (`mcphost import {dialect} --consolidate` makes one)"
+        );
+    }
+    if out.json {
+        outln!("{}", json!({ "restored": restored }));
+    } else {
+        outln!(
+            "restart {} so it reads it; the servers imported stay in mcphost's config",
+            app_name(dialect)
+        );
+    }
     Ok(0)
 }
 
 /// Puts each VS Code `${input:ID}` value in: from `--input`, else asked once
-/// on the terminal, else an error naming the input.
-fn fill_inputs(picked: &mut [(Imported, &Found)], given: &[String]) -> Result<()> {
+/// on the terminal, else an error naming the input. Returns, by server, the
+/// ids and values of the password inputs it was given.
+fn fill_inputs(
+    picked: &mut [(Imported, &Found)],
+    given: &[String],
+) -> Result<BTreeMap<String, Vec<(String, String)>>> {
+    let mut passwords: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
     let mut values: BTreeMap<String, String> = BTreeMap::new();
     for kv in given {
         let (k, v) = kv
@@ -229,36 +536,83 @@ fn fill_inputs(picked: &mut [(Imported, &Found)], given: &[String]) -> Result<()
             let value = ask(&id, input)?;
             values.insert(id, value);
         }
+        for id in &server.inputs {
+            let password = found.inputs.iter().any(|i| &i.id == id && i.password);
+            if let (true, Some(v)) = (password, values.get(id)) {
+                passwords
+                    .entry(server.name.clone())
+                    .or_default()
+                    .push((id.clone(), v.clone()));
+            }
+        }
         let missing = server.fill_inputs(&|id| values.get(id).cloned());
         if let Some(id) = missing.first() {
             bail!("server {:?}: input {id:?} has no value", server.name);
         }
     }
-    Ok(())
+    Ok(passwords)
 }
 
-/// `--move-secrets`: each secret-looking env value into the OS keyring
-/// (nothing stored with --dry-run; the notes say what would move). The
-/// keyring is stored to before the config is written: a failure stops the
-/// import with nothing written.
-fn move_secrets(picked: &mut [(Imported, &Found)], dry_run: bool) -> Result<()> {
-    for (server, _) in picked.iter_mut() {
-        let mut store = |name: &str, value: &str| {
-            if dry_run {
-                Ok(())
-            } else {
-                mcphost::auth::store::store_config_secret(name, value)
-            }
+/// Where an imported server's secrets go (see [`Imported::move_secrets`]):
+/// the OS keyring unless `--plain-secrets`. Asked for each server the merge
+/// writes, so a duplicate stores nothing. The keyring is stored to before
+/// the config is written; with --dry-run nothing is stored.
+struct Secrets {
+    plain: bool,
+    /// `--move-secrets`: a keyring that does not answer is an error.
+    strict: bool,
+    dry_run: bool,
+    /// By server: its password inputs' ids and values.
+    passwords: BTreeMap<String, Vec<(String, String)>>,
+    /// Why the keyring did not answer, once it has not: not asked again.
+    keyring_down: Option<String>,
+    /// The error that stops the import (`strict`).
+    error: Option<String>,
+    /// By server: what was done with its secrets, for the report.
+    notes: BTreeMap<String, Vec<String>>,
+}
+
+impl Secrets {
+    fn prepare(&mut self, server: &mut Imported) {
+        if self.plain || self.error.is_some() {
+            return;
+        }
+        let inputs = self
+            .passwords
+            .get(&server.name)
+            .cloned()
+            .unwrap_or_default();
+        let noted = server.notes.len();
+        let dry_run = self.dry_run;
+        let down = self.keyring_down.clone();
+        let mut store = |name: &str, value: &str| match &down {
+            Some(reason) => Err(reason.clone()),
+            None if dry_run => Ok(()),
+            None => mcphost::auth::store::store_config_secret(name, value),
         };
-        server.move_secrets(&mut store).map_err(|reason| {
-            anyhow::anyhow!(
-                "--move-secrets: cannot store the secrets of server {:?} in the OS keyring: {reason}; \
-                 the config was not changed (import without --move-secrets to keep them in env)",
-                server.name
-            )
-        })?;
+        if let Err(reason) = server.move_secrets(&inputs, &mut store) {
+            if self.strict {
+                self.error = Some(format!(
+                    "--move-secrets: cannot store the secrets of server {:?} in the OS keyring: {reason}; \
+                     the config was not changed (import without --move-secrets to keep them in the file)",
+                    server.name
+                ));
+                return;
+            }
+            server.notes.push(format!(
+                "its secrets stay in the config file: the OS keyring did not answer ({reason}); \
+                 --plain-secrets keeps them there without asking it"
+            ));
+            self.keyring_down = Some(reason);
+        }
+        let new: Vec<String> = server.notes.get(noted..).unwrap_or_default().to_vec();
+        if !new.is_empty() {
+            self.notes
+                .entry(server.name.clone())
+                .or_default()
+                .extend(new);
+        }
     }
-    Ok(())
 }
 
 fn ask(id: &str, input: Option<&Input>) -> Result<String> {
@@ -422,7 +776,7 @@ fn show_report(
     dry_run: bool,
     has_option: bool,
     out: &Out,
-) {
+) -> Option<Value> {
     let origin = |from: &str| picked.iter().find(|(s, _)| s.name == from);
     let changed = report
         .results
@@ -451,6 +805,7 @@ fn show_report(
                     "transport": s.map(|s| s.transport.name()),
                     "action": r.action,
                     "reason": r.reason,
+                    "sameAs": r.same_as,
                     "dropped": s.map(|s| s.dropped.clone()).unwrap_or_default(),
                     "notes": s.map(|s| s.notes.clone()).unwrap_or_default(),
                 })
@@ -467,17 +822,13 @@ fn show_report(
                 })
             })
             .collect();
-        outln!(
-            "{}",
-            json!({
-                "config": config,
-                "dryRun": dry_run,
-                "written": !dry_run && changed > 0,
-                "servers": servers,
-                "notImported": not_imported,
-            })
-        );
-        return;
+        return Some(json!({
+            "config": config,
+            "dryRun": dry_run,
+            "written": !dry_run && changed > 0,
+            "servers": servers,
+            "notImported": not_imported,
+        }));
     }
     let would = if dry_run { "would be " } else { "" };
     for r in &report.results {
@@ -499,10 +850,16 @@ fn show_report(
                 r.from,
                 r.reason.as_deref().unwrap_or("")
             ),
-            Action::Duplicate => outln!(
-                "duplicate {}: the config already has this entry; skipped",
-                r.name
-            ),
+            Action::Duplicate => match &r.same_as {
+                Some(other) if *other != r.name => outln!(
+                    "duplicate {}: the config already runs the same server as {other:?}; skipped",
+                    r.from
+                ),
+                _ => outln!(
+                    "duplicate {}: the config already has this entry; skipped",
+                    r.name
+                ),
+            },
             Action::Conflict => outln!(
                 "conflict {}: {}; skipped{}",
                 r.name,
@@ -551,4 +908,5 @@ fn show_report(
     } else {
         outln!("nothing to add: {} not changed", config.display());
     }
+    None
 }

@@ -77,35 +77,70 @@ impl Line {
             outln!("{v}");
             return;
         }
+        for l in self.text_lines() {
+            outln!("{l}");
+        }
+    }
+
+    /// The event for people: one output line per line of text, each with
+    /// its server, so a multi-line stderr message or error stays readable.
+    fn text_lines(&self) -> Vec<String> {
+        let each = |prefix: String, text: &str| -> Vec<String> {
+            let lines: Vec<String> = text
+                .split('\n')
+                .map(printable)
+                .filter(|l| !l.trim().is_empty())
+                .map(|l| format!("{prefix}{l}"))
+                .collect();
+            if lines.is_empty() {
+                vec![prefix.trim_end_matches([' ', ':']).to_owned()]
+            } else {
+                lines
+            }
+        };
         match self {
-            Line::Stderr { server, line } => outln!("{server} stderr: {}", printable(line)),
-            Line::Log { server, params } => outln!("{server} {}", describe_log(params)),
+            Line::Stderr { server, line } => each(format!("{server} stderr: "), line),
+            Line::Log { server, params } => each(format!("{server} "), &describe_log(params)),
             Line::State { server, status } => {
                 let state = status["state"].as_str().unwrap_or("unknown");
                 match status["error"].as_str() {
-                    Some(e) => outln!("{server} state: {state}: {}", printable(e)),
-                    None => outln!("{server} state: {state}"),
+                    Some(e) => each(format!("{server} state: {state}: "), e),
+                    None => vec![format!("{server} state: {state}")],
                 }
             }
-            Line::Dropped { what, count } => outln!("[mcphost: {count} {what} dropped]"),
+            Line::Dropped { what, count } => vec![format!("[mcphost: {count} {what} dropped]")],
         }
     }
 }
 
-/// Control characters (a server's escape sequences) made visible.
+/// One line of a server's text as plain text: terminal escape sequences
+/// (colours) and other control characters (a `\r` of CRLF) are left out,
+/// never shown as U+FFFD.
 fn printable(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_control() && c != '\t' {
-                '\u{fffd}'
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI: ESC [ params… final byte in @..~; other escapes: one char.
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
             } else {
-                c
+                chars.next();
             }
-        })
-        .collect()
+        } else if !c.is_control() || c == '\t' {
+            out.push(c);
+        }
+    }
+    out
 }
 
-/// `LEVEL [logger]: data` for one `notifications/message`.
+/// `LEVEL [logger]: data` for one `notifications/message`, raw: the
+/// caller makes each line printable.
 fn describe_log(params: &RawValue) -> String {
     #[derive(Deserialize)]
     struct Log {
@@ -117,7 +152,7 @@ fn describe_log(params: &RawValue) -> String {
         data: Option<Value>,
     }
     let Ok(log) = serde_json::from_str::<Log>(params.get()) else {
-        return format!("log: {}", printable(params.get()));
+        return format!("log: {}", params.get());
     };
     let data = match log.data {
         Some(Value::String(s)) => s,
@@ -126,8 +161,8 @@ fn describe_log(params: &RawValue) -> String {
     };
     let level = log.level.unwrap_or_else(|| "log".to_owned());
     match log.logger {
-        Some(logger) => format!("{level} [{}]: {}", printable(&logger), printable(&data)),
-        None => format!("{level}: {}", printable(&data)),
+        Some(logger) => format!("{level} [{logger}]: {data}"),
+        None => format!("{level}: {data}"),
     }
 }
 
@@ -149,10 +184,23 @@ pub async fn follow(b: &Backend, name: Option<&str>, out: &Out) -> Result<()> {
             bail!("unknown server {name:?}; `mcphost servers` lists them");
         }
     }
+    // A state line the same as the server's last one says nothing new.
+    let last_state: std::cell::RefCell<std::collections::HashMap<String, Value>> =
+        Default::default();
     let show = |line: Line| {
-        if line.server().is_none_or(|s| name.is_none_or(|n| n == s)) {
-            line.print(out);
+        if line.server().is_some_and(|s| name.is_some_and(|n| n != s)) {
+            return;
         }
+        if let Line::State { server, status } = &line {
+            let seen = (status["state"].clone(), status["error"].clone());
+            let mut last = last_state.borrow_mut();
+            let key = json!([seen.0, seen.1]);
+            if last.get(server) == Some(&key) {
+                return;
+            }
+            last.insert(server.clone(), key);
+        }
+        line.print(out);
     };
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
@@ -285,6 +333,29 @@ mod tests {
     }
 
     #[test]
+    fn multi_line_stderr_is_lines_without_replacement_characters() {
+        let line = Line::Stderr {
+            server: "s".into(),
+            line: "\u{1b}[31mError:\u{1b}[0m boom\r\n  at main.js:1\r\n".into(),
+        };
+        assert_eq!(
+            line.text_lines(),
+            ["s stderr: Error: boom", "s stderr:   at main.js:1"]
+        );
+        let state = Line::State {
+            server: "s".into(),
+            status: json!({"state": "failed", "error": "exited\nlast stderr: x"}),
+        };
+        assert_eq!(
+            state.text_lines(),
+            ["s state: failed: exited", "s state: failed: last stderr: x"]
+        );
+        for l in line.text_lines().iter().chain(&state.text_lines()) {
+            assert!(!l.contains('\u{fffd}'), "{l}");
+        }
+    }
+
+    #[test]
     fn daemon_notifications_become_named_lines() {
         let Some(Line::Stderr { server, line }) = from_notification(&note(
             STDERR_NOTIFICATION,
@@ -327,9 +398,10 @@ mod tests {
             describe_log(&raw(r#"{"level":"error","data":{"a":1}}"#)),
             r#"error: {"a":1}"#
         );
+        // An escape sequence never reaches the terminal.
         assert_eq!(
-            describe_log(&raw(r#"{"data":"x\u001b[2J"}"#)),
-            "log: x\u{fffd}[2J"
+            printable(&describe_log(&raw(r#"{"data":"x\u001b[2J"}"#))),
+            "log: x"
         );
         assert_eq!(describe_log(&raw("[1]")), "log: [1]");
     }

@@ -60,7 +60,8 @@ use output::Out;
 #[command(
     name = "mcphost",
     version,
-    about = "The host side of the Model Context Protocol"
+    about = "The host side of the Model Context Protocol",
+    next_help_heading = "Global options"
 )]
 struct Cli {
     /// Daemon socket [env: MCPHOST_SOCKET; default: $XDG_RUNTIME_DIR/mcphost/mcphost.sock].
@@ -395,7 +396,7 @@ impl std::error::Error for Exit {}
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli: Cli = output::parse_args();
     init_tracing(
         cli.verbose,
         matches!(cli.command, Command::Daemon { .. }),
@@ -695,6 +696,9 @@ async fn dispatch(b: &Backend, command: Command, out: &Out) -> Result<u8> {
             }
         },
         Command::Tools { server, cost } => {
+            if let Some(s) = &server {
+                b.check_server(s).await?;
+            }
             let tools = b.all_tools().await?;
             let encoding = match cost {
                 true => b.request("mcphost/status", None).await?["tokenEncoding"].clone(),
@@ -720,11 +724,17 @@ async fn dispatch(b: &Backend, command: Command, out: &Out) -> Result<u8> {
             return Ok(if is_error { 1 } else { 0 });
         }
         Command::Resources { server, templates } => {
+            if let Some(s) = &server {
+                b.check_server(s).await?;
+            }
             let (list, tpls) = resources::all_resources(b).await?;
             out.resources(&list, &tpls, server.as_deref(), templates)?;
         }
         Command::Read { uri } => out.read_result(&resources::read(b, &uri).await?)?,
         Command::Prompts { server } => {
+            if let Some(s) = &server {
+                b.check_server(s).await?;
+            }
             out.prompts(&resources::all_prompts(b).await?, server.as_deref())?;
         }
         Command::Prompt { name, args } => {

@@ -438,6 +438,49 @@ impl Out {
     }
 }
 
+/// The command line parsed; on a usage error under `--json` (anywhere in
+/// it), the error is one JSON object on stderr, `{"error": {"kind":
+/// "usage", "message", "usage"}}`, exit 2. Help and version print as usual.
+pub fn parse_args<C: clap::Parser>() -> C {
+    match C::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            let json = std::env::args_os().skip(1).any(|a| a == "--json");
+            let shown = matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            );
+            if !json || shown {
+                e.exit();
+            }
+            let text = e.render().to_string();
+            // clap's text: "error: MESSAGE\n\n[tip…]Usage: …\n\nFor more…".
+            let message = text
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .trim_start_matches("error: ")
+                .to_owned();
+            let usage = match text.lines().find_map(|l| l.strip_prefix("Usage: ")) {
+                Some(u) => u.to_owned(),
+                None => C::command()
+                    .render_usage()
+                    .to_string()
+                    .trim_start_matches("Usage: ")
+                    .to_owned(),
+            };
+            eprintln!(
+                "{}",
+                json!({ "error": { "kind": "usage", "message": message, "usage": usage } })
+            );
+            std::process::exit(2);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -57,6 +57,7 @@ pub(super) fn read(ctx: &Ctx<'_>, root: &Map) -> Result<Vec<Found>, ImportError>
         Dialect::VsCode => vscode(ctx, root),
         _ => {
             let mut found = ctx.found();
+            found.servers_at = vec!["mcpServers".to_owned()];
             servers(
                 ctx,
                 root.get("mcpServers"),
@@ -90,6 +91,7 @@ fn rules<'a>(ctx: &'a Ctx<'_>) -> Rules<'a> {
 /// `projects["<dir>"].mcpServers`. A project's `.mcp.json`: `mcpServers`.
 fn claude_code(ctx: &Ctx<'_>, root: &Map) -> Result<Vec<Found>, ImportError> {
     let mut user = ctx.found();
+    user.servers_at = vec!["mcpServers".to_owned()];
     servers(
         ctx,
         root.get("mcpServers"),
@@ -118,6 +120,7 @@ fn claude_code(ctx: &Ctx<'_>, root: &Map) -> Result<Vec<Found>, ImportError> {
             let mut found = project_ctx.found();
             let label = format!("projects[{dir:?}]");
             found.section = Some(label.clone());
+            found.servers_at = vec!["projects".to_owned(), dir.clone(), "mcpServers".to_owned()];
             if let Value::Object(p) = project {
                 servers(
                     &project_ctx,
@@ -138,18 +141,34 @@ fn claude_code(ctx: &Ctx<'_>, root: &Map) -> Result<Vec<Found>, ImportError> {
 /// has nothing to import.
 fn vscode(ctx: &Ctx<'_>, root: &Map) -> Result<Vec<Found>, ImportError> {
     let settings = ctx.path.file_name().is_some_and(|n| n == "settings.json");
-    let (servers_value, inputs_value, field) = if settings {
+    let (servers_value, inputs_value, field, at) = if settings {
         match root.get("mcp") {
-            Some(Value::Object(mcp)) => (mcp.get("servers"), mcp.get("inputs"), "mcp.servers"),
+            Some(Value::Object(mcp)) => (
+                mcp.get("servers"),
+                mcp.get("inputs"),
+                "mcp.servers",
+                vec!["mcp", "servers"],
+            ),
             _ => match root.get("mcp.servers") {
-                Some(s) => (Some(s), root.get("mcp.inputs"), "\"mcp.servers\""),
+                Some(s) => (
+                    Some(s),
+                    root.get("mcp.inputs"),
+                    "\"mcp.servers\"",
+                    vec!["mcp.servers"],
+                ),
                 None => return Ok(Vec::new()),
             },
         }
     } else {
-        (root.get("servers"), root.get("inputs"), "servers")
+        (
+            root.get("servers"),
+            root.get("inputs"),
+            "servers",
+            vec!["servers"],
+        )
     };
     let mut found = ctx.found();
+    found.servers_at = at.into_iter().map(str::to_owned).collect();
     if let Some(inputs) = inputs_value {
         read_inputs(inputs, &mut found);
     }

@@ -43,6 +43,9 @@ pub struct Merged {
     pub action: Action,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// A duplicate by what it runs: the config's entry that runs the same.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub same_as: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -55,18 +58,32 @@ pub struct MergeReport {
 /// Adds `servers` to the config `text` (read from `path`, which anchors
 /// relative paths when validating). The text must be a valid config; each
 /// server is checked against it as it is added, with `env` for `${VAR}`.
+///
+/// A server the config already runs (same command, arguments and
+/// environment, or same URL and headers; see [`runs`]) is a duplicate
+/// whatever its name, also against servers added earlier in the same call.
+/// `prepare` is called on each server about to be written (after that
+/// decision, so it sees only new servers): it may rewrite the entry, as
+/// moving secrets to the keyring does.
 pub fn merge(
     text: &str,
     path: &Path,
     servers: &[Imported],
     opts: &MergeOptions,
     env: EnvLookup<'_>,
+    prepare: &mut dyn FnMut(&mut Imported),
 ) -> Result<MergeReport, ConfigError> {
     parse(text, path, env)?;
     let mut text = text.to_owned();
     let mut results = Vec::new();
+    // What the config holds, by name: the entry and what it runs.
+    let mut known: Vec<Known> = existing_entries(&text)?
+        .into_iter()
+        .map(|(name, entry)| Known::new(name, &entry, env))
+        .collect();
     for server in servers {
         let entry = server.entry.to_value();
+        let identity = runs(&entry, env);
         let mut name = server.name.clone();
         let mut replace = false;
         let result = |name: &str, action, reason: Option<String>| Merged {
@@ -74,18 +91,34 @@ pub fn merge(
             from: server.name.clone(),
             action,
             reason,
+            same_as: None,
         };
-        if let Some(existing) = existing_entry(&text, &name)? {
-            if same(&existing, &entry) {
-                results.push(result(&name, Action::Duplicate, None));
-                continue;
-            }
+        let same_name = known.iter().find(|k| k.name == name);
+        if same_name.is_some_and(|k| same(&k.entry, &entry)) {
+            results.push(result(&name, Action::Duplicate, None));
+            continue;
+        }
+        // The one of that name first: the user may have changed its tools.
+        let runner = same_name
+            .filter(|k| identity.is_some() && k.runs == identity)
+            .or_else(|| {
+                known
+                    .iter()
+                    .find(|k| identity.is_some() && k.runs == identity)
+            });
+        if let Some(k) = runner {
+            let mut r = result(&name, Action::Duplicate, None);
+            r.same_as = Some(k.name.clone());
+            results.push(r);
+            continue;
+        }
+        if same_name.is_some() {
             if opts.overwrite {
                 replace = true;
             } else if let Some(prefix) = &opts.rename_prefix {
                 name = format!("{prefix}{name}");
-                match existing_entry(&text, &name)? {
-                    Some(e) if same(&e, &entry) => {
+                match known.iter().find(|k| k.name == name) {
+                    Some(k) if same(&k.entry, &entry) => {
                         results.push(result(&name, Action::Duplicate, None));
                         continue;
                     }
@@ -108,6 +141,8 @@ pub fn merge(
                 continue;
             }
         }
+        let mut server = server.clone();
+        prepare(&mut server);
         let base = if replace {
             edit::remove_server(&text, &name)?
         } else {
@@ -131,6 +166,12 @@ pub fn merge(
                     Action::Added
                 };
                 results.push(result(&name, action, None));
+                known.retain(|k| k.name != name);
+                known.push(Known {
+                    name,
+                    entry,
+                    runs: identity,
+                });
                 continue;
             }
             Err(e) => issues_of(&e),
@@ -150,11 +191,94 @@ pub fn merge(
                         "{first_error}; enable it once that is fixed (mcphost servers enable {name})"
                     )),
                 ));
+                known.retain(|k| k.name != name);
+                known.push(Known {
+                    name,
+                    entry,
+                    runs: identity,
+                });
             }
             _ => results.push(result(&name, Action::Invalid, Some(first_error))),
         }
     }
     Ok(MergeReport { text, results })
+}
+
+/// An entry of the config (or one this merge added, as imported, before
+/// `prepare`).
+struct Known {
+    name: String,
+    entry: Value,
+    runs: Option<Value>,
+}
+
+impl Known {
+    fn new(name: String, entry: &Value, env: EnvLookup<'_>) -> Known {
+        Known {
+            name,
+            runs: runs(entry, env),
+            entry: entry.clone(),
+        }
+    }
+}
+
+/// What an entry runs, which makes two entries the same server whatever
+/// their names: the command, its arguments and environment, or the URL and
+/// headers. `${keyring:NAME}` references are read through `env`, so a
+/// secret moved to the keyring by an earlier import still matches.
+/// `None` for an entry with neither a command nor a URL.
+pub fn runs(entry: &Value, env: EnvLookup<'_>) -> Option<Value> {
+    let text = |v: &Value| match v {
+        Value::String(s) => Value::String(read_keyring(s, env)),
+        other => other.clone(),
+    };
+    let map = |key: &str| -> Value {
+        match entry.get(key) {
+            Some(Value::Object(m)) => {
+                Value::Object(m.iter().map(|(k, v)| (k.clone(), text(v))).collect())
+            }
+            _ => Value::Object(serde_json::Map::new()),
+        }
+    };
+    if let Some(command) = entry.get("command") {
+        let args = match entry.get("args") {
+            Some(Value::Array(a)) => Value::Array(a.iter().map(text).collect()),
+            _ => Value::Array(Vec::new()),
+        };
+        return Some(serde_json::json!({
+            "command": text(command),
+            "args": args,
+            "env": map("env"),
+        }));
+    }
+    let url = entry.get("url")?;
+    Some(serde_json::json!({ "url": text(url), "headers": map("headers") }))
+}
+
+/// `s` with each `${keyring:NAME}` the lookup answers put in.
+fn read_keyring(s: &str, env: EnvLookup<'_>) -> String {
+    const OPEN: &str = "${keyring:";
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(at) = rest.find(OPEN) {
+        let (before, from) = rest.split_at(at);
+        out.push_str(before);
+        let Some(close) = from.find('}') else {
+            break;
+        };
+        let (reference, after) = from.split_at(close.saturating_add(1));
+        let name = reference
+            .strip_prefix(OPEN)
+            .and_then(|r| r.strip_suffix('}'))
+            .unwrap_or_default();
+        match env(&format!("keyring:{name}")) {
+            Some(value) => out.push_str(&super::vars::escape(&value)),
+            None => out.push_str(reference),
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The issues of a refused config, without the file name (the caller names it).
@@ -176,8 +300,8 @@ fn issues_of(e: &ConfigError) -> String {
         .join("; ")
 }
 
-/// The entry named `name` in the config text, as a value.
-fn existing_entry(text: &str, name: &str) -> Result<Option<Value>, ConfigError> {
+/// Every entry of the config text, by name, as values.
+fn existing_entries(text: &str) -> Result<Vec<(String, Value)>, ConfigError> {
     let ast = jsonc_parser::parse_to_ast(
         text,
         &jsonc_parser::CollectOptions::default(),
@@ -185,20 +309,25 @@ fn existing_entry(text: &str, name: &str) -> Result<Option<Value>, ConfigError> 
     )
     .map_err(|e| ConfigError::syntax(None, &e))?;
     let Some(jsonc_parser::ast::Value::Object(root)) = &ast.value else {
-        return Ok(None);
+        return Ok(Vec::new());
     };
+    let mut out = Vec::new();
     for key in ["mcpServers", "servers"] {
-        if let Some(servers) = root.get_object(key)
-            && let Some(prop) = servers.get(name)
-        {
-            return Ok(Some(super::json::value(&prop.value).to_json()));
+        if let Some(servers) = root.get_object(key) {
+            for prop in &servers.properties {
+                out.push((
+                    prop.name.as_str().to_owned(),
+                    super::json::value(&prop.value).to_json(),
+                ));
+            }
         }
     }
-    Ok(None)
+    Ok(out)
 }
 
 /// Two entries that mean the same: `type` that is inferred anyway, empty
-/// lists and maps, and `disabled: false` do not count.
+/// lists and maps, and `disabled` do not count (an import parks a server it
+/// cannot load yet as disabled; the next import must see it as there).
 fn same(a: &Value, b: &Value) -> bool {
     normal(a) == normal(b)
 }
@@ -210,7 +339,7 @@ fn normal(v: &Value) -> Value {
     let mut out = map.clone();
     out.retain(|k, v| match (k.as_str(), &*v) {
         ("type", Value::String(t)) => t != "stdio" && t != "http",
-        ("disabled", Value::Bool(false)) => false,
+        ("disabled", _) => false,
         (_, Value::Array(a)) => !a.is_empty(),
         (_, Value::Object(o)) => !o.is_empty(),
         _ => true,
@@ -246,6 +375,7 @@ mod tests {
             &[server("", "x"), server("ok", "y")],
             &MergeOptions::default(),
             &env,
+            &mut |_| {},
         )
         .unwrap();
         let actions: Vec<Action> = report.results.iter().map(|r| r.action).collect();
@@ -262,6 +392,7 @@ mod tests {
             &[server("ok", "y")],
             &MergeOptions::default(),
             &env,
+            &mut |_| {},
         )
         .unwrap_err();
         assert!(err.to_string().contains("/c/config.json"), "{err}");

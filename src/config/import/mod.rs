@@ -13,6 +13,7 @@
 //! - `yaml.rs`: Goose, Continue and mark3labs/mcphost.
 //! - `vars.rs`: each dialect's `${…}` references, rewritten into ours.
 
+mod consolidate;
 mod json;
 mod merge;
 pub mod paths;
@@ -28,7 +29,10 @@ use std::str::FromStr;
 use indexmap::IndexMap;
 use serde::Serialize;
 
-pub use merge::{Action, MergeOptions, MergeReport, Merged, merge};
+pub use consolidate::{
+    BRIDGE_NAME, Rewritten, backup_path, backups, bridge_entry, is_bridge, rewrite,
+};
+pub use merge::{Action, MergeOptions, MergeReport, Merged, merge, runs};
 pub use paths::{Places, Platform};
 
 /// A host whose config we can read.
@@ -113,6 +117,10 @@ pub struct Found {
     pub problems: Vec<Problem>,
     /// VS Code's `inputs`, for the servers' `${input:ID}`.
     pub inputs: Vec<Input>,
+    /// The keys from the top of the file to the object that holds the
+    /// servers (`["mcpServers"]`, `["mcp", "servers"]`, …), for rewriting
+    /// it; empty for a file we cannot rewrite (YAML).
+    pub servers_at: Vec<String>,
 }
 
 impl Found {
@@ -124,6 +132,7 @@ impl Found {
             servers: Vec::new(),
             problems: Vec::new(),
             inputs: Vec::new(),
+            servers_at: Vec::new(),
         }
     }
 
@@ -288,8 +297,14 @@ impl Entry {
                 }
             }
         };
-        for s in self
-            .command
+        for s in self.fields_mut() {
+            fix(s);
+        }
+    }
+
+    /// Every string a reference can be in.
+    fn fields_mut(&mut self) -> impl Iterator<Item = &mut String> {
+        self.command
             .iter_mut()
             .chain(self.args.iter_mut())
             .chain(self.env.values_mut())
@@ -297,9 +312,6 @@ impl Entry {
             .chain(self.cwd.iter_mut())
             .chain(self.url.iter_mut())
             .chain(self.headers.values_mut())
-        {
-            fix(s);
-        }
     }
 }
 
@@ -325,29 +337,108 @@ pub fn looks_secret(name: &str) -> bool {
     upper.split('_').any(|w| WORDS.contains(&w)) || PARTS.iter().any(|p| upper.contains(p))
 }
 
+/// The text a value in our syntax stands for, when it holds no reference
+/// (`$$` is a `$`); `None` when it has one.
+fn literal_of(value: &str) -> Option<String> {
+    let literal = crate::config::interpolate::interpolate(value, &|_| None).ok()?;
+    // A reference with a default resolves too; only a literal round-trips.
+    (vars::escape(&literal) == value).then_some(literal)
+}
+
+/// Whether a header's name says its value is a credential
+/// (`Authorization`, `X-API-Key`, `X-Auth-Token`, …).
+pub fn looks_secret_header(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    n == "authorization" || n == "proxy-authorization" || looks_secret(&n.replace('-', "_"))
+}
+
 impl Imported {
-    /// Replaces each literal secret-looking `env` value (see
-    /// [`looks_secret`]) with `${keyring:<server>/<VAR>}`, after `store`
-    /// has kept it under that name. Values holding a reference stay.
+    /// Moves each literal secret into the OS keyring through `store`, and
+    /// writes a `${keyring:<server>/<NAME>}` reference in its place: the
+    /// value of a VS Code password input (`inputs`: its id and value)
+    /// wherever [`Imported::fill_inputs`] put it, each
+    /// secret-looking `env` value (see [`looks_secret`]) and credential
+    /// header (see [`looks_secret_header`]). Values that hold a reference
+    /// stay. On an error the entry is as it was.
     pub fn move_secrets(
         &mut self,
+        inputs: &[(String, String)],
         store: &mut dyn FnMut(&str, &str) -> Result<(), String>,
     ) -> Result<(), String> {
-        for (var, value) in self.entry.env.iter_mut() {
-            if !looks_secret(var) || value.is_empty() {
+        let before = (self.entry.clone(), self.notes.clone());
+        let moved = self.move_secrets_inner(inputs, store);
+        if moved.is_err() {
+            (self.entry, self.notes) = before;
+        }
+        moved
+    }
+
+    fn move_secrets_inner(
+        &mut self,
+        inputs: &[(String, String)],
+        store: &mut dyn FnMut(&str, &str) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let server = self.name.clone();
+        if server.contains('}') {
+            if !inputs.is_empty() || self.entry.env.keys().any(|k| looks_secret(k)) {
+                self.notes
+                    .push("secrets left in the config (the server name has a \"}\")".to_owned());
+            }
+            return Ok(());
+        }
+        for (id, value) in inputs {
+            if value.is_empty() || id.contains('}') {
                 continue;
             }
-            if value.contains('$') || self.name.contains('}') {
+            let held = vars::escape(value);
+            let name = format!("{server}/{id}");
+            let reference = format!("${{keyring:{name}}}");
+            let mut used = false;
+            for s in self.entry.fields_mut() {
+                if s.contains(held.as_str()) {
+                    if !used {
+                        store(&name, value)?;
+                        used = true;
+                    }
+                    *s = s.replace(held.as_str(), &reference);
+                }
+            }
+            if used {
                 self.notes.push(format!(
-                    "env.{var}: left in the config (its value has a \"$\" or the server name a \"}}\")"
+                    "input {id}: its value (a password) goes to the OS keyring, read back as {reference}"
                 ));
-                continue;
             }
-            let name = format!("{}/{var}", self.name);
-            store(&name, value)?;
-            *value = format!("${{keyring:{name}}}");
+        }
+        let mut moves = Vec::new();
+        for (var, value) in &self.entry.env {
+            if looks_secret(var) && !value.is_empty() {
+                moves.push(("env", var.clone(), value.clone()));
+            }
+        }
+        for (header, value) in &self.entry.headers {
+            if looks_secret_header(header) && !value.is_empty() {
+                moves.push(("headers", header.clone(), value.clone()));
+            }
+        }
+        for (field, key, value) in moves {
+            // A value that names a variable (or the keyring) is not a secret
+            // written in the file: it stays.
+            let Some(literal) = literal_of(&value) else {
+                continue;
+            };
+            let name = format!("{server}/{key}");
+            store(&name, &literal)?;
+            let reference = format!("${{keyring:{name}}}");
+            let map = if field == "env" {
+                &mut self.entry.env
+            } else {
+                &mut self.entry.headers
+            };
+            if let Some(v) = map.get_mut(&key) {
+                *v = reference.clone();
+            }
             self.notes.push(format!(
-                "env.{var}: its value goes to the OS keyring, read back as ${{keyring:{name}}}"
+                "{field}.{key}: its value goes to the OS keyring, read back as {reference}"
             ));
         }
         Ok(())
@@ -724,7 +815,7 @@ mod tests {
             inputs: Vec::new(),
         };
         let mut stored = Vec::new();
-        s.move_secrets(&mut |n, v| {
+        s.move_secrets(&[], &mut |n, v| {
             stored.push((n.to_owned(), v.to_owned()));
             Ok(())
         })
@@ -736,6 +827,13 @@ mod tests {
         let mut failing = |_: &str, _: &str| Err("no keyring".to_owned());
         let mut t = s.clone();
         t.entry.env.insert("API_KEY".into(), "again".into());
-        assert_eq!(t.move_secrets(&mut failing), Err("no keyring".to_owned()));
+        assert_eq!(
+            t.move_secrets(&[], &mut failing),
+            Err("no keyring".to_owned())
+        );
+        assert_eq!(
+            t.entry.env["API_KEY"], "again",
+            "a failed move leaves the entry"
+        );
     }
 }

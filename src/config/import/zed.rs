@@ -12,6 +12,7 @@ use super::{Ctx, Found, Server, kind};
 
 pub(super) fn read(ctx: &Ctx<'_>, root: &Map) -> Found {
     let mut found = ctx.found();
+    found.servers_at = vec!["context_servers".to_owned()];
     let Some(value) = root.get("context_servers") else {
         return found;
     };
