@@ -333,6 +333,95 @@ fn a_command_with_no_daemon_starts_one_detached_that_outlives_it_and_answers() {
     eprintln!("start + first servers --wait: {took:?}");
 }
 
+/// `mcphost` as a desktop app spawns it: the environment cleared but for
+/// PATH and HOME (no XDG_RUNTIME_DIR, no MCPHOST_*), the socket and config
+/// given as arguments the way an app's entry names them.
+fn desktop(sb: &Sandbox) -> Command {
+    let mut c = Command::new(MCPHOST);
+    c.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &sb.home)
+        .arg("--socket")
+        .arg(&sb.socket)
+        .arg("--config")
+        .arg(&sb.config)
+        .stdin(Stdio::null());
+    c
+}
+
+fn run_desktop(sb: &Sandbox, args: &[&str]) -> common::Run {
+    let out = desktop(sb).args(args).output().unwrap();
+    common::Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn one_bad_server_entry_does_not_stop_the_daemon_it_shows_failed_with_the_field() {
+    // An unset ${VAR} in one entry, a number where a duration goes in
+    // another: the good server still starts with the daemon.
+    let config = common::servers_config(&[
+        ("good", common::ts_entry(&[])),
+        (
+            "remote",
+            r#""url": "http://127.0.0.1:9/mcp", "headers": { "Authorization": "Bearer ${MCPHOST_TEST_SURELY_UNSET}" }"#
+                .to_owned(),
+        ),
+        (
+            "slow",
+            format!(r#"{}, "timeouts": {{ "request": 30 }}"#, common::ts_entry(&[])),
+        ),
+    ]);
+    let a = Auto::new(&config);
+    let r = run_desktop(&a, &["--json", "servers", "--wait=20s"]);
+    assert_eq!(r.code, 0, "{r:?}\nlog:\n{}", a.log_text());
+    let servers = r.json();
+    let by_name = |n: &str| {
+        servers
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == n)
+            .unwrap_or_else(|| panic!("no {n} in {servers}"))
+            .clone()
+    };
+    assert_eq!(by_name("good")["state"], "ready", "{servers}");
+    let remote = by_name("remote");
+    assert_eq!(remote["state"], "failed", "{remote}");
+    let e = remote["error"].as_str().unwrap_or_default();
+    assert!(
+        e.contains("mcpServers.remote.headers.Authorization")
+            && e.contains("MCPHOST_TEST_SURELY_UNSET"),
+        "{remote}"
+    );
+    let slow = by_name("slow");
+    assert_eq!(slow["state"], "failed", "{slow}");
+    let e = slow["error"].as_str().unwrap_or_default();
+    assert!(
+        e.contains("mcpServers.slow.timeouts.request") && e.contains("\"30s\""),
+        "{slow}"
+    );
+    // `status` says the config has errors, with the file and line.
+    let s = run_desktop(&a, &["--json", "status"]);
+    assert_eq!(s.code, 0, "{s:?}");
+    let ce = s.json()["configError"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let path = a.config.display().to_string();
+    assert!(
+        ce.contains(&format!(
+            "{path}:6: mcpServers.remote.headers.Authorization"
+        )),
+        "{s:?}"
+    );
+    assert!(ce.contains(&format!("{path}:7: mcpServers.slow")), "{s:?}");
+    let r = run_desktop(&a, &["--json", "call", "good__echo", r#"{"text":"hi"}"#]);
+    assert_eq!(r.code, 0, "{r:?}");
+}
+
 #[test]
 fn a_bridge_with_no_daemon_starts_one_and_serves_initialize_and_tools_list_on_stdout() {
     let a = Auto::new(&ts_config(&[]));

@@ -67,7 +67,23 @@ pub fn resolve_config_path_with(
 /// an empty config (a fresh install has none); a missing file that was asked
 /// for by flag or environment is an error.
 pub fn load_from(location: &ConfigLocation, env: EnvLookup<'_>) -> Result<HostConfig, ConfigError> {
-    match super::load(&location.path, env) {
+    missing_is_empty(location, super::load(&location.path, env))
+}
+
+/// [`load_from`] with [`super::load_lenient`]: a server entry with errors
+/// is set aside in [`HostConfig::broken`].
+pub fn load_lenient_from(
+    location: &ConfigLocation,
+    env: EnvLookup<'_>,
+) -> Result<HostConfig, ConfigError> {
+    missing_is_empty(location, super::load_lenient(&location.path, env))
+}
+
+fn missing_is_empty(
+    location: &ConfigLocation,
+    loaded: Result<HostConfig, ConfigError>,
+) -> Result<HostConfig, ConfigError> {
+    match loaded {
         Err(ConfigError::Read { path, source })
             if source.kind() == std::io::ErrorKind::NotFound
                 && location.source == ConfigSource::Default =>

@@ -179,6 +179,33 @@ impl ServerStatus {
         }
     }
 
+    /// A server whose config entry has errors: `failed` with them (or
+    /// `disabled`), never started.
+    pub(crate) fn broken(b: &crate::config::BrokenServer) -> Self {
+        ServerStatus {
+            name: b.name.clone(),
+            state: if b.disabled {
+                ServerState::Disabled
+            } else {
+                ServerState::Failed
+            },
+            transport: b.transport,
+            protocol_version: None,
+            pid: None,
+            command: None,
+            error: Some(b.reason()),
+            stderr_tail: Vec::new(),
+            restarts: 0,
+            since: SystemTime::now(),
+            retries_without_limit: false,
+            generation: NEXT_GENERATION.fetch_add(1, Ordering::Relaxed),
+            list_error: None,
+            session_instances: Vec::new(),
+            start_ms: None,
+            cached: false,
+        }
+    }
+
     /// One line for a call that cannot reach this server.
     pub fn unavailable_reason(&self) -> String {
         let mut s = format!("server '{}' is {}", self.name, self.state.as_str());
