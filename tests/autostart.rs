@@ -422,6 +422,64 @@ fn one_bad_server_entry_does_not_stop_the_daemon_it_shows_failed_with_the_field(
     assert_eq!(r.code, 0, "{r:?}");
 }
 
+/// The socket `mcphost status` tried, from its "no daemon" error.
+fn socket_tried(r: &common::Run) -> String {
+    let (_, rest) = r
+        .stderr
+        .split_once("listening on ")
+        .unwrap_or_else(|| panic!("no socket named: {r:?}"));
+    rest.split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn a_desktop_app_without_xdg_runtime_dir_and_a_terminal_with_it_find_the_same_socket() {
+    // A terminal has the session's XDG_RUNTIME_DIR; an app spawned with the
+    // SDK's default environment has only PATH and HOME. Neither names a
+    // socket: both must arrive at the same default (else two daemons).
+    let sb = Sandbox::new();
+    sb.write_config(&ts_config(&[]));
+    let runtime = sb.dir.path().join("xdg-runtime");
+    std::fs::create_dir(&runtime).unwrap();
+    let status = |runtime: Option<&Path>| {
+        let mut c = Command::new(MCPHOST);
+        c.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &sb.home)
+            .env("MCPHOST_NO_AUTOSTART", "1")
+            .arg("--config")
+            .arg(&sb.config)
+            .arg("status")
+            .stdin(Stdio::null());
+        if let Some(dir) = runtime {
+            c.env("XDG_RUNTIME_DIR", dir);
+        }
+        let out = c.output().unwrap();
+        common::Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    };
+    let terminal = status(Some(&runtime));
+    let desktop = status(None);
+    assert_eq!(terminal.code, 2, "{terminal:?}");
+    assert_eq!(desktop.code, 2, "{desktop:?}");
+    assert_eq!(
+        socket_tried(&terminal),
+        socket_tried(&desktop),
+        "terminal: {terminal:?}\ndesktop: {desktop:?}"
+    );
+    // Nor does it follow a HOME a host sets: it is the user's, from the
+    // password database.
+    assert!(
+        !socket_tried(&desktop).starts_with(&sb.home.display().to_string()),
+        "{desktop:?}"
+    );
+}
+
 #[test]
 fn a_bridge_with_no_daemon_starts_one_and_serves_initialize_and_tools_list_on_stdout() {
     let a = Auto::new(&ts_config(&[]));

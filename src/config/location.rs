@@ -25,11 +25,18 @@ pub struct ConfigLocation {
 }
 
 /// `config.json` in the per-user config directory: `~/.config/mcphost/` on
-/// Linux (honouring `XDG_CONFIG_HOME`), `~/Library/Application Support/mcphost/`
-/// on macOS. `None` when no home directory is known.
+/// Linux, `~/Library/Application Support/mcphost/` on macOS, `~` being the
+/// home directory in the password database. Like the socket, it never
+/// follows `$HOME` or `$XDG_CONFIG_HOME`, which hosts may drop or change:
+/// every process of the user reads the same file. `None` when no home
+/// directory is known.
 pub fn default_config_path() -> Option<PathBuf> {
-    directories::ProjectDirs::from("", "", "mcphost")
-        .map(|dirs| dirs.config_dir().join("config.json"))
+    let home = crate::ipc::user_home_dir()?;
+    #[cfg(target_os = "macos")]
+    let dir = home.join("Library/Application Support/mcphost");
+    #[cfg(not(target_os = "macos"))]
+    let dir = home.join(".config/mcphost");
+    Some(dir.join("config.json"))
 }
 
 /// The flag, then `MCPHOST_CONFIG`, then [`default_config_path`].

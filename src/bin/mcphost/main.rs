@@ -63,7 +63,7 @@ use output::Out;
     about = "The host side of the Model Context Protocol"
 )]
 struct Cli {
-    /// Daemon socket [env: MCPHOST_SOCKET; default: $XDG_RUNTIME_DIR/mcphost/mcphost.sock].
+    /// Daemon socket [env: MCPHOST_SOCKET; default: /run/user/UID/mcphost/mcphost.sock, else ~/.cache/mcphost/mcphost.sock].
     #[arg(long, global = true, value_name = "PATH")]
     socket: Option<PathBuf>,
     /// Config file [env: MCPHOST_CONFIG; default: ~/.config/mcphost/config.json].
