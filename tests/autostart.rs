@@ -481,6 +481,42 @@ fn a_desktop_app_without_xdg_runtime_dir_and_a_terminal_with_it_find_the_same_so
 }
 
 #[test]
+fn a_command_whose_config_is_not_the_running_daemons_says_so() {
+    let a = Auto::new(&ts_config(&[]));
+    let r = a.run(&["servers", "--wait"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let other = a.dir.path().join("other.json");
+    std::fs::write(
+        &other,
+        common::servers_config(&[("else", common::ts_entry(&[]))]),
+    )
+    .unwrap();
+    let out = Command::new(MCPHOST)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &a.home)
+        .arg("--socket")
+        .arg(&a.socket)
+        .arg("--config")
+        .arg(&other)
+        .arg("servers")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        stderr.contains(&format!(
+            "runs the config {}, not {}",
+            a.config.display(),
+            other.display()
+        )),
+        "{out:?}"
+    );
+    assert_eq!(count(&stderr, "warning"), 1, "{stderr}");
+}
+
+#[test]
 fn a_bridge_with_no_daemon_starts_one_and_serves_initialize_and_tools_list_on_stdout() {
     let a = Auto::new(&ts_config(&[]));
     let mut b = Bridge::start(a.cmd());

@@ -148,6 +148,7 @@ impl Autostart {
             };
             let theirs = status["version"].as_str().unwrap_or("unknown").to_owned();
             if theirs == OURS {
+                self.warn_other_config(&status);
                 if started {
                     settle(&client, status).await;
                 }
@@ -193,6 +194,32 @@ impl Autostart {
                 }
             }
         }
+    }
+
+    /// Says so when the daemon runs another config file than the one this
+    /// process was told to use (`--config`, `MCPHOST_CONFIG`): its servers
+    /// are that file's, not ours.
+    fn warn_other_config(&self, status: &Value) {
+        let Ok(ours) = mcphost::config::location::resolve_config_path(self.config.clone()) else {
+            return;
+        };
+        if ours.source == mcphost::config::location::ConfigSource::Default {
+            return;
+        }
+        let Some(theirs) = status["configPath"].as_str().map(PathBuf::from) else {
+            return;
+        };
+        let ours = std::path::absolute(&ours.path).unwrap_or(ours.path);
+        if crate::service::same_file(&ours, &theirs) {
+            return;
+        }
+        let pid = status["pid"].as_u64().unwrap_or_default();
+        eprintln!(
+            "mcphost: warning: the daemon at {} (pid {pid}) runs the config {}, not {};              what you see is that file's servers. Stop it (mcphost daemon stop) so that the              next command starts one with yours, or give this config a socket of its own              (--socket)",
+            self.socket.display(),
+            theirs.display(),
+            ours.display()
+        );
     }
 
     fn warn_managed(&self, theirs: &str, manager: &str) {

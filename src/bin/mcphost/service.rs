@@ -272,7 +272,8 @@ fn daemon_args(auto: &Autostart) -> Vec<OsString> {
     args
 }
 
-fn same_file(a: &Path, b: &Path) -> bool {
+/// Whether `a` and `b` name the same file (or the same missing path).
+pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
     match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
         (Ok(a), Ok(b)) => a == b,
         _ => a == b,
