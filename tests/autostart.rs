@@ -517,6 +517,72 @@ fn a_command_whose_config_is_not_the_running_daemons_says_so() {
 }
 
 #[test]
+fn daemon_status_stop_and_restart_manage_the_daemon_without_kill() {
+    let a = Auto::new(&ts_config(&[]));
+    let json = |args: &[&str]| {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let r = run_desktop(&a, &all);
+        assert_eq!(r.code, 0, "{args:?}: {r:?}");
+        r.json()
+    };
+    // Nothing runs: said so, and nothing is started.
+    let s = json(&["daemon", "status"]);
+    assert_eq!(s["running"], false, "{s}");
+    assert_eq!(s["socket"], a.socket.display().to_string(), "{s}");
+    assert!(a.daemons().is_empty());
+
+    let r = run_desktop(&a, &["servers", "--wait"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let first = a.daemons();
+    assert_eq!(first.len(), 1, "{first:?}");
+    let s = json(&["daemon", "status"]);
+    assert_eq!(s["running"], true, "{s}");
+    assert_eq!(s["pid"], first[0], "{s}");
+    assert_eq!(s["config"], a.config.display().to_string(), "{s}");
+    assert!(
+        s["startedBy"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("mcphost servers"),
+        "{s}"
+    );
+    // A second `mcphost daemon` names the one that runs.
+    let r = run_desktop(&a, &["daemon"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("already listening") && r.stderr.contains(&format!("pid {}", first[0])),
+        "{r:?}"
+    );
+
+    // restart: a new process, serving.
+    let r = json(&["daemon", "restart"]);
+    assert_ne!(r["pid"], first[0], "{r}");
+    assert!(!alive(first[0]));
+    let now = a.daemons();
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert_eq!(r["pid"], now[0], "{r}");
+    let r = run_desktop(&a, &["--json", "call", "ts__echo", r#"{"text":"back"}"#]);
+    assert_eq!(r.code, 0, "{r:?}");
+
+    // stop: gone, and status says so.
+    let r = run_desktop(&a, &["daemon", "stop"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout
+            .contains(&format!("stopped the daemon (pid {})", now[0])),
+        "{r:?}"
+    );
+    assert!(!alive(now[0]));
+    assert!(a.daemons().is_empty());
+    assert_eq!(json(&["daemon", "status"])["running"], false);
+    // Stopping none is no error.
+    let r = run_desktop(&a, &["daemon", "stop"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("not running"), "{r:?}");
+}
+
+#[test]
 fn a_bridge_with_no_daemon_starts_one_and_serves_initialize_and_tools_list_on_stdout() {
     let a = Auto::new(&ts_config(&[]));
     let mut b = Bridge::start(a.cmd());

@@ -68,6 +68,9 @@ pub struct DaemonOptions {
     /// The service manager that runs this daemon (`MCPHOST_SERVICE`, set by
     /// the unit `mcphost service install` writes), for `mcphost/status`.
     pub service: Option<String>,
+    /// Who started it (a command's name and pid, the service manager), for
+    /// `mcphost/status`.
+    pub started_by: Option<String>,
 }
 
 /// Run until SIGINT or SIGTERM; every server is stopped before returning.
@@ -116,6 +119,7 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
             version: opts.report_version.clone(),
             stop: Some(stop.clone()),
             service: opts.service.clone(),
+            started_by: opts.started_by.clone(),
         })
         .editor(Arc::new(StoreEditor(store.clone())))
         .start();

@@ -265,7 +265,7 @@ impl Autostart {
 
     /// Starts the daemon unless another process did meanwhile; returns once
     /// its socket answers.
-    async fn start(&self) -> Result<()> {
+    pub async fn start(&self) -> Result<()> {
         mcphost::ipc::prepare_socket_dir(&self.socket)?;
         let lock_path = sibling(&self.socket, ".start.lock");
         let _lock = match mcphost::lockfile::lock_within(&lock_path, LOCK_WAIT).await {
@@ -356,6 +356,8 @@ impl Autostart {
             cmd.arg("--config").arg(config);
         }
         cmd.arg("daemon")
+            .arg("--started-by")
+            .arg(starter())
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -418,6 +420,23 @@ impl Autostart {
         }
         Ok(())
     }
+}
+
+/// This command, as `daemon status` names who started the daemon: its
+/// subcommand (never its arguments, which may hold secrets) and pid.
+fn starter() -> String {
+    use clap::CommandFactory;
+    let cli = crate::Cli::command();
+    let sub = std::env::args()
+        .skip(1)
+        .find(|a| cli.get_subcommands().any(|s| s.get_name() == a))
+        .unwrap_or_default();
+    let what = if sub.is_empty() {
+        "mcphost".to_owned()
+    } else {
+        format!("mcphost {sub}")
+    };
+    format!("`{what}` (pid {})", std::process::id())
 }
 
 /// A new session for the child: setsid between fork and exec.
