@@ -583,6 +583,43 @@ fn daemon_status_stop_and_restart_manage_the_daemon_without_kill() {
 }
 
 #[test]
+fn a_second_daemon_for_the_same_config_is_refused_naming_the_first() {
+    // An app whose entry names another socket (or a host environment with
+    // another MCPHOST_SOCKET) must not start every server a second time.
+    let a = Auto::new(&ts_config(&[]));
+    let r = run_desktop(&a, &["servers", "--wait"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let first = a.daemons();
+    assert_eq!(first.len(), 1, "{first:?}");
+    let other = a.dir.path().join("run2/mcphost.sock");
+    let out = Command::new(MCPHOST)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &a.home)
+        .arg("--socket")
+        .arg(&other)
+        .arg("--config")
+        .arg(&a.config)
+        .args(["servers", "--wait"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let second = daemons_on(&other);
+    for pid in &second {
+        stop(*pid);
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(second.is_empty(), "a second daemon ran: {second:?}");
+    assert!(
+        stderr.contains(&format!("already runs for {}", a.config.display()))
+            && stderr.contains(&format!("pid {}", first[0]))
+            && stderr.contains(&a.socket.display().to_string()),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn a_bridge_with_no_daemon_starts_one_and_serves_initialize_and_tools_list_on_stdout() {
     let a = Auto::new(&ts_config(&[]));
     let mut b = Bridge::start(a.cmd());
