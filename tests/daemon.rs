@@ -1203,3 +1203,30 @@ fn a_servers_lists_are_requested_together_so_a_hung_one_holds_up_no_other() {
     }
     drop(d);
 }
+
+#[test]
+fn servers_wait_after_servers_restart_waits_for_the_new_process() {
+    // The old process takes its whole shutdown grace to go (it ignores EOF
+    // and SIGTERM): long enough for a `--wait` right after the restart to
+    // see it still `ready` if the restart returned before it began.
+    let d = Daemon::start(&servers_config(&[(
+        "ts",
+        format!(
+            r#"{}, "timeouts": {{ "shutdown": "1s" }}"#,
+            ts_entry(&["--ignore-eof", "--ignore-sigterm"])
+        ),
+    )]));
+    let before = d.wait_ready(&["ts"], SOON);
+    let old = pid_of(&before["ts"]);
+    let r = d.run(&["servers", "restart", "ts"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let list = d.json(&["servers", "--wait=20s"]);
+    let ts = &list[0];
+    assert_eq!(ts["state"], "ready", "{list}");
+    assert_ne!(
+        pid_of(ts),
+        old,
+        "--wait returned with the old process: {list}"
+    );
+    assert!(!alive(old), "the old process still runs");
+}

@@ -64,6 +64,10 @@ pub enum Launch {
     Http(HttpConfig),
 }
 
+/// How long [`SupervisorHandle::restart`] waits for the supervisor to take
+/// the command up.
+const RESTART_TAKEN_UP: Duration = Duration::from_secs(5);
+
 /// When to start and when to stop for want of work.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StartPolicy {
@@ -396,9 +400,19 @@ impl SupervisorHandle {
         self.status.borrow().clone()
     }
 
-    /// Restart now (also leaves `failed`).
+    /// Restart now (also leaves `failed`). Returns once the supervisor has
+    /// taken it up (its status changed, a ready server's to `restarting`),
+    /// so a status read next never shows the old process as the answer.
     pub async fn restart(&self) {
-        let _ = self.commands.send(Command::Restart).await;
+        let mut status = self.status.clone();
+        let state = status.borrow_and_update().state;
+        if self.commands.send(Command::Restart).await.is_err()
+            || matches!(state, ServerState::Disabled | ServerState::Stopped)
+        {
+            return;
+        }
+        // Bounded: a supervisor busy elsewhere still gets the command.
+        let _ = tokio::time::timeout(RESTART_TAKEN_UP, status.changed()).await;
     }
 
     /// Stop the server and end the supervisor. Resolves once the process is gone.
@@ -903,7 +917,12 @@ impl Supervisor {
                 },
                 cmd = commands.recv() => match cmd {
                     Some(Command::Restart) => {
-                        self.update(|s| s.error = None);
+                        // Not `ready` while the old process stops: a wait
+                        // after the restart waits for the new one.
+                        self.update(|s| {
+                            s.error = None;
+                            s.state = ServerState::Restarting;
+                        });
                         return Outcome::Restart;
                     }
                     Some(Command::Stop) | None => return Outcome::Stop,
