@@ -1230,3 +1230,31 @@ fn servers_wait_after_servers_restart_waits_for_the_new_process() {
     );
     assert!(!alive(old), "the old process still runs");
 }
+
+#[test]
+fn a_server_that_dies_at_start_shows_its_reason_in_the_table_and_its_stderr_in_logs() {
+    let d = Daemon::start(&servers_config(&[
+        ("ok", ts_entry(&[])),
+        (
+            "dies",
+            r#""command": "sh", "args": ["-c", "echo starting up >&2; echo 'fatal: API_KEY is not set' >&2; exit 3"]"#
+                .to_owned(),
+        ),
+    ]));
+    let r = d.run(&["servers", "--wait=30s"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let row = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("dies "))
+        .unwrap_or_else(|| panic!("no row for dies: {r:?}"));
+    assert!(row.contains("failed"), "{row}");
+    assert!(row.contains("fatal: API_KEY is not set"), "{row}");
+    assert!(!row.contains("last stderr lines"), "{row}");
+    let logs = d.run(&["logs", "dies"]);
+    assert_eq!(logs.code, 0, "{logs:?}");
+    assert!(
+        logs.stdout.contains("starting up") && logs.stdout.contains("fatal: API_KEY is not set"),
+        "{logs:?}"
+    );
+}

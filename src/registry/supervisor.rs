@@ -64,6 +64,9 @@ pub enum Launch {
     Http(HttpConfig),
 }
 
+/// Stderr lines kept in the status of a server that failed to start.
+const STDERR_KEPT: usize = 200;
+
 /// How long [`SupervisorHandle::restart`] waits for the supervisor to take
 /// the command up.
 const RESTART_TAKEN_UP: Duration = Duration::from_secs(5);
@@ -740,7 +743,20 @@ impl Supervisor {
         };
         match raced {
             Ok(Ok(client)) => Started::Ready(client),
-            Ok(Err(e)) => Started::Failed(e),
+            Ok(Err(e)) => {
+                // What a process that died at start said, for `mcphost logs`.
+                let control = control
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone();
+                if let Some(control) = control {
+                    let tail = control.stderr_tail(STDERR_KEPT);
+                    if !tail.is_empty() {
+                        self.update(|s| s.stderr_tail = tail);
+                    }
+                }
+                Started::Failed(e)
+            }
             Err(cmd) => {
                 info!("start interrupted");
                 // The start is dropped; its process (if one was spawned)
