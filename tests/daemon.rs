@@ -626,7 +626,8 @@ fn cli_edits_keep_the_file_and_are_applied() {
     // Unreachable: retried (remote servers come back), with the reason.
     let web = poll("web to be retried", SOON, || {
         let w = d.server("web")?;
-        (w["state"] == "restarting" && w["error"].is_string()).then_some(w)
+        let retried = w["state"] == "restarting" || w["state"] == "failed";
+        (retried && w["error"].is_string()).then_some(w)
     });
     assert_eq!(web["transport"], "http", "{web}");
     assert!(
@@ -1256,5 +1257,36 @@ fn a_server_that_dies_at_start_shows_its_reason_in_the_table_and_its_stderr_in_l
     assert!(
         logs.stdout.contains("starting up") && logs.stdout.contains("fatal: API_KEY is not set"),
         "{logs:?}"
+    );
+}
+
+#[test]
+fn an_http_server_that_is_down_ends_failed_with_its_error_and_servers_wait_returns() {
+    // A port nothing listens on: every connect is refused.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let d = Daemon::start(&servers_config(&[
+        ("ok", ts_entry(&[])),
+        ("down", format!(r#""url": "http://127.0.0.1:{port}/mcp""#)),
+    ]));
+    let r = d.run(&["--json", "servers", "--wait=20s"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let list = r.json();
+    let down = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "down")
+        .unwrap()
+        .clone();
+    assert_eq!(down["state"], "failed", "{down}");
+    assert!(
+        down["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("trying again every")),
+        "{down}"
     );
 }

@@ -88,9 +88,9 @@ pub struct RestartPolicy {
     /// Running this long without a crash resets the backoff.
     pub reset_after: Duration,
     /// Consecutive failed starts (spawn or handshake) before `failed`.
-    /// HTTP servers are exempt: a remote server that cannot be reached is
-    /// usually being redeployed, so it is retried (with backoff) until it
-    /// answers; only errors that cannot fix themselves end in `failed`.
+    /// An HTTP server is `failed` then too, with its last error, but is
+    /// still tried again every `max_backoff` (a remote server that cannot
+    /// be reached is usually being redeployed), so it comes back by itself.
     pub max_start_failures: u32,
 }
 
@@ -607,10 +607,37 @@ impl Supervisor {
             s.pid = None;
         });
         match control_command(commands).await {
-            Some(Command::Restart) => true,
+            Some(Command::Restart) => {
+                self.update(|s| s.state = ServerState::Starting);
+                true
+            }
             _ => {
                 self.stopped();
                 false
+            }
+        }
+    }
+
+    /// `failed` with `error` until the next quiet retry (every
+    /// `max_backoff`), or a command.
+    async fn retry_later(&self, commands: &mut mpsc::Receiver<Command>, error: String) -> Later {
+        let every = self.policy.max_backoff;
+        self.update(|s| {
+            s.state = ServerState::Failed;
+            s.error = Some(format!(
+                "{error} (trying again every {})",
+                humantime::format_duration(every)
+            ));
+            s.pid = None;
+        });
+        tokio::select! {
+            _ = tokio::time::sleep(every) => Later::Retry,
+            cmd = control_command(commands) => match cmd {
+                Some(Command::Restart) => {
+                    self.update(|s| s.state = ServerState::Starting);
+                    Later::Restart
+                }
+                _ => Later::Stop,
             }
         }
     }
@@ -698,8 +725,22 @@ impl Supervisor {
                     let msg = e.to_string();
                     warn!(attempt = start_failures, "start failed: {msg}");
                     let unlimited = self.status.borrow().retries_without_limit;
-                    let gave_up = start_failures >= self.policy.max_start_failures && !unlimited;
-                    if gave_up || !retryable(&e) {
+                    let spent = start_failures >= self.policy.max_start_failures;
+                    if spent && unlimited && retryable(&e) {
+                        // A remote server that is down: `failed` with its
+                        // error, so waits end and the reason shows, but
+                        // tried again now and then, so it comes back alone.
+                        match self.retry_later(&mut commands, msg).await {
+                            Later::Retry => {}
+                            Later::Restart => {
+                                start_failures = 0;
+                                backoff = self.policy.initial_backoff;
+                            }
+                            Later::Stop => return self.stopped(),
+                        }
+                        continue;
+                    }
+                    if (spent && !unlimited) || !retryable(&e) {
                         let state = if e.auth_required() {
                             ServerState::AuthRequired
                         } else {
@@ -781,7 +822,11 @@ impl Supervisor {
         control: &Mutex<Option<Arc<dyn TransportControl>>>,
     ) -> Result<ServerClient, StartError> {
         let began = std::time::Instant::now();
-        if !matches!(self.status.borrow().state, ServerState::Restarting) {
+        // `restarting` and a quiet retry's `failed` stay until it is ready.
+        if !matches!(
+            self.status.borrow().state,
+            ServerState::Restarting | ServerState::Failed
+        ) {
             self.update(|s| s.state = ServerState::Starting);
         }
         let conn = match &self.launch {
@@ -1034,6 +1079,13 @@ async fn forward_stderr(
             }
         }
     }
+}
+
+/// What ends [`Supervisor::retry_later`].
+enum Later {
+    Retry,
+    Restart,
+    Stop,
 }
 
 #[derive(Debug, thiserror::Error)]
