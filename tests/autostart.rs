@@ -534,6 +534,11 @@ fn daemon_status_stop_and_restart_manage_the_daemon_without_kill() {
 
     let r = run_desktop(&a, &["servers", "--wait"]);
     assert_eq!(r.code, 0, "{r:?}");
+    // One line says it is starting the daemon (a command may take a while);
+    // the next command, which finds it, says nothing of the kind.
+    assert_eq!(count(&r.stderr, "starting the daemon"), 1, "{r:?}");
+    let r = run_desktop(&a, &["servers"]);
+    assert!(!r.stderr.contains("starting the daemon"), "{r:?}");
     let first = a.daemons();
     assert_eq!(first.len(), 1, "{first:?}");
     let s = json(&["daemon", "status"]);

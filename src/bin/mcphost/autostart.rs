@@ -49,6 +49,8 @@ pub struct Autostart {
     pub config: Option<PathBuf>,
     /// `--no-autostart` or `MCPHOST_NO_AUTOSTART`.
     pub refused: bool,
+    /// `--json`: stderr carries JSON errors only, so no "starting" line.
+    pub quiet: bool,
 }
 
 /// How long a command waits for the servers of a daemon it just started:
@@ -282,6 +284,10 @@ impl Autostart {
             return Ok(());
         }
         let log = log_path(&self.socket);
+        if !self.quiet {
+            // The one line that says why this command takes a moment.
+            eprintln!("mcphost: starting the daemon…");
+        }
         let mut child = self.spawn(&log)?;
         let begun = Instant::now();
         let mut pause = Duration::from_millis(5);

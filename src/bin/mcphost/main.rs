@@ -472,6 +472,7 @@ async fn run_command(
         socket: socket.clone(),
         config: cli.config.clone(),
         refused: cli.no_autostart,
+        quiet: cli.json,
     };
     match cli.command {
         Command::Daemon {
