@@ -53,6 +53,21 @@ impl FileLock {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Replaces what the lock file says (who holds it, for those who find
+    /// it held); the lock is on the file, not its contents.
+    pub fn set_contents(&self, text: &str) -> Result<(), LockError> {
+        use std::io::{Seek, Write};
+        let io = |source| LockError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        let mut file = &self.file;
+        file.set_len(0).map_err(io)?;
+        file.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
+        file.write_all(text.as_bytes()).map_err(io)?;
+        file.flush().map_err(io)
+    }
 }
 
 impl std::fmt::Debug for FileLock {

@@ -333,6 +333,297 @@ fn a_command_with_no_daemon_starts_one_detached_that_outlives_it_and_answers() {
     eprintln!("start + first servers --wait: {took:?}");
 }
 
+/// `mcphost` as a desktop app spawns it: the environment cleared but for
+/// PATH and HOME (no XDG_RUNTIME_DIR, no MCPHOST_*), the socket and config
+/// given as arguments the way an app's entry names them.
+fn desktop(sb: &Sandbox) -> Command {
+    let mut c = Command::new(MCPHOST);
+    c.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &sb.home)
+        .arg("--socket")
+        .arg(&sb.socket)
+        .arg("--config")
+        .arg(&sb.config)
+        .stdin(Stdio::null());
+    c
+}
+
+fn run_desktop(sb: &Sandbox, args: &[&str]) -> common::Run {
+    let out = desktop(sb).args(args).output().unwrap();
+    common::Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn one_bad_server_entry_does_not_stop_the_daemon_it_shows_failed_with_the_field() {
+    // An unset ${VAR} in one entry, a number where a duration goes in
+    // another: the good server still starts with the daemon.
+    let config = common::servers_config(&[
+        ("good", common::ts_entry(&[])),
+        (
+            "remote",
+            r#""url": "http://127.0.0.1:9/mcp", "headers": { "Authorization": "Bearer ${MCPHOST_TEST_SURELY_UNSET}" }"#
+                .to_owned(),
+        ),
+        (
+            "slow",
+            format!(r#"{}, "timeouts": {{ "request": 30 }}"#, common::ts_entry(&[])),
+        ),
+    ]);
+    let a = Auto::new(&config);
+    let r = run_desktop(&a, &["--json", "servers", "--wait=20s"]);
+    assert_eq!(r.code, 0, "{r:?}\nlog:\n{}", a.log_text());
+    let servers = r.json();
+    let by_name = |n: &str| {
+        servers
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == n)
+            .unwrap_or_else(|| panic!("no {n} in {servers}"))
+            .clone()
+    };
+    assert_eq!(by_name("good")["state"], "ready", "{servers}");
+    let remote = by_name("remote");
+    assert_eq!(remote["state"], "failed", "{remote}");
+    let e = remote["error"].as_str().unwrap_or_default();
+    assert!(
+        e.contains("mcpServers.remote.headers.Authorization")
+            && e.contains("MCPHOST_TEST_SURELY_UNSET"),
+        "{remote}"
+    );
+    let slow = by_name("slow");
+    assert_eq!(slow["state"], "failed", "{slow}");
+    let e = slow["error"].as_str().unwrap_or_default();
+    assert!(
+        e.contains("mcpServers.slow.timeouts.request") && e.contains("\"30s\""),
+        "{slow}"
+    );
+    // `status` says the config has errors, with the file and line.
+    let s = run_desktop(&a, &["--json", "status"]);
+    assert_eq!(s.code, 0, "{s:?}");
+    let ce = s.json()["configError"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let path = a.config.display().to_string();
+    assert!(
+        ce.contains(&format!(
+            "{path}:6: mcpServers.remote.headers.Authorization"
+        )),
+        "{s:?}"
+    );
+    assert!(ce.contains(&format!("{path}:7: mcpServers.slow")), "{s:?}");
+    let r = run_desktop(&a, &["--json", "call", "good__echo", r#"{"text":"hi"}"#]);
+    assert_eq!(r.code, 0, "{r:?}");
+}
+
+/// The socket `mcphost status` tried, from its "no daemon" error.
+fn socket_tried(r: &common::Run) -> String {
+    let (_, rest) = r
+        .stderr
+        .split_once("listening on ")
+        .unwrap_or_else(|| panic!("no socket named: {r:?}"));
+    rest.split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn a_desktop_app_without_xdg_runtime_dir_and_a_terminal_with_it_find_the_same_socket() {
+    // A terminal has the session's XDG_RUNTIME_DIR; an app spawned with the
+    // SDK's default environment has only PATH and HOME. Neither names a
+    // socket: both must arrive at the same default (else two daemons).
+    let sb = Sandbox::new();
+    sb.write_config(&ts_config(&[]));
+    let runtime = sb.dir.path().join("xdg-runtime");
+    std::fs::create_dir(&runtime).unwrap();
+    let status = |runtime: Option<&Path>| {
+        let mut c = Command::new(MCPHOST);
+        c.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &sb.home)
+            .env("MCPHOST_NO_AUTOSTART", "1")
+            .arg("--config")
+            .arg(&sb.config)
+            .arg("status")
+            .stdin(Stdio::null());
+        if let Some(dir) = runtime {
+            c.env("XDG_RUNTIME_DIR", dir);
+        }
+        let out = c.output().unwrap();
+        common::Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    };
+    let terminal = status(Some(&runtime));
+    let desktop = status(None);
+    assert_eq!(terminal.code, 2, "{terminal:?}");
+    assert_eq!(desktop.code, 2, "{desktop:?}");
+    assert_eq!(
+        socket_tried(&terminal),
+        socket_tried(&desktop),
+        "terminal: {terminal:?}\ndesktop: {desktop:?}"
+    );
+    // Nor does it follow a HOME a host sets: it is the user's, from the
+    // password database.
+    assert!(
+        !socket_tried(&desktop).starts_with(&sb.home.display().to_string()),
+        "{desktop:?}"
+    );
+}
+
+#[test]
+fn a_command_whose_config_is_not_the_running_daemons_says_so() {
+    let a = Auto::new(&ts_config(&[]));
+    let r = a.run(&["servers", "--wait"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let other = a.dir.path().join("other.json");
+    std::fs::write(
+        &other,
+        common::servers_config(&[("else", common::ts_entry(&[]))]),
+    )
+    .unwrap();
+    let out = Command::new(MCPHOST)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &a.home)
+        .arg("--socket")
+        .arg(&a.socket)
+        .arg("--config")
+        .arg(&other)
+        .arg("servers")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        stderr.contains(&format!(
+            "runs the config {}, not {}",
+            a.config.display(),
+            other.display()
+        )),
+        "{out:?}"
+    );
+    assert_eq!(count(&stderr, "warning"), 1, "{stderr}");
+}
+
+#[test]
+fn daemon_status_stop_and_restart_manage_the_daemon_without_kill() {
+    let a = Auto::new(&ts_config(&[]));
+    let json = |args: &[&str]| {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let r = run_desktop(&a, &all);
+        assert_eq!(r.code, 0, "{args:?}: {r:?}");
+        r.json()
+    };
+    // Nothing runs: said so, and nothing is started.
+    let s = json(&["daemon", "status"]);
+    assert_eq!(s["running"], false, "{s}");
+    assert_eq!(s["socket"], a.socket.display().to_string(), "{s}");
+    assert!(a.daemons().is_empty());
+
+    let r = run_desktop(&a, &["servers", "--wait"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    // One line says it is starting the daemon (a command may take a while);
+    // the next command, which finds it, says nothing of the kind.
+    assert_eq!(count(&r.stderr, "starting the daemon"), 1, "{r:?}");
+    let r = run_desktop(&a, &["servers"]);
+    assert!(!r.stderr.contains("starting the daemon"), "{r:?}");
+    let first = a.daemons();
+    assert_eq!(first.len(), 1, "{first:?}");
+    let s = json(&["daemon", "status"]);
+    assert_eq!(s["running"], true, "{s}");
+    assert_eq!(s["pid"], first[0], "{s}");
+    assert_eq!(s["config"], a.config.display().to_string(), "{s}");
+    assert!(
+        s["startedBy"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("mcphost servers"),
+        "{s}"
+    );
+    // A second `mcphost daemon` names the one that runs.
+    let r = run_desktop(&a, &["daemon"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("already listening") && r.stderr.contains(&format!("pid {}", first[0])),
+        "{r:?}"
+    );
+
+    // restart: a new process, serving.
+    let r = json(&["daemon", "restart"]);
+    assert_ne!(r["pid"], first[0], "{r}");
+    assert!(!alive(first[0]));
+    let now = a.daemons();
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert_eq!(r["pid"], now[0], "{r}");
+    let r = run_desktop(&a, &["--json", "call", "ts__echo", r#"{"text":"back"}"#]);
+    assert_eq!(r.code, 0, "{r:?}");
+
+    // stop: gone, and status says so.
+    let r = run_desktop(&a, &["daemon", "stop"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout
+            .contains(&format!("stopped the daemon (pid {})", now[0])),
+        "{r:?}"
+    );
+    assert!(!alive(now[0]));
+    assert!(a.daemons().is_empty());
+    assert_eq!(json(&["daemon", "status"])["running"], false);
+    // Stopping none is no error.
+    let r = run_desktop(&a, &["daemon", "stop"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("not running"), "{r:?}");
+}
+
+#[test]
+fn a_second_daemon_for_the_same_config_is_refused_naming_the_first() {
+    // An app whose entry names another socket (or a host environment with
+    // another MCPHOST_SOCKET) must not start every server a second time.
+    let a = Auto::new(&ts_config(&[]));
+    let r = run_desktop(&a, &["servers", "--wait"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let first = a.daemons();
+    assert_eq!(first.len(), 1, "{first:?}");
+    let other = a.dir.path().join("run2/mcphost.sock");
+    let out = Command::new(MCPHOST)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &a.home)
+        .arg("--socket")
+        .arg(&other)
+        .arg("--config")
+        .arg(&a.config)
+        .args(["servers", "--wait"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let second = daemons_on(&other);
+    for pid in &second {
+        stop(*pid);
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(second.is_empty(), "a second daemon ran: {second:?}");
+    assert!(
+        stderr.contains(&format!("already runs for {}", a.config.display()))
+            && stderr.contains(&format!("pid {}", first[0]))
+            && stderr.contains(&a.socket.display().to_string()),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn a_bridge_with_no_daemon_starts_one_and_serves_initialize_and_tools_list_on_stdout() {
     let a = Auto::new(&ts_config(&[]));

@@ -111,6 +111,7 @@ fn claude_desktop_shape() {
         shape: Default::default(),
         daemon: Default::default(),
         warnings: Vec::new(),
+        broken: Vec::new(),
     };
     assert_eq!(config, expected);
 }

@@ -626,7 +626,8 @@ fn cli_edits_keep_the_file_and_are_applied() {
     // Unreachable: retried (remote servers come back), with the reason.
     let web = poll("web to be retried", SOON, || {
         let w = d.server("web")?;
-        (w["state"] == "restarting" && w["error"].is_string()).then_some(w)
+        let retried = w["state"] == "restarting" || w["state"] == "failed";
+        (retried && w["error"].is_string()).then_some(w)
     });
     assert_eq!(web["transport"], "http", "{web}");
     assert!(
@@ -1202,4 +1203,90 @@ fn a_servers_lists_are_requested_together_so_a_hung_one_holds_up_no_other() {
         std::thread::sleep(Duration::from_millis(50));
     }
     drop(d);
+}
+
+#[test]
+fn servers_wait_after_servers_restart_waits_for_the_new_process() {
+    // The old process takes its whole shutdown grace to go (it ignores EOF
+    // and SIGTERM): long enough for a `--wait` right after the restart to
+    // see it still `ready` if the restart returned before it began.
+    let d = Daemon::start(&servers_config(&[(
+        "ts",
+        format!(
+            r#"{}, "timeouts": {{ "shutdown": "1s" }}"#,
+            ts_entry(&["--ignore-eof", "--ignore-sigterm"])
+        ),
+    )]));
+    let before = d.wait_ready(&["ts"], SOON);
+    let old = pid_of(&before["ts"]);
+    let r = d.run(&["servers", "restart", "ts"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let list = d.json(&["servers", "--wait=20s"]);
+    let ts = &list[0];
+    assert_eq!(ts["state"], "ready", "{list}");
+    assert_ne!(
+        pid_of(ts),
+        old,
+        "--wait returned with the old process: {list}"
+    );
+    assert!(!alive(old), "the old process still runs");
+}
+
+#[test]
+fn a_server_that_dies_at_start_shows_its_reason_in_the_table_and_its_stderr_in_logs() {
+    let d = Daemon::start(&servers_config(&[
+        ("ok", ts_entry(&[])),
+        (
+            "dies",
+            r#""command": "sh", "args": ["-c", "echo starting up >&2; echo 'fatal: API_KEY is not set' >&2; exit 3"]"#
+                .to_owned(),
+        ),
+    ]));
+    let r = d.run(&["servers", "--wait=30s"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let row = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("dies "))
+        .unwrap_or_else(|| panic!("no row for dies: {r:?}"));
+    assert!(row.contains("failed"), "{row}");
+    assert!(row.contains("fatal: API_KEY is not set"), "{row}");
+    assert!(!row.contains("last stderr lines"), "{row}");
+    let logs = d.run(&["logs", "dies"]);
+    assert_eq!(logs.code, 0, "{logs:?}");
+    assert!(
+        logs.stdout.contains("starting up") && logs.stdout.contains("fatal: API_KEY is not set"),
+        "{logs:?}"
+    );
+}
+
+#[test]
+fn an_http_server_that_is_down_ends_failed_with_its_error_and_servers_wait_returns() {
+    // A port nothing listens on: every connect is refused.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let d = Daemon::start(&servers_config(&[
+        ("ok", ts_entry(&[])),
+        ("down", format!(r#""url": "http://127.0.0.1:{port}/mcp""#)),
+    ]));
+    let r = d.run(&["--json", "servers", "--wait=20s"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let list = r.json();
+    let down = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "down")
+        .unwrap()
+        .clone();
+    assert_eq!(down["state"], "failed", "{down}");
+    assert!(
+        down["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("trying again every")),
+        "{down}"
+    );
 }

@@ -4,8 +4,10 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use mcphost::config::default_config_path;
 use mcphost::ipc::{
     ListenOptions, SOCKET_ENV, connect, default_socket_path, listen, resolve_socket_path,
+    user_home_dir,
 };
 
 fn set(name: &str, value: Option<&str>) {
@@ -19,30 +21,41 @@ fn set(name: &str, value: Option<&str>) {
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn socket_path_precedence_and_fallbacks() {
+async fn socket_path_precedence_and_a_default_no_environment_variable_moves() {
     set(SOCKET_ENV, None);
-    set("XDG_RUNTIME_DIR", Some("/run/user/4242"));
-    assert_eq!(
-        default_socket_path(),
-        Path::new("/run/user/4242/mcphost/mcphost.sock")
-    );
-    assert_eq!(resolve_socket_path(None), default_socket_path());
-
-    // No runtime dir (or a relative one, which XDG says to ignore): the cache dir.
-    set("HOME", Some("/home/someone"));
-    set("XDG_CACHE_HOME", None);
-    for runtime in [None, Some("relative/run")] {
-        set("XDG_RUNTIME_DIR", runtime);
+    // The user's runtime directory if logind made it, else the home
+    // directory of the password database.
+    let uid = unsafe { libc::geteuid() };
+    let run = PathBuf::from(format!("/run/user/{uid}"));
+    let home = user_home_dir().expect("a home directory in the password database");
+    let expected = if std::fs::metadata(&run).is_ok_and(|m| m.is_dir() && m.uid() == uid) {
+        run.join("mcphost/mcphost.sock")
+    } else {
+        home.join(".cache/mcphost/mcphost.sock")
+    };
+    assert_eq!(default_socket_path(), expected);
+    let config = home.join(".config/mcphost/config.json");
+    assert_eq!(default_config_path().as_deref(), Some(config.as_path()));
+    // Whatever a host passes or leaves out, the same paths.
+    for (name, value) in [
+        ("XDG_RUNTIME_DIR", Some("/run/user/4242")),
+        ("XDG_RUNTIME_DIR", None),
+        ("HOME", Some("/home/someone-else")),
+        ("HOME", None),
+        ("XDG_CACHE_HOME", Some("/var/cache/someone")),
+        ("XDG_CONFIG_HOME", Some("/var/config/someone")),
+        ("TMPDIR", Some("/var/tmp/someone")),
+    ] {
+        set(name, value);
+        assert_eq!(default_socket_path(), expected, "{name}={value:?}");
         assert_eq!(
-            default_socket_path(),
-            Path::new("/home/someone/.cache/mcphost/mcphost.sock")
+            default_config_path().as_deref(),
+            Some(config.as_path()),
+            "{name}={value:?}"
         );
     }
-    set("XDG_CACHE_HOME", Some("/var/cache/someone"));
-    assert_eq!(
-        default_socket_path(),
-        Path::new("/var/cache/someone/mcphost/mcphost.sock")
-    );
+    assert_eq!(resolve_socket_path(None), default_socket_path());
+    set("TMPDIR", None);
 
     // --socket beats $MCPHOST_SOCKET beats the default; empty means unset.
     set(SOCKET_ENV, Some("/from/env.sock"));
@@ -56,13 +69,14 @@ async fn socket_path_precedence_and_fallbacks() {
     let relative = resolve_socket_path(Some(PathBuf::from("here.sock")));
     assert_eq!(relative, std::env::current_dir().unwrap().join("here.sock"));
 
-    // The default path end to end: its directory is created 0700.
+    // End to end: the socket's directory is created 0700.
     let tmp = tempfile::tempdir().unwrap();
-    set("XDG_RUNTIME_DIR", tmp.path().to_str());
-    set(SOCKET_ENV, None);
-    let listener = listen(ListenOptions::default()).await.unwrap();
-    let expected = tmp.path().join("mcphost/mcphost.sock");
-    assert_eq!(listener.path(), expected);
+    let path = tmp.path().join("mcphost/mcphost.sock");
+    set(SOCKET_ENV, path.to_str());
+    let listener = listen(ListenOptions::new(resolve_socket_path(None)))
+        .await
+        .unwrap();
+    assert_eq!(listener.path(), path);
     assert_eq!(
         std::fs::metadata(tmp.path().join("mcphost"))
             .unwrap()

@@ -225,14 +225,17 @@ async fn unreachable_http_server_is_retried_with_the_reason() {
             "http://127.0.0.1:{port}/mcp"
         ))),
     );
-    // Remote servers come back (redeploys), so it is retried past the
-    // stdio limit of failed starts instead of ending in `failed`.
-    let limit = policy().max_start_failures;
-    let status = wait_status(&h, "restart past the limit", |s| s.restarts > limit).await;
-    assert_eq!(status.state, ServerState::Restarting, "{status:?}");
+    // Past the limit of failed starts it is `failed` with the reason (waits
+    // end), and, since remote servers come back (redeploys), still tried
+    // again every max_backoff.
+    let status = wait_state(&h, ServerState::Failed).await;
     let e = status.error.as_deref().unwrap();
     assert!(e.contains("remote") && e.contains("cannot reach"), "{e}");
     assert!(e.to_lowercase().contains("refused"), "{e}");
+    assert!(e.contains("trying again every 200ms"), "{e}");
     assert_eq!(status.transport, "http");
+    let first = status.since;
+    let again = wait_status(&h, "a quiet retry", |s| s.since > first).await;
+    assert_eq!(again.state, ServerState::Failed, "{again:?}");
     h.stop().await;
 }

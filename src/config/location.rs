@@ -25,11 +25,18 @@ pub struct ConfigLocation {
 }
 
 /// `config.json` in the per-user config directory: `~/.config/mcphost/` on
-/// Linux (honouring `XDG_CONFIG_HOME`), `~/Library/Application Support/mcphost/`
-/// on macOS. `None` when no home directory is known.
+/// Linux, `~/Library/Application Support/mcphost/` on macOS, `~` being the
+/// home directory in the password database. Like the socket, it never
+/// follows `$HOME` or `$XDG_CONFIG_HOME`, which hosts may drop or change:
+/// every process of the user reads the same file. `None` when no home
+/// directory is known.
 pub fn default_config_path() -> Option<PathBuf> {
-    directories::ProjectDirs::from("", "", "mcphost")
-        .map(|dirs| dirs.config_dir().join("config.json"))
+    let home = crate::ipc::user_home_dir()?;
+    #[cfg(target_os = "macos")]
+    let dir = home.join("Library/Application Support/mcphost");
+    #[cfg(not(target_os = "macos"))]
+    let dir = home.join(".config/mcphost");
+    Some(dir.join("config.json"))
 }
 
 /// The flag, then `MCPHOST_CONFIG`, then [`default_config_path`].
@@ -67,7 +74,23 @@ pub fn resolve_config_path_with(
 /// an empty config (a fresh install has none); a missing file that was asked
 /// for by flag or environment is an error.
 pub fn load_from(location: &ConfigLocation, env: EnvLookup<'_>) -> Result<HostConfig, ConfigError> {
-    match super::load(&location.path, env) {
+    missing_is_empty(location, super::load(&location.path, env))
+}
+
+/// [`load_from`] with [`super::load_lenient`]: a server entry with errors
+/// is set aside in [`HostConfig::broken`].
+pub fn load_lenient_from(
+    location: &ConfigLocation,
+    env: EnvLookup<'_>,
+) -> Result<HostConfig, ConfigError> {
+    missing_is_empty(location, super::load_lenient(&location.path, env))
+}
+
+fn missing_is_empty(
+    location: &ConfigLocation,
+    loaded: Result<HostConfig, ConfigError>,
+) -> Result<HostConfig, ConfigError> {
+    match loaded {
         Err(ConfigError::Read { path, source })
             if source.kind() == std::io::ErrorKind::NotFound
                 && location.source == ConfigSource::Default =>

@@ -85,6 +85,30 @@ pub struct HostConfig {
     /// Non-fatal findings (unknown keys, problems in disabled servers); each
     /// was also logged.
     pub warnings: Vec<Issue>,
+    /// Server entries with errors, left out of `servers` (only from
+    /// [`parse_lenient`]; [`parse`] refuses the file instead).
+    pub broken: Vec<BrokenServer>,
+}
+
+/// A server entry with errors: the daemon runs the rest of the config and
+/// shows this one `failed`, with its issues.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokenServer {
+    pub name: String,
+    /// `"stdio"` or `"http"`, as far as the entry says.
+    pub transport: &'static str,
+    pub disabled: bool,
+    pub issues: Vec<Issue>,
+}
+
+impl BrokenServer {
+    /// Why it cannot run, and what to do about it.
+    pub fn reason(&self) -> String {
+        let issues = Issues(self.issues.clone());
+        format!(
+            "config error: {issues}; fix the entry (the daemon applies the file when it is saved)"
+        )
+    }
 }
 
 impl Default for HostConfig {
@@ -99,6 +123,7 @@ impl Default for HostConfig {
             shape: crate::shape::Settings::default(),
             daemon: DaemonSettings::default(),
             warnings: Vec::new(),
+            broken: Vec::new(),
         }
     }
 }
@@ -447,7 +472,28 @@ pub fn load(path: &Path, env: EnvLookup<'_>) -> Result<HostConfig, ConfigError> 
 
 /// Parses config text; `path` names it in messages and anchors relative paths.
 pub fn parse(text: &str, path: &Path, env: EnvLookup<'_>) -> Result<HostConfig, ConfigError> {
-    parse::parse(text, path, env)
+    parse::parse(text, path, env, false)
+}
+
+/// [`parse`], except that a server entry with errors is set aside in
+/// [`HostConfig::broken`] instead of refusing the file: what the daemon
+/// runs. Errors outside any one server still refuse it.
+pub fn parse_lenient(
+    text: &str,
+    path: &Path,
+    env: EnvLookup<'_>,
+) -> Result<HostConfig, ConfigError> {
+    parse::parse(text, path, env, true)
+}
+
+/// [`load`] with [`parse_lenient`].
+pub fn load_lenient(path: &Path, env: EnvLookup<'_>) -> Result<HostConfig, ConfigError> {
+    let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    parse_lenient(&text, &path, env)
 }
 
 /// Fuzzing entry point: the JSONC config loader and the `envFile` parser.

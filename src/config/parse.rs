@@ -16,9 +16,9 @@ use super::duration::{no_unit_hint, parse_duration};
 use super::interpolate::interpolate;
 use super::tools::glob;
 use super::{
-    ConfigError, EnvLookup, HostConfig, HttpMode, HttpServer, Issue, Issues, Namespacing,
-    OAuthSetting, Offer, Root, ServerConfig, Share, StartMode, StdioServer, Timeouts, ToolFilter,
-    TransportConfig,
+    BrokenServer, ConfigError, EnvLookup, HostConfig, HttpMode, HttpServer, Issue, Issues,
+    Namespacing, OAuthSetting, Offer, Root, ServerConfig, Share, StartMode, StdioServer, Timeouts,
+    ToolFilter, TransportConfig,
 };
 use crate::registry::catalog::NamingRules;
 
@@ -101,6 +101,7 @@ pub(crate) fn parse(
     text: &str,
     path: &Path,
     env: EnvLookup<'_>,
+    lenient: bool,
 ) -> Result<HostConfig, ConfigError> {
     let ast = parse_to_ast(text, &CollectOptions::default(), &json_options())
         .map_err(|err| ConfigError::syntax(Some(path), &err))?;
@@ -118,6 +119,13 @@ pub(crate) fn parse(
             "",
             format!("the config must be a JSON object, found {}", kind(other)),
         ),
+    }
+    if lenient && ctx.errors.is_empty() {
+        config.broken = std::mem::take(&mut ctx.broken);
+    } else {
+        // One list of everything, so a user fixes it all at once.
+        ctx.errors
+            .extend(ctx.broken.drain(..).flat_map(|b| b.issues));
     }
     // Cross-checks run last; report in document order.
     ctx.errors.sort_by_key(|issue| issue.line);
@@ -173,6 +181,8 @@ struct Ctx<'a> {
     env: EnvLookup<'a>,
     errors: Vec<Issue>,
     warnings: Vec<Issue>,
+    /// Server entries whose errors were taken out of `errors`.
+    broken: Vec<BrokenServer>,
 }
 
 impl<'a> Ctx<'a> {
@@ -191,6 +201,7 @@ impl<'a> Ctx<'a> {
             env,
             errors: Vec::new(),
             warnings: Vec::new(),
+            broken: Vec::new(),
         }
     }
 
@@ -525,7 +536,9 @@ impl<'a> Ctx<'a> {
                 self.error(prop.start(), &field, "duplicate server name");
                 continue;
             }
+            let before = self.errors.len();
             let Some(server) = self.server(name, prop, &field, defaults) else {
+                self.set_aside(name, prop, before);
                 continue;
             };
             match &server.alias {
@@ -550,17 +563,52 @@ impl<'a> Ctx<'a> {
         }
         for (alias, name, at, field) in alias_sites {
             match prefixes.get(&alias) {
-                Some(other) if *other != name => self.error(
-                    at,
-                    &field,
-                    format!("namespace prefix \"{alias}\" is already used by server \"{other}\""),
-                ),
+                Some(other) if *other != name => {
+                    let before = self.errors.len();
+                    self.error(
+                        at,
+                        &field,
+                        format!(
+                            "namespace prefix \"{alias}\" is already used by server \"{other}\""
+                        ),
+                    );
+                    if let Some(i) = servers.iter().position(|s: &ServerConfig| s.name == name) {
+                        let server = servers.remove(i);
+                        self.broken.push(BrokenServer {
+                            name: server.name,
+                            transport: match server.transport {
+                                TransportConfig::Stdio(_) => "stdio",
+                                TransportConfig::Http(_) => "http",
+                            },
+                            disabled: server.disabled,
+                            issues: self.errors.split_off(before),
+                        });
+                    }
+                }
                 _ => {
                     prefixes.insert(alias, name);
                 }
             }
         }
         servers
+    }
+
+    /// The errors from `before` on are server `name`'s: set them aside with it.
+    fn set_aside(&mut self, name: &str, prop: &ObjectProp<'_>, before: usize) {
+        if self.errors.len() <= before {
+            return;
+        }
+        let obj = prop.value.as_object();
+        let has = |key: &str| obj.is_some_and(|o| o.get(key).is_some());
+        let disabled = obj
+            .and_then(|o| o.get("disabled"))
+            .is_some_and(|p| matches!(&p.value, Value::BooleanLit(b) if b.value));
+        self.broken.push(BrokenServer {
+            name: name.to_owned(),
+            transport: if has("url") { "http" } else { "stdio" },
+            disabled,
+            issues: self.errors.split_off(before),
+        });
     }
 
     fn server(

@@ -16,8 +16,8 @@ use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use tokio::sync::OwnedMutexGuard;
 
-use super::location::{ConfigLocation, load_from};
-use super::{ConfigError, HostConfig, edit, parse, process_env};
+use super::location::{ConfigLocation, load_lenient_from};
+use super::{ConfigError, HostConfig, Issue, Issues, edit, parse, parse_lenient, process_env};
 
 /// How long an edit waits for another process's edit of the same file.
 const LOCK_WAIT: Duration = Duration::from_secs(10);
@@ -46,16 +46,16 @@ pub struct Edited {
 }
 
 impl ConfigStore {
-    /// Load the config; an invalid file at startup is an error.
+    /// Load the config. A file that cannot be read or parsed is an error;
+    /// a server entry with errors is not (it is in `broken`, and is
+    /// [`Self::last_error`]).
     pub fn open(location: ConfigLocation) -> Result<ConfigStore, ConfigError> {
-        let current = load_from(&location, &process_env)?;
+        let mut current = load_lenient_from(&location, &process_env)?;
+        let error = keep_last_good(&mut current, &HostConfig::default());
         Ok(ConfigStore {
             location,
             memory: None,
-            state: Mutex::new(State {
-                current,
-                error: None,
-            }),
+            state: Mutex::new(State { current, error }),
             turn: Arc::new(tokio::sync::Mutex::new(())),
         })
     }
@@ -94,7 +94,9 @@ impl ConfigStore {
     }
 
     /// Re-read the file. `Ok(None)` when nothing that matters changed; an
-    /// invalid file is rejected and remembered, and the last good config stays.
+    /// invalid file is rejected and remembered, and the last good config
+    /// stays. A server entry with errors keeps its last good version, if it
+    /// had one, and is remembered as the error.
     ///
     /// Waits for an edit in progress, and holds the turn like one, so a
     /// reload never applies a file older than an edit already applied.
@@ -103,10 +105,15 @@ impl ConfigStore {
         if self.memory.is_some() {
             return Ok(None);
         }
-        match load_from(&self.location, &process_env) {
-            Ok(cfg) => {
+        match load_lenient_from(&self.location, &process_env) {
+            Ok(mut cfg) => {
                 let mut st = self.lock();
-                st.error = None;
+                st.error = keep_last_good(&mut cfg, &st.current);
+                if let Some(e) = &st.error {
+                    tracing::error!(
+                        "config entries rejected, each keeps its last good version: {e}"
+                    );
+                }
                 if cfg == st.current {
                     return Ok(None);
                 }
@@ -132,7 +139,7 @@ impl ConfigStore {
         if let Some(memory) = &self.memory {
             let mut text = memory.lock().unwrap_or_else(|p| p.into_inner());
             let new_text = f(&text)?;
-            let cfg = parse(&new_text, path, &process_env)?;
+            let cfg = no_new_errors(&text, &new_text, path)?;
             *text = new_text;
             return Ok(self.edited(cfg, turn));
         }
@@ -156,16 +163,17 @@ impl ConfigStore {
             }
         };
         let new_text = f(&text).map_err(|e| e.with_path(path))?;
-        // Never write a file the daemon would then refuse.
-        let cfg = parse(&new_text, path, &process_env)?;
+        // Never write a file the daemon would then refuse, nor one that
+        // breaks an entry; entries broken before do not stop the edit.
+        let cfg = no_new_errors(&text, &new_text, path)?;
         edit::write_atomic(path, &new_text)?;
         Ok(self.edited(cfg, turn))
     }
 
-    fn edited(&self, cfg: HostConfig, turn: OwnedMutexGuard<()>) -> Edited {
+    fn edited(&self, mut cfg: HostConfig, turn: OwnedMutexGuard<()>) -> Edited {
         let mut st = self.lock();
+        st.error = keep_last_good(&mut cfg, &st.current);
         st.current = cfg.clone();
-        st.error = None;
         Edited {
             config: cfg,
             _turn: turn,
@@ -192,6 +200,47 @@ impl ConfigStore {
     pub async fn set_disabled(&self, name: &str, disabled: bool) -> Result<Edited, ConfigError> {
         self.edit(|t| edit::set_disabled(t, name, disabled)).await
     }
+}
+
+/// `new` parsed leniently, unless it has errors `old` did not: a file-wide
+/// one, or a server entry broken that was not.
+fn no_new_errors(old: &str, new: &str, path: &Path) -> Result<HostConfig, ConfigError> {
+    let cfg = parse_lenient(new, path, &process_env)?;
+    if cfg.broken.is_empty() {
+        return Ok(cfg);
+    }
+    let before: Vec<String> = parse_lenient(old, path, &process_env)
+        .map(|c| c.broken.into_iter().map(|b| b.name).collect())
+        .unwrap_or_default();
+    let fresh: Vec<Issue> = cfg
+        .broken
+        .iter()
+        .filter(|b| !before.contains(&b.name))
+        .flat_map(|b| b.issues.clone())
+        .collect();
+    if fresh.is_empty() {
+        Ok(cfg)
+    } else {
+        Err(ConfigError::Invalid(Issues(fresh)))
+    }
+}
+
+/// Each broken entry of `cfg` that runs in `current` keeps running as it
+/// was (a bad edit stops nothing); the others stay in `cfg.broken`. Returns
+/// every broken entry's issues, in file order, as the config's error.
+fn keep_last_good(cfg: &mut HostConfig, current: &HostConfig) -> Option<String> {
+    if cfg.broken.is_empty() {
+        return None;
+    }
+    let mut issues: Vec<Issue> = cfg.broken.iter().flat_map(|b| b.issues.clone()).collect();
+    issues.sort_by_key(|i| i.line);
+    for b in std::mem::take(&mut cfg.broken) {
+        match current.server(&b.name) {
+            Some(old) => cfg.servers.push(old.clone()),
+            None => cfg.broken.push(b),
+        }
+    }
+    Some(Issues(issues).to_string())
 }
 
 /// `<config>.lock` beside the file the edit replaces (a symlink's target,

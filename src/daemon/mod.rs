@@ -32,6 +32,17 @@ pub enum DaemonError {
     },
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
+    /// Another daemon runs this config (on another socket): a second would
+    /// start every server twice.
+    #[error(
+        "a daemon already runs for {} ({holder}); a second would run every server twice. \
+         Use its socket (--socket or MCPHOST_SOCKET), or stop it first (mcphost daemon stop \
+         with its socket)",
+        config.display()
+    )]
+    SameConfig { config: PathBuf, holder: String },
+    #[error(transparent)]
+    Lock(#[from] crate::lockfile::LockError),
 }
 
 /// Default of [`DaemonOptions::max_connections`].
@@ -68,6 +79,9 @@ pub struct DaemonOptions {
     /// The service manager that runs this daemon (`MCPHOST_SERVICE`, set by
     /// the unit `mcphost service install` writes), for `mcphost/status`.
     pub service: Option<String>,
+    /// Who started it (a command's name and pid, the service manager), for
+    /// `mcphost/status`.
+    pub started_by: Option<String>,
 }
 
 /// Run until SIGINT or SIGTERM; every server is stopped before returning.
@@ -78,6 +92,7 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
 
     let store = Arc::new(ConfigStore::open(opts.config.clone())?);
     let cfg = store.current();
+    let one_per_config = config_lock(&opts.config.path, &opts.socket).await?;
     let listen = ListenOptions::new(opts.socket.clone());
     // Bind before starting servers: a second daemon must fail before it
     // spawns anything.
@@ -116,6 +131,7 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
             version: opts.report_version.clone(),
             stop: Some(stop.clone()),
             service: opts.service.clone(),
+            started_by: opts.started_by.clone(),
         })
         .editor(Arc::new(StoreEditor(store.clone())))
         .start();
@@ -176,9 +192,60 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     let _ = reloader.await;
     // Also waits for servers a reload is still stopping.
     registry.shutdown().await;
+    // Before the listener lock: whoever sees that one free may start a
+    // daemon for this config at once.
+    drop(one_per_config);
     drop(held);
     info!("stopped");
     Ok(())
+}
+
+/// `<config>.daemon.lock` beside the config file (a symlink's target),
+/// held while the daemon runs, so that two daemons never run one config: a
+/// host that names another socket gets the first daemon's instead of a
+/// second set of servers. It says who holds it: pid and socket. `None` when
+/// the config's directory does not exist (a fresh install, no servers).
+async fn config_lock(
+    config: &Path,
+    socket: &Path,
+) -> Result<Option<crate::lockfile::FileLock>, DaemonError> {
+    let target = std::fs::canonicalize(config).unwrap_or_else(|_| config.to_path_buf());
+    let mut name = target.file_name().unwrap_or_default().to_os_string();
+    name.push(".daemon.lock");
+    let path = target.with_file_name(name);
+    if !path.parent().is_some_and(Path::is_dir) {
+        return Ok(None);
+    }
+    match crate::lockfile::lock_within(&path, Duration::ZERO).await {
+        Ok(lock) => {
+            let socket = std::path::absolute(socket).unwrap_or_else(|_| socket.to_path_buf());
+            lock.set_contents(&format!(
+                "pid {} on {}\n",
+                std::process::id(),
+                socket.display()
+            ))?;
+            Ok(Some(lock))
+        }
+        Err(crate::lockfile::LockError::Timeout { .. }) => {
+            let holder = std::fs::read_to_string(&path)
+                .ok()
+                .map(|t| t.trim().to_owned())
+                .filter(|t| !t.is_empty())
+                .unwrap_or_else(|| "starting".to_owned());
+            // On our own socket it is the daemon that already listens here.
+            let ours = format!("on {}", socket.display());
+            if holder.ends_with(&ours) {
+                return Err(DaemonError::Ipc(ipc::IpcError::AlreadyRunning {
+                    path: socket.to_path_buf(),
+                }));
+            }
+            Err(DaemonError::SameConfig {
+                config: config.to_path_buf(),
+                holder,
+            })
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Answers a client's first request with `error` (or sends it without an id

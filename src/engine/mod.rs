@@ -77,6 +77,8 @@ pub struct EngineInfo {
     /// The service manager running the daemon (`systemd`, `launchd`), as
     /// its unit says; the CLI then leaves restarts to it.
     pub service: Option<String>,
+    /// Who started the daemon, as it was told (`mcphost daemon status`).
+    pub started_by: Option<String>,
 }
 
 /// `"handshake"` or `"stateless"` for a negotiated revision.
@@ -704,6 +706,7 @@ impl Engine {
             "version": self.info.version.as_deref().unwrap_or(env!("CARGO_PKG_VERSION")),
             "pid": std::process::id(),
             "service": self.info.service,
+            "startedBy": self.info.started_by,
             "socket": self.info.socket,
             "configPath": self.info.config_path,
             "configError": self.editor.as_ref().and_then(|s| s.last_error()),

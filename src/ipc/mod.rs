@@ -11,10 +11,16 @@
 //!
 //! [`resolve_socket_path`]: `--socket`, then `$MCPHOST_SOCKET`, then
 //! [`default_socket_path`]:
-//! 1. `$XDG_RUNTIME_DIR/mcphost/mcphost.sock` (absolute `XDG_RUNTIME_DIR` only);
-//! 2. else the platform's per-user cache directory: on Linux
-//!    `$XDG_CACHE_HOME/mcphost/mcphost.sock`, or `~/.cache/mcphost/mcphost.sock`;
-//! 3. else, with no home directory at all, `$TMPDIR/mcphost-UID/mcphost.sock`.
+//! 1. on Linux `/run/user/UID/mcphost/mcphost.sock`, when that directory
+//!    exists and is ours (the login manager's runtime directory);
+//! 2. else `~/.cache/mcphost/mcphost.sock` (macOS:
+//!    `~/Library/Caches/mcphost/mcphost.sock`), `~` being the home directory
+//!    in the password database;
+//! 3. else, with no home directory at all, `/tmp/mcphost-UID/mcphost.sock`.
+//!
+//! No environment variable but `MCPHOST_SOCKET` moves it: hosts spawn
+//! `mcphost bridge` with environments of their own (often without
+//! `XDG_RUNTIME_DIR`), and each must find the one daemon of the user.
 //!
 //! # Security
 //!
@@ -54,6 +60,7 @@ pub use listen::{
 };
 pub use path::{
     SOCKET_ENV, STATE_DIR_ENV, default_socket_path, default_state_dir, resolve_socket_path,
+    user_home_dir,
 };
 
 /// Default longest accepted message, as for stdio servers.

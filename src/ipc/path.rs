@@ -10,28 +10,62 @@ pub const SOCKET_ENV: &str = "MCPHOST_SOCKET";
 const APP: &str = "mcphost";
 const SOCKET_NAME: &str = "mcphost.sock";
 
-/// The socket path when neither `--socket` nor `$MCPHOST_SOCKET` is given:
-/// `$XDG_RUNTIME_DIR/mcphost/mcphost.sock`, else the per-user cache
-/// directory (`~/.cache/mcphost/mcphost.sock` on Linux), else
-/// `$TMPDIR/mcphost-UID/mcphost.sock`. See the [module docs](super).
+/// The socket path when neither `--socket` nor `$MCPHOST_SOCKET` is given.
+/// It depends only on the user, never on the environment a host passes
+/// (apps spawn servers without `XDG_RUNTIME_DIR`, or with another `HOME`),
+/// so every process of the user finds the same daemon: on Linux
+/// `/run/user/UID/mcphost/mcphost.sock` when the login manager made that
+/// directory, else `~/.cache/mcphost/mcphost.sock`; on macOS
+/// `~/Library/Caches/mcphost/mcphost.sock`; `~` is the home directory in the
+/// password database ([`user_home_dir`]). Without one,
+/// `/tmp/mcphost-UID/mcphost.sock`. See the [module docs](super).
 pub fn default_socket_path() -> PathBuf {
-    // Checked before `ProjectDirs`, which gives up without a home directory.
-    if let Some(runtime) = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from)
-        && runtime.is_absolute()
+    let uid = super::our_uid();
+    #[cfg(target_os = "linux")]
     {
-        return runtime.join(APP).join(SOCKET_NAME);
+        // What logind creates and XDG_RUNTIME_DIR names, found without it.
+        let run = PathBuf::from(format!("/run/user/{uid}"));
+        if owned_dir(&run, uid) {
+            return run.join(APP).join(SOCKET_NAME);
+        }
     }
-    if let Some(dirs) = ProjectDirs::from("", "", APP) {
-        // The runtime dir is the right place (tmpfs, per user, cleaned at
-        // logout); the cache dir is the per-user fallback where it is missing.
-        let dir = dirs.runtime_dir().unwrap_or_else(|| dirs.cache_dir());
+    if let Some(home) = user_home_dir() {
+        #[cfg(target_os = "macos")]
+        let dir = home.join("Library/Caches").join(APP);
+        #[cfg(not(target_os = "macos"))]
+        let dir = home.join(".cache").join(APP);
         return dir.join(SOCKET_NAME);
     }
     // No home at all: a per-uid directory that `listen` creates 0700 and
-    // refuses if someone else made it first.
-    std::env::temp_dir()
-        .join(format!("{APP}-{}", super::our_uid()))
+    // refuses if someone else made it first. Not $TMPDIR: another variable.
+    PathBuf::from("/tmp")
+        .join(format!("{APP}-{uid}"))
         .join(SOCKET_NAME)
+}
+
+/// Whether `dir` is a directory owned by `uid`.
+#[cfg(target_os = "linux")]
+fn owned_dir(dir: &std::path::Path, uid: u32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == uid)
+}
+
+/// The user's home directory as the password database has it, not `$HOME`
+/// (which a host may drop or set to a sandbox of its own); `None` when the
+/// database has no absolute one.
+pub fn user_home_dir() -> Option<PathBuf> {
+    #[cfg(unix)]
+    {
+        nix::unistd::User::from_uid(nix::unistd::geteuid())
+            .ok()
+            .flatten()
+            .map(|u| u.dir)
+            .filter(|d| d.is_absolute())
+    }
+    #[cfg(not(unix))]
+    {
+        directories::BaseDirs::new().map(|d| d.home_dir().to_owned())
+    }
 }
 
 /// Environment variable naming the daemon's state directory.

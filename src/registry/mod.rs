@@ -307,6 +307,8 @@ struct State {
     /// Config order; it decides the catalog's listing order.
     entries: Vec<Entry>,
     rules: NamingRules,
+    /// Entries of the config with errors: shown, never started.
+    broken: Vec<Arc<ServerStatus>>,
 }
 
 /// Every server's namespaced part, kept between listings so that one
@@ -389,6 +391,13 @@ fn rules_of(cfg: &HostConfig) -> NamingRules {
     }
 }
 
+fn broken_of(cfg: &HostConfig) -> Vec<Arc<ServerStatus>> {
+    cfg.broken
+        .iter()
+        .map(|b| Arc::new(ServerStatus::broken(b)))
+        .collect()
+}
+
 impl Registry {
     /// Start every enabled server in `cfg`, all at once.
     pub fn start(
@@ -426,6 +435,7 @@ impl Registry {
             state: RwLock::new(State {
                 entries: Vec::new(),
                 rules,
+                broken: broken_of(cfg),
             }),
             base,
             shell_path,
@@ -558,7 +568,12 @@ impl Registry {
     }
 
     pub fn statuses(&self) -> Vec<Arc<ServerStatus>> {
-        self.read().entries.iter().map(Entry::status).collect()
+        let st = self.read();
+        st.entries
+            .iter()
+            .map(Entry::status)
+            .chain(st.broken.iter().cloned())
+            .collect()
     }
 
     /// Whether `server` runs an instance per session (`share: per-session`).
@@ -577,10 +592,15 @@ impl Registry {
     }
 
     fn handle(&self, server: &str) -> Result<SupervisorHandle, RegistryError> {
-        self.read()
-            .entry(server)
-            .map(|e| e.handle.clone())
-            .ok_or_else(|| RegistryError::UnknownServer(server.to_owned()))
+        let st = self.read();
+        if let Some(e) = st.entry(server) {
+            return Ok(e.handle.clone());
+        }
+        // A broken entry is known: say what is wrong with it.
+        match st.broken.iter().find(|b| b.name == server) {
+            Some(b) => Err(RegistryError::Unavailable(b.unavailable_reason())),
+            None => Err(RegistryError::UnknownServer(server.to_owned())),
+        }
     }
 
     /// The ready client of `server`, or why it is not there.
@@ -870,6 +890,7 @@ impl Registry {
             to_stop.extend(old.into_values().flat_map(Entry::all_handles));
             st.entries = entries;
             st.rules = rules_of(cfg);
+            st.broken = broken_of(cfg);
         }
         self.publish_all();
         for h in to_stop {

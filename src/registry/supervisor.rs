@@ -64,6 +64,13 @@ pub enum Launch {
     Http(HttpConfig),
 }
 
+/// Stderr lines kept in the status of a server that failed to start.
+const STDERR_KEPT: usize = 200;
+
+/// How long [`SupervisorHandle::restart`] waits for the supervisor to take
+/// the command up.
+const RESTART_TAKEN_UP: Duration = Duration::from_secs(5);
+
 /// When to start and when to stop for want of work.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StartPolicy {
@@ -81,9 +88,9 @@ pub struct RestartPolicy {
     /// Running this long without a crash resets the backoff.
     pub reset_after: Duration,
     /// Consecutive failed starts (spawn or handshake) before `failed`.
-    /// HTTP servers are exempt: a remote server that cannot be reached is
-    /// usually being redeployed, so it is retried (with backoff) until it
-    /// answers; only errors that cannot fix themselves end in `failed`.
+    /// An HTTP server is `failed` then too, with its last error, but is
+    /// still tried again every `max_backoff` (a remote server that cannot
+    /// be reached is usually being redeployed), so it comes back by itself.
     pub max_start_failures: u32,
 }
 
@@ -172,6 +179,33 @@ impl ServerStatus {
             since: SystemTime::now(),
             retries_without_limit: matches!(launch, Launch::Http(_)),
             generation,
+            list_error: None,
+            session_instances: Vec::new(),
+            start_ms: None,
+            cached: false,
+        }
+    }
+
+    /// A server whose config entry has errors: `failed` with them (or
+    /// `disabled`), never started.
+    pub(crate) fn broken(b: &crate::config::BrokenServer) -> Self {
+        ServerStatus {
+            name: b.name.clone(),
+            state: if b.disabled {
+                ServerState::Disabled
+            } else {
+                ServerState::Failed
+            },
+            transport: b.transport,
+            protocol_version: None,
+            pid: None,
+            command: None,
+            error: Some(b.reason()),
+            stderr_tail: Vec::new(),
+            restarts: 0,
+            since: SystemTime::now(),
+            retries_without_limit: false,
+            generation: NEXT_GENERATION.fetch_add(1, Ordering::Relaxed),
             list_error: None,
             session_instances: Vec::new(),
             start_ms: None,
@@ -369,9 +403,19 @@ impl SupervisorHandle {
         self.status.borrow().clone()
     }
 
-    /// Restart now (also leaves `failed`).
+    /// Restart now (also leaves `failed`). Returns once the supervisor has
+    /// taken it up (its status changed, a ready server's to `restarting`),
+    /// so a status read next never shows the old process as the answer.
     pub async fn restart(&self) {
-        let _ = self.commands.send(Command::Restart).await;
+        let mut status = self.status.clone();
+        let state = status.borrow_and_update().state;
+        if self.commands.send(Command::Restart).await.is_err()
+            || matches!(state, ServerState::Disabled | ServerState::Stopped)
+        {
+            return;
+        }
+        // Bounded: a supervisor busy elsewhere still gets the command.
+        let _ = tokio::time::timeout(RESTART_TAKEN_UP, status.changed()).await;
     }
 
     /// Stop the server and end the supervisor. Resolves once the process is gone.
@@ -563,10 +607,37 @@ impl Supervisor {
             s.pid = None;
         });
         match control_command(commands).await {
-            Some(Command::Restart) => true,
+            Some(Command::Restart) => {
+                self.update(|s| s.state = ServerState::Starting);
+                true
+            }
             _ => {
                 self.stopped();
                 false
+            }
+        }
+    }
+
+    /// `failed` with `error` until the next quiet retry (every
+    /// `max_backoff`), or a command.
+    async fn retry_later(&self, commands: &mut mpsc::Receiver<Command>, error: String) -> Later {
+        let every = self.policy.max_backoff;
+        self.update(|s| {
+            s.state = ServerState::Failed;
+            s.error = Some(format!(
+                "{error} (trying again every {})",
+                humantime::format_duration(every)
+            ));
+            s.pid = None;
+        });
+        tokio::select! {
+            _ = tokio::time::sleep(every) => Later::Retry,
+            cmd = control_command(commands) => match cmd {
+                Some(Command::Restart) => {
+                    self.update(|s| s.state = ServerState::Starting);
+                    Later::Restart
+                }
+                _ => Later::Stop,
             }
         }
     }
@@ -654,8 +725,22 @@ impl Supervisor {
                     let msg = e.to_string();
                     warn!(attempt = start_failures, "start failed: {msg}");
                     let unlimited = self.status.borrow().retries_without_limit;
-                    let gave_up = start_failures >= self.policy.max_start_failures && !unlimited;
-                    if gave_up || !retryable(&e) {
+                    let spent = start_failures >= self.policy.max_start_failures;
+                    if spent && unlimited && retryable(&e) {
+                        // A remote server that is down: `failed` with its
+                        // error, so waits end and the reason shows, but
+                        // tried again now and then, so it comes back alone.
+                        match self.retry_later(&mut commands, msg).await {
+                            Later::Retry => {}
+                            Later::Restart => {
+                                start_failures = 0;
+                                backoff = self.policy.initial_backoff;
+                            }
+                            Later::Stop => return self.stopped(),
+                        }
+                        continue;
+                    }
+                    if (spent && !unlimited) || !retryable(&e) {
                         let state = if e.auth_required() {
                             ServerState::AuthRequired
                         } else {
@@ -699,7 +784,20 @@ impl Supervisor {
         };
         match raced {
             Ok(Ok(client)) => Started::Ready(client),
-            Ok(Err(e)) => Started::Failed(e),
+            Ok(Err(e)) => {
+                // What a process that died at start said, for `mcphost logs`.
+                let control = control
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone();
+                if let Some(control) = control {
+                    let tail = control.stderr_tail(STDERR_KEPT);
+                    if !tail.is_empty() {
+                        self.update(|s| s.stderr_tail = tail);
+                    }
+                }
+                Started::Failed(e)
+            }
             Err(cmd) => {
                 info!("start interrupted");
                 // The start is dropped; its process (if one was spawned)
@@ -724,7 +822,11 @@ impl Supervisor {
         control: &Mutex<Option<Arc<dyn TransportControl>>>,
     ) -> Result<ServerClient, StartError> {
         let began = std::time::Instant::now();
-        if !matches!(self.status.borrow().state, ServerState::Restarting) {
+        // `restarting` and a quiet retry's `failed` stay until it is ready.
+        if !matches!(
+            self.status.borrow().state,
+            ServerState::Restarting | ServerState::Failed
+        ) {
             self.update(|s| s.state = ServerState::Starting);
         }
         let conn = match &self.launch {
@@ -876,7 +978,12 @@ impl Supervisor {
                 },
                 cmd = commands.recv() => match cmd {
                     Some(Command::Restart) => {
-                        self.update(|s| s.error = None);
+                        // Not `ready` while the old process stops: a wait
+                        // after the restart waits for the new one.
+                        self.update(|s| {
+                            s.error = None;
+                            s.state = ServerState::Restarting;
+                        });
                         return Outcome::Restart;
                     }
                     Some(Command::Stop) | None => return Outcome::Stop,
@@ -972,6 +1079,13 @@ async fn forward_stderr(
             }
         }
     }
+}
+
+/// What ends [`Supervisor::retry_later`].
+enum Later {
+    Retry,
+    Restart,
+    Stop,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -49,6 +49,8 @@ pub struct Autostart {
     pub config: Option<PathBuf>,
     /// `--no-autostart` or `MCPHOST_NO_AUTOSTART`.
     pub refused: bool,
+    /// `--json`: stderr carries JSON errors only, so no "starting" line.
+    pub quiet: bool,
 }
 
 /// How long a command waits for the servers of a daemon it just started:
@@ -148,6 +150,7 @@ impl Autostart {
             };
             let theirs = status["version"].as_str().unwrap_or("unknown").to_owned();
             if theirs == OURS {
+                self.warn_other_config(&status);
                 if started {
                     settle(&client, status).await;
                 }
@@ -195,6 +198,32 @@ impl Autostart {
         }
     }
 
+    /// Says so when the daemon runs another config file than the one this
+    /// process was told to use (`--config`, `MCPHOST_CONFIG`): its servers
+    /// are that file's, not ours.
+    fn warn_other_config(&self, status: &Value) {
+        let Ok(ours) = mcphost::config::location::resolve_config_path(self.config.clone()) else {
+            return;
+        };
+        if ours.source == mcphost::config::location::ConfigSource::Default {
+            return;
+        }
+        let Some(theirs) = status["configPath"].as_str().map(PathBuf::from) else {
+            return;
+        };
+        let ours = std::path::absolute(&ours.path).unwrap_or(ours.path);
+        if crate::service::same_file(&ours, &theirs) {
+            return;
+        }
+        let pid = status["pid"].as_u64().unwrap_or_default();
+        eprintln!(
+            "mcphost: warning: the daemon at {} (pid {pid}) runs the config {}, not {};              what you see is that file's servers. Stop it (mcphost daemon stop) so that the              next command starts one with yours, or give this config a socket of its own              (--socket)",
+            self.socket.display(),
+            theirs.display(),
+            ours.display()
+        );
+    }
+
     fn warn_managed(&self, theirs: &str, manager: &str) {
         if WARNED.swap(true, Ordering::Relaxed) {
             return;
@@ -238,7 +267,7 @@ impl Autostart {
 
     /// Starts the daemon unless another process did meanwhile; returns once
     /// its socket answers.
-    async fn start(&self) -> Result<()> {
+    pub async fn start(&self) -> Result<()> {
         mcphost::ipc::prepare_socket_dir(&self.socket)?;
         let lock_path = sibling(&self.socket, ".start.lock");
         let _lock = match mcphost::lockfile::lock_within(&lock_path, LOCK_WAIT).await {
@@ -255,6 +284,10 @@ impl Autostart {
             return Ok(());
         }
         let log = log_path(&self.socket);
+        if !self.quiet {
+            // The one line that says why this command takes a moment.
+            eprintln!("mcphost: starting the daemon…");
+        }
         let mut child = self.spawn(&log)?;
         let begun = Instant::now();
         let mut pause = Duration::from_millis(5);
@@ -329,6 +362,8 @@ impl Autostart {
             cmd.arg("--config").arg(config);
         }
         cmd.arg("daemon")
+            .arg("--started-by")
+            .arg(starter())
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -391,6 +426,23 @@ impl Autostart {
         }
         Ok(())
     }
+}
+
+/// This command, as `daemon status` names who started the daemon: its
+/// subcommand (never its arguments, which may hold secrets) and pid.
+fn starter() -> String {
+    use clap::CommandFactory;
+    let cli = crate::Cli::command();
+    let sub = std::env::args()
+        .skip(1)
+        .find(|a| cli.get_subcommands().any(|s| s.get_name() == a))
+        .unwrap_or_default();
+    let what = if sub.is_empty() {
+        "mcphost".to_owned()
+    } else {
+        format!("mcphost {sub}")
+    };
+    format!("`{what}` (pid {})", std::process::id())
 }
 
 /// A new session for the child: setsid between fork and exec.

@@ -29,6 +29,7 @@ mod auth;
 mod autostart;
 mod backend;
 mod bridge;
+mod daemon_ctl;
 mod doctor;
 mod import;
 mod inspect;
@@ -64,7 +65,7 @@ use output::Out;
     next_help_heading = "Global options"
 )]
 struct Cli {
-    /// Daemon socket [env: MCPHOST_SOCKET; default: $XDG_RUNTIME_DIR/mcphost/mcphost.sock].
+    /// Daemon socket [env: MCPHOST_SOCKET; default: /run/user/UID/mcphost/mcphost.sock, else ~/.cache/mcphost/mcphost.sock].
     #[arg(long, global = true, value_name = "PATH")]
     socket: Option<PathBuf>,
     /// Config file [env: MCPHOST_CONFIG; default: ~/.config/mcphost/config.json].
@@ -150,9 +151,28 @@ impl Cli {
 }
 
 #[derive(Subcommand)]
+enum DaemonAction {
+    /// Whether a daemon runs: its pid, socket, config, version, who started
+    /// it and its log. Never starts one.
+    Status,
+    /// Stop the daemon (its servers first). The next command that needs it
+    /// starts it again.
+    Stop,
+    /// Stop the daemon and start it again from here: it then has this
+    /// shell's environment (for `${VAR}` in the config).
+    Restart,
+}
+
+#[derive(Subcommand)]
 enum Command {
-    /// Run the daemon in the foreground (logs on stderr).
+    /// Run the daemon in the foreground (logs on stderr); or see, stop or
+    /// restart the one that runs.
     Daemon {
+        #[command(subcommand)]
+        action: Option<DaemonAction>,
+        /// Who started it, for `daemon status` (set when a command starts it).
+        #[arg(long, hide = true, value_name = "WHO")]
+        started_by: Option<String>,
         /// Most clients connected at once; one more gets a JSON-RPC error and is closed.
         #[arg(long, value_name = "N", default_value_t = mcphost::daemon::DEFAULT_MAX_CONNECTIONS, value_parser = at_least_one)]
         max_connections: usize,
@@ -399,7 +419,7 @@ async fn main() -> ExitCode {
     let cli: Cli = output::parse_args();
     init_tracing(
         cli.verbose,
-        matches!(cli.command, Command::Daemon { .. }),
+        matches!(cli.command, Command::Daemon { action: None, .. }),
         !cli.direct.is_empty(),
         // doctor reports every failure itself, with its fix.
         matches!(cli.command, Command::Doctor { .. }),
@@ -453,9 +473,16 @@ async fn run_command(
         socket: socket.clone(),
         config: cli.config.clone(),
         refused: cli.no_autostart,
+        quiet: cli.json,
     };
     match cli.command {
         Command::Daemon {
+            action: Some(action),
+            ..
+        } => daemon_ctl::run(action, &auto, out).await,
+        Command::Daemon {
+            action: None,
+            started_by,
             max_connections,
             max_requests_per_connection,
         } => {
@@ -463,8 +490,16 @@ async fn run_command(
                 anyhow::bail!("`daemon` does not take --direct");
             }
             let config = mcphost::config::location::resolve_config_path(cli.config.clone())?;
-            mcphost::daemon::run(mcphost::daemon::DaemonOptions {
-                socket,
+            let service = std::env::var(service::SERVICE_ENV)
+                .ok()
+                .filter(|v| !v.is_empty());
+            let started_by = match (&service, started_by) {
+                (Some(manager), _) => manager.clone(),
+                (None, Some(who)) => who,
+                (None, None) => daemon_ctl::parent(),
+            };
+            let ran = mcphost::daemon::run(mcphost::daemon::DaemonOptions {
+                socket: socket.clone(),
                 config,
                 max_connections,
                 session: mcphost::engine::SessionLimits {
@@ -475,12 +510,16 @@ async fn run_command(
                 report_version: std::env::var(autostart::FAKE_VERSION_ENV)
                     .ok()
                     .filter(|v| !v.is_empty()),
-                service: std::env::var(service::SERVICE_ENV)
-                    .ok()
-                    .filter(|v| !v.is_empty()),
+                service,
+                started_by: Some(started_by),
             })
-            .await?;
-            Ok(0)
+            .await;
+            match ran {
+                Err(mcphost::daemon::DaemonError::Ipc(
+                    e @ mcphost::ipc::IpcError::AlreadyRunning { .. },
+                )) => Err(daemon_ctl::already_running(e, &socket).await),
+                other => other.map(|()| 0).map_err(Into::into),
+            }
         }
         Command::Auth { action } => {
             refuse_policy_flags(&policy, "auth")?;

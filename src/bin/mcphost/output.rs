@@ -274,7 +274,7 @@ impl Out {
                     s(&sv["name"]),
                     e.lines().next().unwrap_or("")
                 ),
-                (Value::String(e), _) => e.lines().next().unwrap_or("").to_owned(),
+                (Value::String(e), _) => reason_line(e),
                 (_, Value::String(e)) => format!("listing: {}", e.lines().next().unwrap_or("")),
                 _ => s(&sv["command"]),
             };
@@ -478,6 +478,48 @@ pub fn parse_args<C: clap::Parser>() -> C {
             );
             std::process::exit(2);
         }
+    }
+}
+
+/// The one line the servers table shows for an error: its summary, and for
+/// a process that died, the stderr line that says why (not "last stderr
+/// lines:", which left the reason off the table).
+fn reason_line(error: &str) -> String {
+    let Some((summary, tail)) = error.split_once("; last stderr lines:") else {
+        return error.lines().next().unwrap_or("").to_owned();
+    };
+    let summary = summary.lines().next().unwrap_or("");
+    let lines: Vec<&str> = tail
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("at ") && !l.starts_with("Node.js v"))
+        .collect();
+    let telling = lines
+        .iter()
+        .rev()
+        .find(|l| {
+            let l = l.to_ascii_lowercase();
+            [
+                "error",
+                "fatal",
+                "exception",
+                "not found",
+                "cannot",
+                "can't",
+                "denied",
+                "not set",
+                "missing",
+                "invalid",
+                "failed",
+                "refused",
+            ]
+            .iter()
+            .any(|w| l.contains(w))
+        })
+        .or(lines.last());
+    match telling {
+        Some(line) => format!("{summary}: {line}"),
+        None => summary.to_owned(),
     }
 }
 

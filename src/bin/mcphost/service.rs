@@ -207,7 +207,7 @@ async fn stop_unmanaged(auto: &Autostart) -> Result<()> {
     auto.wait_gone().await
 }
 
-async fn daemon_client(socket: &Path) -> Option<mcphost::client::ServerClient> {
+pub(crate) async fn daemon_client(socket: &Path) -> Option<mcphost::client::ServerClient> {
     let conn = mcphost::ipc::connect(socket, mcphost::ipc::DEFAULT_MAX_MESSAGE_BYTES)
         .await
         .ok()?;
@@ -221,7 +221,7 @@ async fn daemon_client(socket: &Path) -> Option<mcphost::client::ServerClient> {
 }
 
 /// A request's result, `null` if it failed.
-async fn call(
+pub(crate) async fn call(
     client: &mcphost::client::ServerClient,
     method: &'static str,
     params: Option<Value>,
@@ -243,7 +243,7 @@ async fn call(
 }
 
 /// The daemon's status when one answers (never starts one).
-async fn daemon_status(socket: &Path) -> Value {
+pub(crate) async fn daemon_status(socket: &Path) -> Value {
     let Some(client) = daemon_client(socket).await else {
         return Value::Null;
     };
@@ -272,7 +272,8 @@ fn daemon_args(auto: &Autostart) -> Vec<OsString> {
     args
 }
 
-fn same_file(a: &Path, b: &Path) -> bool {
+/// Whether `a` and `b` name the same file (or the same missing path).
+pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
     match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
         (Ok(a), Ok(b)) => a == b,
         _ => a == b,
