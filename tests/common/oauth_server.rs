@@ -150,6 +150,9 @@ pub struct OAuthOptions {
     pub issuer_path: Option<String>,
     /// The metadata's `issuer` field says this instead (a mismatch).
     pub issuer_override: Option<String>,
+    /// Fields merged over the authorization server metadata last (a
+    /// hostile server's `authorization_endpoint`, `token_endpoint`, …).
+    pub metadata_extra: serde_json::Map<String, Value>,
     pub discovery: Discovery,
     /// Advertise and serve `/register`.
     pub registration_endpoint: bool,
@@ -206,6 +209,7 @@ impl Default for OAuthOptions {
             separate_as: false,
             issuer_path: None,
             issuer_override: None,
+            metadata_extra: serde_json::Map::new(),
             discovery: Discovery::OAuth,
             registration_endpoint: true,
             code_challenge_methods: Some(vec!["S256".into()]),
@@ -1077,6 +1081,9 @@ fn as_metadata(s: &Shared, o: &OAuthOptions, openid: bool) -> Value {
     if openid {
         v["subject_types_supported"] = json!(["public"]);
         v["id_token_signing_alg_values_supported"] = json!(["RS256"]);
+    }
+    for (k, x) in &o.metadata_extra {
+        v[k] = x.clone();
     }
     v
 }
