@@ -433,6 +433,7 @@ fn seed_expired(srv: &OAuthServer, m: &Machine) -> String {
         server: Some("srv".into()),
         token_endpoint: Some(srv.token_url()),
         updated_at: now,
+        writer: None,
     };
     m.store().save(&key(srv), &entry).unwrap();
     minted.refresh_token

@@ -294,8 +294,11 @@ pub async fn legacy_server_metadata(
     if let Some(m) = fetch_json::<ServerMetadata>(http, &well_known, protocol_version).await? {
         // RFC 8414 §3.3: the issuer is the one the URL was built from, here
         // the origin; another would become the audience of our assertions.
+        // A path on the same origin is taken (conformance 0.1.16 serves
+        // `{origin}/oauth` there); another origin is not.
         let expected = canonical(&origin);
-        if m.issuer.trim_end_matches('/') != expected {
+        let same_origin = Url::parse(&m.issuer).is_ok_and(|u| u.origin() == origin.origin());
+        if !same_origin {
             return Err(AuthError::IssuerMismatch {
                 url: well_known.to_string(),
                 expected,

@@ -42,9 +42,112 @@ const REFRESH_MARGIN: Duration = Duration::from_secs(60);
 const MAX_STEP_UPS: u32 = 2;
 const TOKEN_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// What sign-in may cost per server in a minute (issue 21): a server that
+/// refuses every token must not have the browser opened, or the token
+/// endpoint called, without end.
+pub const MAX_BROWSER_LAUNCHES: usize = 3;
+pub const MAX_TOKEN_REQUESTS: usize = 3;
+/// Fresh tokens a server may refuse in a minute before sign-in stops.
+pub const MAX_REFUSALS: usize = 2;
+pub const ATTEMPT_WINDOW: Duration = Duration::from_secs(60);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Attempt {
+    Browser,
+    Token,
+    Refusal,
+}
+
+impl Attempt {
+    fn limit(self) -> usize {
+        match self {
+            Attempt::Browser => MAX_BROWSER_LAUNCHES,
+            Attempt::Token => MAX_TOKEN_REQUESTS,
+            Attempt::Refusal => MAX_REFUSALS,
+        }
+    }
+    fn what(self) -> &'static str {
+        match self {
+            Attempt::Browser => "browser launches",
+            Attempt::Token => "token requests",
+            Attempt::Refusal => "fresh tokens refused by the server",
+        }
+    }
+}
+
+#[derive(Default)]
+struct Recent {
+    at: Vec<(Attempt, std::time::Instant)>,
+    last_refusal: Option<String>,
+}
+
+/// Sign-in attempts per server, in a sliding minute; shared by every
+/// authorizer of a process, so a restarted server starts from its count.
+#[derive(Default)]
+pub struct Attempts {
+    by_server: std::sync::Mutex<std::collections::HashMap<String, Recent>>,
+}
+
+impl Attempts {
+    /// One more `kind` for `server`, or the error once its limit is spent.
+    fn take(&self, server: &str, kind: Attempt) -> Result<(), AuthError> {
+        let now = std::time::Instant::now();
+        let mut m = self.by_server.lock().unwrap_or_else(|p| p.into_inner());
+        let r = m.entry(server.to_owned()).or_default();
+        r.at.retain(|(_, t)| {
+            now.checked_duration_since(*t)
+                .is_none_or(|d| d < ATTEMPT_WINDOW)
+        });
+        // A refusal has happened already: it counts before the check, so
+        // the second one stops sign-in rather than fetching another token.
+        if kind == Attempt::Refusal {
+            r.at.push((kind, now));
+        }
+        let n = r.at.iter().filter(|(k, _)| *k == kind).count();
+        if n >= kind.limit() {
+            return Err(AuthError::GaveUp {
+                server: server.to_owned(),
+                why: format!(
+                    "{n} {} in the last {}s",
+                    kind.what(),
+                    ATTEMPT_WINDOW.as_secs()
+                ),
+                last: r
+                    .last_refusal
+                    .clone()
+                    .unwrap_or_else(|| "none recorded".into()),
+            });
+        }
+        if kind != Attempt::Refusal {
+            r.at.push((kind, now));
+        }
+        Ok(())
+    }
+
+    fn refused(&self, server: &str, reason: String) {
+        let mut m = self.by_server.lock().unwrap_or_else(|p| p.into_inner());
+        m.entry(server.to_owned()).or_default().last_refusal = Some(reason);
+    }
+
+    /// A person signed in again (`mcphost auth login`, another process):
+    /// the count starts over.
+    pub fn reset(&self, server: &str) {
+        let mut m = self.by_server.lock().unwrap_or_else(|p| p.into_inner());
+        m.remove(server);
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AuthError {
+    #[error(
+        "server '{server}': stopped signing in: {why} (the server's last refusal: {last}). Fix the server, then run `mcphost auth login {server}`"
+    )]
+    GaveUp {
+        server: String,
+        why: String,
+        last: String,
+    },
     #[error("{url}: {reason}")]
     Http { url: String, reason: String },
     #[error("{url}: {reason}")]
@@ -327,6 +430,8 @@ struct State {
     /// Whose `tokens` are: never sent to, or refreshed at, another.
     tokens_key: Option<TokenKey>,
     step_ups: u32,
+    /// The token we got last from the token endpoint, and when.
+    fresh: Option<(String, std::time::Instant)>,
     /// The issuer a configured client without `issuer` was first used at.
     client_issuer: Option<String>,
     /// Looked in the store for a token covering this server.
@@ -359,6 +464,7 @@ pub struct Authorizer {
     me: std::sync::Weak<Authorizer>,
     /// The sign-in under way, for every request that needs it.
     signing: std::sync::Mutex<Option<SignIn>>,
+    attempts: Arc<Attempts>,
 }
 
 type SignIn = tokio::sync::watch::Receiver<Option<Result<(), String>>>;
@@ -410,7 +516,15 @@ impl Authorizer {
             flight: Mutex::new(()),
             me: std::sync::Weak::new(),
             signing: std::sync::Mutex::new(None),
+            attempts: Arc::new(Attempts::default()),
         })
+    }
+
+    /// Counts sign-in attempts in `attempts` (shared with the process's
+    /// other authorizers of this server) instead of its own.
+    pub fn with_attempts(mut self, attempts: Arc<Attempts>) -> Self {
+        self.attempts = attempts;
+        self
     }
 
     /// Shared, as the transport holds it; sign-ins then outlive the
@@ -628,6 +742,7 @@ impl Authorizer {
         let mut e = store.load(key)?.unwrap_or_default();
         update(&mut e);
         e.server = Some(self.server.clone());
+        e.writer = Some(std::process::id());
         e.updated_at = now_secs();
         store.save(key, &e)?;
         Ok(())
@@ -815,6 +930,7 @@ impl Authorizer {
             e.token_endpoint = endpoint;
         })?;
         let mut st = self.state();
+        st.fresh = Some((tokens.access_token.clone(), std::time::Instant::now()));
         st.tokens = Some(tokens);
         st.tokens_key = Some(key.clone());
         Ok(())
@@ -852,6 +968,7 @@ impl Authorizer {
         };
         let auth = self.client(found, None).await?;
         let endpoint = self.token_endpoint(found)?;
+        self.attempts.take(&self.server, Attempt::Token)?;
         match grant::request(
             &self.http,
             &endpoint,
@@ -919,6 +1036,7 @@ impl Authorizer {
         } else {
             Grant::ClientCredentials
         };
+        self.attempts.take(&self.server, Attempt::Token)?;
         let t = grant::request(
             &self.http,
             &endpoint,
@@ -966,6 +1084,7 @@ impl Authorizer {
         // Only an https page (or loopback) is ever opened: not file:,
         // javascript: or a custom scheme a hostile server names.
         let mut authorize = discovery::secure_url(authorize, "authorization_endpoint")?;
+        self.attempts.take(&self.server, Attempt::Browser)?;
         let listener = flow::Loopback::bind().await?;
         let auth = self.client(found, Some(&listener.redirect_uri)).await?;
         let verifier = flow::random_token()?;
@@ -1050,6 +1169,7 @@ impl Authorizer {
             .get("code")
             .ok_or_else(|| AuthError::Refused("the redirect carried no code".into()))?;
         let endpoint = self.token_endpoint(found)?;
+        self.attempts.take(&self.server, Attempt::Token)?;
         let mut t = grant::request(
             &self.http,
             &endpoint,
@@ -1136,6 +1256,23 @@ impl Authorizer {
         }
         let challenge = BearerChallenge::find(c.www_authenticate.iter().map(String::as_str))
             .unwrap_or_default();
+        // A token just issued and already refused: a server that refuses
+        // them all is not signed in to again and again.
+        let fresh = self.state().fresh.clone();
+        if let (Some(sent), Some((tok, at))) = (&c.sent, fresh)
+            && *sent == tok
+            && at.elapsed() < ATTEMPT_WINDOW
+        {
+            self.state().fresh = None;
+            let why = format!(
+                "HTTP {} (error {:?}) for a token issued {}s before",
+                c.status,
+                challenge.error.as_deref().unwrap_or("none"),
+                at.elapsed().as_secs()
+            );
+            self.attempts.refused(&self.server, why);
+            self.attempts.take(&self.server, Attempt::Refusal)?;
+        }
         if c.sent.is_some() && c.status == 401 {
             // Our token was refused: the server may have moved to another
             // authorization server (SEP-2352). Discover again.
@@ -1286,6 +1423,8 @@ pub struct AuthContext {
     pub browser: Option<Arc<dyn Browser>>,
     pub env: OAuthConfig,
     pub login_timeout: Duration,
+    /// Sign-in attempts per server, across its restarts.
+    pub attempts: Arc<Attempts>,
 }
 
 impl std::fmt::Debug for AuthContext {
@@ -1346,6 +1485,7 @@ impl AuthContext {
             browser,
             env,
             login_timeout,
+            attempts: Arc::new(Attempts::default()),
         })
     }
 

@@ -142,6 +142,9 @@ pub struct OAuthOptions {
     pub challenge_extra: Option<String>,
     /// Scopes a token needs for `tools/call` (else 403 insufficient_scope).
     pub call_scopes: Vec<String>,
+    /// Answer 401 `invalid_token` to every token, valid or not (a server
+    /// that rejects every sign-in).
+    pub reject_all_tokens: bool,
     // -- the authorization server
     /// The authorization server on its own port (issuer `http://127.0.0.1:P2`).
     pub separate_as: bool,
@@ -206,6 +209,7 @@ impl Default for OAuthOptions {
             challenge_resource_metadata: true,
             challenge_extra: None,
             call_scopes: Vec::new(),
+            reject_all_tokens: false,
             separate_as: false,
             issuer_path: None,
             issuer_override: None,
@@ -2085,6 +2089,9 @@ fn mcp_answer(
     let Some(token) = bearer else {
         return unauthorized(s, o, None, "no Bearer token");
     };
+    if o.reject_all_tokens {
+        return unauthorized(s, o, Some("invalid_token"), "every token is refused here");
+    }
     let holder = match check_access(s, token, &s.resource(o)) {
         Ok(h) => h,
         Err(why) => return unauthorized(s, o, Some("invalid_token"), why),
