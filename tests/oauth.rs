@@ -1338,3 +1338,30 @@ async fn a_configured_secret_does_not_follow_the_server_to_a_new_authorization_s
         "{err}"
     );
 }
+
+/// An authorization server's error text reaches the terminal: escape
+/// sequences in it (OSC 52 writes the clipboard) must not.
+#[tokio::test]
+async fn control_characters_from_an_authorization_server_are_not_passed_on() {
+    let srv = OAuthServer::start(OAuthOptions::default());
+    srv.preregister("svc", Some("SVC-SECRET"), "client_secret_basic");
+    srv.set(|o| {
+        o.token_fail = Some(common::oauth_server::TokenFail {
+            status: 400,
+            error: "invalid_request\u{1b}]52;c;aGk=\u{7}\u{9b}31m\r\nFAKE".into(),
+            remaining: 1,
+        })
+    });
+    let a = mcphost::auth::Authorizer::new(
+        "srv",
+        &srv.mcp_url(),
+        None,
+        machine_client("svc", "SVC-SECRET", Some(srv.issuer())),
+        None,
+    )
+    .unwrap();
+    let err = a.login(&NoBrowser).await.unwrap_err().to_string();
+    assert!(err.contains("invalid_request"), "{err:?}");
+    let bad: Vec<char> = err.chars().filter(|c| c.is_control()).collect();
+    assert!(bad.is_empty(), "control characters {bad:?} in {err:?}");
+}

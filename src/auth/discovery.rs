@@ -83,6 +83,20 @@ pub fn resource_covers(declared: &str, server: &Url) -> bool {
     sp == dp || sp.starts_with(&format!("{dp}/"))
 }
 
+/// Text a server sent, for a message: C0/C1 controls (escape sequences,
+/// OSC 52, CR/LF) shown escaped, so it cannot drive the user's terminal.
+pub fn escape_controls(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// A loopback host (RFC 8252 §7.3): `127.0.0.0/8`, `::1`, `localhost`.
 pub fn is_loopback(url: &Url) -> bool {
     match url.host() {

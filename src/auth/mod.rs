@@ -823,7 +823,7 @@ impl Authorizer {
                 url: endpoint.to_string(),
                 reason: format!(
                     "client registration refused: HTTP {status}: {}",
-                    text.chars().take(300).collect::<String>()
+                    discovery::escape_controls(&text.chars().take(300).collect::<String>())
                 ),
             });
         }
@@ -1163,7 +1163,9 @@ impl Authorizer {
                 .get("error_description")
                 .map(|d| format!(": {d}"))
                 .unwrap_or_default();
-            return Err(AuthError::Refused(format!("{err}{desc}")));
+            return Err(AuthError::Refused(discovery::escape_controls(&format!(
+                "{err}{desc}"
+            ))));
         }
         let code = q
             .get("code")
