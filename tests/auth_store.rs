@@ -41,6 +41,7 @@ fn entry(tag: &str) -> Entry {
         server: Some("notes".into()),
         token_endpoint: Some("https://auth.example/token".into()),
         updated_at: 0,
+        writer: None,
     }
 }
 

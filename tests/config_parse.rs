@@ -566,7 +566,7 @@ fn oauth_settings_are_parsed_interpolated_and_checked() {
     let config = parse_ok(
         r#"{"mcpServers": {
             "app": {"url": "https://a/mcp", "oauth": {
-                "clientId": "mcphost-app", "clientSecret": "${GITHUB_TOKEN}",
+                "clientId": "mcphost-app", "clientSecret": "${GITHUB_TOKEN}", "issuer": "https://github.com/login/oauth",
                 "tokenEndpointAuthMethod": "client_secret_post", "scope": "read write",
                 "clientMetadataUrl": "https://me.example/client.json"}},
             "machine": {"url": "https://m/mcp", "oauth": {"clientId": "svc", "clientSecret": "x", "grantType": "client_credentials"}},
@@ -588,6 +588,10 @@ fn oauth_settings_are_parsed_interpolated_and_checked() {
         Some("client_secret_post")
     );
     assert_eq!(app.scope.as_deref(), Some("read write"));
+    assert_eq!(
+        app.issuer.as_deref(),
+        Some("https://github.com/login/oauth")
+    );
     // Debug output of the config never shows the secret.
     assert!(!format!("{config:?}").contains("ghp_secret123"));
     let mcphost::config::OAuthSetting::Client(m) = oauth("machine") else {
@@ -619,6 +623,11 @@ fn oauth_settings_are_parsed_interpolated_and_checked() {
             "needs a clientId",
         ),
         (r#"{"clientId": 7}"#, "oauth.clientId", "non-empty string"),
+        (
+            r#"{"clientId": "c", "issuer": "http://as.example"}"#,
+            "oauth.issuer",
+            "https://",
+        ),
         (
             r#"{"privateKeyFile": "no-such.pem"}"#,
             "oauth.privateKeyFile",

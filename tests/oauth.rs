@@ -433,6 +433,7 @@ fn seed_expired(srv: &OAuthServer, m: &Machine) -> String {
         server: Some("srv".into()),
         token_endpoint: Some(srv.token_url()),
         updated_at: now,
+        writer: None,
     };
     m.store().save(&key(srv), &entry).unwrap();
     minted.refresh_token
@@ -982,7 +983,10 @@ fn client_credentials_with_private_key_jwt_and_with_client_secret_basic() {
             _ => srv.preregister(c.id, Some("s3cret-basic"), "client_secret_basic"),
         }
         let m = Machine::new();
-        let client = c.client.to_string();
+        let mut client = c.client.clone();
+        // Bound to its server, or the environment's client is not used.
+        client["servers"] = serde_json::json!(["srv"]);
+        let client = client.to_string();
         let (r, took, _) = spawn(
             m.direct_call(&srv, &[("MCPHOST_OAUTH_CLIENT", &client)]),
             &m.browser,
@@ -1020,4 +1024,344 @@ fn client_credentials_with_private_key_jwt_and_with_client_secret_basic() {
             );
         }
     }
+}
+
+// ---------------------------------------------------------------------------
+// 6. A hostile server (issue 21): what it must not make mcphost do
+
+/// A host nobody resolves: a request sent there would show up as a DNS
+/// error, not as the refusal the tests want.
+const NOWHERE: &str = "mcphost-test.invalid";
+
+/// The environment's client is registered at one authorization server; a
+/// second server, hostile, names its own. The hostile one's authorization
+/// server must never see that client, let alone its secret.
+#[test]
+fn the_environment_client_goes_only_to_the_issuer_or_servers_it_names() {
+    let good = OAuthServer::start(OAuthOptions::default());
+    good.preregister("ci-client", Some("CI-SECRET"), "client_secret_basic");
+    let evil = OAuthServer::start(OAuthOptions::default());
+    for (what, client) in [
+        (
+            "issuer",
+            serde_json::json!({"client_id": "ci-client", "client_secret": "CI-SECRET",
+                "grant_type": "client_credentials", "issuer": good.issuer()}),
+        ),
+        (
+            "servers",
+            serde_json::json!({"client_id": "ci-client", "client_secret": "CI-SECRET",
+                "grant_type": "client_credentials", "servers": ["good"]}),
+        ),
+    ] {
+        let m = Machine::new();
+        let client = client.to_string();
+        let env = [("MCPHOST_OAUTH_CLIENT", client.as_str())];
+        let g = format!("good={}", good.mcp_url());
+        let e = format!("evil={}", evil.mcp_url());
+        let before = evil.token_requests().len();
+        let cmd = m.command(
+            &["--direct", &g, "--direct", &e, "call", "evil__whoami", "{}"],
+            &env,
+        );
+        let (r, _, _) = spawn(cmd, &m.browser).wait(&m.browser, AT_ONCE, RUN_LIMIT);
+        let leaked: Vec<_> = evil.token_requests()[before..]
+            .iter()
+            .filter(|t| {
+                t.client_id.as_deref() == Some("ci-client")
+                    || t.form.iter().any(|(_, v)| v.contains("CI-SECRET"))
+            })
+            .cloned()
+            .collect();
+        assert!(
+            leaked.is_empty(),
+            "{what}: the hostile server's authorization server got the environment's client: {leaked:#?}\nstderr:\n{}",
+            r.stderr
+        );
+        // The hostile server is signed in to as any other: its own client.
+        assert_eq!(r.code, 0, "{what}: {r:?}\n{}", evil.summary());
+        // The server the client is for still gets it.
+        let cmd = m.command(
+            &["--direct", &g, "--direct", &e, "call", "good__whoami", "{}"],
+            &env,
+        );
+        let (r, _, _) = spawn(cmd, &m.browser).wait(&m.browser, AT_ONCE, RUN_LIMIT);
+        assert_eq!(r.code, 0, "{what}: {r:?}\n{}", good.summary());
+        assert!(r.stdout.contains("client=ci-client"), "{what}: {r:?}");
+    }
+}
+
+/// An environment client that names neither an issuer nor servers is not
+/// given to whatever server asks.
+#[test]
+fn an_environment_client_naming_no_issuer_or_server_is_not_used() {
+    let srv = OAuthServer::start(OAuthOptions::default());
+    let m = Machine::new();
+    let client = serde_json::json!({"client_id": "ci-client", "client_secret": "CI-SECRET",
+        "grant_type": "client_credentials"})
+    .to_string();
+    let (r, _, _) = spawn(
+        m.direct_call(&srv, &[("MCPHOST_OAUTH_CLIENT", &client)]),
+        &m.browser,
+    )
+    .wait(&m.browser, AT_ONCE, RUN_LIMIT);
+    let sent: Vec<_> = srv
+        .token_requests()
+        .into_iter()
+        .filter(|t| t.client_id.as_deref() == Some("ci-client"))
+        .collect();
+    assert!(sent.is_empty(), "{sent:#?}\n{}", r.stderr);
+    assert!(
+        r.stderr.contains("MCPHOST_OAUTH_CLIENT") && r.stderr.contains("issuer"),
+        "a warning says why it is not used: {}",
+        r.stderr
+    );
+}
+
+/// 2025-03-26 (no protected-resource metadata): the origin's metadata must
+/// name the origin as its issuer (RFC 8414 §3.3), or a hostile document
+/// makes another issuer the audience of our assertions.
+#[test]
+fn a_legacy_server_whose_metadata_names_another_issuer_is_refused() {
+    let claimed = "https://real-as.example";
+    let (srv, m, r, _) = refused(
+        OAuthOptions {
+            serve_prm: false,
+            challenge_resource_metadata: false,
+            issuer_override: Some(claimed.into()),
+            ..OAuthOptions::default()
+        },
+        &[],
+    );
+    let e = error_text(&r);
+    assert!(
+        e.contains(claimed) && e.contains(&srv.base()),
+        "the error names both issuers: {e}\n{}",
+        r.stderr
+    );
+    assert!(srv.token_requests().is_empty(), "{}", srv.summary());
+    assert!(srv.authorize_requests().is_empty(), "{}", srv.summary());
+    assert!(m.browser.urls().is_empty(), "{:?}", m.browser.urls());
+}
+
+/// Authorization-server endpoints, the PRM URL and the issuer must be
+/// https unless on loopback: nothing of the sign-in goes over cleartext,
+/// and nothing is asked of the person first.
+#[test]
+fn plain_http_authorization_endpoints_off_loopback_are_refused() {
+    let http = |p: &str| format!("http://{NOWHERE}{p}");
+    let extra = |k: &str, v: String| {
+        let mut m = serde_json::Map::new();
+        m.insert(k.into(), serde_json::Value::String(v));
+        m
+    };
+    let cases: Vec<(&str, OAuthOptions)> = vec![
+        (
+            "resource_metadata",
+            OAuthOptions {
+                challenge_resource_metadata: false,
+                challenge_extra: Some(format!(r#"resource_metadata="{}""#, http("/prm"))),
+                ..OAuthOptions::default()
+            },
+        ),
+        (
+            "authorization_servers",
+            OAuthOptions {
+                prm_authorization_servers: Some(vec![http("")]),
+                ..OAuthOptions::default()
+            },
+        ),
+        (
+            "token_endpoint",
+            OAuthOptions {
+                metadata_extra: extra("token_endpoint", http("/token")),
+                ..OAuthOptions::default()
+            },
+        ),
+        (
+            "authorization_endpoint",
+            OAuthOptions {
+                metadata_extra: extra("authorization_endpoint", http("/authorize")),
+                ..OAuthOptions::default()
+            },
+        ),
+        (
+            "registration_endpoint",
+            OAuthOptions {
+                metadata_extra: extra("registration_endpoint", http("/register")),
+                ..OAuthOptions::default()
+            },
+        ),
+    ];
+    for (what, opts) in cases {
+        let (srv, m, r, _) = refused(opts, &[]);
+        let e = error_text(&r);
+        assert!(
+            e.contains("https") && e.contains(NOWHERE),
+            "{what}: the error says https is needed: {e}\n{}",
+            r.stderr
+        );
+        assert!(
+            m.browser.urls().is_empty(),
+            "{what}: {:?}",
+            m.browser.urls()
+        );
+        assert!(srv.token_requests().is_empty(), "{what}: {}", srv.summary());
+    }
+}
+
+/// An `authorization_endpoint` of another scheme never reaches the
+/// browser (`MCPHOST_BROWSER`, xdg-open, the host's URL elicitation).
+#[test]
+fn only_https_sign_in_pages_are_opened() {
+    for page in [
+        "file:///etc/passwd",
+        "javascript:alert(1)",
+        "mcphost-evil://open?x=1",
+    ] {
+        let mut extra = serde_json::Map::new();
+        extra.insert("authorization_endpoint".into(), page.into());
+        let (_srv, m, r, _) = refused(
+            OAuthOptions {
+                metadata_extra: extra,
+                ..OAuthOptions::default()
+            },
+            &[],
+        );
+        assert!(
+            m.browser.urls().is_empty(),
+            "{page} was handed to the browser: {:?}",
+            m.browser.urls()
+        );
+        let e = error_text(&r);
+        assert!(e.contains("https"), "{page}: {e}\n{}", r.stderr);
+    }
+}
+
+/// For the library-level tests: nothing can show a page.
+struct NoBrowser;
+
+impl mcphost::auth::browser::Browser for NoBrowser {
+    fn open<'a>(
+        &'a self,
+        _server: &'a str,
+        url: &'a str,
+    ) -> mcphost::transport::BoxFuture<'a, Result<(), String>> {
+        let url = url.to_owned();
+        Box::pin(async move { Err(format!("no browser in this test (asked for {url})")) })
+    }
+    fn describe(&self) -> String {
+        "no browser".into()
+    }
+}
+
+fn machine_client(id: &str, secret: &str, issuer: Option<String>) -> mcphost::auth::OAuthConfig {
+    mcphost::auth::OAuthConfig {
+        client_id: Some(id.into()),
+        client_secret: Some(secret.into()),
+        grant_type: Some("client_credentials".into()),
+        issuer,
+        ..mcphost::auth::OAuthConfig::default()
+    }
+}
+
+fn sent_secret(srv: &OAuthServer, id: &str, secret: &str) -> Vec<String> {
+    srv.token_requests()
+        .iter()
+        .filter(|t| {
+            t.client_id.as_deref() == Some(id) || t.form.iter().any(|(_, v)| v.contains(secret))
+        })
+        .map(|t| format!("{t:?}"))
+        .collect()
+}
+
+/// A per-server client that names its issuer is refused, with both named,
+/// at a server whose metadata leads elsewhere: the secret is not sent.
+#[tokio::test]
+async fn a_configured_client_is_used_only_at_its_issuer() {
+    let good = OAuthServer::start(OAuthOptions::default());
+    let evil = OAuthServer::start(OAuthOptions::default());
+    let a = mcphost::auth::Authorizer::new(
+        "evil",
+        &evil.mcp_url(),
+        None,
+        machine_client("svc", "SVC-SECRET", Some(good.issuer())),
+        None,
+    )
+    .unwrap();
+    let err = a.login(&NoBrowser).await.unwrap_err().to_string();
+    assert!(
+        err.contains(&good.issuer()) && err.contains(&evil.issuer()) && err.contains("evil"),
+        "{err}"
+    );
+    let sent = sent_secret(&evil, "svc", "SVC-SECRET");
+    assert!(sent.is_empty(), "{sent:#?}");
+}
+
+/// The server moves to another authorization server (re-discovery on a
+/// 401): a per-server client that named no issuer stays bound to the one
+/// it was first used with, and its secret does not follow.
+#[tokio::test]
+async fn a_configured_secret_does_not_follow_the_server_to_a_new_authorization_server() {
+    use mcphost::transport::http::{Challenged, Credentials as _};
+    let srv = OAuthServer::start(OAuthOptions {
+        separate_as: true,
+        ..OAuthOptions::default()
+    });
+    srv.preregister("svc", Some("SVC-SECRET"), "client_secret_basic");
+    let other = OAuthServer::start(OAuthOptions::default());
+    let a = mcphost::auth::Authorizer::new(
+        "srv",
+        &srv.mcp_url(),
+        None,
+        machine_client("svc", "SVC-SECRET", None),
+        None,
+    )
+    .unwrap()
+    .into_shared();
+    a.login(&NoBrowser).await.unwrap();
+    let sent = a.bearer().await;
+    assert!(sent.is_some());
+    srv.set(|o| o.prm_authorization_servers = Some(vec![other.issuer()]));
+    let err = a
+        .challenged(&Challenged {
+            status: 401,
+            www_authenticate: vec![format!(r#"Bearer resource_metadata="{}""#, srv.prm_url())],
+            sent,
+            protocol_version: None,
+        })
+        .await
+        .unwrap_err();
+    let leaked = sent_secret(&other, "svc", "SVC-SECRET");
+    assert!(leaked.is_empty(), "{leaked:#?}\n{err}");
+    assert!(
+        err.contains(&srv.issuer()) && err.contains(&other.issuer()),
+        "{err}"
+    );
+}
+
+/// An authorization server's error text reaches the terminal: escape
+/// sequences in it (OSC 52 writes the clipboard) must not.
+#[tokio::test]
+async fn control_characters_from_an_authorization_server_are_not_passed_on() {
+    let srv = OAuthServer::start(OAuthOptions::default());
+    srv.preregister("svc", Some("SVC-SECRET"), "client_secret_basic");
+    srv.set(|o| {
+        o.token_fail = Some(common::oauth_server::TokenFail {
+            status: 400,
+            error: "invalid_request\u{1b}]52;c;aGk=\u{7}\u{9b}31m\r\nFAKE".into(),
+            remaining: 1,
+        })
+    });
+    let a = mcphost::auth::Authorizer::new(
+        "srv",
+        &srv.mcp_url(),
+        None,
+        machine_client("svc", "SVC-SECRET", Some(srv.issuer())),
+        None,
+    )
+    .unwrap();
+    let err = a.login(&NoBrowser).await.unwrap_err().to_string();
+    assert!(err.contains("invalid_request"), "{err:?}");
+    let bad: Vec<char> = err.chars().filter(|c| c.is_control()).collect();
+    assert!(bad.is_empty(), "control characters {bad:?} in {err:?}");
 }

@@ -172,6 +172,7 @@ async fn a_registered_host_app_is_handed_the_sign_in_page_as_a_url_elicitation()
         browser: Some(Arc::new(host_browser) as Arc<dyn Browser>),
         env: Default::default(),
         login_timeout: Duration::from_secs(30),
+        attempts: Default::default(),
     };
     let engine = mcphost::engine::EngineBuilder::new(cfg)
         .client_options(mcphost::client::ClientOptions {
@@ -249,4 +250,73 @@ async fn a_registered_host_app_is_handed_the_sign_in_page_as_a_url_elicitation()
         "the token is stored"
     );
     engine.shutdown().await;
+}
+
+/// A server that rejects every token it is given (issue 21): the daemon,
+/// which can sign in through MCPHOST_BROWSER, must not sign in forever.
+/// Its own sign-ins change the token store; that must not restart it, and
+/// past 3 browser launches or 3 token requests in a minute it stops and
+/// says why.
+#[test]
+fn a_server_that_rejects_every_token_gets_at_most_three_sign_ins_a_minute() {
+    let mock = OAuthServer::start(OAuthOptions {
+        reject_all_tokens: true,
+        ..OAuthOptions::default()
+    });
+    let config = format!(
+        r#"{{"mcpServers": {{"srv": {{"url": "{}"}}}}}}"#,
+        mock.mcp_url()
+    );
+    let mut sb = sandbox();
+    sb.env.push(("MCPHOST_BROWSER".into(), browser()));
+    let started = std::time::Instant::now();
+    let d = Daemon::start_in(sb, &config);
+    let window = Duration::from_secs(60);
+    let counts = |m: &OAuthServer| (m.authorize_requests().len(), m.token_requests().len());
+    // It stops by itself, saying so; or the minute runs out.
+    let mut stopped = None;
+    while started.elapsed() < window {
+        if let Some(s) = d.server("srv").filter(|s| {
+            s["state"] == "auth_required"
+                && s["error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("stopped signing in"))
+        }) {
+            stopped = Some(s);
+            break;
+        }
+        let (a, t) = counts(&mock);
+        assert!(
+            a <= 3 && t <= 3,
+            "after {:?}: {a} browser launches and {t} token requests\n{}",
+            started.elapsed(),
+            mock.summary()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (a, t) = counts(&mock);
+    eprintln!(
+        "after {:?}: {a} browser launches, {t} token requests",
+        started.elapsed()
+    );
+    let st = stopped.unwrap_or_else(|| {
+        panic!(
+            "srv never stopped signing in within {window:?}: {a} launches, {t} token requests; {:#}",
+            d.server("srv").unwrap_or_default()
+        )
+    });
+    assert!(a <= 3 && t <= 3, "{a} launches, {t} token requests");
+    let err = st["error"].as_str().unwrap_or_default();
+    assert!(
+        err.contains("every token is refused here"),
+        "the last refusal is shown: {st:#}"
+    );
+    let table = d.run(&["servers"]);
+    assert!(
+        table.stdout.contains("stopped signing in"),
+        "{}",
+        table.stdout
+    );
+    // The daemon answered `servers` after it stopped: nothing more came in.
+    assert_eq!(counts(&mock), (a, t), "{}", mock.summary());
 }

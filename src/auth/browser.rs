@@ -16,6 +16,18 @@ pub trait Browser: Send + Sync {
     fn describe(&self) -> String;
 }
 
+/// Only `https` pages (or `http` on loopback) are shown, whoever shows
+/// them: never `file:`, `javascript:` or a scheme some app registered.
+pub fn openable(url: &str) -> Result<(), String> {
+    match url::Url::parse(url) {
+        Ok(u) if super::discovery::is_secure(&u) => Ok(()),
+        _ => Err(format!(
+            "refusing to open {:?}: a sign-in page must be https (http only on loopback)",
+            url.chars().take(80).collect::<String>()
+        )),
+    }
+}
+
 /// The environment variable naming a command that opens a URL (given as its
 /// last argument), as `BROWSER` does for other tools.
 pub const BROWSER_ENV: &str = "MCPHOST_BROWSER";
@@ -27,6 +39,7 @@ pub struct CommandBrowser(pub String);
 impl Browser for CommandBrowser {
     fn open<'a>(&'a self, server: &'a str, url: &'a str) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
+            openable(url)?;
             let script = format!("{} \"$1\"", self.0);
             let mut child = tokio::process::Command::new("sh")
                 .arg("-c")
@@ -73,6 +86,7 @@ impl SystemBrowser {
 impl Browser for SystemBrowser {
     fn open<'a>(&'a self, _server: &'a str, url: &'a str) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
+            openable(url)?;
             let opener = if cfg!(target_os = "macos") {
                 "open"
             } else {
@@ -104,6 +118,7 @@ pub struct PrintBrowser;
 impl Browser for PrintBrowser {
     fn open<'a>(&'a self, server: &'a str, url: &'a str) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
+            openable(url)?;
             eprintln!("To sign in to '{server}', open this URL in a browser:\n\n  {url}\n");
             Ok(())
         })
@@ -146,6 +161,7 @@ impl Chain {
 impl Browser for Chain {
     fn open<'a>(&'a self, server: &'a str, url: &'a str) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
+            openable(url)?;
             let mut errors = Vec::new();
             for b in &self.0 {
                 match b.open(server, url).await {
@@ -195,6 +211,7 @@ impl HostBrowser {
 impl Browser for HostBrowser {
     fn open<'a>(&'a self, server: &'a str, url: &'a str) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
+            openable(url)?;
             let host = self.host.get().ok_or("no host yet")?.clone();
             let id = super::flow::random_token().map_err(|e| e.to_string())?;
             let params = serde_json::json!({
@@ -228,5 +245,26 @@ impl Browser for HostBrowser {
     }
     fn describe(&self) -> String {
         "the host app".into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_https_or_loopback_pages_are_openable() {
+        assert!(openable("https://as.example/authorize?x=1").is_ok());
+        assert!(openable("http://127.0.0.1:8080/authorize").is_ok());
+        assert!(openable("http://localhost/authorize").is_ok());
+        for bad in [
+            "http://as.example/authorize",
+            "file:///etc/passwd",
+            "javascript:alert(1)",
+            "vscode://x",
+            "not a url",
+        ] {
+            assert!(openable(bad).is_err(), "{bad}");
+        }
     }
 }

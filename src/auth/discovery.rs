@@ -83,6 +83,62 @@ pub fn resource_covers(declared: &str, server: &Url) -> bool {
     sp == dp || sp.starts_with(&format!("{dp}/"))
 }
 
+/// Text a server sent, for a message: C0/C1 controls (escape sequences,
+/// OSC 52, CR/LF) shown escaped, so it cannot drive the user's terminal.
+pub fn escape_controls(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A loopback host (RFC 8252 §7.3): `127.0.0.0/8`, `::1`, `localhost`.
+pub fn is_loopback(url: &Url) -> bool {
+    match url.host() {
+        Some(url::Host::Ipv4(a)) => a.is_loopback(),
+        Some(url::Host::Ipv6(a)) => a.is_loopback(),
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        None => false,
+    }
+}
+
+/// `https`, or `http` on loopback: what sign-in may talk to or open
+/// (OAuth 2.1 §1.5, the MCP authorization spec).
+pub fn is_secure(url: &Url) -> bool {
+    match url.scheme() {
+        "https" => url.host().is_some(),
+        "http" => is_loopback(url),
+        _ => false,
+    }
+}
+
+/// [`is_secure`], or the error naming `what` (the metadata field) and the URL.
+pub fn require_secure(url: &Url, what: &str) -> Result<(), AuthError> {
+    if is_secure(url) {
+        Ok(())
+    } else {
+        Err(AuthError::Insecure {
+            what: what.to_owned(),
+            url: url.to_string(),
+        })
+    }
+}
+
+/// A URL string from metadata: parsed, then [`require_secure`].
+pub fn secure_url(s: &str, what: &str) -> Result<Url, AuthError> {
+    let u = Url::parse(s).map_err(|e| AuthError::Metadata {
+        url: s.to_owned(),
+        reason: format!("{what}: not a URL: {e}"),
+    })?;
+    require_secure(&u, what)?;
+    Ok(u)
+}
+
 /// Where the protected-resource metadata may be: the challenge's URL, else
 /// the path-inserted well-known URL, then the root one.
 pub fn prm_candidates(server: &Url, from_challenge: Option<&str>) -> Vec<Url> {
@@ -198,6 +254,7 @@ pub async fn protected_resource(
     protocol_version: Option<&str>,
 ) -> Result<Option<ProtectedResource>, AuthError> {
     for url in prm_candidates(server, from_challenge) {
+        require_secure(&url, "the protected-resource metadata URL")?;
         if let Some(prm) = fetch_json::<ProtectedResource>(http, &url, protocol_version).await? {
             return Ok(Some(prm));
         }
@@ -213,10 +270,7 @@ pub async fn server_metadata(
     issuer: &str,
     protocol_version: Option<&str>,
 ) -> Result<Option<ServerMetadata>, AuthError> {
-    let url = Url::parse(issuer).map_err(|e| AuthError::Metadata {
-        url: issuer.to_owned(),
-        reason: format!("not a URL: {e}"),
-    })?;
+    let url = secure_url(issuer, "the authorization server (issuer)")?;
     for url in as_candidates(&url) {
         if let Some(m) = fetch_json::<ServerMetadata>(http, &url, protocol_version).await? {
             if m.issuer != issuer {
@@ -250,7 +304,21 @@ pub async fn legacy_server_metadata(
             url: server.to_string(),
             reason: e.to_string(),
         })?;
+    require_secure(&origin, "the authorization server (the server's origin)")?;
     if let Some(m) = fetch_json::<ServerMetadata>(http, &well_known, protocol_version).await? {
+        // RFC 8414 §3.3: the issuer is the one the URL was built from, here
+        // the origin; another would become the audience of our assertions.
+        // A path on the same origin is taken (conformance 0.1.16 serves
+        // `{origin}/oauth` there); another origin is not.
+        let expected = canonical(&origin);
+        let same_origin = Url::parse(&m.issuer).is_ok_and(|u| u.origin() == origin.origin());
+        if !same_origin {
+            return Err(AuthError::IssuerMismatch {
+                url: well_known.to_string(),
+                expected,
+                found: m.issuer,
+            });
+        }
         return Ok(m);
     }
     let at = |p: &str| origin.join(p).map(|u| u.to_string()).ok();

@@ -274,9 +274,10 @@ pub async fn exchange_for_id_jag(
     };
     if !status.is_success() {
         return Err(fail(match serde_json::from_str::<ErrorResponse>(&body) {
-            Ok(e) => e
-                .error_description
-                .map_or(e.error.clone(), |d| format!("{}: {d}", e.error)),
+            Ok(e) => super::discovery::escape_controls(
+                &e.error_description
+                    .map_or(e.error.clone(), |d| format!("{}: {d}", e.error)),
+            ),
             Err(_) => format!("HTTP {status}"),
         }));
     }
@@ -356,10 +357,10 @@ pub async fn request(
     let body = super::discovery::read_body(resp, TOKEN_BYTES, endpoint).await?;
     if !status.is_success() {
         let reason = match serde_json::from_str::<ErrorResponse>(&body) {
-            Ok(e) => match e.error_description {
+            Ok(e) => super::discovery::escape_controls(&match e.error_description {
                 Some(d) => format!("{}: {d}", e.error),
                 None => e.error,
-            },
+            }),
             Err(_) => format!("HTTP {status}"),
         };
         return Err(AuthError::Token {

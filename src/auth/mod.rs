@@ -42,9 +42,112 @@ const REFRESH_MARGIN: Duration = Duration::from_secs(60);
 const MAX_STEP_UPS: u32 = 2;
 const TOKEN_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// What sign-in may cost per server in a minute (issue 21): a server that
+/// refuses every token must not have the browser opened, or the token
+/// endpoint called, without end.
+pub const MAX_BROWSER_LAUNCHES: usize = 3;
+pub const MAX_TOKEN_REQUESTS: usize = 3;
+/// Fresh tokens a server may refuse in a minute before sign-in stops.
+pub const MAX_REFUSALS: usize = 2;
+pub const ATTEMPT_WINDOW: Duration = Duration::from_secs(60);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Attempt {
+    Browser,
+    Token,
+    Refusal,
+}
+
+impl Attempt {
+    fn limit(self) -> usize {
+        match self {
+            Attempt::Browser => MAX_BROWSER_LAUNCHES,
+            Attempt::Token => MAX_TOKEN_REQUESTS,
+            Attempt::Refusal => MAX_REFUSALS,
+        }
+    }
+    fn what(self) -> &'static str {
+        match self {
+            Attempt::Browser => "browser launches",
+            Attempt::Token => "token requests",
+            Attempt::Refusal => "fresh tokens refused by the server",
+        }
+    }
+}
+
+#[derive(Default)]
+struct Recent {
+    at: Vec<(Attempt, std::time::Instant)>,
+    last_refusal: Option<String>,
+}
+
+/// Sign-in attempts per server, in a sliding minute; shared by every
+/// authorizer of a process, so a restarted server starts from its count.
+#[derive(Default)]
+pub struct Attempts {
+    by_server: std::sync::Mutex<std::collections::HashMap<String, Recent>>,
+}
+
+impl Attempts {
+    /// One more `kind` for `server`, or the error once its limit is spent.
+    fn take(&self, server: &str, kind: Attempt) -> Result<(), AuthError> {
+        let now = std::time::Instant::now();
+        let mut m = self.by_server.lock().unwrap_or_else(|p| p.into_inner());
+        let r = m.entry(server.to_owned()).or_default();
+        r.at.retain(|(_, t)| {
+            now.checked_duration_since(*t)
+                .is_none_or(|d| d < ATTEMPT_WINDOW)
+        });
+        // A refusal has happened already: it counts before the check, so
+        // the second one stops sign-in rather than fetching another token.
+        if kind == Attempt::Refusal {
+            r.at.push((kind, now));
+        }
+        let n = r.at.iter().filter(|(k, _)| *k == kind).count();
+        if n >= kind.limit() {
+            return Err(AuthError::GaveUp {
+                server: server.to_owned(),
+                why: format!(
+                    "{n} {} in the last {}s",
+                    kind.what(),
+                    ATTEMPT_WINDOW.as_secs()
+                ),
+                last: r
+                    .last_refusal
+                    .clone()
+                    .unwrap_or_else(|| "none recorded".into()),
+            });
+        }
+        if kind != Attempt::Refusal {
+            r.at.push((kind, now));
+        }
+        Ok(())
+    }
+
+    fn refused(&self, server: &str, reason: String) {
+        let mut m = self.by_server.lock().unwrap_or_else(|p| p.into_inner());
+        m.entry(server.to_owned()).or_default().last_refusal = Some(reason);
+    }
+
+    /// A person signed in again (`mcphost auth login`, another process):
+    /// the count starts over.
+    pub fn reset(&self, server: &str) {
+        let mut m = self.by_server.lock().unwrap_or_else(|p| p.into_inner());
+        m.remove(server);
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AuthError {
+    #[error(
+        "server '{server}': stopped signing in: {why} (the server's last refusal: {last}). Fix the server, then run `mcphost auth login {server}`"
+    )]
+    GaveUp {
+        server: String,
+        why: String,
+        last: String,
+    },
     #[error("{url}: {reason}")]
     Http { url: String, reason: String },
     #[error("{url}: {reason}")]
@@ -56,6 +159,20 @@ pub enum AuthError {
         url: String,
         expected: String,
         found: String,
+    },
+    #[error(
+        "{what} {url} is not https (only a loopback address may use plain http); refusing it: the sign-in would cross the network in cleartext"
+    )]
+    Insecure { what: String, url: String },
+    #[error(
+        "server '{server}': the client {client_id:?} is for the authorization server {expected} ({why}), but this server's authorization server is {found}; refusing to send the client there. If that client really is registered at {found}, set \"issuer\": \"{found}\" beside its clientId"
+    )]
+    ClientIssuer {
+        server: String,
+        client_id: String,
+        expected: String,
+        found: String,
+        why: &'static str,
     },
     #[error(
         "the protected-resource metadata is for {declared:?}, not this server ({server}); refusing to sign in for another resource"
@@ -107,6 +224,11 @@ pub enum AuthError {
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct OAuthConfig {
     pub client_id: Option<String>,
+    /// The authorization server `client_id` is registered at: the client
+    /// (its secret, its key) is used there only.
+    pub issuer: Option<String>,
+    /// `MCPHOST_OAUTH_CLIENT` only: the servers it is for.
+    pub servers: Option<Vec<String>>,
     pub client_secret: Option<String>,
     /// `client_secret_basic`, `client_secret_post`, `none`, `private_key_jwt`.
     pub token_endpoint_auth_method: Option<String>,
@@ -130,6 +252,8 @@ impl std::fmt::Debug for OAuthConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OAuthConfig")
             .field("client_id", &self.client_id)
+            .field("issuer", &self.issuer)
+            .field("servers", &self.servers)
             .field(
                 "client_secret",
                 &self.client_secret.as_ref().map(|_| "<redacted>"),
@@ -178,6 +302,24 @@ impl OAuthConfig {
                 }
             };
             c.client_id = s("client_id")?;
+            c.issuer = s("issuer")?;
+            c.servers = match obj.get("servers") {
+                None | Some(serde_json::Value::Null) => None,
+                Some(serde_json::Value::Array(v)) => Some(
+                    v.iter()
+                        .map(|x| {
+                            x.as_str().map(str::to_owned).ok_or_else(|| {
+                                format!("{CLIENT_ENV}: servers must be an array of server names")
+                            })
+                        })
+                        .collect::<Result<Vec<_>, _>>()?,
+                ),
+                Some(_) => {
+                    return Err(format!(
+                        "{CLIENT_ENV}: servers must be an array of server names"
+                    ));
+                }
+            };
             c.client_secret = s("client_secret")?;
             c.grant_type = s("grant_type")?;
             c.token_endpoint_auth_method = s("token_endpoint_auth_method")?;
@@ -194,6 +336,14 @@ impl OAuthConfig {
             }
         }
         c.client_metadata_url = env(CLIENT_METADATA_ENV).filter(|s| !s.trim().is_empty());
+        if c.names_client() && c.issuer.is_none() && c.servers.is_none() {
+            // Given to every server, it would reach whatever authorization
+            // server a hostile one names.
+            warn!(
+                "{CLIENT_ENV} names neither the \"issuer\" its client is registered at nor the \"servers\" it is for; it is not used"
+            );
+            c = c.without_client();
+        }
         Ok(c)
     }
 
@@ -205,8 +355,15 @@ impl OAuthConfig {
         } else {
             self.client_secret.or(other.client_secret)
         };
+        let issuer = if self.client_id.is_some() {
+            self.issuer
+        } else {
+            self.issuer.or(other.issuer)
+        };
         OAuthConfig {
             client_id: self.client_id.or(other.client_id),
+            issuer,
+            servers: self.servers.or(other.servers),
             client_secret,
             token_endpoint_auth_method: self
                 .token_endpoint_auth_method
@@ -221,6 +378,24 @@ impl OAuthConfig {
             idp_client_id: self.idp_client_id.or(other.idp_client_id),
             idp_client_secret: self.idp_client_secret.or(other.idp_client_secret),
         }
+    }
+
+    /// The settings that are not a client: what every server may use.
+    fn without_client(&self) -> OAuthConfig {
+        OAuthConfig {
+            scope: self.scope.clone(),
+            client_metadata_url: self.client_metadata_url.clone(),
+            ..OAuthConfig::default()
+        }
+    }
+
+    /// Holds a client or the means to act as one (secret, key, ID token).
+    fn names_client(&self) -> bool {
+        self.client_id.is_some()
+            || self.client_secret.is_some()
+            || self.private_key_pem.is_some()
+            || self.idp_id_token.is_some()
+            || self.idp_client_secret.is_some()
     }
 
     /// A grant with no person in it.
@@ -255,6 +430,10 @@ struct State {
     /// Whose `tokens` are: never sent to, or refreshed at, another.
     tokens_key: Option<TokenKey>,
     step_ups: u32,
+    /// The token we got last from the token endpoint, and when.
+    fresh: Option<(String, std::time::Instant)>,
+    /// The issuer a configured client without `issuer` was first used at.
+    client_issuer: Option<String>,
     /// Looked in the store for a token covering this server.
     looked: bool,
 }
@@ -266,6 +445,11 @@ pub struct Authorizer {
     http: reqwest::Client,
     store: Option<TokenStore>,
     config: OAuthConfig,
+    /// The server's own settings, without the environment's client: used
+    /// instead of `config` where that client is for another issuer.
+    own: Option<OAuthConfig>,
+    /// The environment's client was merged in for its issuer only.
+    env_off: std::sync::atomic::AtomicBool,
     /// Who shows a sign-in page; `None`: never sign in here (a daemon with
     /// no host that can), say what to run instead.
     browser: Option<Arc<dyn Browser>>,
@@ -280,6 +464,7 @@ pub struct Authorizer {
     me: std::sync::Weak<Authorizer>,
     /// The sign-in under way, for every request that needs it.
     signing: std::sync::Mutex<Option<SignIn>>,
+    attempts: Arc<Attempts>,
 }
 
 type SignIn = tokio::sync::watch::Receiver<Option<Result<(), String>>>;
@@ -305,6 +490,9 @@ impl Authorizer {
     ) -> Result<Authorizer, AuthError> {
         let url =
             Url::parse(url).map_err(|e| AuthError::Client(format!("server '{server}': {e}")))?;
+        if url.scheme() == "http" && !discovery::is_loopback(&url) {
+            warn!(server, %url, "plain http on a host that is not loopback: anyone on the network can read this server's traffic, and signing in to it is refused");
+        }
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .timeout(TOKEN_TIMEOUT)
@@ -320,13 +508,23 @@ impl Authorizer {
             http,
             store,
             config,
+            own: None,
+            env_off: std::sync::atomic::AtomicBool::new(false),
             browser,
             login_timeout: LOGIN_TIMEOUT,
             state: std::sync::Mutex::new(State::default()),
             flight: Mutex::new(()),
             me: std::sync::Weak::new(),
             signing: std::sync::Mutex::new(None),
+            attempts: Arc::new(Attempts::default()),
         })
+    }
+
+    /// Counts sign-in attempts in `attempts` (shared with the process's
+    /// other authorizers of this server) instead of its own.
+    pub fn with_attempts(mut self, attempts: Arc<Attempts>) -> Self {
+        self.attempts = attempts;
+        self
     }
 
     /// Shared, as the transport holds it; sign-ins then outlive the
@@ -336,6 +534,70 @@ impl Authorizer {
             me: me.clone(),
             ..self
         })
+    }
+
+    /// `config` holds the environment's client for its issuer only
+    /// ([`OAuthConfig::issuer`]): where discovery finds another, `own` (the
+    /// server's settings alone) is used instead.
+    pub fn with_env_for_issuer(mut self, own: OAuthConfig) -> Self {
+        self.own = Some(own);
+        self
+    }
+
+    /// The settings in use: the environment's client only at its issuer.
+    fn cfg(&self) -> &OAuthConfig {
+        match &self.own {
+            Some(own) if self.env_off.load(std::sync::atomic::Ordering::Acquire) => own,
+            _ => &self.config,
+        }
+    }
+
+    /// A configured client (config or environment) goes to its issuer
+    /// only; one that names none is bound to the first it is used with.
+    /// Checked on every discovery, before anything is sent to the
+    /// authorization server: a hostile server cannot point it elsewhere.
+    fn check_client_issuer(&self, issuer: &str) -> Result<(), AuthError> {
+        let same = |a: &str| a.trim_end_matches('/') == issuer.trim_end_matches('/');
+        if self.own.is_some() {
+            let off = !self.config.issuer.as_deref().is_some_and(same);
+            if off {
+                debug!(server = %self.server, %issuer, "the environment's client is for another issuer; not used here");
+            }
+            self.env_off
+                .store(off, std::sync::atomic::Ordering::Release);
+            return Ok(());
+        }
+        let c = &self.config;
+        let Some(client_id) = c.client_id.clone() else {
+            return Ok(());
+        };
+        let mismatch = |expected: &str, why| AuthError::ClientIssuer {
+            server: self.server.clone(),
+            client_id: client_id.clone(),
+            expected: expected.to_owned(),
+            found: issuer.to_owned(),
+            why,
+        };
+        if let Some(want) = &c.issuer {
+            return if same(want) {
+                Ok(())
+            } else {
+                Err(mismatch(want, "its \"issuer\""))
+            };
+        }
+        let mut st = self.state();
+        match &st.client_issuer {
+            Some(p) if same(p) => Ok(()),
+            Some(p) => Err(mismatch(
+                p,
+                "the first one it was used with; it names no \"issuer\"",
+            )),
+            None => {
+                warn!(server = %self.server, %client_id, %issuer, "the configured client names no \"issuer\"; it is bound to this one for the life of this process. Set \"issuer\" beside its clientId");
+                st.client_issuer = Some(issuer.to_owned());
+                Ok(())
+            }
+        }
     }
 
     pub fn with_login_timeout(mut self, t: Duration) -> Self {
@@ -431,21 +693,29 @@ impl Authorizer {
                 discovery::legacy_server_metadata(&self.http, &self.url, protocol_version).await?
             }
         };
+        let issuer = if meta.issuer.is_empty() {
+            issuer.unwrap_or_default()
+        } else {
+            meta.issuer.clone()
+        };
+        for (what, url) in [
+            ("authorization_endpoint", &meta.authorization_endpoint),
+            ("token_endpoint", &meta.token_endpoint),
+            ("registration_endpoint", &meta.registration_endpoint),
+        ] {
+            if let Some(u) = url {
+                discovery::secure_url(u, &format!("{issuer}'s {what}"))?;
+            }
+        }
+        self.check_client_issuer(&issuer)?;
         let scope = self
-            .config
+            .cfg()
             .scope
             .clone()
             .or_else(|| challenge.scope.clone())
             .or_else(|| prm_scopes.filter(|s| !s.is_empty()).map(|s| s.join(" ")));
         let found = Found {
-            key: TokenKey {
-                issuer: if meta.issuer.is_empty() {
-                    issuer.unwrap_or_default()
-                } else {
-                    meta.issuer.clone()
-                },
-                resource,
-            },
+            key: TokenKey { issuer, resource },
             meta,
             scope,
         };
@@ -472,6 +742,7 @@ impl Authorizer {
         let mut e = store.load(key)?.unwrap_or_default();
         update(&mut e);
         e.server = Some(self.server.clone());
+        e.writer = Some(std::process::id());
         e.updated_at = now_secs();
         store.save(key, &e)?;
         Ok(())
@@ -486,7 +757,7 @@ impl Authorizer {
         redirect_uri: Option<&str>,
     ) -> Result<ClientAuth, AuthError> {
         let meta = &found.meta;
-        let c = &self.config;
+        let c = self.cfg();
         if let Some(id) = &c.client_id {
             return self.auth_for(
                 id,
@@ -515,10 +786,7 @@ impl Authorizer {
                 issuer: found.key.issuer.clone(),
             });
         };
-        let endpoint = Url::parse(endpoint).map_err(|e| AuthError::Metadata {
-            url: endpoint.clone(),
-            reason: e.to_string(),
-        })?;
+        let endpoint = discovery::secure_url(endpoint, "registration_endpoint")?;
         let method = if meta.supports_auth_method("none")
             || meta.token_endpoint_auth_methods_supported.is_none()
         {
@@ -555,7 +823,7 @@ impl Authorizer {
                 url: endpoint.to_string(),
                 reason: format!(
                     "client registration refused: HTTP {status}: {}",
-                    text.chars().take(300).collect::<String>()
+                    discovery::escape_controls(&text.chars().take(300).collect::<String>())
                 ),
             });
         }
@@ -585,7 +853,7 @@ impl Authorizer {
     ) -> Result<ClientAuth, AuthError> {
         let meta = &found.meta;
         let method = method.unwrap_or_else(|| {
-            if self.config.private_key_pem.is_some() {
+            if self.cfg().private_key_pem.is_some() {
                 "private_key_jwt".into()
             } else if secret.is_none() {
                 "none".into()
@@ -619,7 +887,7 @@ impl Authorizer {
             },
             "private_key_jwt" => ClientAuth::PrivateKeyJwt {
                 client_id: id,
-                key_pem: self.config.private_key_pem.clone().ok_or_else(|| {
+                key_pem: self.cfg().private_key_pem.clone().ok_or_else(|| {
                     AuthError::Client(
                         "token_endpoint_auth_method private_key_jwt needs private_key_pem".into(),
                     )
@@ -648,10 +916,7 @@ impl Authorizer {
                 server: self.url.to_string(),
                 reason: format!("{} lists no token_endpoint", found.key.issuer),
             })?;
-        Url::parse(t).map_err(|e| AuthError::Metadata {
-            url: t.to_owned(),
-            reason: e.to_string(),
-        })
+        discovery::secure_url(t, "token_endpoint")
     }
 
     fn adopt(&self, key: &TokenKey, tokens: Tokens) -> Result<(), AuthError> {
@@ -665,6 +930,7 @@ impl Authorizer {
             e.token_endpoint = endpoint;
         })?;
         let mut st = self.state();
+        st.fresh = Some((tokens.access_token.clone(), std::time::Instant::now()));
         st.tokens = Some(tokens);
         st.tokens_key = Some(key.clone());
         Ok(())
@@ -702,6 +968,7 @@ impl Authorizer {
         };
         let auth = self.client(found, None).await?;
         let endpoint = self.token_endpoint(found)?;
+        self.attempts.take(&self.server, Attempt::Token)?;
         match grant::request(
             &self.http,
             &endpoint,
@@ -741,7 +1008,7 @@ impl Authorizer {
     async fn machine_grant(&self, found: &Found) -> Result<(), AuthError> {
         let auth = self.client(found, None).await?;
         let endpoint = self.token_endpoint(found)?;
-        let c = &self.config;
+        let c = self.cfg();
         let jag;
         let grant = if c.grant_type.as_deref() == Some(grant::JWT_BEARER) {
             let (Some(idp), Some(id_token)) = (&c.idp_token_endpoint, &c.idp_id_token) else {
@@ -750,8 +1017,7 @@ impl Authorizer {
                         .into(),
                 ));
             };
-            let idp = Url::parse(idp)
-                .map_err(|e| AuthError::Client(format!("idp_token_endpoint {idp:?}: {e}")))?;
+            let idp = discovery::secure_url(idp, "idp_token_endpoint")?;
             jag = grant::exchange_for_id_jag(
                 &self.http,
                 &grant::IdpExchange {
@@ -770,6 +1036,7 @@ impl Authorizer {
         } else {
             Grant::ClientCredentials
         };
+        self.attempts.take(&self.server, Attempt::Token)?;
         let t = grant::request(
             &self.http,
             &endpoint,
@@ -814,10 +1081,10 @@ impl Authorizer {
                     server: self.url.to_string(),
                     reason: format!("{} lists no authorization_endpoint", found.key.issuer),
                 })?;
-        let mut authorize = Url::parse(authorize).map_err(|e| AuthError::Metadata {
-            url: authorize.to_owned(),
-            reason: e.to_string(),
-        })?;
+        // Only an https page (or loopback) is ever opened: not file:,
+        // javascript: or a custom scheme a hostile server names.
+        let mut authorize = discovery::secure_url(authorize, "authorization_endpoint")?;
+        self.attempts.take(&self.server, Attempt::Browser)?;
         let listener = flow::Loopback::bind().await?;
         let auth = self.client(found, Some(&listener.redirect_uri)).await?;
         let verifier = flow::random_token()?;
@@ -896,12 +1163,15 @@ impl Authorizer {
                 .get("error_description")
                 .map(|d| format!(": {d}"))
                 .unwrap_or_default();
-            return Err(AuthError::Refused(format!("{err}{desc}")));
+            return Err(AuthError::Refused(discovery::escape_controls(&format!(
+                "{err}{desc}"
+            ))));
         }
         let code = q
             .get("code")
             .ok_or_else(|| AuthError::Refused("the redirect carried no code".into()))?;
         let endpoint = self.token_endpoint(found)?;
+        self.attempts.take(&self.server, Attempt::Token)?;
         let mut t = grant::request(
             &self.http,
             &endpoint,
@@ -929,7 +1199,7 @@ impl Authorizer {
         let _flight = self.flight.lock().await;
         let challenge = self.probe().await?;
         let found = self.discover(&challenge, None).await?;
-        if self.config.machine() {
+        if self.cfg().machine() {
             return self.machine_grant(&found).await;
         }
         let scope = found.scope.clone();
@@ -988,6 +1258,23 @@ impl Authorizer {
         }
         let challenge = BearerChallenge::find(c.www_authenticate.iter().map(String::as_str))
             .unwrap_or_default();
+        // A token just issued and already refused: a server that refuses
+        // them all is not signed in to again and again.
+        let fresh = self.state().fresh.clone();
+        if let (Some(sent), Some((tok, at))) = (&c.sent, fresh)
+            && *sent == tok
+            && at.elapsed() < ATTEMPT_WINDOW
+        {
+            self.state().fresh = None;
+            let why = format!(
+                "HTTP {} (error {:?}) for a token issued {}s before",
+                c.status,
+                challenge.error.as_deref().unwrap_or("none"),
+                at.elapsed().as_secs()
+            );
+            self.attempts.refused(&self.server, why);
+            self.attempts.take(&self.server, Attempt::Refusal)?;
+        }
         if c.sent.is_some() && c.status == 401 {
             // Our token was refused: the server may have moved to another
             // authorization server (SEP-2352). Discover again.
@@ -1030,7 +1317,7 @@ impl Authorizer {
         if self.refresh(&found, c.sent.as_deref()).await? {
             return Ok(());
         }
-        if self.config.machine() {
+        if self.cfg().machine() {
             return self.machine_grant(&found).await;
         }
         let scope = union_scopes(&[found.scope.as_deref(), challenge.scope.as_deref()]);
@@ -1138,6 +1425,8 @@ pub struct AuthContext {
     pub browser: Option<Arc<dyn Browser>>,
     pub env: OAuthConfig,
     pub login_timeout: Duration,
+    /// Sign-in attempts per server, across its restarts.
+    pub attempts: Arc<Attempts>,
 }
 
 impl std::fmt::Debug for AuthContext {
@@ -1198,6 +1487,7 @@ impl AuthContext {
             browser,
             env,
             login_timeout,
+            attempts: Arc::new(Attempts::default()),
         })
     }
 
@@ -1218,15 +1508,36 @@ impl AuthContext {
         {
             return None;
         }
+        let own = cfg.as_ref().clone();
+        let env = &self.env;
+        let named = env
+            .servers
+            .as_ref()
+            .is_some_and(|v| v.iter().any(|s| s == server));
+        let by_issuer = env.servers.is_none() && env.issuer.is_some() && own.client_id.is_none();
+        // The environment's client only where it names the server, or (for
+        // its issuer only, checked at discovery) when it names no servers.
+        let config = if named || by_issuer {
+            own.clone().or(env.clone())
+        } else {
+            own.clone().or(env.without_client())
+        };
         Some(
             Authorizer::new(
                 server,
                 &http.url,
                 self.store.clone(),
-                cfg.as_ref().clone().or(self.env.clone()),
+                config,
                 self.browser.clone(),
             )
-            .map(|a| a.with_login_timeout(self.login_timeout).into_shared()),
+            .map(|a| {
+                let a = if by_issuer {
+                    a.with_env_for_issuer(own.or(env.without_client()))
+                } else {
+                    a
+                };
+                a.with_login_timeout(self.login_timeout).into_shared()
+            }),
         )
     }
 }
@@ -1246,15 +1557,25 @@ mod tests {
 
     #[test]
     fn scripted_client_from_the_environment() {
-        let env = |k: &str| match k {
+        let env = |k: &str| {
+            match k {
             CLIENT_ENV => Some(
-                r#"{"client_id":"c","client_secret":"s","grant_type":"client_credentials"}"#.into(),
+                r#"{"client_id":"c","client_secret":"s","grant_type":"client_credentials","servers":["a"],"issuer":"https://as"}"#.into(),
             ),
             _ => None,
+        }
         };
         let c = OAuthConfig::from_env(&env).unwrap();
         assert_eq!(c.client_id.as_deref(), Some("c"));
         assert!(c.machine());
+        assert_eq!(c.servers.as_deref(), Some(&["a".to_owned()][..]));
+        assert_eq!(c.issuer.as_deref(), Some("https://as"));
+        // Naming neither, the client is not for any server.
+        let unbound = |k: &str| {
+            (k == CLIENT_ENV).then(|| r#"{"client_id":"c","client_secret":"s"}"#.to_owned())
+        };
+        let u = OAuthConfig::from_env(&unbound).unwrap();
+        assert_eq!((u.client_id, u.client_secret), (None, None));
         assert!(!format!("{c:?}").contains("\"s\""));
         let bad = |k: &str| (k == CLIENT_ENV).then(|| "[1]".to_owned());
         assert!(

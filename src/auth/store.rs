@@ -100,6 +100,10 @@ pub struct Entry {
     /// Unix seconds of the last write: [`TokenStore::save`] sets it.
     #[serde(default)]
     pub updated_at: u64,
+    /// The process that wrote it: a daemon restarts a server for a sign-in
+    /// made elsewhere, not for its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writer: Option<u32>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -1008,6 +1012,7 @@ mod tests {
             server: Some("notes".into()),
             token_endpoint: Some("https://as.example/token".into()),
             updated_at: 0,
+            writer: None,
         }
     }
 

@@ -87,6 +87,7 @@ const STDIO_ONLY: &[&str] = &["command", "args", "env", "envFile", "cwd", "inher
 const HTTP_ONLY: &[&str] = &["url", "headers", "oauth"];
 const OAUTH_KEYS: &[&str] = &[
     "clientId",
+    "issuer",
     "clientSecret",
     "tokenEndpointAuthMethod",
     "grantType",
@@ -1063,6 +1064,14 @@ impl<'a> Ctx<'a> {
             };
             match key {
                 "clientId" => c.client_id = Some(v),
+                "issuer" => match url::Url::parse(&v) {
+                    Ok(u) if crate::auth::discovery::is_secure(&u) => c.issuer = Some(v),
+                    _ => self.error(
+                        prop.value.start(),
+                        &f,
+                        "must be the https:// URL of the authorization server the client is registered at (http only on loopback)",
+                    ),
+                },
                 "clientSecret" => c.client_secret = Some(v),
                 "tokenEndpointAuthMethod" => {
                     const METHODS: [&str; 4] = [

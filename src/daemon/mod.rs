@@ -137,8 +137,12 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
         .start();
     let registry = engine.registry().clone();
     let _ = host_slot.set(engine.host());
-    let _signed_in = auth.as_ref().and_then(|a| a.store.clone()).map(|store| {
-        tokio::spawn(ready_once_signed_in(store, registry.clone()).instrument(info_span!("auth")))
+    let _signed_in = auth.as_ref().and_then(|a| {
+        let store = a.store.clone()?;
+        Some(tokio::spawn(
+            ready_once_signed_in(store, a.attempts.clone(), registry.clone())
+                .instrument(info_span!("auth")),
+        ))
     });
     info!(socket = %listener.path().display(), config = %opts.config.path.display(), servers = cfg.servers.len(), "daemon ready");
 
@@ -341,23 +345,33 @@ async fn reload_on_change(
 const SIGN_IN_POLL: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A server waiting in `auth_required` starts again as soon as a token
-/// lands in the store (`mcphost auth login` in another process, or an
-/// embedded host's sign-in): it gets ready by itself.
+/// for it lands in the store from another process (`mcphost auth login`,
+/// an embedded host's sign-in): it gets ready by itself. Its own sign-ins,
+/// made here, do not restart it: a server that refuses every token would
+/// be signed in to without end (issue 21).
 async fn ready_once_signed_in(
     store: crate::auth::store::TokenStore,
+    attempts: Arc<crate::auth::Attempts>,
     registry: crate::registry::Registry,
 ) {
-    let stamp = |store: &crate::auth::store::TokenStore| {
-        store
-            .list()
-            .map(|v| {
-                v.iter()
-                    .map(|(_, e)| (e.updated_at, e.tokens.is_some()))
-                    .fold((0u64, 0usize), |(m, n), (u, t)| {
-                        (m.max(u), n + usize::from(t))
-                    })
-            })
-            .unwrap_or_default()
+    let me = std::process::id();
+    // Per server name: what its entries hold, and who wrote them.
+    type Stamp = std::collections::BTreeMap<String, Vec<(u64, Option<u32>, Option<String>)>>;
+    let stamp = |store: &crate::auth::store::TokenStore| -> Stamp {
+        let mut m = Stamp::new();
+        for (_, e) in store.list().unwrap_or_default() {
+            if let Some(server) = e.server.clone() {
+                m.entry(server).or_default().push((
+                    e.updated_at,
+                    e.writer,
+                    e.tokens.map(|t| t.access_token),
+                ));
+            }
+        }
+        for v in m.values_mut() {
+            v.sort();
+        }
+        m
     };
     let mut last = stamp(&store);
     loop {
@@ -366,15 +380,32 @@ async fn ready_once_signed_in(
         if now == last {
             continue;
         }
-        last = now;
+        let signed_in_elsewhere: Vec<&String> = now
+            .iter()
+            .filter(|(server, v)| {
+                last.get(*server) != Some(v)
+                    && v.iter().any(|(_, writer, token)| {
+                        token.is_some()
+                            && *writer != Some(me)
+                            && !last
+                                .get(*server)
+                                .is_some_and(|old| old.iter().any(|(_, _, t)| t == token))
+                    })
+            })
+            .map(|(server, _)| server)
+            .collect();
         for s in registry.statuses() {
-            if s.state == crate::registry::supervisor::ServerState::AuthRequired {
-                info!(server = %s.name, "a token arrived; starting it again");
+            if s.state == crate::registry::supervisor::ServerState::AuthRequired
+                && signed_in_elsewhere.contains(&&s.name)
+            {
+                info!(server = %s.name, "signed in by another process; starting it again");
+                attempts.reset(&s.name);
                 if let Err(e) = registry.restart(&s.name).await {
                     warn!(server = %s.name, "restart after sign-in: {e}");
                 }
             }
         }
+        last = now;
     }
 }
 

@@ -142,6 +142,9 @@ pub struct OAuthOptions {
     pub challenge_extra: Option<String>,
     /// Scopes a token needs for `tools/call` (else 403 insufficient_scope).
     pub call_scopes: Vec<String>,
+    /// Answer 401 `invalid_token` to every token, valid or not (a server
+    /// that rejects every sign-in).
+    pub reject_all_tokens: bool,
     // -- the authorization server
     /// The authorization server on its own port (issuer `http://127.0.0.1:P2`).
     pub separate_as: bool,
@@ -150,6 +153,9 @@ pub struct OAuthOptions {
     pub issuer_path: Option<String>,
     /// The metadata's `issuer` field says this instead (a mismatch).
     pub issuer_override: Option<String>,
+    /// Fields merged over the authorization server metadata last (a
+    /// hostile server's `authorization_endpoint`, `token_endpoint`, …).
+    pub metadata_extra: serde_json::Map<String, Value>,
     pub discovery: Discovery,
     /// Advertise and serve `/register`.
     pub registration_endpoint: bool,
@@ -203,9 +209,11 @@ impl Default for OAuthOptions {
             challenge_resource_metadata: true,
             challenge_extra: None,
             call_scopes: Vec::new(),
+            reject_all_tokens: false,
             separate_as: false,
             issuer_path: None,
             issuer_override: None,
+            metadata_extra: serde_json::Map::new(),
             discovery: Discovery::OAuth,
             registration_endpoint: true,
             code_challenge_methods: Some(vec!["S256".into()]),
@@ -1077,6 +1085,9 @@ fn as_metadata(s: &Shared, o: &OAuthOptions, openid: bool) -> Value {
     if openid {
         v["subject_types_supported"] = json!(["public"]);
         v["id_token_signing_alg_values_supported"] = json!(["RS256"]);
+    }
+    for (k, x) in &o.metadata_extra {
+        v[k] = x.clone();
     }
     v
 }
@@ -2078,6 +2089,9 @@ fn mcp_answer(
     let Some(token) = bearer else {
         return unauthorized(s, o, None, "no Bearer token");
     };
+    if o.reject_all_tokens {
+        return unauthorized(s, o, Some("invalid_token"), "every token is refused here");
+    }
     let holder = match check_access(s, token, &s.resource(o)) {
         Ok(h) => h,
         Err(why) => return unauthorized(s, o, Some("invalid_token"), why),

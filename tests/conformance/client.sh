@@ -233,7 +233,8 @@ auth/*)
 		}
 		if (ctx.private_key_pem) c.token_endpoint_auth_method = "private_key_jwt";
 		if (process.env.MCP_CONFORMANCE_SCENARIO.startsWith("auth/client-credentials")) c.grant_type = "client_credentials";
-		if (Object.keys(c).length) console.log(JSON.stringify(c));
+		// The client is for this one server (issue 21: never for every server).
+		if (Object.keys(c).length) { c.servers = ["conf"]; console.log(JSON.stringify(c)); }
 	')"
 	[[ -n "$client" ]] && export MCPHOST_OAUTH_CLIENT="$client"
 	mcphost call test-tool '{}'

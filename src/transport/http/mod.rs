@@ -669,13 +669,15 @@ async fn read_snippet(mut resp: reqwest::Response) -> String {
 
 /// The first few hundred characters of a text, on one line.
 fn snippet(text: &str) -> String {
-    let mut s: String = text
+    let one_line: String = text
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")
         .chars()
         .take(ERROR_BODY_CHARS)
         .collect();
+    // A server's escape sequences do not reach the user's terminal.
+    let mut s = crate::auth::discovery::escape_controls(&one_line);
     if text.chars().count() > ERROR_BODY_CHARS {
         s.push('…');
     }
@@ -779,6 +781,13 @@ impl TransportControl for HttpControl {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_error_body_cannot_drive_the_terminal() {
+        let s = snippet("{\"error\":\"x\u{1b}]52;c;aGk=\u{7}\u{9b}31m\"}");
+        assert!(!s.chars().any(char::is_control), "{s:?}");
+        assert!(s.contains("\\u{1b}"), "{s:?}");
+    }
 
     #[test]
     fn classify_requests_notifications_and_batches() {
