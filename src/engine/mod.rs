@@ -36,6 +36,17 @@ use session::Call;
 
 /// Page size of the aggregated lists.
 const PAGE_SIZE: usize = 200;
+/// The four aggregated lists of the catalog.
+pub(crate) fn is_catalog_list(method: &str) -> bool {
+    matches!(
+        method,
+        methods::TOOLS_LIST
+            | methods::PROMPTS_LIST
+            | methods::RESOURCES_LIST
+            | methods::RESOURCES_TEMPLATES_LIST
+    )
+}
+
 /// How long after start a listing waits for the servers still starting
 /// (a slow one joins later, with `list_changed`).
 pub const START_LISTING_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -560,14 +571,7 @@ impl Engine {
             origin: Some(call.origin),
             ..Default::default()
         };
-        if matches!(
-            method,
-            methods::TOOLS_LIST
-                | methods::PROMPTS_LIST
-                | methods::RESOURCES_LIST
-                | methods::RESOURCES_TEMPLATES_LIST
-        ) && cursor_of(&params).is_none()
-        {
+        if is_catalog_list(method) && cursor_of(&params).is_none() {
             self.registry.revalidate();
         }
         match method {

@@ -566,13 +566,7 @@ impl Session {
         method: &str,
         mut params: Option<Box<RawValue>>,
     ) -> Reply {
-        if matches!(
-            method,
-            methods::TOOLS_LIST
-                | methods::PROMPTS_LIST
-                | methods::RESOURCES_LIST
-                | methods::RESOURCES_TEMPLATES_LIST
-        ) {
+        if super::is_catalog_list(method) {
             self.engine.until_started().await;
         }
         if matches!(method, methods::TOOLS_LIST | methods::TOOLS_CALL)
