@@ -271,21 +271,6 @@ pub async fn run(args: ImportArgs, config: Option<PathBuf>, out: &Out) -> Result
     Ok(code)
 }
 
-/// How people call each app.
-fn app_name(dialect: Dialect) -> &'static str {
-    match dialect {
-        Dialect::ClaudeDesktop => "Claude Desktop",
-        Dialect::ClaudeCode => "Claude Code",
-        Dialect::VsCode => "VS Code",
-        Dialect::Cursor => "Cursor",
-        Dialect::Windsurf => "Windsurf",
-        Dialect::Zed => "Zed",
-        Dialect::Goose => "Goose",
-        Dialect::Continue => "Continue",
-        Dialect::Mark3labs => "mark3labs/mcphost",
-    }
-}
-
 /// A UTC time for backup names, `20261203T173713Z` (no `:`, which Windows
 /// refuses in file names).
 fn stamp() -> String {
@@ -343,7 +328,7 @@ impl Consolidation<'_> {
                 }
             }
         }
-        let app = app_name(self.dialect);
+        let app = self.dialect.display_name();
         let mut done = Vec::new();
         let mut failed = false;
         let mut paths: Vec<&PathBuf> = Vec::new();
@@ -495,7 +480,7 @@ fn restore(dialect: Dialect, places: &Places, out: &Out) -> Result<u8> {
     } else {
         outln!(
             "restart {} so it reads it; the servers imported stay in mcphost's config",
-            app_name(dialect)
+            dialect.display_name()
         );
     }
     Ok(0)

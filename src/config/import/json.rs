@@ -230,7 +230,7 @@ fn servers(ctx: &Ctx<'_>, value: Option<&Value>, field: &str, rules: Rules<'_>, 
 /// family writes them.
 fn entry_fields(ctx: &Ctx<'_>, obj: &Map, s: &mut Server<'_>) {
     let base = ctx.base_dir();
-    let host = host_name(ctx.dialect);
+    let host = ctx.dialect.display_name();
     let mut kind_seen: Option<String> = None;
     for (key, v) in obj {
         match key.as_str() {
@@ -322,19 +322,5 @@ pub(super) fn transport(kind_seen: Option<&str>, s: &mut Server<'_>) {
             "has a command but transport {:?}",
             kind_seen.unwrap_or_default()
         ));
-    }
-}
-
-pub(super) fn host_name(d: Dialect) -> &'static str {
-    match d {
-        Dialect::ClaudeDesktop => "Claude Desktop",
-        Dialect::ClaudeCode => "Claude Code",
-        Dialect::VsCode => "VS Code",
-        Dialect::Cursor => "Cursor",
-        Dialect::Windsurf => "Windsurf",
-        Dialect::Zed => "Zed",
-        Dialect::Goose => "Goose",
-        Dialect::Continue => "Continue",
-        Dialect::Mark3labs => "mark3labs/mcphost",
     }
 }

@@ -63,6 +63,21 @@ impl Dialect {
         Dialect::Mark3labs,
     ];
 
+    /// How people call the app.
+    pub fn display_name(self) -> &'static str {
+        match self {
+            Dialect::ClaudeDesktop => "Claude Desktop",
+            Dialect::ClaudeCode => "Claude Code",
+            Dialect::VsCode => "VS Code",
+            Dialect::Cursor => "Cursor",
+            Dialect::Windsurf => "Windsurf",
+            Dialect::Zed => "Zed",
+            Dialect::Goose => "Goose",
+            Dialect::Continue => "Continue",
+            Dialect::Mark3labs => "mark3labs/mcphost",
+        }
+    }
+
     /// The name on the command line.
     pub fn name(self) -> &'static str {
         match self {

@@ -4,7 +4,7 @@
 
 use super::value::{Map, Value};
 
-use super::json::{host_name, transport};
+use super::json::transport;
 use super::vars::Rules;
 use super::{Ctx, Dialect, Found, ImportError, Server, ToolsEntry, kind};
 
@@ -241,7 +241,7 @@ pub(super) fn mark3labs(ctx: &Ctx<'_>, root: &Map) -> Found {
         found.problem(None, format!("mcpServers is {}, not a map", kind(value)));
         return found;
     };
-    let host = host_name(Dialect::Mark3labs);
+    let host = Dialect::Mark3labs.display_name();
     for (name, entry) in map {
         let mut s = Server::new(name, Rules::Mark3labs);
         let Value::Object(obj) = entry else {

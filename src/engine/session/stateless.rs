@@ -189,14 +189,7 @@ fn strip_protocol_meta(
 
 /// Methods whose results the revision makes cacheable (`ttlMs`, `cacheScope`).
 fn cacheable(method: &str) -> bool {
-    matches!(
-        method,
-        methods::TOOLS_LIST
-            | methods::PROMPTS_LIST
-            | methods::RESOURCES_LIST
-            | methods::RESOURCES_TEMPLATES_LIST
-            | methods::RESOURCES_READ
-    )
+    crate::engine::is_catalog_list(method) || method == methods::RESOURCES_READ
 }
 
 /// A result as a stateless client gets it: `resultType` (`complete` unless
