@@ -701,3 +701,60 @@ fn help_groups_global_options_and_import_shows_examples() {
         r.stdout
     );
 }
+
+/// Item 10: a config warning (an unknown key) is said once per command, in
+/// one plain line, however many times the command reads the config (import
+/// reads and re-checks it several times); and the daemon logs it once, not
+/// once per edit and reload.
+#[test]
+fn a_config_warning_is_said_once_per_command_in_one_plain_line() {
+    let config = format!(
+        r#"{{ "loginShellPath": false, "mcpServers": {{ "ts": {{ "command": {}, "disable": false }} }} }}"#,
+        js(TESTSERVER)
+    );
+    let warned = |stderr: &str| -> Vec<String> {
+        stderr
+            .lines()
+            .filter(|l| l.contains("did you mean \"disabled\""))
+            .map(str::to_owned)
+            .collect()
+    };
+    let d = Daemon::start(&config);
+    d.wait_ready(&["ts"], Duration::from_secs(15));
+    let app = d.home.join(".config/Claude/claude_desktop_config.json");
+    std::fs::create_dir_all(app.parent().unwrap()).unwrap();
+    std::fs::write(
+        &app,
+        r#"{"mcpServers": {"echo": {"command": "/bin/echo"}}}"#,
+    )
+    .unwrap();
+    for args in [
+        &["import", "claude-desktop"][..],
+        &["auth", "login", "ts"][..],
+    ] {
+        let r = d.run(args);
+        let lines = warned(&r.stderr);
+        assert_eq!(lines.len(), 1, "{args:?}: {r:?}");
+        assert!(
+            lines[0].starts_with(&format!("mcphost: warning: {}:", d.config.display()))
+                && lines[0].contains("mcpServers.ts.disable: unknown key"),
+            "{args:?}: not one plain line: {}",
+            lines[0]
+        );
+    }
+    let r = d.run(&["servers", "add", "more", "--", "/bin/true"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(warned(&r.stderr).is_empty(), "the daemon's warning: {r:?}");
+    poll(
+        "the daemon to read the edit",
+        Duration::from_secs(10),
+        || d.server("more"),
+    );
+    let logged = warned(&d.log_text()).len();
+    assert_eq!(
+        logged,
+        1,
+        "the daemon logged it {logged} times:\n{}",
+        d.log_text()
+    );
+}

@@ -493,11 +493,56 @@ fn init_tracing(verbose: u8, daemon: bool, direct: bool, doctor: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     use std::io::IsTerminal;
-    tracing_subscriber::fmt()
+    let fmt = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    // A command's warnings are for the person who typed it: one plain line
+    // each. The daemon's log and -v keep times and targets.
+    if daemon || verbose > 0 {
+        fmt.init();
+    } else {
+        fmt.event_format(PlainLine).init();
+    }
+}
+
+/// `mcphost: warning: MESSAGE (server="x")`: the event's fields, then those
+/// of its spans (which server it is about).
+struct PlainLine;
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for PlainLine
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        let level = match *event.metadata().level() {
+            tracing::Level::ERROR => "error",
+            tracing::Level::WARN => "warning",
+            _ => "note",
+        };
+        write!(writer, "mcphost: {level}: ")?;
+        ctx.field_format().format_fields(writer.by_ref(), event)?;
+        let spans: Vec<String> = ctx
+            .event_scope()
+            .into_iter()
+            .flatten()
+            .filter_map(|span| {
+                let ext = span.extensions();
+                let fields = ext.get::<tracing_subscriber::fmt::FormattedFields<N>>()?;
+                (!fields.is_empty()).then(|| fields.to_string())
+            })
+            .collect();
+        if !spans.is_empty() {
+            write!(writer, " ({})", spans.join(", "))?;
+        }
+        writeln!(writer)
+    }
 }
 
 /// A count that must be at least 1.
