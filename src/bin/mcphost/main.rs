@@ -939,8 +939,8 @@ async fn dispatch(b: &Backend, command: Command, out: &Out) -> Result<u8> {
             out.prompts(&resources::all_prompts(b).await?, server.as_deref())?;
         }
         Command::Prompt { name, args } => {
-            let name = resources::resolve_prompt(b, &name).await?;
-            out.prompt_result(&resources::get_prompt(b, &name, args).await?)?;
+            let prompt = resources::resolve_prompt(b, &name).await?;
+            out.prompt_result(&resources::get_prompt(b, &prompt, args).await?)?;
         }
         Command::Logs {
             name,
