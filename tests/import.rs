@@ -1048,7 +1048,7 @@ fn consolidate_rewrites_the_app_config_and_restore_puts_it_back() {
     assert_eq!(r.code, 0, "{r:?}");
     assert!(
         r.stdout
-            .contains("restart Cursor so it reads its new config"),
+            .contains("restart Cursor if it is running, so it reads its new config"),
         "{r:?}"
     );
     assert!(
@@ -1280,4 +1280,40 @@ fn the_consolidated_entry_serves_the_imported_tools() {
     drop(stdin);
     child.wait().unwrap();
     drop(d);
+}
+
+/// Item 7: a running app is told to be quit and reopened; one that is not
+/// seen running gets "restart it if it is running". The app here is a copy
+/// of `sleep` named as Claude Desktop's process on Linux.
+#[cfg(target_os = "linux")]
+#[test]
+fn consolidate_says_whether_the_app_is_running() {
+    let s = Setup::new("none");
+    s.write_home(
+        ".config/Claude/claude_desktop_config.json",
+        r#"{ "mcpServers": { "files": { "command": "server-filesystem" } } }"#,
+    );
+    let bin = s.sb.dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let fake = bin.join("claude-desktop");
+    std::fs::copy("/bin/sleep", &fake).unwrap();
+    let mut app = std::process::Command::new(&fake).arg("60").spawn().unwrap();
+
+    let r = s.run_stripped(&["import", "claude-desktop", "--consolidate"]);
+    let _ = app.kill();
+    let _ = app.wait();
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout
+            .contains("Claude Desktop is running: quit and reopen it to use mcphost"),
+        "{r:?}"
+    );
+
+    let r = s.run_stripped(&["import", "--restore", "claude-desktop"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout
+            .contains("restart Claude Desktop if it is running, so it reads its new config"),
+        "{r:?}"
+    );
 }

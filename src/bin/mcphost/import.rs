@@ -328,7 +328,6 @@ impl Consolidation<'_> {
                 }
             }
         }
-        let app = self.dialect.display_name();
         let mut done = Vec::new();
         let mut failed = false;
         let mut paths: Vec<&PathBuf> = Vec::new();
@@ -434,8 +433,9 @@ impl Consolidation<'_> {
             }
             if !done.is_empty() && !self.dry_run {
                 outln!(
-                    "restart {app} so it reads its new config (until then it runs its old servers); \
+                    "{} (until then it runs its old servers); \
                      `mcphost import --restore {}` puts the backup back",
+                    crate::running::restart_advice(self.dialect),
                     self.dialect
                 );
             }
@@ -479,8 +479,8 @@ fn restore(dialect: Dialect, places: &Places, out: &Out) -> Result<u8> {
         outln!("{}", json!({ "restored": restored }));
     } else {
         outln!(
-            "restart {} so it reads it; the servers imported stay in mcphost's config",
-            dialect.display_name()
+            "{}; the servers imported stay in mcphost's config",
+            crate::running::restart_advice(dialect)
         );
     }
     Ok(0)

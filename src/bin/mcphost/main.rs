@@ -37,6 +37,7 @@ mod interactive;
 mod logs;
 mod output;
 mod resources;
+mod running;
 mod service;
 mod wait;
 
