@@ -1206,7 +1206,9 @@ fn consolidate_speaks_each_apps_dialect() {
     let r = s.run_stripped(&["import", "goose", "--consolidate"]);
     assert_eq!(r.code, 1, "{r:?}");
     assert!(
-        r.stdout.contains("cannot be rewritten") && r.stdout.contains(" bridge"),
+        r.stdout.contains(
+            "cannot be rewritten (its YAML would lose its comments); replace its servers"
+        ) && r.stdout.contains(" bridge"),
         "{r:?}"
     );
     assert_eq!(std::fs::read_to_string(&goose).unwrap(), before);

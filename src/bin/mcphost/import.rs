@@ -357,7 +357,7 @@ impl Consolidation<'_> {
                 }
                 if section.servers_at.is_empty() {
                     refused = Some(format!(
-                        "{}: cannot be rewritten (its YAML would lose its comments);                          replace its servers by hand with one that runs: {} {}",
+                        "{}: cannot be rewritten (its YAML would lose its comments); replace its servers by hand with one that runs: {} {}",
                         path.display(),
                         exe.display(),
                         global
