@@ -355,7 +355,9 @@ impl Consolidation<'_> {
                 if names.is_empty() && !bridge_here {
                     continue;
                 }
-                if section.servers_at.is_empty() {
+                let r = if self.dialect == Dialect::Goose {
+                    import::rewrite_goose(&text, &names, bridge_here.then_some(bridge.as_str()))
+                } else if section.servers_at.is_empty() {
                     refused = Some(format!(
                         "{}: cannot be rewritten (its YAML would lose its comments); replace its servers by hand with one that runs: {} {}",
                         path.display(),
@@ -368,14 +370,15 @@ impl Consolidation<'_> {
                             .join(" ")
                     ));
                     break;
-                }
-                let r = import::rewrite(
-                    &text,
-                    &section.servers_at,
-                    &names,
-                    bridge_here.then_some(bridge.as_str()),
-                )
-                .map_err(|e| e.with_path(path))?;
+                } else {
+                    import::rewrite(
+                        &text,
+                        &section.servers_at,
+                        &names,
+                        bridge_here.then_some(bridge.as_str()),
+                    )
+                };
+                let r = r.map_err(|e| e.with_path(path))?;
                 bridge_here = false;
                 text = r.text;
                 removed.extend(r.removed);
@@ -431,7 +434,8 @@ impl Consolidation<'_> {
                     f.path.display()
                 );
             }
-            if !done.is_empty() && !self.dry_run {
+            let written = done.iter().any(|d| d["written"] == true);
+            if written {
                 outln!(
                     "{} (until then it runs its old servers); \
                      `mcphost import --restore {}` puts the backup back",
