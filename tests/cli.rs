@@ -6,7 +6,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::{Daemon, Sandbox, TESTSERVER, js, poll, text_of};
+use common::{Daemon, Sandbox, TESTSERVER, interop, js, poll, text_of};
 use serde_json::{Value, json};
 
 fn ts_config(args: &[&str]) -> String {
@@ -699,5 +699,136 @@ fn help_groups_global_options_and_import_shows_examples() {
                 .contains("mcphost import claude-desktop --consolidate"),
         "{}",
         r.stdout
+    );
+}
+
+/// Item 10: a config warning (an unknown key) is said once per command, in
+/// one plain line, however many times the command reads the config (import
+/// reads and re-checks it several times); and the daemon logs it once, not
+/// once per edit and reload.
+#[test]
+fn a_config_warning_is_said_once_per_command_in_one_plain_line() {
+    let config = format!(
+        r#"{{ "loginShellPath": false, "mcpServers": {{ "ts": {{ "command": {}, "disable": false }} }} }}"#,
+        js(TESTSERVER)
+    );
+    let warned = |stderr: &str| -> Vec<String> {
+        stderr
+            .lines()
+            .filter(|l| l.contains("did you mean \"disabled\""))
+            .map(str::to_owned)
+            .collect()
+    };
+    let d = Daemon::start(&config);
+    d.wait_ready(&["ts"], Duration::from_secs(15));
+    let app = d.home.join(".config/Claude/claude_desktop_config.json");
+    std::fs::create_dir_all(app.parent().unwrap()).unwrap();
+    std::fs::write(
+        &app,
+        r#"{"mcpServers": {"echo": {"command": "/bin/echo"}}}"#,
+    )
+    .unwrap();
+    for args in [
+        &["import", "claude-desktop"][..],
+        &["auth", "login", "ts"][..],
+    ] {
+        let r = d.run(args);
+        let lines = warned(&r.stderr);
+        assert_eq!(lines.len(), 1, "{args:?}: {r:?}");
+        assert!(
+            lines[0].starts_with(&format!("mcphost: warning: {}:", d.config.display()))
+                && lines[0].contains("mcpServers.ts.disable: unknown key"),
+            "{args:?}: not one plain line: {}",
+            lines[0]
+        );
+    }
+    let r = d.run(&["servers", "add", "more", "--", "/bin/true"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(warned(&r.stderr).is_empty(), "the daemon's warning: {r:?}");
+    poll(
+        "the daemon to read the edit",
+        Duration::from_secs(10),
+        || d.server("more"),
+    );
+    let logged = warned(&d.log_text()).len();
+    assert_eq!(
+        logged,
+        1,
+        "the daemon logged it {logged} times:\n{}",
+        d.log_text()
+    );
+}
+
+/// Item 10: a TS SDK server's validation error (Zod issues as JSON in its
+/// message) is shown as one line per argument, the raw kept under --json;
+/// a prompt called without an argument its listing marks required is
+/// refused before it is sent, naming the argument.
+#[test]
+fn validation_errors_name_the_argument_instead_of_showing_zod_json() {
+    let Some(env) = interop() else { return };
+    let d = Daemon::start(&format!(
+        r#"{{ "loginShellPath": false, "mcpServers": {{ "ev": {{ {} }} }} }}"#,
+        env.node_entry("server-everything")
+    ));
+    d.wait_ready(&["ev"], Duration::from_secs(60));
+
+    // The SDK checks prompts/get's params against its schema: Zod's JSON.
+    let r = d.run(&["prompt", "ev__args-prompt", r#"{"city": 5}"#]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("argument `city`: expected string, received number"),
+        "{r:?}"
+    );
+    assert!(!r.stderr.contains("\"code\""), "raw Zod JSON: {r:?}");
+    let r = d.run(&["--json", "prompt", "ev__args-prompt", r#"{"city": 5}"#]);
+    assert_eq!(r.code, 2, "{r:?}");
+    let e = r.stderr_json();
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"invalid_type\""),
+        "--json keeps the server's message: {e}"
+    );
+    let r = d.run(&["call", "ev__echo", "[1]"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("arguments: expected record, received array"),
+        "{r:?}"
+    );
+
+    // A required argument left out: refused here, named, nothing sent.
+    for args in [
+        &["prompt", "ev__args-prompt"][..],
+        &["prompt", "args-prompt", r#"{"state": "CA"}"#][..],
+    ] {
+        let r = d.run(args);
+        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        assert!(
+            r.stderr
+                .contains("prompt ev__args-prompt needs argument `city` (Name of the city)"),
+            "{args:?}: {r:?}"
+        );
+    }
+    let r = d.run(&["prompt", "ev__args-prompt", r#"{"city": "Paris"}"#]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("Paris"), "{r:?}");
+
+    // --direct: the refusal is all that is said (the engine stopping with a
+    // re-listing in flight is no warning).
+    let entry = env
+        .dir
+        .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let spec = format!("ev={} {}", env.node, entry.display());
+    let r = d.run(&["--direct", &spec, "prompt", "args-prompt"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert_eq!(
+        r.stderr.lines().collect::<Vec<_>>(),
+        [
+            "mcphost: prompt ev__args-prompt needs argument `city` (Name of the city); give it as '{\"city\": \"…\"}'"
+        ],
+        "{r:?}"
     );
 }

@@ -1048,7 +1048,7 @@ fn consolidate_rewrites_the_app_config_and_restore_puts_it_back() {
     assert_eq!(r.code, 0, "{r:?}");
     assert!(
         r.stdout
-            .contains("restart Cursor so it reads its new config"),
+            .contains("restart Cursor if it is running, so it reads its new config"),
         "{r:?}"
     );
     assert!(
@@ -1198,18 +1198,69 @@ fn consolidate_speaks_each_apps_dialect() {
     assert_eq!(v["numStartups"], 3);
     assert_eq!(v["projects"][&dir]["allowedTools"], serde_json::json!([]));
 
-    let goose = s.write_home(
-        ".config/goose/config.yaml",
-        "# mine\nextensions:\n  g:\n    type: stdio\n    cmd: g-server\n    enabled: true\n",
-    );
-    let before = std::fs::read_to_string(&goose).unwrap();
+    // Goose's YAML: a line edit of `extensions`; comments and the builtin
+    // extension stay, and --restore gives back the exact bytes.
+    let goose_text = "# mine\nGOOSE_MODEL: m # model\nextensions:\n  developer:\n    bundled: true\n    enabled: true\n    name: developer\n    type: builtin\n  # g, by hand\n  g:\n    type: stdio\n    cmd: g-server\n    args:\n    - --flag\n    enabled: true\n# after\nGOOSE_MODE: auto\n";
+    let goose = s.write_home(".config/goose/config.yaml", goose_text);
     let r = s.run_stripped(&["import", "goose", "--consolidate"]);
-    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.code, 0, "{r:?}");
     assert!(
-        r.stdout.contains("cannot be rewritten") && r.stdout.contains(" bridge"),
+        r.stdout.contains(&format!(
+            "consolidated {}: g replaced by one \"mcphost\" entry",
+            goose.display()
+        )),
         "{r:?}"
     );
-    assert_eq!(std::fs::read_to_string(&goose).unwrap(), before);
+    let text = std::fs::read_to_string(&goose).unwrap();
+    for kept in [
+        "# mine\nGOOSE_MODEL: m # model\n",
+        "  developer:\n    bundled: true\n",
+        "  # g, by hand\n",
+        "# after\nGOOSE_MODE: auto\n",
+    ] {
+        assert!(text.contains(kept), "{kept:?} lost:\n{text}");
+    }
+    let v: serde_norway::Value = serde_norway::from_str(&text).unwrap();
+    let ext = v["extensions"].as_mapping().unwrap();
+    let names: Vec<&str> = ext.keys().map(|k| k.as_str().unwrap()).collect();
+    assert_eq!(names, ["developer", "mcphost"], "{text}");
+    assert_eq!(v["extensions"]["mcphost"]["type"].as_str(), Some("stdio"));
+    assert!(
+        Path::new(v["extensions"]["mcphost"]["cmd"].as_str().unwrap()).is_absolute(),
+        "{text}"
+    );
+    assert!(s.sb.read_config().contains("\"g-server\""));
+    // Again: its own bridge is not imported, nothing changes.
+    let r = s.run_stripped(&["import", "goose", "--consolidate"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(std::fs::read_to_string(&goose).unwrap(), text);
+    assert!(
+        !s.sb.read_config().contains("\"mcphost\""),
+        "the bridge was imported"
+    );
+    let r = s.run_stripped(&["import", "--restore", "goose"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(std::fs::read_to_string(&goose).unwrap(), goose_text);
+
+    // Continue's YAML list is still refused, the file untouched.
+    let cont = s.write_home(
+        ".continue/config.yaml",
+        "# mine\nname: a\nmcpServers:\n  - name: c\n    command: c-server\n",
+    );
+    let before = std::fs::read_to_string(&cont).unwrap();
+    let r = s.run_stripped(&["import", "continue", "--consolidate"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stdout.contains(
+            "cannot be rewritten (its YAML would lose its comments); replace its servers"
+        ) && r.stdout.contains(" bridge"),
+        "{r:?}"
+    );
+    assert!(
+        !r.stdout.contains("restart Continue"),
+        "nothing to restart for: {r:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&cont).unwrap(), before);
 }
 
 /// Item 7, end to end: the entry `--consolidate` writes, started the way the
@@ -1280,4 +1331,40 @@ fn the_consolidated_entry_serves_the_imported_tools() {
     drop(stdin);
     child.wait().unwrap();
     drop(d);
+}
+
+/// Item 7: a running app is told to be quit and reopened; one that is not
+/// seen running gets "restart it if it is running". The app here is a copy
+/// of `sleep` named as Claude Desktop's process on Linux.
+#[cfg(target_os = "linux")]
+#[test]
+fn consolidate_says_whether_the_app_is_running() {
+    let s = Setup::new("none");
+    s.write_home(
+        ".config/Claude/claude_desktop_config.json",
+        r#"{ "mcpServers": { "files": { "command": "server-filesystem" } } }"#,
+    );
+    let bin = s.sb.dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let fake = bin.join("claude-desktop");
+    std::fs::copy("/bin/sleep", &fake).unwrap();
+    let mut app = std::process::Command::new(&fake).arg("60").spawn().unwrap();
+
+    let r = s.run_stripped(&["import", "claude-desktop", "--consolidate"]);
+    let _ = app.kill();
+    let _ = app.wait();
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout
+            .contains("Claude Desktop is running: quit and reopen it to use mcphost"),
+        "{r:?}"
+    );
+
+    let r = s.run_stripped(&["import", "--restore", "claude-desktop"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout
+            .contains("restart Claude Desktop if it is running, so it reads its new config"),
+        "{r:?}"
+    );
 }

@@ -130,6 +130,7 @@ pub(crate) fn parse(
     }
     // Cross-checks run last; report in document order.
     ctx.errors.sort_by_key(|issue| issue.line);
+    say_once(&ctx.warnings);
     config.warnings = ctx.warnings;
     if ctx.errors.is_empty() {
         tracing::debug!(
@@ -140,6 +141,22 @@ pub(crate) fn parse(
         Ok(config)
     } else {
         Err(ConfigError::Invalid(Issues(ctx.errors)))
+    }
+}
+
+/// Logs each warning the first time this process meets it. One command (or
+/// one daemon) parses the same file several times: opening it, checking an
+/// edit before and after, reloading it; the person is told once. Keyed
+/// without the line, which an edit above the entry moves.
+fn say_once(warnings: &[Issue]) {
+    static SAID: std::sync::LazyLock<std::sync::Mutex<HashSet<String>>> =
+        std::sync::LazyLock::new(Default::default);
+    let mut said = SAID.lock().unwrap_or_else(|p| p.into_inner());
+    for w in warnings {
+        let key = format!("{}\0{}\0{}", w.path.display(), w.field, w.message);
+        if said.insert(key) {
+            tracing::warn!("{w}");
+        }
     }
 }
 
@@ -226,7 +243,6 @@ impl<'a> Ctx<'a> {
 
     fn warn(&mut self, at: usize, field: &str, message: impl Into<String>) {
         let issue = self.issue(at, field, message.into());
-        tracing::warn!("config: {issue}");
         self.warnings.push(issue);
     }
 

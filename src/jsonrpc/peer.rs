@@ -680,8 +680,15 @@ impl Inner {
         .to_line();
         // Never block here: this runs from Drop. A full queue means the
         // server is not reading anyway.
-        if self.outbound.try_send(line.into()).is_err() {
-            warn!(server = %self.cfg.name, id, "could not queue notifications/cancelled");
+        match self.outbound.try_send(line.into()) {
+            Ok(()) => {}
+            // Closing: the request ends with the connection anyway.
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                debug!(server = %self.cfg.name, id, "closing; notifications/cancelled not sent");
+            }
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                warn!(server = %self.cfg.name, id, "could not queue notifications/cancelled");
+            }
         }
     }
 
@@ -724,6 +731,11 @@ impl Inner {
         match entry {
             Some(p) => {
                 let _ = p.tx.send(r.outcome.map_err(PeerError::Rpc));
+            }
+            // While closing, an answer to a request dropped with the
+            // connection (its cancel could not be sent) is expected.
+            None if self.outbound.is_closed() => {
+                debug!(%id, "closing; response for an abandoned request ignored")
             }
             None => warn!(%id, "response for an unknown or abandoned request id; ignored"),
         }

@@ -328,7 +328,6 @@ impl Consolidation<'_> {
                 }
             }
         }
-        let app = self.dialect.display_name();
         let mut done = Vec::new();
         let mut failed = false;
         let mut paths: Vec<&PathBuf> = Vec::new();
@@ -356,9 +355,11 @@ impl Consolidation<'_> {
                 if names.is_empty() && !bridge_here {
                     continue;
                 }
-                if section.servers_at.is_empty() {
+                let r = if self.dialect == Dialect::Goose {
+                    import::rewrite_goose(&text, &names, bridge_here.then_some(bridge.as_str()))
+                } else if section.servers_at.is_empty() {
                     refused = Some(format!(
-                        "{}: cannot be rewritten (its YAML would lose its comments);                          replace its servers by hand with one that runs: {} {}",
+                        "{}: cannot be rewritten (its YAML would lose its comments); replace its servers by hand with one that runs: {} {}",
                         path.display(),
                         exe.display(),
                         global
@@ -369,14 +370,15 @@ impl Consolidation<'_> {
                             .join(" ")
                     ));
                     break;
-                }
-                let r = import::rewrite(
-                    &text,
-                    &section.servers_at,
-                    &names,
-                    bridge_here.then_some(bridge.as_str()),
-                )
-                .map_err(|e| e.with_path(path))?;
+                } else {
+                    import::rewrite(
+                        &text,
+                        &section.servers_at,
+                        &names,
+                        bridge_here.then_some(bridge.as_str()),
+                    )
+                };
+                let r = r.map_err(|e| e.with_path(path))?;
                 bridge_here = false;
                 text = r.text;
                 removed.extend(r.removed);
@@ -432,10 +434,12 @@ impl Consolidation<'_> {
                     f.path.display()
                 );
             }
-            if !done.is_empty() && !self.dry_run {
+            let written = done.iter().any(|d| d["written"] == true);
+            if written {
                 outln!(
-                    "restart {app} so it reads its new config (until then it runs its old servers); \
+                    "{} (until then it runs its old servers); \
                      `mcphost import --restore {}` puts the backup back",
+                    crate::running::restart_advice(self.dialect),
                     self.dialect
                 );
             }
@@ -479,8 +483,8 @@ fn restore(dialect: Dialect, places: &Places, out: &Out) -> Result<u8> {
         outln!("{}", json!({ "restored": restored }));
     } else {
         outln!(
-            "restart {} so it reads it; the servers imported stay in mcphost's config",
-            dialect.display_name()
+            "{}; the servers imported stay in mcphost's config",
+            crate::running::restart_advice(dialect)
         );
     }
     Ok(0)

@@ -37,6 +37,7 @@ mod interactive;
 mod logs;
 mod output;
 mod resources;
+mod running;
 mod service;
 mod wait;
 
@@ -62,7 +63,12 @@ use output::Out;
     name = "mcphost",
     version,
     about = "The host side of the Model Context Protocol",
-    next_help_heading = "Global options"
+    next_help_heading = "Global options",
+    after_help = "Examples:
+  mcphost import claude-desktop --consolidate   move an app's servers onto mcphost
+  mcphost servers --wait                        every server's state, once settled
+  mcphost call fs__read_text_file '{\"path\":\"/etc/hostname\"}'
+  mcphost --direct 'npx -y @modelcontextprotocol/server-memory' tools   no daemon, no config"
 )]
 struct Cli {
     /// Daemon socket [env: MCPHOST_SOCKET; default: /run/user/UID/mcphost/mcphost.sock, else ~/.cache/mcphost/mcphost.sock].
@@ -154,12 +160,19 @@ impl Cli {
 enum DaemonAction {
     /// Whether a daemon runs: its pid, socket, config, version, who started
     /// it and its log. Never starts one.
+    #[command(after_help = "Examples:
+  mcphost daemon status
+  mcphost daemon status --json")]
     Status,
     /// Stop the daemon (its servers first). The next command that needs it
     /// starts it again.
+    #[command(after_help = "Example:
+  mcphost daemon stop")]
     Stop,
     /// Stop the daemon and start it again from here: it then has this
     /// shell's environment (for `${VAR}` in the config).
+    #[command(after_help = "Example:
+  export API_TOKEN=...; mcphost daemon restart   the daemon now sees API_TOKEN")]
     Restart,
 }
 
@@ -167,6 +180,9 @@ enum DaemonAction {
 enum Command {
     /// Run the daemon in the foreground (logs on stderr); or see, stop or
     /// restart the one that runs.
+    #[command(after_help = "Examples:
+  mcphost daemon -v           in the foreground, info logs on stderr
+  mcphost daemon status       is one running, and who started it")]
     Daemon {
         #[command(subcommand)]
         action: Option<DaemonAction>,
@@ -181,8 +197,15 @@ enum Command {
         max_requests_per_connection: usize,
     },
     /// Daemon version, socket, uptime, config path and any config error.
+    #[command(after_help = "Examples:
+  mcphost status
+  mcphost status --json")]
     Status,
     /// List servers, or manage one.
+    #[command(after_help = "Examples:
+  mcphost servers                 NAME STATE TRANSPORT PROTOCOL TOOLS PID COMMAND/ERROR
+  mcphost servers --wait=30s      once every server has settled (at most 30 s)
+  mcphost servers restart fs")]
     Servers {
         #[command(subcommand)]
         action: Option<ServersAction>,
@@ -197,6 +220,9 @@ enum Command {
         stats: bool,
     },
     /// List the catalog's tools.
+    #[command(after_help = "Examples:
+  mcphost tools
+  mcphost tools --server fs --cost")]
     Tools {
         /// Only this server's tools.
         #[arg(long)]
@@ -206,7 +232,11 @@ enum Command {
         cost: bool,
     },
     /// Call a tool: its catalog name, or its own name if exactly one server has it.
+    #[command(after_help = "Examples:
+  mcphost call fs__read_text_file '{\"path\":\"/etc/hostname\"}'
+  mcphost call read_text_file '{\"path\":\"/etc/hostname\"}' --timeout 5s")]
     Call {
+        /// The tool: `SERVER__TOOL` as `tools` lists it, or the tool's own name.
         tool: String,
         /// Arguments as a JSON object.
         args: Option<String>,
@@ -215,6 +245,9 @@ enum Command {
         timeout: Option<Duration>,
     },
     /// List resources and resource templates (URIs as the daemon exposes them).
+    #[command(after_help = "Examples:
+  mcphost resources
+  mcphost resources --server ev --templates")]
     Resources {
         /// Only this server's.
         #[arg(long)]
@@ -224,21 +257,37 @@ enum Command {
         templates: bool,
     },
     /// Read a resource: text is printed, blobs are summarised (--json: the result).
-    Read { uri: String },
+    #[command(after_help = "Examples:
+  mcphost read demo://resource/dynamic/text/1
+  mcphost read 'mcphost://ev/demo://resource/static/document/features.md'")]
+    Read {
+        /// The URI as `resources` lists it.
+        uri: String,
+    },
     /// List the catalog's prompts.
+    #[command(after_help = "Examples:
+  mcphost prompts                 NAME SERVER ARGUMENTS (* required) DESCRIPTION
+  mcphost prompts --server ev")]
     Prompts {
         /// Only this server's prompts.
         #[arg(long)]
         server: Option<String>,
     },
     /// Get a prompt: its catalog name, or its own name if exactly one server has it.
+    #[command(after_help = "Examples:
+  mcphost prompt ev__simple-prompt
+  mcphost prompt ev__args-prompt '{\"city\":\"Paris\"}'")]
     Prompt {
+        /// The prompt: `SERVER__PROMPT` as `prompts` lists it, or its own name.
         name: String,
         /// Arguments as a JSON object of strings.
         args: Option<String>,
     },
     /// A server's last stderr lines; with -f, follow every server's (or
     /// NAME's) log messages, stderr lines and state changes until Ctrl-C.
+    #[command(after_help = "Examples:
+  mcphost logs fs --lines 50
+  mcphost logs -f                 every server, until Ctrl-C")]
     Logs {
         /// The server (required without -f).
         name: Option<String>,
@@ -251,11 +300,18 @@ enum Command {
         lines: usize,
     },
     /// Sign in to HTTP servers (OAuth) and manage their tokens.
+    #[command(after_help = "Examples:
+  mcphost auth login api
+  mcphost auth status")]
     Auth {
         #[command(subcommand)]
         action: AuthAction,
     },
     /// A stdio MCP server that relays to the daemon, for any MCP host.
+    #[command(after_help = "Examples (an app's config names the command):
+  mcphost bridge
+  mcphost bridge --profile cursor
+In Claude Desktop: \"mcphost\": {\"command\": \"/path/to/mcphost\", \"args\": [\"bridge\"]}")]
     Bridge {
         /// Shape this host's session by a config profile (a tool budget,
         /// search mode, a schema profile), for hosts that cannot send
@@ -270,6 +326,9 @@ enum Command {
     /// Check every configured server (or NAME…): command, PATH, runtime,
     /// cwd, a real start; for HTTP DNS, TCP, TLS and sign-in. Each problem
     /// with its fix; exit 1 when any server has one (docs/doctor.md).
+    #[command(after_help = "Examples:
+  mcphost doctor
+  mcphost doctor fs api --timeout 10s")]
     Doctor {
         /// Only these servers (a disabled one named here is checked too).
         names: Vec<String>,
@@ -285,6 +344,9 @@ enum Command {
     },
     /// Have the OS run the daemon: a systemd user unit (Linux) or a launchd
     /// agent (macOS).
+    #[command(after_help = "Examples:
+  mcphost service install --now
+  mcphost service status")]
     Service {
         #[command(subcommand)]
         action: service::Action,
@@ -292,23 +354,35 @@ enum Command {
     /// Start one stdio server, show its handshake and catalog, then stop it.
     ///
     /// With no command, inspects the bundled mcphost-testserver.
+    #[command(after_help = "Examples:
+  mcphost inspect
+  mcphost inspect --call echo --args '{\"text\":\"hi\"}'
+  mcphost inspect --env KEY=VALUE -- npx -y @modelcontextprotocol/server-everything")]
     Inspect {
+        /// The server's name in the output (default: the command's file name).
         #[arg(long)]
         name: Option<String>,
+        /// An environment variable for the server (repeatable).
         #[arg(long = "env", value_name = "KEY=VALUE")]
         env: Vec<String>,
+        /// The server's working directory.
         #[arg(long)]
         cwd: Option<PathBuf>,
+        /// Pass this process's whole environment to the server (default:
+        /// the minimal one of docs/config.md, plus --env).
         #[arg(long)]
         inherit_env: bool,
-        #[arg(long)]
+        /// Then call this tool.
+        #[arg(long, value_name = "TOOL")]
         call: Option<String>,
-        #[arg(long, default_value = "{}")]
+        /// The --call's arguments, a JSON object.
+        #[arg(long, default_value = "{}", value_name = "JSON")]
         args: String,
         /// Hard limit for each request, progress or not.
         #[arg(long, default_value = "60s", value_parser = parse_duration)]
         timeout: Duration,
-        #[arg(last = true)]
+        /// The server's command line, after `--`.
+        #[arg(last = true, value_name = "COMMAND")]
         command: Vec<String>,
     },
 }
@@ -317,46 +391,90 @@ enum Command {
 enum AuthAction {
     /// Sign in to a server of the config (or of --direct) in the browser;
     /// the token is stored for every mcphost process of this user.
-    Login { name: String },
+    #[command(after_help = "Examples:
+  mcphost auth login api
+  mcphost --direct https://example.com/mcp auth login example")]
+    Login {
+        /// The server, as named in the config (or by --direct).
+        name: String,
+    },
     /// Stored sign-ins: server, authorization server, scope, expiry.
+    #[command(after_help = "Example:
+  mcphost auth status --json")]
     Status,
     /// Delete a server's stored tokens.
-    Logout { name: String },
+    #[command(after_help = "Example:
+  mcphost auth logout api")]
+    Logout {
+        /// The server, as named in the config.
+        name: String,
+    },
 }
 
 #[derive(Subcommand)]
 enum ServersAction {
     /// List servers (the default).
+    #[command(after_help = "Examples:
+  mcphost servers list
+  mcphost servers list --json")]
     List,
+    /// Stop a server and start it again (a new process, its entry read again).
+    #[command(after_help = "Example:
+  mcphost servers restart fs && mcphost servers --wait")]
     Restart {
+        /// The server, as named in the config.
         name: String,
     },
+    /// Enable a server in the config file and start it.
+    #[command(after_help = "Example:
+  mcphost servers enable fs")]
     Enable {
+        /// The server, as named in the config.
         name: String,
     },
+    /// Disable a server in the config file and stop it (its entry is kept).
+    #[command(after_help = "Example:
+  mcphost servers disable fs")]
     Disable {
+        /// The server, as named in the config.
         name: String,
     },
-    /// The server's last stderr lines.
+    /// The server's last stderr lines (as `mcphost logs NAME`).
+    #[command(after_help = "Example:
+  mcphost servers logs fs --lines 20")]
     Logs {
+        /// The server, as named in the config.
         name: String,
+        /// How many stderr lines to show.
         #[arg(long, default_value_t = 200)]
         lines: usize,
     },
     /// Add a server to the config file: `--url URL` or `-- CMD ARGS...`.
+    #[command(after_help = "Examples:
+  mcphost servers add fs -- npx -y @modelcontextprotocol/server-filesystem ~/src
+  mcphost servers add api --url https://example.com/mcp --header 'Authorization=Bearer ${API_TOKEN}'")]
     Add {
+        /// The new server's name (its tools are NAME__TOOL).
         name: String,
+        /// An HTTP server's URL (Streamable HTTP, falling back to HTTP+SSE).
         #[arg(long, conflicts_with = "command")]
         url: Option<String>,
+        /// An HTTP header sent with every request (repeatable); `${VAR}` is
+        /// read when the daemon starts the server.
         #[arg(long = "header", value_name = "K=V", requires = "url")]
         headers: Vec<String>,
+        /// An environment variable for a stdio server (repeatable).
         #[arg(long = "env", value_name = "K=V")]
         env: Vec<String>,
-        #[arg(last = true)]
+        /// A stdio server's command line, after `--`.
+        #[arg(last = true, value_name = "COMMAND")]
         command: Vec<String>,
     },
-    /// Remove a server from the config file.
+    /// Remove a server from the config file (and stop it).
+    #[command(after_help = "Example:
+  mcphost servers remove fs")]
     Remove {
+        /// The server, as named in the config.
         name: String,
     },
 }
@@ -376,11 +494,56 @@ fn init_tracing(verbose: u8, daemon: bool, direct: bool, doctor: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     use std::io::IsTerminal;
-    tracing_subscriber::fmt()
+    let fmt = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    // A command's warnings are for the person who typed it: one plain line
+    // each. The daemon's log and -v keep times and targets.
+    if daemon || verbose > 0 {
+        fmt.init();
+    } else {
+        fmt.event_format(PlainLine).init();
+    }
+}
+
+/// `mcphost: warning: MESSAGE (server="x")`: the event's fields, then those
+/// of its spans (which server it is about).
+struct PlainLine;
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for PlainLine
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        let level = match *event.metadata().level() {
+            tracing::Level::ERROR => "error",
+            tracing::Level::WARN => "warning",
+            _ => "note",
+        };
+        write!(writer, "mcphost: {level}: ")?;
+        ctx.field_format().format_fields(writer.by_ref(), event)?;
+        let spans: Vec<String> = ctx
+            .event_scope()
+            .into_iter()
+            .flatten()
+            .filter_map(|span| {
+                let ext = span.extensions();
+                let fields = ext.get::<tracing_subscriber::fmt::FormattedFields<N>>()?;
+                (!fields.is_empty()).then(|| fields.to_string())
+            })
+            .collect();
+        if !spans.is_empty() {
+            write!(writer, " ({})", spans.join(", "))?;
+        }
+        writeln!(writer)
+    }
 }
 
 /// A count that must be at least 1.
@@ -777,8 +940,8 @@ async fn dispatch(b: &Backend, command: Command, out: &Out) -> Result<u8> {
             out.prompts(&resources::all_prompts(b).await?, server.as_deref())?;
         }
         Command::Prompt { name, args } => {
-            let name = resources::resolve_prompt(b, &name).await?;
-            out.prompt_result(&resources::get_prompt(b, &name, args).await?)?;
+            let prompt = resources::resolve_prompt(b, &name).await?;
+            out.prompt_result(&resources::get_prompt(b, &prompt, args).await?)?;
         }
         Command::Logs {
             name,
@@ -803,4 +966,51 @@ async fn dispatch(b: &Backend, command: Command, out: &Out) -> Result<u8> {
         | Command::Auth { .. } => {}
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod help_audit {
+    use clap::CommandFactory;
+
+    /// Every gap in `cmd`'s help and its subcommands', as "PATH: what".
+    fn gaps(cmd: &clap::Command, path: &str, found: &mut Vec<String>) {
+        if cmd.get_about().is_none() && path != "mcphost" {
+            found.push(format!("{path}: no description"));
+        }
+        let examples = [cmd.get_after_help(), cmd.get_after_long_help()]
+            .into_iter()
+            .flatten()
+            .any(|text| text.to_string().contains("Example"));
+        if !examples {
+            found.push(format!("{path}: no example in --help"));
+        }
+        for arg in cmd.get_arguments() {
+            let builtin = matches!(arg.get_id().as_str(), "help" | "version");
+            if arg.is_hide_set() || builtin {
+                continue;
+            }
+            if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                found.push(format!("{path}: argument `{}` has no help", arg.get_id()));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            if sub.get_name() != "help" {
+                gaps(sub, &format!("{path} {}", sub.get_name()), found);
+            }
+        }
+    }
+
+    #[test]
+    fn every_command_and_flag_has_a_description_and_every_command_an_example() {
+        let mut cmd = super::Cli::command();
+        cmd.build();
+        let mut found = Vec::new();
+        gaps(&cmd, "mcphost", &mut found);
+        assert!(
+            found.is_empty(),
+            "{} gaps in --help:\n{}",
+            found.len(),
+            found.join("\n")
+        );
+    }
 }

@@ -80,7 +80,7 @@ impl Out {
             };
             eprintln!("{}", json!({ "error": err }));
         } else {
-            eprintln!("mcphost: {e:#}");
+            eprintln!("mcphost: {}", zod_readable(&format!("{e:#}")));
             if let Some(RpcFailure(o)) = e.downcast_ref::<RpcFailure>()
                 && o.code == mcphost::protocol::error_codes::URL_ELICITATION_REQUIRED
             {
@@ -412,12 +412,17 @@ impl Out {
         for c in &content {
             let kind: Option<String> = raw_field::<Option<String>>(c, "type")?.flatten();
             match kind.as_deref() {
-                Some("text") => outln!(
-                    "{}",
-                    raw_field::<Option<String>>(c, "text")?
+                Some("text") => {
+                    let text = raw_field::<Option<String>>(c, "text")?
                         .flatten()
-                        .unwrap_or_default()
-                ),
+                        .unwrap_or_default();
+                    // An older TS SDK puts its Zod issues, as JSON, in the
+                    // error result's text.
+                    match is_error {
+                        true => outln!("{}", zod_readable(&text)),
+                        false => outln!("{text}"),
+                    }
+                }
                 Some(other) => {
                     let mime: Option<String> =
                         raw_field::<Option<String>>(c, "mimeType")?.flatten();
@@ -436,6 +441,82 @@ impl Out {
         }
         Ok(is_error)
     }
+}
+
+/// `text` with each JSON array of Zod issues in it (how a TypeScript SDK
+/// server reports arguments that fail its schema) as "argument `x`:
+/// expected string, received number", one line per issue.
+pub fn zod_readable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('[') {
+        let mut values = serde_json::Deserializer::from_str(&rest[at..]).into_iter::<Value>();
+        let issues = match values.next() {
+            Some(Ok(Value::Array(items))) => zod_issues(&items),
+            _ => None,
+        };
+        let Some(lines) = issues else {
+            out.push_str(&rest[..=at]);
+            rest = &rest[at + 1..];
+            continue;
+        };
+        let end = at + values.byte_offset();
+        out.push_str(&rest[..at]);
+        match lines.as_slice() {
+            [one] => out.push_str(one),
+            many => {
+                out.truncate(out.trim_end().len());
+                for line in many {
+                    out.push_str("\n  ");
+                    out.push_str(line);
+                }
+            }
+        }
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// One line per Zod issue, if every item is one (`code`, `message`, `path`).
+fn zod_issues(items: &[Value]) -> Option<Vec<String>> {
+    if items.is_empty() {
+        return None;
+    }
+    items
+        .iter()
+        .map(|issue| {
+            let message = issue.get("message")?.as_str()?;
+            issue.get("code")?.as_str()?;
+            let path = issue.get("path")?.as_array()?;
+            // A request's own path: params.arguments.X is the argument X.
+            let mut path = path.as_slice();
+            if path.first().and_then(Value::as_str) == Some("params") {
+                path = &path[1..];
+            }
+            if path.first().and_then(Value::as_str) == Some("arguments") {
+                path = &path[1..];
+            }
+            let mut what = String::new();
+            for (i, p) in path.iter().enumerate() {
+                match p {
+                    Value::Number(n) => what.push_str(&format!("[{n}]")),
+                    Value::String(k) if i == 0 => what.push_str(k),
+                    other => what.push_str(&format!(".{}", other.as_str().unwrap_or("?"))),
+                }
+            }
+            let message = message.strip_prefix("Invalid input: ").unwrap_or(message);
+            let mut chars = message.chars();
+            let message = match chars.next() {
+                Some(c) => c.to_lowercase().chain(chars).collect::<String>(),
+                None => String::new(),
+            };
+            Some(match what.is_empty() {
+                true => format!("arguments: {message}"),
+                false => format!("argument `{what}`: {message}"),
+            })
+        })
+        .collect()
 }
 
 /// The command line parsed; on a usage error under `--json` (anywhere in
@@ -526,6 +607,23 @@ fn reason_line(error: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zod_issues_in_an_error_read_as_one_line_per_argument() {
+        // zod 3 (older TS SDKs): the issues' JSON after a prefix, two of them.
+        let text = r#"MCP error -32602: Invalid arguments for tool add: [
+  {"code": "invalid_type", "expected": "number", "received": "string", "path": ["a"], "message": "Expected number, received string"},
+  {"code": "invalid_type", "expected": "number", "received": "undefined", "path": ["b", 0], "message": "Required"}
+] (data)"#;
+        assert_eq!(
+            zod_readable(text),
+            "MCP error -32602: Invalid arguments for tool add:\n  argument `a`: expected number, received string\n  argument `b[0]`: required (data)"
+        );
+        // Brackets that are not Zod issues are left alone.
+        for plain in ["a [b] c", "list [1, 2]", "[", "[{\"code\": 1}]"] {
+            assert_eq!(zod_readable(plain), plain);
+        }
+    }
 
     #[test]
     fn a_url_elicitation_error_shows_each_url_with_its_domain() {

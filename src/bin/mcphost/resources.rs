@@ -24,6 +24,7 @@ pub struct ResourceRow {
 }
 
 /// One listed prompt.
+#[derive(Clone)]
 pub struct PromptRow {
     /// The catalog name.
     pub name: String,
@@ -144,10 +145,10 @@ pub async fn all_prompts(b: &Backend) -> Result<Vec<PromptRow>> {
 
 /// A catalog name, or a server's own prompt name when exactly one server
 /// has it.
-pub async fn resolve_prompt(b: &Backend, name: &str) -> Result<String> {
-    let prompts = all_prompts(b).await?;
-    if prompts.iter().any(|p| p.name == name) {
-        return Ok(name.to_owned());
+pub async fn resolve_prompt(b: &Backend, name: &str) -> Result<PromptRow> {
+    let mut prompts = all_prompts(b).await?;
+    if let Some(at) = prompts.iter().position(|p| p.name == name) {
+        return Ok(prompts.swap_remove(at));
     }
     // Without the servers' own names (an engine without
     // `mcphost/prompts/list`), a plain `<prefix><sep><name>` is the best guess.
@@ -160,7 +161,7 @@ pub async fn resolve_prompt(b: &Backend, name: &str) -> Result<String> {
         })
         .collect();
     match hits.as_slice() {
-        [one] => Ok(one.name.clone()),
+        [one] => Ok(PromptRow::clone(one)),
         [] => bail!("no prompt named {name:?}; `mcphost prompts` lists them"),
         many => {
             let names: Vec<&str> = many.iter().map(|p| p.name.as_str()).collect();
@@ -181,17 +182,98 @@ pub async fn read(b: &Backend, uri: &str) -> Result<Box<RawValue>> {
     .await
 }
 
-pub async fn get_prompt(b: &Backend, name: &str, args: Option<String>) -> Result<Box<RawValue>> {
-    let mut params = to_raw(&json!({ "name": name }))?;
+/// `prompts/get` of `prompt` (as [`resolve_prompt`] found it). An argument
+/// its listing marks required and `args` lacks is refused here, by name: a
+/// server may answer only "Internal server error". A server's error names
+/// the prompt's arguments when it names none of them.
+pub async fn get_prompt(
+    b: &Backend,
+    prompt: &PromptRow,
+    args: Option<String>,
+) -> Result<Box<RawValue>> {
+    let declared = declared_arguments(&prompt.raw)?;
+    let mut params = to_raw(&json!({ "name": prompt.name }))?;
+    let mut given: Vec<String> = Vec::new();
     if let Some(a) = args {
         let raw = RawValue::from_string(a.clone())
             .with_context(|| format!("ARGS_JSON is not valid JSON: {a}"))?;
-        if !a.trim_start().starts_with('{') {
+        let Ok(object) = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&a)
+        else {
             bail!("ARGS_JSON must be a JSON object of strings, e.g. '{{\"name\":\"x\"}}'");
-        }
+        };
+        given = object.keys().cloned().collect();
         params = set_fields(Some(&params), [("arguments".to_owned(), raw)])?;
     }
-    b.raw("prompts/get", Some(params), None).await
+    if let Some(missing) = missing_required(&declared, &given) {
+        bail!("prompt {} needs {missing}", prompt.name);
+    }
+    b.raw("prompts/get", Some(params), None).await.map_err(|e| {
+        match about_arguments(&e.to_string(), &declared) {
+            Some(note) => e.context(format!("prompt {}: {note}", prompt.name)),
+            None => e,
+        }
+    })
+}
+
+/// A prompt's declared argument: name, description, required.
+#[derive(Debug, Clone, serde::Deserialize)]
+struct Declared {
+    name: String,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    required: Option<bool>,
+}
+
+fn declared_arguments(raw: &RawValue) -> Result<Vec<Declared>> {
+    Ok(raw_field::<Option<Vec<Declared>>>(raw, "arguments")?
+        .flatten()
+        .unwrap_or_default())
+}
+
+fn describe(a: &Declared) -> String {
+    match &a.description {
+        Some(d) if !d.is_empty() => format!("argument `{}` ({d})", a.name),
+        _ => format!("argument `{}`", a.name),
+    }
+}
+
+/// "argument `city` (Name of the city); give it as '{"city": "…"}'" for
+/// the required arguments `given` lacks.
+fn missing_required(declared: &[Declared], given: &[String]) -> Option<String> {
+    let missing: Vec<&Declared> = declared
+        .iter()
+        .filter(|a| a.required == Some(true) && !given.contains(&a.name))
+        .collect();
+    if missing.is_empty() {
+        return None;
+    }
+    let example: Vec<String> = missing
+        .iter()
+        .map(|a| format!("\"{}\": \"…\"", a.name))
+        .collect();
+    let names: Vec<String> = missing.iter().map(|a| describe(a)).collect();
+    Some(format!(
+        "{}; give it as '{{{}}}'",
+        names.join(" and "),
+        example.join(", ")
+    ))
+}
+
+/// For a server's error that names none of the prompt's arguments: what
+/// they are, required ones marked.
+fn about_arguments(error: &str, declared: &[Declared]) -> Option<String> {
+    if declared.is_empty() || declared.iter().any(|a| error.contains(&a.name)) {
+        return None;
+    }
+    let list: Vec<String> = declared
+        .iter()
+        .map(|a| match a.required {
+            Some(true) => format!("{} (required)", a.name),
+            _ => a.name.clone(),
+        })
+        .collect();
+    Some(format!("its arguments are {}", list.join(", ")))
 }
 
 fn cell(v: &Option<String>) -> String {
@@ -407,7 +489,26 @@ impl Out {
 
 #[cfg(test)]
 mod tests {
-    use super::decoded_len;
+    use super::{Declared, about_arguments, decoded_len, missing_required};
+
+    #[test]
+    fn a_prompts_missing_or_unnamed_arguments_are_named() {
+        let declared: Vec<Declared> = serde_json::from_str(
+            r#"[{"name": "city", "description": "Name of the city", "required": true},
+                {"name": "state"}]"#,
+        )
+        .unwrap();
+        assert_eq!(
+            missing_required(&declared, &["state".to_owned()]).as_deref(),
+            Some("argument `city` (Name of the city); give it as '{\"city\": \"…\"}'")
+        );
+        assert_eq!(missing_required(&declared, &["city".to_owned()]), None);
+        assert_eq!(
+            about_arguments("Internal server error", &declared).as_deref(),
+            Some("its arguments are city (required), state")
+        );
+        assert_eq!(about_arguments("city: expected string", &declared), None);
+    }
 
     #[test]
     fn base64_sizes() {

@@ -19,18 +19,25 @@ use crate::output::Out;
 pub enum Action {
     /// Write the unit (or agent) that runs `mcphost daemon`, and say how to
     /// enable it.
+    #[command(after_help = "Examples:
+  mcphost service install         write it, and say how to enable it
+  mcphost service install --now   also enable and start it")]
     Install {
         /// Also enable and start it now (systemctl --user / launchctl).
         #[arg(long)]
         now: bool,
     },
     /// Remove the unit (or agent).
+    #[command(after_help = "Example:
+  mcphost service uninstall --now")]
     Uninstall {
         /// Also stop and disable it first.
         #[arg(long)]
         now: bool,
     },
     /// Whether the unit exists, runs this executable, and the daemon is up.
+    #[command(after_help = "Example:
+  mcphost service status")]
     Status,
 }
 

@@ -107,6 +107,157 @@ pub fn is_bridge(entry: &super::Entry) -> bool {
     runs_mcphost && entry.args.iter().any(|a| a == "bridge")
 }
 
+/// Goose's `config.yaml`: the `extensions` entries `remove` taken out and,
+/// when `bridge` (an entry as [`bridge_entry`] makes it) is given, a
+/// [`BRIDGE_NAME`] extension added, unless there is one. A line edit of the
+/// block map: every other line stays byte for byte (YAML readers keep no
+/// comments). A flow map, tabs, or an anchor in an entry taken out is
+/// refused rather than guessed at.
+pub fn rewrite_goose(
+    text: &str,
+    remove: &[String],
+    bridge: Option<&str>,
+) -> Result<Rewritten, ConfigError> {
+    let refuse = |why: &str| ConfigError::Edit {
+        reason: format!("its extensions cannot be rewritten: {why}"),
+    };
+    let newline = if text.contains("\r\n") { "\r\n" } else { "\n" };
+    let mut lines: Vec<String> = text.split_inclusive('\n').map(str::to_owned).collect();
+    let content = |l: &str| {
+        let t = l.trim();
+        !t.is_empty() && !t.starts_with('#')
+    };
+    let indent = |l: &str| l.len() - l.trim_start_matches(' ').len();
+    if lines
+        .iter()
+        .any(|l| content(l) && l[..l.len() - l.trim_start().len()].contains('\t'))
+    {
+        return Err(refuse("it is indented with tabs"));
+    }
+    let header = lines
+        .iter()
+        .position(|l| indent(l) == 0 && content(l) && yaml_key(l).as_deref() == Some("extensions"));
+    let (start, end) = match header {
+        Some(h) => {
+            let rest = lines[h]
+                .split_once(':')
+                .map(|(_, r)| r.trim())
+                .unwrap_or("");
+            if !rest.is_empty() && !rest.starts_with('#') {
+                return Err(refuse("`extensions` is not a block map"));
+            }
+            let end = (h + 1..lines.len())
+                .find(|&i| content(&lines[i]) && indent(&lines[i]) == 0)
+                .unwrap_or(lines.len());
+            (h + 1, end)
+        }
+        None => {
+            if !text.is_empty() && !text.ends_with('\n') {
+                lines.push(newline.to_owned());
+            }
+            lines.push(format!("extensions:{newline}"));
+            (lines.len(), lines.len())
+        }
+    };
+    let child = (start..end)
+        .find(|&i| content(&lines[i]))
+        .map(|i| indent(&lines[i]))
+        .unwrap_or(2);
+    // Each entry: its key line, then every line up to its last deeper one.
+    let mut entries: Vec<(String, usize, usize)> = Vec::new();
+    for (i, line) in lines.iter().enumerate().take(end).skip(start) {
+        if !content(line) {
+            continue;
+        }
+        match indent(line) {
+            n if n == child => {
+                let key = yaml_key(line).ok_or_else(|| refuse("an entry is not `NAME:`"))?;
+                entries.push((key, i, i + 1));
+            }
+            n if n > child => match entries.last_mut() {
+                Some(e) => e.2 = i + 1,
+                None => return Err(refuse("its first line is not an entry")),
+            },
+            _ => return Err(refuse("its indentation is uneven")),
+        }
+    }
+    let mut removed = Vec::new();
+    let mut cut: Vec<(usize, usize)> = Vec::new();
+    for name in remove {
+        if let Some((_, from, to)) = entries.iter().find(|(k, _, _)| k == name) {
+            if lines[*from..*to]
+                .iter()
+                .any(|l| l.contains(": &") || l.contains("- &"))
+            {
+                return Err(refuse(&format!("{name} defines a YAML anchor")));
+            }
+            cut.push((*from, *to));
+            removed.push(name.clone());
+        }
+    }
+    let has_bridge = entries.iter().any(|(k, _, _)| k == BRIDGE_NAME);
+    let mut added: Option<String> = None;
+    let insert_at = entries.last().map(|e| e.2).unwrap_or(start);
+    if let Some(entry) = bridge
+        && !has_bridge
+    {
+        let v: serde_json::Value = serde_json::from_str(entry).map_err(|e| ConfigError::Edit {
+            reason: format!("the bridge entry: {e}"),
+        })?;
+        let pad = " ".repeat(child);
+        let field = " ".repeat(child + 2);
+        let block = format!(
+            "{pad}{BRIDGE_NAME}:{newline}\
+             {field}name: {BRIDGE_NAME}{newline}\
+             {field}description: every server of mcphost, through mcphost bridge{newline}\
+             {field}type: stdio{newline}\
+             {field}cmd: {}{newline}\
+             {field}args: {}{newline}\
+             {field}envs: {{}}{newline}\
+             {field}enabled: true{newline}\
+             {field}timeout: 300{newline}",
+            v["command"], v["args"],
+        );
+        added = Some(block);
+    }
+    let mut out = String::with_capacity(text.len());
+    for (i, line) in lines.iter().enumerate() {
+        if i == insert_at
+            && let Some(block) = &added
+        {
+            out.push_str(block);
+        }
+        if !cut.iter().any(|&(from, to)| (from..to).contains(&i)) {
+            out.push_str(line);
+        }
+    }
+    if insert_at == lines.len()
+        && let Some(block) = &added
+    {
+        out.push_str(block);
+    }
+    Ok(Rewritten {
+        text: out,
+        removed,
+        bridge_added: added.is_some(),
+    })
+}
+
+/// The key of a `KEY: …` (or `"KEY": …`) line, unquoted.
+fn yaml_key(line: &str) -> Option<String> {
+    let t = line.trim_start();
+    if let Some(q @ ('"' | '\'')) = t.chars().next() {
+        let rest = &t[1..];
+        let close = rest.find(q)?;
+        return rest[close + 1..]
+            .starts_with(':')
+            .then(|| rest[..close].to_owned());
+    }
+    let (key, _) = t.split_once(':')?;
+    (!key.is_empty() && !key.starts_with(['-', '{', '[', '&', '*', '?', '!', '|', '>']))
+        .then(|| key.trim_end().to_owned())
+}
+
 /// `<file>.mcphost-backup-<stamp>` beside `path`; `stamp` is a UTC time as
 /// `20261203T173713Z`, so names sort by time.
 pub fn backup_path(path: &Path, stamp: &str) -> PathBuf {
@@ -185,6 +336,59 @@ mod tests {
         );
         let v: serde_json::Value = serde_json::from_str(&e).unwrap();
         assert_eq!(v["command"], "/o\"p/mcphost");
+    }
+
+    #[test]
+    fn goose_keeps_every_other_line_and_gets_one_bridge_extension() {
+        let text = "# my Goose\nGOOSE_MODEL: x # model\nextensions:\n  developer:\n    bundled: true\n    type: builtin\n  # github, by hand\n  github:\n    cmd: npx\n    args:\n    - -y\n    - server-github\n    envs: {}\n    type: stdio\n\n  \"memory\":\n    cmd: mem\n    description: |\n      two\n\n      lines\n# after\nGOOSE_MODE: auto\n";
+        let bridge = r#"{"command": "/o p/mcphost", "args": ["--config","/c","bridge"]}"#;
+        let r = rewrite_goose(
+            text,
+            &["github".to_owned(), "memory".to_owned()],
+            Some(bridge),
+        )
+        .unwrap();
+        assert_eq!(r.removed, ["github", "memory"]);
+        assert!(r.bridge_added);
+        assert_eq!(
+            r.text,
+            "# my Goose\nGOOSE_MODEL: x # model\nextensions:\n  developer:\n    bundled: true\n    type: builtin\n  # github, by hand\n\n  mcphost:\n    name: mcphost\n    description: every server of mcphost, through mcphost bridge\n    type: stdio\n    cmd: \"/o p/mcphost\"\n    args: [\"--config\",\"/c\",\"bridge\"]\n    envs: {}\n    enabled: true\n    timeout: 300\n# after\nGOOSE_MODE: auto\n"
+        );
+        let v: serde_norway::Value = serde_norway::from_str(&r.text).unwrap();
+        assert_eq!(
+            v["extensions"]["mcphost"]["cmd"].as_str(),
+            Some("/o p/mcphost")
+        );
+        assert_eq!(
+            v["extensions"]["mcphost"]["args"][2].as_str(),
+            Some("bridge")
+        );
+        assert_eq!(v["GOOSE_MODE"].as_str(), Some("auto"));
+        let again = rewrite_goose(&r.text, &[], Some(bridge)).unwrap();
+        assert_eq!(again.text, r.text);
+        assert!(!again.bridge_added);
+        // No extensions yet: the map is made at the end.
+        let r = rewrite_goose("GOOSE_MODE: auto", &[], Some(bridge)).unwrap();
+        let v: serde_norway::Value = serde_norway::from_str(&r.text).unwrap();
+        assert_eq!(v["extensions"]["mcphost"]["type"].as_str(), Some("stdio"));
+        assert!(
+            r.text
+                .starts_with("GOOSE_MODE: auto\nextensions:\n  mcphost:\n"),
+            "{}",
+            r.text
+        );
+    }
+
+    #[test]
+    fn goose_in_a_shape_a_line_edit_could_break_is_refused() {
+        for text in [
+            "extensions: {github: {cmd: npx}}\n",
+            "extensions:\n  github: &gh\n    cmd: npx\n",
+            "extensions:\n\tgithub:\n\t\tcmd: npx\n",
+        ] {
+            let e = rewrite_goose(text, &["github".to_owned()], Some("{}")).unwrap_err();
+            assert!(e.to_string().contains("cannot be rewritten"), "{text}: {e}");
+        }
     }
 
     #[test]

@@ -30,7 +30,7 @@ use indexmap::IndexMap;
 use serde::Serialize;
 
 pub use consolidate::{
-    BRIDGE_NAME, Rewritten, backup_path, backups, bridge_entry, is_bridge, rewrite,
+    BRIDGE_NAME, Rewritten, backup_path, backups, bridge_entry, is_bridge, rewrite, rewrite_goose,
 };
 pub use merge::{Action, MergeOptions, MergeReport, Merged, merge, runs};
 pub use paths::{Places, Platform};
