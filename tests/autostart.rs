@@ -1346,3 +1346,96 @@ fn an_rmcp_hosts_next_call_works_after_its_daemon_is_killed() {
         client.cancel().await.unwrap();
     });
 }
+
+/// The last `key=` line the `remote` server printed on stderr.
+fn last_key(a: &Auto) -> String {
+    let r = run_desktop(a, &["servers", "logs", "remote"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    r.stdout
+        .lines()
+        .filter_map(|l| l.find("key=").map(|at| l[at..].trim_end().to_owned()))
+        .next_back()
+        .unwrap_or_else(|| panic!("no key= line: {r:?}"))
+}
+
+#[test]
+fn servers_enable_and_restart_take_the_entrys_variables_from_the_cli_that_runs_them() {
+    // The issue's scenario: a daemon autostarted by a desktop app (only PATH
+    // and HOME), an entry that needs ${REMOTE_KEY}; the user exports it in a
+    // terminal and enables the server. The server prints what it was given.
+    let shell = format!(r#"echo "key=$REMOTE_KEY" >&2; exec {}"#, common::TESTSERVER);
+    let config = common::servers_config(&[
+        ("good", common::ts_entry(&[])),
+        (
+            "remote",
+            format!(
+                r#""command": "/bin/sh", "args": ["-c", {}], "env": {{ "REMOTE_KEY": "${{REMOTE_KEY}}" }}, "disabled": true"#,
+                common::js(&shell)
+            ),
+        ),
+    ]);
+    let a = Auto::new(&config);
+    let r = run_desktop(&a, &["--json", "servers", "--wait=20s"]);
+    assert_eq!(r.code, 0, "{r:?}\nlog:\n{}", a.log_text());
+    let with = |key: Option<&str>, args: &[&str]| {
+        let mut c = desktop(&a);
+        if let Some(key) = key {
+            c.env("REMOTE_KEY", key);
+        }
+        let out = c.args(args).output().unwrap();
+        common::Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    };
+    let state_of = |name: &str| {
+        let r = run_desktop(&a, &["--json", "servers", "--wait=20s"]);
+        assert_eq!(r.code, 0, "{r:?}");
+        let list = r.json();
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {list}"))
+            .clone()
+    };
+
+    // Without the variable the CLI cannot enable it, and says why.
+    let r = with(None, &["servers", "enable", "remote"]);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains("REMOTE_KEY is not set"), "{r:?}");
+
+    // With it exported in the terminal: enabled, ready, and the server got it.
+    let r = with(Some("from-the-terminal"), &["servers", "enable", "remote"]);
+    assert_eq!(r.code, 0, "{r:?}\nlog:\n{}", a.log_text());
+    assert_eq!(r.stderr, "", "{r:?}");
+    let remote = state_of("remote");
+    assert_eq!(remote["state"], "ready", "{remote}");
+    let first_pid = remote["pid"].clone();
+    assert_eq!(last_key(&a), "key=from-the-terminal");
+    // The value is the daemon's to use, not to show or log.
+    assert!(
+        !a.log_text().contains("from-the-terminal"),
+        "{}",
+        a.log_text()
+    );
+    let list = run_desktop(&a, &["--json", "servers"]);
+    assert!(!list.stdout.contains("from-the-terminal"), "{list:?}");
+
+    // Another app's CLI, without the variable, restarts it: the value stays.
+    let r = with(None, &["servers", "restart", "remote"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.stderr, "", "{r:?}");
+    let remote = state_of("remote");
+    assert_eq!(remote["state"], "ready", "{remote}");
+    assert_ne!(remote["pid"], first_pid, "{remote}");
+    assert_eq!(last_key(&a), "key=from-the-terminal");
+
+    // A restart with a new value re-resolves the entry with it.
+    let r = with(Some("rotated"), &["servers", "restart", "remote"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(state_of("remote")["state"], "ready");
+    assert_eq!(last_key(&a), "key=rotated");
+    assert!(!a.log_text().contains("rotated"), "{}", a.log_text());
+}

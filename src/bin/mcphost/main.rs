@@ -31,6 +31,7 @@ mod backend;
 mod bridge;
 mod daemon_ctl;
 mod doctor;
+mod given_env;
 mod import;
 mod inspect;
 mod interactive;
@@ -675,13 +676,21 @@ async fn dispatch(b: &Backend, command: Command, out: &Out) -> Result<u8> {
                 }
             }
             ServersAction::Restart { name } => {
-                b.manage("mcphost/servers/restart", json!({ "name": name }))
-                    .await?;
+                let env = given_env::of_server(b, &name).await?;
+                b.manage(
+                    "mcphost/servers/restart",
+                    json!({ "name": name, "env": env }),
+                )
+                .await?;
                 out.done(&format!("restarting {name}"));
             }
             ServersAction::Enable { name } => {
-                b.manage("mcphost/servers/enable", json!({ "name": name }))
-                    .await?;
+                let env = given_env::of_server(b, &name).await?;
+                b.manage(
+                    "mcphost/servers/enable",
+                    json!({ "name": name, "env": env }),
+                )
+                .await?;
                 out.done(&format!("enabled {name}"));
             }
             ServersAction::Disable { name } => {
@@ -721,8 +730,9 @@ async fn dispatch(b: &Backend, command: Command, out: &Out) -> Result<u8> {
                     ),
                 };
                 // The entry goes as an object, its keys in the order built.
+                let env = given_env::of_entry(&name, &entry);
                 let params = mcphost::protocol::set_fields(
-                    Some(&backend::params(json!({ "name": name }))?),
+                    Some(&backend::params(json!({ "name": name, "env": env }))?),
                     [("entry".to_owned(), RawValue::from_string(entry)?)],
                 )?;
                 b.manage_raw("mcphost/servers/add", params).await?;
