@@ -422,7 +422,7 @@ fn one_bad_server_entry_does_not_stop_the_daemon_it_shows_failed_with_the_field(
     assert_eq!(r.code, 0, "{r:?}");
 }
 
-/// The socket `mcphost status` tried, from its "no daemon" error.
+/// The socket `mcphost servers` tried, from its "no daemon" error.
 fn socket_tried(r: &common::Run) -> String {
     let (_, rest) = r
         .stderr
@@ -451,7 +451,7 @@ fn a_desktop_app_without_xdg_runtime_dir_and_a_terminal_with_it_find_the_same_so
             .env("MCPHOST_NO_AUTOSTART", "1")
             .arg("--config")
             .arg(&sb.config)
-            .arg("status")
+            .arg("servers")
             .stdin(Stdio::null());
         if let Some(dir) = runtime {
             c.env("XDG_RUNTIME_DIR", dir);
@@ -791,7 +791,7 @@ fn an_outdated_daemon_is_restarted_when_alone_and_kept_with_a_warning_when_other
 fn no_autostart_by_flag_env_or_config_gives_the_clear_error_and_starts_nothing() {
     let a = Auto::new(&ts_config(&[]));
     let clear = "is the daemon running? Start it with `mcphost daemon`";
-    let r = a.run(&["--no-autostart", "status"]);
+    let r = a.run(&["--no-autostart", "servers"]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains(clear), "{r:?}");
     let mut c = a.cmd();
@@ -831,7 +831,7 @@ fn no_autostart_by_flag_env_or_config_gives_the_clear_error_and_starts_nothing()
 #[test]
 fn a_daemon_that_cannot_start_is_reported_with_its_log() {
     let a = Auto::new(r#"{ "mcpServers": 5 }"#);
-    let r = a.run(&["status"]);
+    let r = a.run(&["servers"]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("before listening"), "{r:?}");
     assert!(r.stderr.contains(&a.log().display().to_string()), "{r:?}");
@@ -843,7 +843,7 @@ fn a_daemon_that_cannot_start_is_reported_with_its_log() {
 #[test]
 fn the_daemon_itself_refuses_a_second_instance_on_a_live_socket() {
     let a = Auto::new(&ts_config(&[]));
-    assert_eq!(a.run(&["status"]).code, 0);
+    assert_eq!(a.run(&["servers"]).code, 0);
     let out = a.cmd().arg("daemon").output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(
@@ -898,7 +898,7 @@ fn service_install_writes_the_systemd_unit_and_status_and_uninstall_read_it() {
     assert_eq!(s["daemon"], Value::Null, "{s}");
     assert!(a.daemons().is_empty(), "service status started a daemon");
     // Once one runs, status sees it.
-    assert_eq!(a.run(&["status"]).code, 0);
+    assert_eq!(a.run(&["servers"]).code, 0);
     let s = a.run(&["service", "status"]);
     assert!(s.stdout.contains("this executable"), "{s:?}");
     assert!(s.stdout.contains("daemon:  up on"), "{s:?}");
@@ -1021,7 +1021,7 @@ fn service_install_now_stops_a_command_started_daemon_then_runs_systemctl() {
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
 
     // With another client on the daemon a command started, it is not stopped.
-    assert_eq!(a.run(&["status"]).code, 0);
+    assert_eq!(a.run(&["servers"]).code, 0);
     let pid = a.daemons()[0];
     let other = std::os::unix::net::UnixStream::connect(&a.socket).unwrap();
     poll("the other client to be counted", WAIT, || {
@@ -1039,7 +1039,12 @@ fn service_install_now_stops_a_command_started_daemon_then_runs_systemctl() {
         err.contains("1 other client") && err.contains(&format!("kill {pid}")),
         "{err}"
     );
-    assert!(!calls.exists(), "systemctl ran");
+    // Only asked whether the user's service manager answers.
+    assert_eq!(
+        std::fs::read_to_string(&calls).unwrap(),
+        "--user show-environment\n"
+    );
+    std::fs::remove_file(&calls).unwrap();
     assert!(alive(pid));
     drop(other);
 
@@ -1060,7 +1065,7 @@ fn service_install_now_stops_a_command_started_daemon_then_runs_systemctl() {
     });
     assert_eq!(
         std::fs::read_to_string(&calls).unwrap(),
-        "--user daemon-reload\n--user enable --now mcphost\n"
+        "--user show-environment\n--user daemon-reload\n--user enable --now mcphost\n"
     );
     let out = a
         .cmd()
@@ -1071,7 +1076,7 @@ fn service_install_now_stops_a_command_started_daemon_then_runs_systemctl() {
     assert!(out.status.success(), "{out:?}");
     assert_eq!(
         std::fs::read_to_string(&calls).unwrap(),
-        "--user daemon-reload\n--user enable --now mcphost\n\
+        "--user show-environment\n--user daemon-reload\n--user enable --now mcphost\n\
          --user disable --now mcphost\n--user daemon-reload\n"
     );
 }
@@ -1079,7 +1084,7 @@ fn service_install_now_stops_a_command_started_daemon_then_runs_systemctl() {
 #[test]
 fn a_socket_left_by_a_crashed_daemon_is_replaced_by_the_one_started() {
     let a = Auto::new(&ts_config(&[]));
-    assert_eq!(a.run(&["status"]).code, 0);
+    assert_eq!(a.run(&["servers"]).code, 0);
     let first = a.daemons();
     assert_eq!(first.len(), 1);
     // SIGKILL: no cleanup, the socket file stays behind.
@@ -1088,8 +1093,9 @@ fn a_socket_left_by_a_crashed_daemon_is_replaced_by_the_one_started() {
         (!alive(first[0])).then_some(())
     });
     assert!(a.socket.exists());
-    let r = a.run(&["--json", "status"]);
+    let r = a.run(&["servers"]);
     assert_eq!(r.code, 0, "{r:?}\nlog:\n{}", a.log_text());
+    let r = a.run(&["--json", "status"]);
     let second = a.daemons();
     assert_eq!(second.len(), 1, "{second:?}");
     assert_ne!(second, first);
@@ -1135,11 +1141,12 @@ fn a_daemon_that_drops_the_connection_while_going_away_is_waited_out_and_replace
         drop(lock);
         dropped
     });
-    let r = a.run(&["--json", "status"]);
+    let r = a.run(&["servers"]);
     let dropped = going.join().unwrap();
     assert!(dropped >= 1, "the command never reached the stand-in");
     assert_eq!(r.code, 0, "{r:?}\nlog:\n{}", a.log_text());
-    assert_eq!(r.json()["pid"], a.daemons()[0]);
+    let r = a.run(&["--json", "status"]);
+    assert_eq!(r.json()["pid"], a.daemons()[0], "{r:?}");
 }
 
 #[test]
@@ -1156,7 +1163,7 @@ fn a_full_daemon_is_an_answer_not_a_daemon_going_away() {
     c.env_remove("MCPHOST_NO_AUTOSTART")
         .env("MCPHOST_STATE_DIR", d.dir.path().join("state"));
     let started = Instant::now();
-    let out = c.args(["status"]).output().unwrap();
+    let out = c.args(["servers"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("too many clients"),
@@ -1196,7 +1203,7 @@ fn a_stopping_daemon_refuses_new_clients_at_once_and_keeps_its_lock_until_its_se
         (!d.socket.exists()).then_some(())
     });
     let refused = Instant::now();
-    let r = d.run(&["status"]);
+    let r = d.run(&["servers"]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(
         refused.elapsed() < Duration::from_millis(900),
@@ -1208,7 +1215,7 @@ fn a_stopping_daemon_refuses_new_clients_at_once_and_keeps_its_lock_until_its_se
     let mut c = d.command();
     c.env_remove("MCPHOST_NO_AUTOSTART")
         .env("MCPHOST_STATE_DIR", d.dir.path().join("state"));
-    let out = c.args(["--json", "status"]).output().unwrap();
+    let out = c.args(["servers"]).output().unwrap();
     let new = daemons_on(&d.socket);
     struct Stop(Vec<u32>);
     impl Drop for Stop {
@@ -1225,7 +1232,7 @@ fn a_stopping_daemon_refuses_new_clients_at_once_and_keeps_its_lock_until_its_se
     let exit = poll("the old daemon to exit", WAIT, || d.child_exit());
     assert!(exit.success(), "{exit}");
     assert_eq!(new.len(), 1, "{new:?}");
-    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let s = d.json(&["status"]);
     assert_eq!(s["pid"], new[0], "{s}");
 }
 
@@ -1438,4 +1445,104 @@ fn servers_enable_and_restart_take_the_entrys_variables_from_the_cli_that_runs_t
     assert_eq!(state_of("remote")["state"], "ready");
     assert_eq!(last_key(&a), "key=rotated");
     assert!(!a.log_text().contains("rotated"), "{}", a.log_text());
+}
+
+/// A stand-in `systemctl` running `body` (sh), first on PATH; returns PATH.
+fn fake_systemctl(a: &Auto, name: &str, body: &str) -> String {
+    let bin = a.dir.path().join(name);
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = bin.join("systemctl");
+    std::fs::write(&script, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    format!("{}:{}", bin.display(), std::env::var("PATH").unwrap())
+}
+
+#[test]
+fn service_install_now_never_leaves_less_running_than_before() {
+    let a = Auto::new(&ts_config(&[]));
+    let unit = a.home.join(".config/systemd/user/mcphost.service");
+    let r = run_desktop(&a, &["servers", "--wait"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let pid = a.daemons()[0];
+    let install = |path: &str| {
+        let out = desktop(&a)
+            .env("PATH", path)
+            .args(["service", "install", "--now"])
+            .output()
+            .unwrap();
+        common::Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    };
+
+    // No user bus (this machine; a session without systemd --user): every
+    // `systemctl --user` fails as the real one does. Nothing is stopped.
+    let no_bus = fake_systemctl(
+        &a,
+        "no-bus",
+        "echo 'Failed to connect to bus: No medium found' >&2; exit 1",
+    );
+    let r = install(&no_bus);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("No medium found"), "{r:?}");
+    assert!(
+        r.stderr.contains("nothing was stopped") && r.stderr.contains(&format!("pid {pid}")),
+        "{r:?}"
+    );
+    assert!(
+        r.stdout.contains(&format!("wrote {}", unit.display())),
+        "{r:?}"
+    );
+    assert!(alive(pid), "the running daemon was stopped: {r:?}");
+    assert_eq!(a.daemons(), vec![pid]);
+
+    // A manager that answers but cannot enable the unit: the daemon it
+    // stopped is started again, and it says so.
+    let refuses = fake_systemctl(
+        &a,
+        "refuses",
+        "case \"$2\" in enable) echo 'Failed to enable unit: Access denied' >&2; exit 1;; esac",
+    );
+    let r = install(&refuses);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("Access denied") || r.stderr.contains("failed"),
+        "{r:?}"
+    );
+    assert!(
+        r.stdout
+            .contains(&format!("stopped the daemon (pid {pid})")),
+        "{r:?}"
+    );
+    let now = a.daemons();
+    assert_eq!(now.len(), 1, "nothing left running: {r:?}");
+    assert!(
+        r.stderr
+            .contains(&format!("started the daemon again (pid {})", now[0])),
+        "{r:?}"
+    );
+    let r = run_desktop(&a, &["--json", "call", "ts__echo", r#"{"text":"still"}"#]);
+    assert_eq!(r.code, 0, "{r:?}");
+}
+
+#[test]
+fn status_with_no_daemon_says_not_running_with_exit_3_and_starts_nothing() {
+    let a = Auto::new(&ts_config(&[]));
+    let r = run_desktop(&a, &["status"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(r.stdout.contains("not running"), "{r:?}");
+    assert!(!r.stderr.contains("starting the daemon"), "{r:?}");
+    let r = run_desktop(&a, &["--json", "status"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert_eq!(r.json()["running"], false, "{r:?}");
+    assert!(a.daemons().is_empty(), "status started a daemon");
+    // A command that needs the servers starts it, with one line.
+    let r = run_desktop(&a, &["servers"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(count(&r.stderr, "starting the daemon"), 1, "{r:?}");
+    let r = run_desktop(&a, &["--json", "status"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()["pid"], a.daemons()[0], "{r:?}");
 }

@@ -506,17 +506,16 @@ pub fn parse_lenient_for(
 /// environment. Whatever else the text holds, it is not judged here.
 pub fn variables_of(text: &str, path: &Path, server: &str) -> std::collections::BTreeSet<String> {
     let asked = std::cell::RefCell::new(std::collections::BTreeSet::new());
-    let _ = parse::parse(
-        text,
-        path,
-        &|of, name| {
-            if of == server && interpolate::is_variable_name(name) {
-                asked.borrow_mut().insert(name.to_owned());
-            }
-            None
-        },
-        true,
-    );
+    let lookup = |of: &str, name: &str| {
+        if of == server && interpolate::is_variable_name(name) {
+            asked.borrow_mut().insert(name.to_owned());
+        }
+        None
+    };
+    // Every variable reads as unset here: the warnings that makes are not the user's.
+    tracing::subscriber::with_default(tracing::subscriber::NoSubscriber::default(), || {
+        let _ = parse::parse(text, path, &lookup, true);
+    });
     asked.into_inner()
 }
 

@@ -51,6 +51,23 @@ pub async fn run(action: DaemonAction, auto: &Autostart, out: &Out) -> Result<u8
     }
 }
 
+/// `mcphost status`'s exit code when no daemon runs (as `systemctl status`).
+pub const NOT_RUNNING: u8 = 3;
+
+/// For `mcphost status`, which never starts a daemon: false, having said
+/// so as `daemon status` does, when nothing listens on the socket. A daemon
+/// that listens but refuses (full, stopping) is left to the command's own
+/// error.
+pub async fn running_or_say(auto: &Autostart, out: &Out) -> bool {
+    match mcphost::ipc::connect(&auto.socket, mcphost::ipc::DEFAULT_MAX_MESSAGE_BYTES).await {
+        Err(mcphost::ipc::IpcError::NotRunning { .. }) => {
+            report(auto, &Value::Null, out);
+            false
+        }
+        _ => true,
+    }
+}
+
 fn say(out: &Out, value: Value, text: impl FnOnce() -> String) {
     if out.json {
         outln!("{value}");
@@ -114,6 +131,7 @@ fn report(auto: &Autostart, status: &Value, out: &Out) {
                 outln!("config:   {}", c.display());
             }
             outln!("log:      {}", log.display());
+            outln!("start it: `mcphost daemon`, or any command that needs it (`mcphost servers`)");
         }
         return;
     }

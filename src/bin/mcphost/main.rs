@@ -2,7 +2,7 @@
 //! codes are a contract other tools depend on; see README.md and docs/ipc.md.
 //!
 //! Exit codes: 0 success, 1 a tool result with `isError`, 2 a protocol,
-//! transport or usage error.
+//! transport or usage error, 3 `status` when no daemon runs.
 
 /// `println!` that goes quiet when stdout is a closed pipe (`mcphost tools
 /// | head`) instead of panicking; the command still ends with its own exit
@@ -617,6 +617,12 @@ async fn run_command(
         command => {
             let backend = if cli.direct.is_empty() {
                 refuse_policy_flags(&policy, "a command sent to the daemon")?;
+                // `status` reports; it never starts a daemon.
+                if matches!(command, Command::Status)
+                    && !daemon_ctl::running_or_say(&auto, out).await
+                {
+                    return Ok(daemon_ctl::NOT_RUNNING);
+                }
                 Backend::daemon(&auto, person).await?
             } else {
                 Backend::direct(
