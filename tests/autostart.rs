@@ -1546,3 +1546,162 @@ fn status_with_no_daemon_says_not_running_with_exit_3_and_starts_nothing() {
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(r.json()["pid"], a.daemons()[0], "{r:?}");
 }
+
+/// The `mcphost …` lines of the README's quick start, in order, without
+/// their comments (`cargo install` is this test's build).
+fn readme_quick_start() -> Vec<Vec<String>> {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let (_, start) = readme.split_once("## Quick start").expect("a quick start");
+    let (_, block) = start.split_once("```sh\n").expect("its sh block");
+    let (block, _) = block.split_once("```").unwrap();
+    block
+        .lines()
+        .map(|l| l.split_once('#').map_or(l, |(cmd, _)| cmd).trim())
+        .filter(|l| l.starts_with("mcphost "))
+        .map(|l| l.split_whitespace().skip(1).map(str::to_owned).collect())
+        .collect()
+}
+
+/// "Done when" of issue 22: the quick start as the README writes it, for a
+/// Claude Desktop user, with a private HOME. The terminal has PATH and HOME,
+/// plus MCPHOST_CONFIG and MCPHOST_SOCKET standing in for the user's default
+/// paths (those come from the password database, not HOME, so nothing else
+/// keeps a test off the real ones). The app is a TS SDK host that spawns the
+/// entry the import wrote with the SDK's default environment, as desktop
+/// apps do; the bridge starts the daemon, and a `kill -9` of it goes
+/// unnoticed by the app.
+#[test]
+fn the_readme_quick_start_moves_a_desktop_app_onto_mcphost_and_survives_kill_9() {
+    let Some(env) = common::interop() else {
+        return;
+    };
+    let a = Auto::new("");
+    // A fresh install: no mcphost config yet.
+    std::fs::remove_file(&a.config).unwrap();
+    let app_config = a.home.join(".config/Claude/claude_desktop_config.json");
+    std::fs::create_dir_all(app_config.parent().unwrap()).unwrap();
+    std::fs::write(
+        &app_config,
+        format!(
+            "{{\n  \"globalShortcut\": \"Ctrl+Space\",\n  \"mcpServers\": {{\n    \"ts\": {{ \"command\": {}, \"args\": [\"--tools\", \"2\"] }}\n  }}\n}}\n",
+            common::js(common::TESTSERVER)
+        ),
+    )
+    .unwrap();
+    let bin = Path::new(MCPHOST).parent().unwrap();
+    let commands = readme_quick_start();
+    assert_eq!(
+        commands.iter().map(|c| c.join(" ")).collect::<Vec<_>>(),
+        [
+            "import --list",
+            "import claude-desktop --consolidate",
+            "doctor"
+        ],
+        "the README's quick start changed: walk the new one here"
+    );
+    for args in &commands {
+        let out = Command::new(MCPHOST)
+            .env_clear()
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .env("HOME", &a.home)
+            .env("MCPHOST_CONFIG", &a.config)
+            .env("MCPHOST_SOCKET", &a.socket)
+            .current_dir(&a.home)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let said = format!(
+            "mcphost {}: {out:?}\n{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert!(out.status.success(), "{said}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        match args[..] {
+            [ref i, ref l] if i == "import" && l == "--list" => {
+                assert!(stdout.contains(&app_config.display().to_string()), "{said}")
+            }
+            [ref d] if d == "doctor" => assert!(stdout.contains("ts"), "{said}"),
+            _ => {}
+        }
+    }
+
+    // The app's config: one mcphost entry, its other settings kept, a backup.
+    let app: Value = serde_json::from_str(&std::fs::read_to_string(&app_config).unwrap()).unwrap();
+    assert_eq!(app["globalShortcut"], "Ctrl+Space", "{app}");
+    let servers = app["mcpServers"].as_object().unwrap();
+    assert_eq!(servers.keys().collect::<Vec<_>>(), ["mcphost"], "{app}");
+    let backups = std::fs::read_dir(app_config.parent().unwrap())
+        .unwrap()
+        .filter(|e| {
+            let e = e.as_ref().unwrap();
+            e.file_name().to_string_lossy().contains("mcphost-backup")
+        })
+        .count();
+    assert_eq!(backups, 1, "no backup beside {}", app_config.display());
+    let entry = &servers["mcphost"];
+    let args: Vec<&str> = entry["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let config = a.config.display().to_string();
+    let socket = a.socket.display().to_string();
+    assert!(
+        args.ends_with(&["bridge"])
+            && args.windows(2).any(|w| w == ["--config", config.as_str()])
+            && args.windows(2).any(|w| w == ["--socket", socket.as_str()]),
+        "{entry}"
+    );
+
+    // The app starts its one server the way desktop apps do.
+    let mut host = Command::new(&env.node)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", &a.home)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/ts_host.mjs"))
+        .arg(&env.dir)
+        .arg(entry["command"].as_str().unwrap())
+        .args(&args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut to_host = host.stdin.take().unwrap();
+    let (tx, from_host) = mpsc::channel();
+    let stdout = host.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut ask = |line: &str| -> Value {
+        writeln!(to_host, "{line}").unwrap();
+        let got = from_host.recv_timeout(WAIT).expect("the TS host answers");
+        serde_json::from_str(&got).unwrap()
+    };
+    let ready = from_host.recv_timeout(WAIT).expect("the TS host connects");
+    assert!(ready.contains("ready"), "{ready}");
+    let tools = ask("list");
+    for t in ["ts__echo", "ts__tool_0001"] {
+        assert!(tools.to_string().contains(t), "{t}: {tools}");
+    }
+    assert_eq!(ask(r#"call ts__echo {"text":"before"}"#)["text"], "before");
+
+    let old = kill_the_daemon(&a);
+    let r = ask(r#"call ts__echo {"text":"after"}"#);
+    assert_eq!(r["text"], "after", "the next call after kill -9: {r}");
+    let now = a.daemons();
+    assert!(
+        now.len() == 1 && now[0] != old,
+        "daemons: {now:?} (old {old})"
+    );
+    let tools = ask("list");
+    assert!(tools.to_string().contains("ts__tool_0001"), "{tools}");
+    drop(to_host);
+    assert!(host.wait().unwrap().success());
+}
