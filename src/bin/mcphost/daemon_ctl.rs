@@ -34,7 +34,7 @@ pub async fn run(action: DaemonAction, auto: &Autostart, out: &Out) -> Result<u8
         }
         DaemonAction::Restart => {
             let old = stop(auto).await?;
-            auto.start().await?;
+            auto.start_settled().await?;
             let status = daemon_status(&auto.socket).await;
             let pid = status["pid"].as_u64();
             say(out, json!({ "pid": pid, "previous": old }), || {
