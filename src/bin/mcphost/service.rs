@@ -93,7 +93,7 @@ pub async fn run(action: Action, auto: &Autostart, out: &Out) -> Result<u8> {
                     // Never leave less running than before.
                     let again = match stopped {
                         None => String::new(),
-                        Some(_) => match auto.start().await {
+                        Some(_) => match auto.start_settled().await {
                             Ok(()) => match daemon_pid(auto).await {
                                 Some(pid) => format!("; started the daemon again (pid {pid})"),
                                 None => "; started the daemon again".to_owned(),
