@@ -1451,6 +1451,41 @@ fn servers_enable_and_restart_take_the_entrys_variables_from_the_cli_that_runs_t
     assert_eq!(state_of("remote")["state"], "ready");
     assert_eq!(last_key(&a), "key=rotated");
     assert!(!a.log_text().contains("rotated"), "{}", a.log_text());
+
+    // `servers add` hands over the new entry's variables the same way.
+    let r = with(
+        Some("for-the-new-one"),
+        &[
+            "servers",
+            "add",
+            "added",
+            "--env",
+            "REMOTE_KEY=${REMOTE_KEY}",
+            "--",
+            "/bin/sh",
+            "-c",
+            &shell,
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(state_of("added")["state"], "ready");
+    assert!(
+        !std::fs::read_to_string(&a.config)
+            .unwrap()
+            .contains("for-the-new-one"),
+        "the value was written to the config"
+    );
+
+    // A daemon restart loses given values; `daemon restart` from a shell
+    // that has the variable starts the new daemon with it.
+    let r = with(None, &["daemon", "restart"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let remote = state_of("remote");
+    assert_eq!(remote["state"], "failed", "{remote}");
+    let r = with(Some("from-the-shell"), &["daemon", "restart"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(state_of("remote")["state"], "ready");
+    assert_eq!(last_key(&a), "key=from-the-shell");
 }
 
 /// A stand-in `systemctl` running `body` (sh), first on PATH; returns PATH.
