@@ -422,7 +422,7 @@ fn one_bad_server_entry_does_not_stop_the_daemon_it_shows_failed_with_the_field(
     assert_eq!(r.code, 0, "{r:?}");
 }
 
-/// The socket `mcphost status` tried, from its "no daemon" error.
+/// The socket `mcphost servers` tried, from its "no daemon" error.
 fn socket_tried(r: &common::Run) -> String {
     let (_, rest) = r
         .stderr
@@ -451,7 +451,7 @@ fn a_desktop_app_without_xdg_runtime_dir_and_a_terminal_with_it_find_the_same_so
             .env("MCPHOST_NO_AUTOSTART", "1")
             .arg("--config")
             .arg(&sb.config)
-            .arg("status")
+            .arg("servers")
             .stdin(Stdio::null());
         if let Some(dir) = runtime {
             c.env("XDG_RUNTIME_DIR", dir);
@@ -563,7 +563,10 @@ fn daemon_status_stop_and_restart_manage_the_daemon_without_kill() {
     // restart: a new process, serving.
     let r = json(&["daemon", "restart"]);
     assert_ne!(r["pid"], first[0], "{r}");
-    assert!(!alive(first[0]));
+    // Its lock goes (its servers are down) just before its process does.
+    poll("the old daemon to exit", WAIT, || {
+        (!alive(first[0])).then_some(())
+    });
     let now = a.daemons();
     assert_eq!(now.len(), 1, "{now:?}");
     assert_eq!(r["pid"], now[0], "{r}");
@@ -578,7 +581,9 @@ fn daemon_status_stop_and_restart_manage_the_daemon_without_kill() {
             .contains(&format!("stopped the daemon (pid {})", now[0])),
         "{r:?}"
     );
-    assert!(!alive(now[0]));
+    poll("the daemon to exit", WAIT, || {
+        (!alive(now[0])).then_some(())
+    });
     assert!(a.daemons().is_empty());
     assert_eq!(json(&["daemon", "status"])["running"], false);
     // Stopping none is no error.
@@ -791,7 +796,7 @@ fn an_outdated_daemon_is_restarted_when_alone_and_kept_with_a_warning_when_other
 fn no_autostart_by_flag_env_or_config_gives_the_clear_error_and_starts_nothing() {
     let a = Auto::new(&ts_config(&[]));
     let clear = "is the daemon running? Start it with `mcphost daemon`";
-    let r = a.run(&["--no-autostart", "status"]);
+    let r = a.run(&["--no-autostart", "servers"]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains(clear), "{r:?}");
     let mut c = a.cmd();
@@ -831,7 +836,7 @@ fn no_autostart_by_flag_env_or_config_gives_the_clear_error_and_starts_nothing()
 #[test]
 fn a_daemon_that_cannot_start_is_reported_with_its_log() {
     let a = Auto::new(r#"{ "mcpServers": 5 }"#);
-    let r = a.run(&["status"]);
+    let r = a.run(&["servers"]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("before listening"), "{r:?}");
     assert!(r.stderr.contains(&a.log().display().to_string()), "{r:?}");
@@ -843,7 +848,7 @@ fn a_daemon_that_cannot_start_is_reported_with_its_log() {
 #[test]
 fn the_daemon_itself_refuses_a_second_instance_on_a_live_socket() {
     let a = Auto::new(&ts_config(&[]));
-    assert_eq!(a.run(&["status"]).code, 0);
+    assert_eq!(a.run(&["servers"]).code, 0);
     let out = a.cmd().arg("daemon").output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(
@@ -898,7 +903,7 @@ fn service_install_writes_the_systemd_unit_and_status_and_uninstall_read_it() {
     assert_eq!(s["daemon"], Value::Null, "{s}");
     assert!(a.daemons().is_empty(), "service status started a daemon");
     // Once one runs, status sees it.
-    assert_eq!(a.run(&["status"]).code, 0);
+    assert_eq!(a.run(&["servers"]).code, 0);
     let s = a.run(&["service", "status"]);
     assert!(s.stdout.contains("this executable"), "{s:?}");
     assert!(s.stdout.contains("daemon:  up on"), "{s:?}");
@@ -1021,7 +1026,7 @@ fn service_install_now_stops_a_command_started_daemon_then_runs_systemctl() {
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
 
     // With another client on the daemon a command started, it is not stopped.
-    assert_eq!(a.run(&["status"]).code, 0);
+    assert_eq!(a.run(&["servers"]).code, 0);
     let pid = a.daemons()[0];
     let other = std::os::unix::net::UnixStream::connect(&a.socket).unwrap();
     poll("the other client to be counted", WAIT, || {
@@ -1039,7 +1044,12 @@ fn service_install_now_stops_a_command_started_daemon_then_runs_systemctl() {
         err.contains("1 other client") && err.contains(&format!("kill {pid}")),
         "{err}"
     );
-    assert!(!calls.exists(), "systemctl ran");
+    // Only asked whether the user's service manager answers.
+    assert_eq!(
+        std::fs::read_to_string(&calls).unwrap(),
+        "--user show-environment\n"
+    );
+    std::fs::remove_file(&calls).unwrap();
     assert!(alive(pid));
     drop(other);
 
@@ -1060,7 +1070,7 @@ fn service_install_now_stops_a_command_started_daemon_then_runs_systemctl() {
     });
     assert_eq!(
         std::fs::read_to_string(&calls).unwrap(),
-        "--user daemon-reload\n--user enable --now mcphost\n"
+        "--user show-environment\n--user daemon-reload\n--user enable --now mcphost\n"
     );
     let out = a
         .cmd()
@@ -1071,7 +1081,7 @@ fn service_install_now_stops_a_command_started_daemon_then_runs_systemctl() {
     assert!(out.status.success(), "{out:?}");
     assert_eq!(
         std::fs::read_to_string(&calls).unwrap(),
-        "--user daemon-reload\n--user enable --now mcphost\n\
+        "--user show-environment\n--user daemon-reload\n--user enable --now mcphost\n\
          --user disable --now mcphost\n--user daemon-reload\n"
     );
 }
@@ -1079,7 +1089,7 @@ fn service_install_now_stops_a_command_started_daemon_then_runs_systemctl() {
 #[test]
 fn a_socket_left_by_a_crashed_daemon_is_replaced_by_the_one_started() {
     let a = Auto::new(&ts_config(&[]));
-    assert_eq!(a.run(&["status"]).code, 0);
+    assert_eq!(a.run(&["servers"]).code, 0);
     let first = a.daemons();
     assert_eq!(first.len(), 1);
     // SIGKILL: no cleanup, the socket file stays behind.
@@ -1088,8 +1098,9 @@ fn a_socket_left_by_a_crashed_daemon_is_replaced_by_the_one_started() {
         (!alive(first[0])).then_some(())
     });
     assert!(a.socket.exists());
-    let r = a.run(&["--json", "status"]);
+    let r = a.run(&["servers"]);
     assert_eq!(r.code, 0, "{r:?}\nlog:\n{}", a.log_text());
+    let r = a.run(&["--json", "status"]);
     let second = a.daemons();
     assert_eq!(second.len(), 1, "{second:?}");
     assert_ne!(second, first);
@@ -1135,11 +1146,12 @@ fn a_daemon_that_drops_the_connection_while_going_away_is_waited_out_and_replace
         drop(lock);
         dropped
     });
-    let r = a.run(&["--json", "status"]);
+    let r = a.run(&["servers"]);
     let dropped = going.join().unwrap();
     assert!(dropped >= 1, "the command never reached the stand-in");
     assert_eq!(r.code, 0, "{r:?}\nlog:\n{}", a.log_text());
-    assert_eq!(r.json()["pid"], a.daemons()[0]);
+    let r = a.run(&["--json", "status"]);
+    assert_eq!(r.json()["pid"], a.daemons()[0], "{r:?}");
 }
 
 #[test]
@@ -1156,7 +1168,7 @@ fn a_full_daemon_is_an_answer_not_a_daemon_going_away() {
     c.env_remove("MCPHOST_NO_AUTOSTART")
         .env("MCPHOST_STATE_DIR", d.dir.path().join("state"));
     let started = Instant::now();
-    let out = c.args(["status"]).output().unwrap();
+    let out = c.args(["servers"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("too many clients"),
@@ -1196,7 +1208,7 @@ fn a_stopping_daemon_refuses_new_clients_at_once_and_keeps_its_lock_until_its_se
         (!d.socket.exists()).then_some(())
     });
     let refused = Instant::now();
-    let r = d.run(&["status"]);
+    let r = d.run(&["servers"]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(
         refused.elapsed() < Duration::from_millis(900),
@@ -1208,7 +1220,7 @@ fn a_stopping_daemon_refuses_new_clients_at_once_and_keeps_its_lock_until_its_se
     let mut c = d.command();
     c.env_remove("MCPHOST_NO_AUTOSTART")
         .env("MCPHOST_STATE_DIR", d.dir.path().join("state"));
-    let out = c.args(["--json", "status"]).output().unwrap();
+    let out = c.args(["servers"]).output().unwrap();
     let new = daemons_on(&d.socket);
     struct Stop(Vec<u32>);
     impl Drop for Stop {
@@ -1225,7 +1237,7 @@ fn a_stopping_daemon_refuses_new_clients_at_once_and_keeps_its_lock_until_its_se
     let exit = poll("the old daemon to exit", WAIT, || d.child_exit());
     assert!(exit.success(), "{exit}");
     assert_eq!(new.len(), 1, "{new:?}");
-    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let s = d.json(&["status"]);
     assert_eq!(s["pid"], new[0], "{s}");
 }
 
@@ -1345,4 +1357,392 @@ fn an_rmcp_hosts_next_call_works_after_its_daemon_is_killed() {
         // tool, whose schema holds numbers no f64 takes.)
         client.cancel().await.unwrap();
     });
+}
+
+/// The last `key=` line the `remote` server printed on stderr.
+fn last_key(a: &Auto) -> String {
+    let r = run_desktop(a, &["servers", "logs", "remote"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    r.stdout
+        .lines()
+        .filter_map(|l| l.find("key=").map(|at| l[at..].trim_end().to_owned()))
+        .next_back()
+        .unwrap_or_else(|| panic!("no key= line: {r:?}"))
+}
+
+#[test]
+fn servers_enable_and_restart_take_the_entrys_variables_from_the_cli_that_runs_them() {
+    // The issue's scenario: a daemon autostarted by a desktop app (only PATH
+    // and HOME), an entry that needs ${REMOTE_KEY}; the user exports it in a
+    // terminal and enables the server. The server prints what it was given.
+    let shell = format!(r#"echo "key=$REMOTE_KEY" >&2; exec {}"#, common::TESTSERVER);
+    let config = common::servers_config(&[
+        ("good", common::ts_entry(&[])),
+        (
+            "remote",
+            format!(
+                r#""command": "/bin/sh", "args": ["-c", {}], "env": {{ "REMOTE_KEY": "${{REMOTE_KEY}}" }}, "disabled": true"#,
+                common::js(&shell)
+            ),
+        ),
+    ]);
+    let a = Auto::new(&config);
+    let r = run_desktop(&a, &["--json", "servers", "--wait=20s"]);
+    assert_eq!(r.code, 0, "{r:?}\nlog:\n{}", a.log_text());
+    let with = |key: Option<&str>, args: &[&str]| {
+        let mut c = desktop(&a);
+        if let Some(key) = key {
+            c.env("REMOTE_KEY", key);
+        }
+        let out = c.args(args).output().unwrap();
+        common::Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    };
+    let state_of = |name: &str| {
+        let r = run_desktop(&a, &["--json", "servers", "--wait=20s"]);
+        assert_eq!(r.code, 0, "{r:?}");
+        let list = r.json();
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {list}"))
+            .clone()
+    };
+
+    // Without the variable the CLI cannot enable it, and says why.
+    let r = with(None, &["servers", "enable", "remote"]);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains("REMOTE_KEY is not set"), "{r:?}");
+
+    // With it exported in the terminal: enabled, ready, and the server got it.
+    let r = with(Some("from-the-terminal"), &["servers", "enable", "remote"]);
+    assert_eq!(r.code, 0, "{r:?}\nlog:\n{}", a.log_text());
+    // Reading the entry for its variables warns of nothing.
+    assert!(!r.stderr.contains("REMOTE_KEY"), "{r:?}");
+    let remote = state_of("remote");
+    assert_eq!(remote["state"], "ready", "{remote}");
+    let first_pid = remote["pid"].clone();
+    assert_eq!(last_key(&a), "key=from-the-terminal");
+    // The value is the daemon's to use, not to show or log.
+    assert!(
+        !a.log_text().contains("from-the-terminal"),
+        "{}",
+        a.log_text()
+    );
+    let list = run_desktop(&a, &["--json", "servers"]);
+    assert!(!list.stdout.contains("from-the-terminal"), "{list:?}");
+
+    // Another app's CLI, without the variable, restarts it: the value stays.
+    let r = with(None, &["servers", "restart", "remote"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!r.stderr.contains("REMOTE_KEY"), "{r:?}");
+    let remote = state_of("remote");
+    assert_eq!(remote["state"], "ready", "{remote}");
+    assert_ne!(remote["pid"], first_pid, "{remote}");
+    assert_eq!(last_key(&a), "key=from-the-terminal");
+
+    // A restart with a new value re-resolves the entry with it.
+    let r = with(Some("rotated"), &["servers", "restart", "remote"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(state_of("remote")["state"], "ready");
+    assert_eq!(last_key(&a), "key=rotated");
+    assert!(!a.log_text().contains("rotated"), "{}", a.log_text());
+
+    // `servers add` hands over the new entry's variables the same way.
+    let r = with(
+        Some("for-the-new-one"),
+        &[
+            "servers",
+            "add",
+            "added",
+            "--env",
+            "REMOTE_KEY=${REMOTE_KEY}",
+            "--",
+            "/bin/sh",
+            "-c",
+            &shell,
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(state_of("added")["state"], "ready");
+    assert!(
+        !std::fs::read_to_string(&a.config)
+            .unwrap()
+            .contains("for-the-new-one"),
+        "the value was written to the config"
+    );
+
+    // A daemon restart loses given values; `daemon restart` from a shell
+    // that has the variable starts the new daemon with it.
+    let r = with(None, &["daemon", "restart"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let remote = state_of("remote");
+    assert_eq!(remote["state"], "failed", "{remote}");
+    let r = with(Some("from-the-shell"), &["daemon", "restart"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(state_of("remote")["state"], "ready");
+    assert_eq!(last_key(&a), "key=from-the-shell");
+}
+
+/// A stand-in `systemctl` running `body` (sh), first on PATH; returns PATH.
+fn fake_systemctl(a: &Auto, name: &str, body: &str) -> String {
+    let bin = a.dir.path().join(name);
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = bin.join("systemctl");
+    std::fs::write(&script, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    format!("{}:{}", bin.display(), std::env::var("PATH").unwrap())
+}
+
+#[test]
+fn service_install_now_never_leaves_less_running_than_before() {
+    let a = Auto::new(&ts_config(&[]));
+    let unit = a.home.join(".config/systemd/user/mcphost.service");
+    let r = run_desktop(&a, &["servers", "--wait"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let pid = a.daemons()[0];
+    let install = |path: &str| {
+        let out = desktop(&a)
+            .env("PATH", path)
+            .args(["service", "install", "--now"])
+            .output()
+            .unwrap();
+        common::Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    };
+
+    // No user bus (this machine; a session without systemd --user): every
+    // `systemctl --user` fails as the real one does. Nothing is stopped.
+    let no_bus = fake_systemctl(
+        &a,
+        "no-bus",
+        "echo 'Failed to connect to bus: No medium found' >&2; exit 1",
+    );
+    let r = install(&no_bus);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("No medium found"), "{r:?}");
+    assert!(
+        r.stderr.contains("nothing was stopped") && r.stderr.contains(&format!("pid {pid}")),
+        "{r:?}"
+    );
+    assert!(
+        r.stdout.contains(&format!("wrote {}", unit.display())),
+        "{r:?}"
+    );
+    assert!(alive(pid), "the running daemon was stopped: {r:?}");
+    assert_eq!(a.daemons(), vec![pid]);
+
+    // A manager that answers but cannot enable the unit: the daemon it
+    // stopped is started again, and it says so.
+    let refuses = fake_systemctl(
+        &a,
+        "refuses",
+        "case \"$2\" in enable) echo 'Failed to enable unit: Access denied' >&2; exit 1;; esac",
+    );
+    let r = install(&refuses);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("Access denied") || r.stderr.contains("failed"),
+        "{r:?}"
+    );
+    assert!(
+        r.stdout
+            .contains(&format!("stopped the daemon (pid {pid})")),
+        "{r:?}"
+    );
+    let now = a.daemons();
+    assert_eq!(now.len(), 1, "nothing left running: {r:?}");
+    assert!(
+        r.stderr
+            .contains(&format!("started the daemon again (pid {})", now[0])),
+        "{r:?}"
+    );
+    let r = run_desktop(&a, &["--json", "call", "ts__echo", r#"{"text":"still"}"#]);
+    assert_eq!(r.code, 0, "{r:?}");
+}
+
+#[test]
+fn status_with_no_daemon_says_not_running_with_exit_3_and_starts_nothing() {
+    let a = Auto::new(&ts_config(&[]));
+    let r = run_desktop(&a, &["status"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(r.stdout.contains("not running"), "{r:?}");
+    assert!(!r.stderr.contains("starting the daemon"), "{r:?}");
+    let r = run_desktop(&a, &["--json", "status"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert_eq!(r.json()["running"], false, "{r:?}");
+    assert!(a.daemons().is_empty(), "status started a daemon");
+    // A command that needs the servers starts it, with one line.
+    let r = run_desktop(&a, &["servers"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(count(&r.stderr, "starting the daemon"), 1, "{r:?}");
+    let r = run_desktop(&a, &["--json", "status"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()["pid"], a.daemons()[0], "{r:?}");
+}
+
+/// The `mcphost …` lines of the README's quick start, in order, without
+/// their comments (`cargo install` is this test's build).
+fn readme_quick_start() -> Vec<Vec<String>> {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let (_, start) = readme.split_once("## Quick start").expect("a quick start");
+    let (_, block) = start.split_once("```sh\n").expect("its sh block");
+    let (block, _) = block.split_once("```").unwrap();
+    block
+        .lines()
+        .map(|l| l.split_once('#').map_or(l, |(cmd, _)| cmd).trim())
+        .filter(|l| l.starts_with("mcphost "))
+        .map(|l| l.split_whitespace().skip(1).map(str::to_owned).collect())
+        .collect()
+}
+
+/// "Done when" of issue 22: the quick start as the README writes it, for a
+/// Claude Desktop user, with a private HOME. The terminal has PATH and HOME,
+/// plus MCPHOST_CONFIG and MCPHOST_SOCKET standing in for the user's default
+/// paths (those come from the password database, not HOME, so nothing else
+/// keeps a test off the real ones). The app is a TS SDK host that spawns the
+/// entry the import wrote with the SDK's default environment, as desktop
+/// apps do; the bridge starts the daemon, and a `kill -9` of it goes
+/// unnoticed by the app.
+#[test]
+fn the_readme_quick_start_moves_a_desktop_app_onto_mcphost_and_survives_kill_9() {
+    let Some(env) = common::interop() else {
+        return;
+    };
+    let a = Auto::new("");
+    // A fresh install: no mcphost config yet.
+    std::fs::remove_file(&a.config).unwrap();
+    let app_config = a.home.join(".config/Claude/claude_desktop_config.json");
+    std::fs::create_dir_all(app_config.parent().unwrap()).unwrap();
+    std::fs::write(
+        &app_config,
+        format!(
+            "{{\n  \"globalShortcut\": \"Ctrl+Space\",\n  \"mcpServers\": {{\n    \"ts\": {{ \"command\": {}, \"args\": [\"--tools\", \"2\"] }}\n  }}\n}}\n",
+            common::js(common::TESTSERVER)
+        ),
+    )
+    .unwrap();
+    let bin = Path::new(MCPHOST).parent().unwrap();
+    let commands = readme_quick_start();
+    assert_eq!(
+        commands.iter().map(|c| c.join(" ")).collect::<Vec<_>>(),
+        [
+            "import --list",
+            "import claude-desktop --consolidate",
+            "doctor"
+        ],
+        "the README's quick start changed: walk the new one here"
+    );
+    for args in &commands {
+        let out = Command::new(MCPHOST)
+            .env_clear()
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .env("HOME", &a.home)
+            .env("MCPHOST_CONFIG", &a.config)
+            .env("MCPHOST_SOCKET", &a.socket)
+            .current_dir(&a.home)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let said = format!(
+            "mcphost {}: {out:?}\n{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert!(out.status.success(), "{said}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        match args[..] {
+            [ref i, ref l] if i == "import" && l == "--list" => {
+                assert!(stdout.contains(&app_config.display().to_string()), "{said}")
+            }
+            [ref d] if d == "doctor" => assert!(stdout.contains("ts"), "{said}"),
+            _ => {}
+        }
+    }
+
+    // The app's config: one mcphost entry, its other settings kept, a backup.
+    let app: Value = serde_json::from_str(&std::fs::read_to_string(&app_config).unwrap()).unwrap();
+    assert_eq!(app["globalShortcut"], "Ctrl+Space", "{app}");
+    let servers = app["mcpServers"].as_object().unwrap();
+    assert_eq!(servers.keys().collect::<Vec<_>>(), ["mcphost"], "{app}");
+    let backups = std::fs::read_dir(app_config.parent().unwrap())
+        .unwrap()
+        .filter(|e| {
+            let e = e.as_ref().unwrap();
+            e.file_name().to_string_lossy().contains("mcphost-backup")
+        })
+        .count();
+    assert_eq!(backups, 1, "no backup beside {}", app_config.display());
+    let entry = &servers["mcphost"];
+    let args: Vec<&str> = entry["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let config = a.config.display().to_string();
+    let socket = a.socket.display().to_string();
+    assert!(
+        args.ends_with(&["bridge"])
+            && args.windows(2).any(|w| w == ["--config", config.as_str()])
+            && args.windows(2).any(|w| w == ["--socket", socket.as_str()]),
+        "{entry}"
+    );
+
+    // The app starts its one server the way desktop apps do.
+    let mut host = Command::new(&env.node)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", &a.home)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/ts_host.mjs"))
+        .arg(&env.dir)
+        .arg(entry["command"].as_str().unwrap())
+        .args(&args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut to_host = host.stdin.take().unwrap();
+    let (tx, from_host) = mpsc::channel();
+    let stdout = host.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut ask = |line: &str| -> Value {
+        writeln!(to_host, "{line}").unwrap();
+        let got = from_host.recv_timeout(WAIT).expect("the TS host answers");
+        serde_json::from_str(&got).unwrap()
+    };
+    let ready = from_host.recv_timeout(WAIT).expect("the TS host connects");
+    assert!(ready.contains("ready"), "{ready}");
+    let tools = ask("list");
+    for t in ["ts__echo", "ts__tool_0001"] {
+        assert!(tools.to_string().contains(t), "{t}: {tools}");
+    }
+    assert_eq!(ask(r#"call ts__echo {"text":"before"}"#)["text"], "before");
+
+    let old = kill_the_daemon(&a);
+    let r = ask(r#"call ts__echo {"text":"after"}"#);
+    assert_eq!(r["text"], "after", "the next call after kill -9: {r}");
+    let now = a.daemons();
+    assert!(
+        now.len() == 1 && now[0] != old,
+        "daemons: {now:?} (old {old})"
+    );
+    let tools = ask("list");
+    assert!(tools.to_string().contains("ts__tool_0001"), "{tools}");
+    drop(to_host);
+    assert!(host.wait().unwrap().success());
 }

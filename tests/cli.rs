@@ -353,7 +353,7 @@ fn global_flags_go_before_or_after_the_subcommand() {
     let mut wrong = d.command();
     wrong.env("MCPHOST_SOCKET", d.dir.path().join("elsewhere.sock"));
     let out = wrong.args(["status"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
 
     // Flags between and after subcommand arguments.
     let a = d.json(&["tools", "--server", "ts"]);
@@ -388,21 +388,17 @@ fn global_flags_go_before_or_after_the_subcommand() {
 #[test]
 fn status_without_a_daemon_says_how_to_start_one() {
     let sb = Sandbox::new();
+    // Not running is a state, not an error: said on stdout, exit 3.
     let r = sb.run(&["status"]);
-    assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stdout.is_empty(), "{r:?}");
-    assert!(r.stderr.contains("mcphost daemon"), "{r:?}");
-    assert!(r.stderr.contains(&sb.socket.display().to_string()), "{r:?}");
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(r.stdout.contains("not running"), "{r:?}");
+    assert!(r.stdout.contains("mcphost daemon"), "{r:?}");
+    assert!(r.stdout.contains(&sb.socket.display().to_string()), "{r:?}");
+    assert!(r.stderr.is_empty(), "{r:?}");
     let r = sb.run(&["status", "--json"]);
-    assert_eq!(r.code, 2, "{r:?}");
-    let e = r.stderr_json();
-    assert!(
-        e["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("mcphost daemon"),
-        "{e}"
-    );
+    assert_eq!(r.code, 3, "{r:?}");
+    assert_eq!(r.json()["running"], false, "{r:?}");
+    assert_eq!(r.json()["socket"], sb.socket.display().to_string(), "{r:?}");
     // A daemon that has gone away is the same case as none at all.
     let mut d = Daemon::start(&ts_config(&[]));
     let socket = d.socket.clone();
@@ -413,8 +409,8 @@ fn status_without_a_daemon_says_how_to_start_one() {
         (!socket.exists()).then_some(())
     });
     let r = d.run(&["status"]);
-    assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stderr.contains("mcphost daemon"), "{r:?}");
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(r.stdout.contains("mcphost daemon"), "{r:?}");
 }
 
 #[test]

@@ -81,7 +81,7 @@ pub fn load_from(location: &ConfigLocation, env: EnvLookup<'_>) -> Result<HostCo
 /// is set aside in [`HostConfig::broken`].
 pub fn load_lenient_from(
     location: &ConfigLocation,
-    env: EnvLookup<'_>,
+    env: super::ServerEnvLookup<'_>,
 ) -> Result<HostConfig, ConfigError> {
     missing_is_empty(location, super::load_lenient(&location.path, env))
 }

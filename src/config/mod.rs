@@ -49,6 +49,11 @@ pub use tools::ToolFilter;
 /// daemon's.
 pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 
+/// An [`EnvLookup`] told which server's entry asks (`""` outside any):
+/// the daemon answers from the values a CLI gave for that server first
+/// (see [`store::ConfigStore::give`]).
+pub type ServerEnvLookup<'a> = &'a dyn Fn(&str, &str) -> Option<String>;
+
 /// The process environment, for [`load`] and [`parse`]; `keyring:NAME` is
 /// the OS keyring's config secret NAME (`auth::store::config_secret`).
 pub fn process_env(name: &str) -> Option<String> {
@@ -472,7 +477,7 @@ pub fn load(path: &Path, env: EnvLookup<'_>) -> Result<HostConfig, ConfigError> 
 
 /// Parses config text; `path` names it in messages and anchors relative paths.
 pub fn parse(text: &str, path: &Path, env: EnvLookup<'_>) -> Result<HostConfig, ConfigError> {
-    parse::parse(text, path, env, false)
+    parse::parse(text, path, &|_, name| env(name), false)
 }
 
 /// [`parse`], except that a server entry with errors is set aside in
@@ -483,17 +488,45 @@ pub fn parse_lenient(
     path: &Path,
     env: EnvLookup<'_>,
 ) -> Result<HostConfig, ConfigError> {
+    parse::parse(text, path, &|_, name| env(name), true)
+}
+
+/// [`parse_lenient`] with a lookup that knows which server's entry asks.
+pub fn parse_lenient_for(
+    text: &str,
+    path: &Path,
+    env: ServerEnvLookup<'_>,
+) -> Result<HostConfig, ConfigError> {
     parse::parse(text, path, env, true)
 }
 
-/// [`load`] with [`parse_lenient`].
-pub fn load_lenient(path: &Path, env: EnvLookup<'_>) -> Result<HostConfig, ConfigError> {
+/// The `${VAR}` names `server`'s entry in this config text asks for, as the
+/// daemon resolves it (`${keyring:…}` is the keyring's, never a variable):
+/// what a CLI that enables or restarts it hands the daemon from its own
+/// environment. Whatever else the text holds, it is not judged here.
+pub fn variables_of(text: &str, path: &Path, server: &str) -> std::collections::BTreeSet<String> {
+    let asked = std::cell::RefCell::new(std::collections::BTreeSet::new());
+    let lookup = |of: &str, name: &str| {
+        if of == server && interpolate::is_variable_name(name) {
+            asked.borrow_mut().insert(name.to_owned());
+        }
+        None
+    };
+    // Every variable reads as unset here: the warnings that makes are not the user's.
+    tracing::subscriber::with_default(tracing::subscriber::NoSubscriber::default(), || {
+        let _ = parse::parse(text, path, &lookup, true);
+    });
+    asked.into_inner()
+}
+
+/// [`load`] with [`parse_lenient_for`].
+pub fn load_lenient(path: &Path, env: ServerEnvLookup<'_>) -> Result<HostConfig, ConfigError> {
     let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
         path: path.clone(),
         source,
     })?;
-    parse_lenient(&text, &path, env)
+    parse_lenient_for(&text, &path, env)
 }
 
 /// Fuzzing entry point: the JSONC config loader and the `envFile` parser.

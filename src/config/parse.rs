@@ -16,9 +16,9 @@ use super::duration::{no_unit_hint, parse_duration};
 use super::interpolate::interpolate;
 use super::tools::glob;
 use super::{
-    BrokenServer, ConfigError, EnvLookup, HostConfig, HttpMode, HttpServer, Issue, Issues,
-    Namespacing, OAuthSetting, Offer, Root, ServerConfig, Share, StartMode, StdioServer, Timeouts,
-    ToolFilter, TransportConfig,
+    BrokenServer, ConfigError, HostConfig, HttpMode, HttpServer, Issue, Issues, Namespacing,
+    OAuthSetting, Offer, Root, ServerConfig, ServerEnvLookup, Share, StartMode, StdioServer,
+    Timeouts, ToolFilter, TransportConfig,
 };
 use crate::registry::catalog::NamingRules;
 
@@ -101,7 +101,7 @@ const OAUTH_KEYS: &[&str] = &[
 pub(crate) fn parse(
     text: &str,
     path: &Path,
-    env: EnvLookup<'_>,
+    env: ServerEnvLookup<'_>,
     lenient: bool,
 ) -> Result<HostConfig, ConfigError> {
     let ast = parse_to_ast(text, &CollectOptions::default(), &json_options())
@@ -196,7 +196,8 @@ struct Ctx<'a> {
     path: &'a Path,
     base_dir: PathBuf,
     line_starts: Vec<usize>,
-    env: EnvLookup<'a>,
+    /// Asked with the server whose entry is read ("" outside any).
+    env: ServerEnvLookup<'a>,
     errors: Vec<Issue>,
     warnings: Vec<Issue>,
     /// Server entries whose errors were taken out of `errors`.
@@ -204,7 +205,7 @@ struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
-    fn new(text: &str, path: &'a Path, env: EnvLookup<'a>) -> Self {
+    fn new(text: &str, path: &'a Path, env: ServerEnvLookup<'a>) -> Self {
         let line_starts = std::iter::once(0)
             .chain(text.match_indices('\n').map(|(i, _)| i + 1))
             .collect();
@@ -343,7 +344,7 @@ impl<'a> Ctx<'a> {
                     None => continue,
                 },
             };
-            let uri = match interpolate(&uri, self.env) {
+            let uri = match interpolate(&uri, &|name| (self.env)("", name)) {
                 Ok(u) => u,
                 Err(err) => {
                     self.error(item.start(), &field, err.message());
@@ -1218,7 +1219,7 @@ impl<'a> Ctx<'a> {
         server: &str,
         lenient: bool,
     ) -> Option<String> {
-        match interpolate(raw, self.env) {
+        match interpolate(raw, &|name| (self.env)(server, name)) {
             Ok(value) => Some(value),
             Err(err) => {
                 let message = format!("server \"{server}\": {}", err.message());

@@ -6,6 +6,7 @@
 //! edits by other processes on the same file are kept apart by an advisory
 //! lock on `<config>.lock`, so no edit is lost to a concurrent one.
 
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -16,8 +17,12 @@ use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use tokio::sync::OwnedMutexGuard;
 
+use super::interpolate::is_variable_name;
 use super::location::{ConfigLocation, load_lenient_from};
-use super::{ConfigError, HostConfig, Issue, Issues, edit, parse, parse_lenient, process_env};
+use super::{
+    ConfigError, HostConfig, Issue, Issues, ServerEnvLookup, edit, parse, parse_lenient_for,
+    process_env,
+};
 
 /// How long an edit waits for another process's edit of the same file.
 const LOCK_WAIT: Duration = Duration::from_secs(10);
@@ -28,11 +33,26 @@ struct State {
     error: Option<String>,
 }
 
+/// `${VAR}` values that CLI commands gave for a server (server → name →
+/// value), from their own environment; kept in memory only.
+type Given = BTreeMap<String, BTreeMap<String, String>>;
+
+/// A server's `${VAR}`: the values given for it, then the daemon's own
+/// environment (and `${keyring:…}` from the keyring, never given).
+fn lookup(given: &Given, server: &str, name: &str) -> Option<String> {
+    given
+        .get(server)
+        .and_then(|vars| vars.get(name))
+        .cloned()
+        .or_else(|| process_env(name))
+}
+
 pub struct ConfigStore {
     location: ConfigLocation,
     /// An embedded engine's config has no file: edits change this text.
     memory: Option<Mutex<String>>,
     state: Mutex<State>,
+    given: Mutex<Given>,
     /// One edit at a time, from its read until its config is applied.
     turn: Arc<tokio::sync::Mutex<()>>,
 }
@@ -50,12 +70,13 @@ impl ConfigStore {
     /// a server entry with errors is not (it is in `broken`, and is
     /// [`Self::last_error`]).
     pub fn open(location: ConfigLocation) -> Result<ConfigStore, ConfigError> {
-        let mut current = load_lenient_from(&location, &process_env)?;
+        let mut current = load_lenient_from(&location, &|_, name| process_env(name))?;
         let error = keep_last_good(&mut current, &HostConfig::default());
         Ok(ConfigStore {
             location,
             memory: None,
             state: Mutex::new(State { current, error }),
+            given: Mutex::new(Given::new()),
             turn: Arc::new(tokio::sync::Mutex::new(())),
         })
     }
@@ -76,12 +97,38 @@ impl ConfigStore {
                 current,
                 error: None,
             }),
+            given: Mutex::new(Given::new()),
             turn: Arc::new(tokio::sync::Mutex::new(())),
         })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn given(&self) -> Given {
+        self.given.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Keep `vars` as `server`'s `${VAR}` values, above the daemon's own
+    /// environment, for this daemon's life: what the CLI that adds,
+    /// enables or restarts it has set of the variables its entry names.
+    /// Names that are not variables (`keyring:…`) are ignored. True when a
+    /// value changed; the next edit or [`Self::reload`] resolves with them.
+    pub fn give(&self, server: &str, vars: BTreeMap<String, String>) -> bool {
+        let mut given = self.given.lock().unwrap_or_else(|p| p.into_inner());
+        let kept = given.entry(server.to_owned()).or_default();
+        let mut changed = false;
+        for (name, value) in vars {
+            if is_variable_name(&name) && kept.get(&name) != Some(&value) {
+                kept.insert(name, value);
+                changed = true;
+            }
+        }
+        if kept.is_empty() {
+            given.remove(server);
+        }
+        changed
     }
 
     pub fn current(&self) -> HostConfig {
@@ -105,7 +152,8 @@ impl ConfigStore {
         if self.memory.is_some() {
             return Ok(None);
         }
-        match load_lenient_from(&self.location, &process_env) {
+        let given = self.given();
+        match load_lenient_from(&self.location, &|server, name| lookup(&given, server, name)) {
             Ok(mut cfg) => {
                 let mut st = self.lock();
                 st.error = keep_last_good(&mut cfg, &st.current);
@@ -136,10 +184,12 @@ impl ConfigStore {
     ) -> Result<Edited, ConfigError> {
         let turn = self.turn.clone().lock_owned().await;
         let path = &self.location.path;
+        let given = self.given();
+        let env = |server: &str, name: &str| lookup(&given, server, name);
         if let Some(memory) = &self.memory {
             let mut text = memory.lock().unwrap_or_else(|p| p.into_inner());
             let new_text = f(&text)?;
-            let cfg = no_new_errors(&text, &new_text, path)?;
+            let cfg = no_new_errors(&text, &new_text, path, &env)?;
             *text = new_text;
             return Ok(self.edited(cfg, turn));
         }
@@ -165,7 +215,7 @@ impl ConfigStore {
         let new_text = f(&text).map_err(|e| e.with_path(path))?;
         // Never write a file the daemon would then refuse, nor one that
         // breaks an entry; entries broken before do not stop the edit.
-        let cfg = no_new_errors(&text, &new_text, path)?;
+        let cfg = no_new_errors(&text, &new_text, path, &env)?;
         edit::write_atomic(path, &new_text)?;
         Ok(self.edited(cfg, turn))
     }
@@ -194,7 +244,12 @@ impl ConfigStore {
     }
 
     pub async fn remove(&self, name: &str) -> Result<Edited, ConfigError> {
-        self.edit(|t| edit::remove_server(t, name)).await
+        let edited = self.edit(|t| edit::remove_server(t, name)).await?;
+        self.given
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(name);
+        Ok(edited)
     }
 
     pub async fn set_disabled(&self, name: &str, disabled: bool) -> Result<Edited, ConfigError> {
@@ -204,12 +259,17 @@ impl ConfigStore {
 
 /// `new` parsed leniently, unless it has errors `old` did not: a file-wide
 /// one, or a server entry broken that was not.
-fn no_new_errors(old: &str, new: &str, path: &Path) -> Result<HostConfig, ConfigError> {
-    let cfg = parse_lenient(new, path, &process_env)?;
+fn no_new_errors(
+    old: &str,
+    new: &str,
+    path: &Path,
+    env: ServerEnvLookup<'_>,
+) -> Result<HostConfig, ConfigError> {
+    let cfg = parse_lenient_for(new, path, env)?;
     if cfg.broken.is_empty() {
         return Ok(cfg);
     }
-    let before: Vec<String> = parse_lenient(old, path, &process_env)
+    let before: Vec<String> = parse_lenient_for(old, path, env)
         .map(|c| c.broken.into_iter().map(|b| b.name).collect())
         .unwrap_or_default();
     let fresh: Vec<Issue> = cfg

@@ -11,6 +11,7 @@ mod broker;
 mod roots;
 mod session;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -117,6 +118,15 @@ pub trait ConfigEditor: Send + Sync + 'static {
     fn edit(&self, edit: ConfigEdit) -> BoxFuture<'_, Result<Edited, String>>;
     /// Why the newest config was rejected, while the last good one runs.
     fn last_error(&self) -> Option<String>;
+    /// Keep `vars` as `server`'s `${VAR}` values (above the daemon's own
+    /// environment) and read the config again with them. Returns the new
+    /// config if anything changed (to apply, as a reload), and whether
+    /// `server`'s own entry changed by it (so applying it restarts it).
+    fn give(
+        &self,
+        server: &str,
+        vars: BTreeMap<String, String>,
+    ) -> BoxFuture<'_, (Option<Edited>, bool)>;
 }
 
 /// Edits the config through a [`ConfigStore`](crate::config::store::ConfigStore): the daemon's file, or an
@@ -139,6 +149,33 @@ impl ConfigEditor for StoreEditor {
 
     fn last_error(&self) -> Option<String> {
         self.0.last_error()
+    }
+
+    fn give(
+        &self,
+        server: &str,
+        vars: BTreeMap<String, String>,
+    ) -> BoxFuture<'_, (Option<Edited>, bool)> {
+        let server = server.to_owned();
+        Box::pin(async move {
+            if !self.0.give(&server, vars) {
+                return (None, false);
+            }
+            let before = self.0.current().server(&server).cloned();
+            // A file that does not load now is the reload's error to show
+            // (`status`); the caller goes on with the config that runs.
+            let edited = match self.0.reload().await {
+                Ok(edited) => edited,
+                Err(e) => {
+                    tracing::warn!("re-reading the config with {server}'s variables: {e}");
+                    None
+                }
+            };
+            let changed = edited
+                .as_ref()
+                .is_some_and(|e| e.config.server(&server) != before.as_ref());
+            (edited, changed)
+        })
     }
 }
 
@@ -328,6 +365,10 @@ impl From<RegistryError> for ErrorObject {
 #[derive(Deserialize)]
 struct NameParam {
     name: String,
+    /// `${VAR}` values from the environment of the CLI that asks (add,
+    /// enable, restart): the variables the entry names that it has set.
+    #[serde(default)]
+    env: BTreeMap<String, String>,
 }
 
 /// `tools/call` and `prompts/get` params, read in one pass; `arguments`
@@ -656,7 +697,10 @@ impl Engine {
             methods::MCPHOST_PROMPTS_LIST => self.registry.prompts().annotated().map_err(internal),
             methods::MCPHOST_SERVERS_RESTART => {
                 let p: NameParam = params_of(&params)?;
-                self.registry.restart(&p.name).await?;
+                // New values restart it by themselves (its entry changed).
+                if !self.give(&p.name, p.env).await {
+                    self.registry.restart(&p.name).await?;
+                }
                 raw(&json!({}))
             }
             methods::MCPHOST_SERVERS_LOGS => {
@@ -882,8 +926,11 @@ impl Engine {
                 struct AddParams {
                     name: String,
                     entry: Box<RawValue>,
+                    #[serde(default)]
+                    env: BTreeMap<String, String>,
                 }
                 let p: AddParams = params_of(&params)?;
+                self.give(&p.name, p.env).await;
                 ConfigEdit::Add {
                     name: p.name,
                     entry: p.entry,
@@ -892,16 +939,40 @@ impl Engine {
             methods::MCPHOST_SERVERS_REMOVE => ConfigEdit::Remove {
                 name: params_of::<NameParam>(&params)?.name,
             },
-            other => ConfigEdit::SetDisabled {
-                name: params_of::<NameParam>(&params)?.name,
-                disabled: other == methods::MCPHOST_SERVERS_DISABLE,
-            },
+            other => {
+                let p = params_of::<NameParam>(&params)?;
+                if other == methods::MCPHOST_SERVERS_ENABLE {
+                    self.give(&p.name, p.env).await;
+                }
+                ConfigEdit::SetDisabled {
+                    name: p.name,
+                    disabled: other == methods::MCPHOST_SERVERS_DISABLE,
+                }
+            }
         };
         // Applied while the edit holds its turn: edits reach the registry
         // in file order.
         let edited = editor.edit(edit).await.map_err(invalid_params)?;
         self.apply(&edited.config);
         raw(&json!({}))
+    }
+
+    /// Hand a CLI's `${VAR}` values for `server` to the config (see
+    /// [`ConfigEditor::give`]) and apply what they changed. True when they
+    /// changed `server`'s entry, which restarts it. Without an editor
+    /// (direct mode) the values are the process's own: nothing to do.
+    async fn give(&self, server: &str, vars: BTreeMap<String, String>) -> bool {
+        let Some(editor) = &self.editor else {
+            return false;
+        };
+        if vars.is_empty() {
+            return false;
+        }
+        let (edited, changed) = editor.give(server, vars).await;
+        if let Some(edited) = edited {
+            self.apply(&edited.config);
+        }
+        changed
     }
 }
 

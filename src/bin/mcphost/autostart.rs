@@ -267,6 +267,25 @@ impl Autostart {
 
     /// Starts the daemon unless another process did meanwhile; returns once
     /// its socket answers.
+    /// [`Self::start`], then wait as a command that started it does for
+    /// its servers to settle: the next command (`daemon restart; call …`)
+    /// finds them, not "starting".
+    pub async fn start_settled(&self) -> Result<()> {
+        self.start().await?;
+        let conn =
+            mcphost::ipc::connect(&self.socket, mcphost::ipc::DEFAULT_MAX_MESSAGE_BYTES).await?;
+        let opts = ClientOptions {
+            known_era: Some(mcphost::protocol::Era::Handshake),
+            ..Default::default()
+        };
+        let client = ServerClient::connect("daemon", conn, opts).await?;
+        if let Ok(status) = request(&client, "mcphost/status", None).await {
+            settle(&client, status).await;
+        }
+        client.shutdown().await;
+        Ok(())
+    }
+
     pub async fn start(&self) -> Result<()> {
         mcphost::ipc::prepare_socket_dir(&self.socket)?;
         let lock_path = sibling(&self.socket, ".start.lock");

@@ -34,7 +34,7 @@ pub async fn run(action: DaemonAction, auto: &Autostart, out: &Out) -> Result<u8
         }
         DaemonAction::Restart => {
             let old = stop(auto).await?;
-            auto.start().await?;
+            auto.start_settled().await?;
             let status = daemon_status(&auto.socket).await;
             let pid = status["pid"].as_u64();
             say(out, json!({ "pid": pid, "previous": old }), || {
@@ -48,6 +48,23 @@ pub async fn run(action: DaemonAction, auto: &Autostart, out: &Out) -> Result<u8
             });
             Ok(0)
         }
+    }
+}
+
+/// `mcphost status`'s exit code when no daemon runs (as `systemctl status`).
+pub const NOT_RUNNING: u8 = 3;
+
+/// For `mcphost status`, which never starts a daemon: false, having said
+/// so as `daemon status` does, when nothing listens on the socket. A daemon
+/// that listens but refuses (full, stopping) is left to the command's own
+/// error.
+pub async fn running_or_say(auto: &Autostart, out: &Out) -> bool {
+    match mcphost::ipc::connect(&auto.socket, mcphost::ipc::DEFAULT_MAX_MESSAGE_BYTES).await {
+        Err(mcphost::ipc::IpcError::NotRunning { .. }) => {
+            report(auto, &Value::Null, out);
+            false
+        }
+        _ => true,
     }
 }
 
@@ -114,6 +131,7 @@ fn report(auto: &Autostart, status: &Value, out: &Out) {
                 outln!("config:   {}", c.display());
             }
             outln!("log:      {}", log.display());
+            outln!("start it: `mcphost daemon`, or any command that needs it (`mcphost servers`)");
         }
         return;
     }

@@ -2,7 +2,7 @@
 //! codes are a contract other tools depend on; see README.md and docs/ipc.md.
 //!
 //! Exit codes: 0 success, 1 a tool result with `isError`, 2 a protocol,
-//! transport or usage error.
+//! transport or usage error, 3 `status` when no daemon runs.
 
 /// `println!` that goes quiet when stdout is a closed pipe (`mcphost tools
 /// | head`) instead of panicking; the command still ends with its own exit
@@ -31,6 +31,7 @@ mod backend;
 mod bridge;
 mod daemon_ctl;
 mod doctor;
+mod given_env;
 mod import;
 mod inspect;
 mod interactive;
@@ -779,6 +780,12 @@ async fn run_command(
         command => {
             let backend = if cli.direct.is_empty() {
                 refuse_policy_flags(&policy, "a command sent to the daemon")?;
+                // `status` reports; it never starts a daemon.
+                if matches!(command, Command::Status)
+                    && !daemon_ctl::running_or_say(&auto, out).await
+                {
+                    return Ok(daemon_ctl::NOT_RUNNING);
+                }
                 Backend::daemon(&auto, person).await?
             } else {
                 Backend::direct(
@@ -838,13 +845,21 @@ async fn dispatch(b: &Backend, command: Command, out: &Out) -> Result<u8> {
                 }
             }
             ServersAction::Restart { name } => {
-                b.manage("mcphost/servers/restart", json!({ "name": name }))
-                    .await?;
+                let env = given_env::of_server(b, &name).await?;
+                b.manage(
+                    "mcphost/servers/restart",
+                    json!({ "name": name, "env": env }),
+                )
+                .await?;
                 out.done(&format!("restarting {name}"));
             }
             ServersAction::Enable { name } => {
-                b.manage("mcphost/servers/enable", json!({ "name": name }))
-                    .await?;
+                let env = given_env::of_server(b, &name).await?;
+                b.manage(
+                    "mcphost/servers/enable",
+                    json!({ "name": name, "env": env }),
+                )
+                .await?;
                 out.done(&format!("enabled {name}"));
             }
             ServersAction::Disable { name } => {
@@ -884,8 +899,9 @@ async fn dispatch(b: &Backend, command: Command, out: &Out) -> Result<u8> {
                     ),
                 };
                 // The entry goes as an object, its keys in the order built.
+                let env = given_env::of_entry(&name, &entry);
                 let params = mcphost::protocol::set_fields(
-                    Some(&backend::params(json!({ "name": name }))?),
+                    Some(&backend::params(json!({ "name": name, "env": env }))?),
                     [("entry".to_owned(), RawValue::from_string(entry)?)],
                 )?;
                 b.manage_raw("mcphost/servers/add", params).await?;

@@ -71,13 +71,51 @@ pub async fn run(action: Action, auto: &Autostart, out: &Out) -> Result<u8> {
                 }
             }
             if now {
-                // Said before anything is stopped.
-                find_tools(&enable)
-                    .with_context(|| format!("wrote {}, but did not enable it", file.display()))?;
+                // Everything that can be checked is, before anything is stopped.
+                let checked = find_tools(&[probe_command()])
+                    .and_then(|()| find_tools(&enable))
+                    .and_then(|()| manager_answers());
+                if let Err(e) = checked {
+                    let kept = match daemon_pid(auto).await {
+                        Some(pid) => format!("the daemon (pid {pid}) keeps running"),
+                        None => "no daemon was running".to_owned(),
+                    };
+                    bail!(
+                        "wrote {}, but did not enable it: {e:#}; nothing was stopped: {kept}",
+                        file.display()
+                    );
+                }
                 // The unit's daemon would find the socket taken.
-                stop_unmanaged(auto).await?;
-                run_all(&enable)
-                    .with_context(|| format!("wrote {}, but did not enable it", file.display()))?;
+                let stopped = stop_unmanaged(auto).await?;
+                if let Some(pid) = stopped {
+                    report["stopped"] = json!(pid);
+                    if !out.json {
+                        outln!(
+                            "stopped the daemon (pid {pid}) a command had started, so that the \
+                             service's can listen"
+                        );
+                    }
+                }
+                if let Err(e) = run_all(&enable) {
+                    // Never leave less running than before.
+                    let again = match stopped {
+                        None => String::new(),
+                        Some(_) => match auto.start_settled().await {
+                            Ok(()) => match daemon_pid(auto).await {
+                                Some(pid) => format!("; started the daemon again (pid {pid})"),
+                                None => "; started the daemon again".to_owned(),
+                            },
+                            Err(e) => format!(
+                                "; starting the daemon again failed too ({e:#}): run `mcphost \
+                                 daemon`, or any command, to start it"
+                            ),
+                        },
+                    };
+                    bail!(
+                        "wrote {}, but did not enable it: {e:#}{again}",
+                        file.display()
+                    );
+                }
                 report["enabled"] = json!(true);
                 if !out.json {
                     outln!("enabled and started: {}", join(&enable));
@@ -182,16 +220,22 @@ pub async fn run(action: Action, auto: &Autostart, out: &Out) -> Result<u8> {
     }
 }
 
+/// The running daemon's pid, if one answers.
+async fn daemon_pid(auto: &Autostart) -> Option<u64> {
+    daemon_status(&auto.socket).await["pid"].as_u64()
+}
+
 /// A daemon started by a command (not by a service manager) holds the
 /// socket: ask it to stop when nobody else uses it, else say what to do.
-async fn stop_unmanaged(auto: &Autostart) -> Result<()> {
+/// Returns the pid of the daemon it stopped.
+async fn stop_unmanaged(auto: &Autostart) -> Result<Option<u64>> {
     let Some(client) = daemon_client(&auto.socket).await else {
-        return Ok(());
+        return Ok(None);
     };
     let status = call(&client, "mcphost/status", None).await;
     if status["service"].is_string() {
         client.shutdown().await;
-        return Ok(());
+        return Ok(None);
     }
     let answer = call(
         &client,
@@ -211,7 +255,8 @@ async fn stop_unmanaged(auto: &Autostart) -> Result<()> {
             status["pid"]
         );
     }
-    auto.wait_gone().await
+    auto.wait_gone().await?;
+    Ok(status["pid"].as_u64())
 }
 
 pub(crate) async fn daemon_client(socket: &Path) -> Option<mcphost::client::ServerClient> {
@@ -305,6 +350,54 @@ fn find_tools(cmds: &[Vec<String>]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The user's service manager answers this session: without it (no user
+/// bus, say) enabling the unit would fail after the daemon was stopped.
+fn manager_answers() -> Result<()> {
+    let probe = probe_command();
+    let Some((program, args)) = probe.split_first() else {
+        return Ok(());
+    };
+    let out = std::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .with_context(|| format!("running `{}`", probe.join(" ")))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&out.stderr);
+    let why = said
+        .lines()
+        .rfind(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
+    bail!(
+        "no user service manager answers (`{}`: {}); run it in a login session that has one, \
+         or leave the daemon to mcphost, which starts it when a command needs it",
+        probe.join(" "),
+        if why.is_empty() {
+            out.status.to_string()
+        } else {
+            why.to_owned()
+        }
+    )
+}
+
+/// The command that shows the user's service manager answers.
+#[cfg(target_os = "macos")]
+fn probe_command() -> Vec<String> {
+    vec!["launchctl".into(), "print".into(), gui_domain()]
+}
+
+#[cfg(not(target_os = "macos"))]
+fn probe_command() -> Vec<String> {
+    vec![
+        "systemctl".into(),
+        "--user".into(),
+        "show-environment".into(),
+    ]
 }
 
 /// Runs each command in turn; a missing tool is named.
