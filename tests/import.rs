@@ -1277,11 +1277,10 @@ fn the_consolidated_entry_serves_the_imported_tools() {
             js(common::TESTSERVER)
         ),
     );
+    // The socket given as a flag (MCPHOST_SOCKET is read the same way) is
+    // written into the entry, or the app's bridge would find another daemon.
     let socket = s.sb.socket.display().to_string();
-    let r = s.run_stripped_with(
-        &["import", "cursor", "--consolidate"],
-        &[("MCPHOST_SOCKET", &socket)],
-    );
+    let r = s.run_stripped(&["--socket", &socket, "import", "cursor", "--consolidate"]);
     assert_eq!(r.code, 0, "{r:?}");
     let entry = app_servers(&user, &["mcpServers"])["mcphost"].clone();
     let text = mcphost::config::edit::remove_server(&s.sb.read_config(), "ts").unwrap();
@@ -1312,7 +1311,11 @@ fn the_consolidated_entry_serves_the_imported_tools() {
         r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"app","version":"0"}}}}}}"#
     )
     .unwrap();
-    let init: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    let init = lines
+        .next()
+        .expect("the bridge answers initialize: it reaches the daemon at the socket import was given")
+        .unwrap();
+    let init: Value = serde_json::from_str(&init).unwrap();
     assert_eq!(init["result"]["serverInfo"]["name"], "mcphost", "{init}");
     writeln!(
         stdin,

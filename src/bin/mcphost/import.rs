@@ -74,7 +74,12 @@ pub struct ImportArgs {
     restore: bool,
 }
 
-pub async fn run(args: ImportArgs, config: Option<PathBuf>, out: &Out) -> Result<u8> {
+pub async fn run(
+    args: ImportArgs,
+    config: Option<PathBuf>,
+    socket: Option<PathBuf>,
+    out: &Out,
+) -> Result<u8> {
     let project = match &args.project {
         Some(p) => std::path::absolute(p).with_context(|| format!("--project {}", p.display()))?,
         None => std::env::current_dir().context("the current directory")?,
@@ -255,6 +260,7 @@ pub async fn run(args: ImportArgs, config: Option<PathBuf>, out: &Out) -> Result
             picked: &picked,
             report: &report,
             config: &location,
+            socket: socket.clone(),
             dry_run: args.dry_run,
         };
         let (done, failed) = c.run(out)?;
@@ -287,6 +293,7 @@ struct Consolidation<'a> {
     picked: &'a [(Imported, &'a Found)],
     report: &'a import::MergeReport,
     config: &'a mcphost::config::location::ConfigLocation,
+    socket: Option<PathBuf>,
     dry_run: bool,
 }
 
@@ -301,11 +308,15 @@ impl Consolidation<'_> {
                 std::path::absolute(&self.config.path).unwrap_or_else(|_| self.config.path.clone());
             global.extend(["--config".to_owned(), abs.display().to_string()]);
         }
-        if let Some(socket) = std::env::var_os("MCPHOST_SOCKET").filter(|s| !s.is_empty()) {
-            global.extend([
-                "--socket".to_owned(),
-                PathBuf::from(socket).display().to_string(),
-            ]);
+        // `--socket` or MCPHOST_SOCKET: the app's bridge must find this daemon.
+        let socket = self.socket.clone().or_else(|| {
+            std::env::var_os("MCPHOST_SOCKET")
+                .filter(|s| !s.is_empty())
+                .map(PathBuf::from)
+        });
+        if let Some(socket) = socket {
+            let abs = std::path::absolute(&socket).unwrap_or(socket);
+            global.extend(["--socket".to_owned(), abs.display().to_string()]);
         }
         let bridge = import::bridge_entry(self.dialect, &exe, &global);
         // The one mcphost entry goes in the user's file, else the first.

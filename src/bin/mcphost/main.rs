@@ -711,7 +711,7 @@ async fn run_command(
             if !cli.direct.is_empty() {
                 anyhow::bail!("`import` does not take --direct");
             }
-            import::run(args, cli.config.clone(), out).await
+            import::run(args, cli.config.clone(), cli.socket.clone(), out).await
         }
         Command::Bridge { profile } => {
             refuse_policy_flags(&policy, "bridge")?;
