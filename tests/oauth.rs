@@ -434,6 +434,7 @@ fn seed_expired(srv: &OAuthServer, m: &Machine) -> String {
         token_endpoint: Some(srv.token_url()),
         updated_at: now,
         writer: None,
+        dpop_key: None,
     };
     m.store().save(&key(srv), &entry).unwrap();
     minted.refresh_token
@@ -1319,7 +1320,11 @@ async fn a_configured_secret_does_not_follow_the_server_to_a_new_authorization_s
     .unwrap()
     .into_shared();
     a.login(&NoBrowser).await.unwrap();
-    let sent = a.bearer().await;
+    let mcp_url = url::Url::parse(&srv.mcp_url()).unwrap();
+    let sent = a
+        .authorization(&reqwest::Method::POST, &mcp_url)
+        .await
+        .map(|p| p.token);
     assert!(sent.is_some());
     srv.set(|o| o.prm_authorization_servers = Some(vec![other.issuer()]));
     let err = a
@@ -1328,6 +1333,8 @@ async fn a_configured_secret_does_not_follow_the_server_to_a_new_authorization_s
             www_authenticate: vec![format!(r#"Bearer resource_metadata="{}""#, srv.prm_url())],
             sent,
             protocol_version: None,
+            dpop_nonce: None,
+            sent_dpop_nonce: None,
         })
         .await
         .unwrap_err();

@@ -11,6 +11,7 @@
 pub mod browser;
 pub mod challenge;
 pub mod discovery;
+pub mod dpop;
 pub mod flow;
 pub mod grant;
 pub mod store;
@@ -23,7 +24,7 @@ use tracing::{debug, info, warn};
 use url::Url;
 
 use crate::transport::BoxFuture;
-use crate::transport::http::{Challenged, Credentials};
+use crate::transport::http::{Challenged, Credentials, Presented};
 use browser::Browser;
 use challenge::BearerChallenge;
 use discovery::ServerMetadata;
@@ -429,6 +430,9 @@ struct State {
     tokens: Option<Tokens>,
     /// Whose `tokens` are: never sent to, or refreshed at, another.
     tokens_key: Option<TokenKey>,
+    /// The DPoP key of an authorization server and resource: the one
+    /// `tokens` are bound to when their type is DPoP.
+    dpop: Option<(TokenKey, dpop::DpopKey)>,
     step_ups: u32,
     /// The token we got last from the token endpoint, and when.
     fresh: Option<(String, std::time::Instant)>,
@@ -465,6 +469,8 @@ pub struct Authorizer {
     /// The sign-in under way, for every request that needs it.
     signing: std::sync::Mutex<Option<SignIn>>,
     attempts: Arc<Attempts>,
+    /// The DPoP nonces of the authorization and resource servers.
+    nonces: dpop::Nonces,
 }
 
 type SignIn = tokio::sync::watch::Receiver<Option<Result<(), String>>>;
@@ -517,6 +523,7 @@ impl Authorizer {
             me: std::sync::Weak::new(),
             signing: std::sync::Mutex::new(None),
             attempts: Arc::new(Attempts::default()),
+            nonces: dpop::Nonces::default(),
         })
     }
 
@@ -636,8 +643,7 @@ impl Authorizer {
         });
         if let Some((k, e)) = mine {
             debug!(server = %self.server, "using a stored token");
-            st.tokens = e.tokens;
-            st.tokens_key = Some(k);
+            hold(&mut st, &k, e);
         }
     }
 
@@ -936,6 +942,32 @@ impl Authorizer {
         Ok(())
     }
 
+    /// The DPoP key for a token request to `found`'s authorization server:
+    /// where it issues DPoP tokens (or `bound`: the token to refresh is
+    /// one), the one in the store beside the tokens, else a new one, saved
+    /// there before it is used so that every process proves the same key.
+    fn dpop_key(&self, found: &Found, bound: bool) -> Result<Option<dpop::DpopKey>, AuthError> {
+        if !bound && !dpop::supported(&found.meta) {
+            return Ok(None);
+        }
+        if let Some((k, key)) = &self.state().dpop
+            && *k == found.key
+        {
+            return Ok(Some(key.clone()));
+        }
+        let key = match self.entry(&found.key).and_then(|e| e.dpop_key) {
+            Some(k) => k,
+            None => {
+                let k = dpop::DpopKey::generate()?;
+                self.save(&found.key, |e| e.dpop_key = Some(k.clone()))?;
+                debug!(server = %self.server, "new DPoP key");
+                k
+            }
+        };
+        self.state().dpop = Some((found.key.clone(), key.clone()));
+        Ok(Some(key))
+    }
+
     /// Refresh, single-flight across processes: under the store's lock, a
     /// token someone else already refreshed is taken as it is, and the
     /// newest refresh token is the one used, once.
@@ -944,7 +976,8 @@ impl Authorizer {
             Some(s) => Some(s.lock(&found.key).await?),
             None => None,
         };
-        let stored = self.entry(&found.key).and_then(|e| e.tokens);
+        let entry = self.entry(&found.key).filter(|e| e.tokens.is_some());
+        let stored = entry.as_ref().and_then(|e| e.tokens.clone());
         let current = stored.or_else(|| {
             let st = self.state();
             st.tokens
@@ -958,15 +991,16 @@ impl Authorizer {
             && !grant::expiring(&current, REFRESH_MARGIN)
         {
             debug!(server = %self.server, "another process refreshed the token");
-            let mut st = self.state();
-            st.tokens = Some(current);
-            st.tokens_key = Some(found.key.clone());
+            if let Some(e) = entry {
+                hold(&mut self.state(), &found.key, e);
+            }
             return Ok(true);
         }
         let Some(rt) = current.refresh_token.clone() else {
             return Ok(false);
         };
         let auth = self.client(found, None).await?;
+        let dpop = self.dpop_key(found, current.token_type == "DPoP")?;
         let endpoint = self.token_endpoint(found)?;
         self.attempts.take(&self.server, Attempt::Token)?;
         match grant::request(
@@ -977,6 +1011,10 @@ impl Authorizer {
             &found.key.resource,
             current.scope.as_deref(),
             TOKEN_TIMEOUT,
+            dpop.as_ref().map(|key| grant::Dpop {
+                key,
+                nonces: &self.nonces,
+            }),
         )
         .await
         {
@@ -1037,6 +1075,7 @@ impl Authorizer {
             Grant::ClientCredentials
         };
         self.attempts.take(&self.server, Attempt::Token)?;
+        let dpop = self.dpop_key(found, false)?;
         let t = grant::request(
             &self.http,
             &endpoint,
@@ -1045,6 +1084,10 @@ impl Authorizer {
             &found.key.resource,
             found.scope.as_deref(),
             TOKEN_TIMEOUT,
+            dpop.as_ref().map(|key| grant::Dpop {
+                key,
+                nonces: &self.nonces,
+            }),
         )
         .await?;
         info!(server = %self.server, grant = c.grant_type.as_deref().unwrap_or(""), "token granted");
@@ -1172,6 +1215,7 @@ impl Authorizer {
             .ok_or_else(|| AuthError::Refused("the redirect carried no code".into()))?;
         let endpoint = self.token_endpoint(found)?;
         self.attempts.take(&self.server, Attempt::Token)?;
+        let dpop = self.dpop_key(found, false)?;
         let mut t = grant::request(
             &self.http,
             &endpoint,
@@ -1184,6 +1228,10 @@ impl Authorizer {
             &found.key.resource,
             scope.as_deref(),
             TOKEN_TIMEOUT,
+            dpop.as_ref().map(|key| grant::Dpop {
+                key,
+                nonces: &self.nonces,
+            }),
         )
         .await?;
         if t.scope.is_none() {
@@ -1250,6 +1298,23 @@ impl Authorizer {
     }
 
     async fn handle(&self, c: &Challenged) -> Result<(), AuthError> {
+        // RFC 9449 §9: the resource server wants a nonce in the proof. Sent
+        // again with the new one; the same one refused again is an error
+        // (the transport bounds the tries of one request as well).
+        if let Some(nonce) = &c.dpop_nonce
+            && challenge::dpop_error(c.www_authenticate.iter().map(String::as_str)).as_deref()
+                == Some("use_dpop_nonce")
+        {
+            if c.sent_dpop_nonce.as_ref() == Some(nonce) {
+                return Err(AuthError::Refused(
+                    "the server refused the DPoP nonce it had just given (use_dpop_nonce again)"
+                        .into(),
+                ));
+            }
+            debug!(server = %self.server, "the server wants a DPoP nonce; sending it");
+            self.nonces.set(&self.url, nonce);
+            return Ok(());
+        }
         let _flight = self.flight.lock().await;
         // Someone got a new token while we waited: try that first.
         let current = self.current();
@@ -1306,12 +1371,11 @@ impl Authorizer {
             return self.interactive(&found, scope).await;
         }
         // A stored token we did not send yet (another process signed in).
-        if let Some(t) = self.entry(&found.key).and_then(|e| e.tokens)
+        if let Some(e) = self.entry(&found.key)
+            && let Some(t) = &e.tokens
             && Some(&t.access_token) != c.sent.as_ref()
         {
-            let mut st = self.state();
-            st.tokens = Some(t);
-            st.tokens_key = Some(found.key.clone());
+            hold(&mut self.state(), &found.key, e);
             return Ok(());
         }
         if self.refresh(&found, c.sent.as_deref()).await? {
@@ -1380,8 +1444,21 @@ fn union_scopes(lists: &[Option<&str>]) -> Option<String> {
     (!out.is_empty()).then(|| out.join(" "))
 }
 
+/// Takes a stored entry's tokens, and the key they are bound to.
+fn hold(st: &mut State, key: &TokenKey, e: Entry) {
+    st.tokens = e.tokens;
+    st.tokens_key = Some(key.clone());
+    if let Some(k) = e.dpop_key {
+        st.dpop = Some((key.clone(), k));
+    }
+}
+
 impl Credentials for Authorizer {
-    fn bearer(&self) -> BoxFuture<'_, Option<String>> {
+    fn authorization<'a>(
+        &'a self,
+        method: &'a reqwest::Method,
+        url: &'a Url,
+    ) -> BoxFuture<'a, Option<Presented>> {
         Box::pin(async move {
             self.look_in_store();
             let (tokens, found) = {
@@ -1400,7 +1477,48 @@ impl Credentials for Authorizer {
                     warn!(server = %self.server, "refresh before expiry failed: {e}");
                 }
             }
-            self.current()
+            let st = self.state();
+            let t = st.tokens.as_ref()?;
+            if t.token_type != "DPoP" {
+                return Some(Presented {
+                    token: t.access_token.clone(),
+                    authorization: format!("Bearer {}", t.access_token),
+                    dpop: None,
+                    dpop_nonce: None,
+                });
+            }
+            // A DPoP token goes with a proof of its key, never as Bearer.
+            let key = st
+                .dpop
+                .as_ref()
+                .filter(|(k, _)| Some(k) == st.tokens_key.as_ref())
+                .map(|(_, key)| key);
+            let nonce = self.nonces.get(url);
+            let proof = key.map(|k| {
+                k.proof(
+                    method.as_str(),
+                    url,
+                    Some(&t.access_token),
+                    nonce.as_deref(),
+                )
+            });
+            let dpop = match proof {
+                Some(Ok(p)) => Some(p),
+                Some(Err(e)) => {
+                    warn!(server = %self.server, "cannot make a DPoP proof: {e}");
+                    None
+                }
+                None => {
+                    warn!(server = %self.server, "the DPoP token's key is not in the store; the server will refuse it");
+                    None
+                }
+            };
+            Some(Presented {
+                token: t.access_token.clone(),
+                authorization: format!("DPoP {}", t.access_token),
+                dpop,
+                dpop_nonce: nonce,
+            })
         })
     }
 

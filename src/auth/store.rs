@@ -104,6 +104,10 @@ pub struct Entry {
     /// made elsewhere, not for its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub writer: Option<u32>,
+    /// The key the tokens are bound to (DPoP, RFC 9449): refresh and every
+    /// request prove possession of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dpop_key: Option<super::dpop::DpopKey>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -1013,6 +1017,7 @@ mod tests {
             token_endpoint: Some("https://as.example/token".into()),
             updated_at: 0,
             writer: None,
+            dpop_key: None,
         }
     }
 
