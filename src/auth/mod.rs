@@ -15,6 +15,7 @@ pub mod dpop;
 pub mod flow;
 pub mod grant;
 pub mod store;
+pub mod wif;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -219,6 +220,14 @@ pub enum AuthError {
     Store(#[from] store::StoreError),
     #[error("signing in needs a person: {0}")]
     NeedsLogin(String),
+    #[error(
+        "server '{server}': cannot get the workload identity token from {source_desc}: {reason}"
+    )]
+    Workload {
+        server: String,
+        source_desc: String,
+        reason: String,
+    },
 }
 
 /// A server's `oauth` settings (config, else `MCPHOST_OAUTH_CLIENT`).
@@ -247,6 +256,9 @@ pub struct OAuthConfig {
     pub idp_id_token: Option<String>,
     pub idp_client_id: Option<String>,
     pub idp_client_secret: Option<String>,
+    /// Workload identity federation: where the workload's own token comes
+    /// from, for a JWT bearer grant with it.
+    pub workload: Option<wif::WorkloadToken>,
 }
 
 impl std::fmt::Debug for OAuthConfig {
@@ -281,6 +293,7 @@ impl std::fmt::Debug for OAuthConfig {
                 "idp_client_secret",
                 &self.idp_client_secret.as_ref().map(|_| "<redacted>"),
             )
+            .field("workload", &self.workload)
             .finish()
     }
 }
@@ -331,6 +344,38 @@ impl OAuthConfig {
             c.idp_id_token = s("idp_id_token")?;
             c.idp_client_id = s("idp_client_id")?;
             c.idp_client_secret = s("idp_client_secret")?;
+            c.workload = match (s("workload_token_file")?, obj.get("workload_token_command")) {
+                (Some(f), None) => Some(wif::WorkloadToken::File(f.into())),
+                (None, None) | (None, Some(serde_json::Value::Null)) => None,
+                (None, Some(serde_json::Value::Array(v))) if !v.is_empty() => {
+                    Some(wif::WorkloadToken::Command(
+                        v.iter()
+                            .map(|x| x.as_str().map(str::to_owned))
+                            .collect::<Option<Vec<_>>>()
+                            .ok_or_else(|| {
+                                format!("{CLIENT_ENV}: workload_token_command must be an array of strings")
+                            })?,
+                    ))
+                }
+                (None, Some(_)) => {
+                    return Err(format!(
+                        "{CLIENT_ENV}: workload_token_command must be a non-empty array of strings"
+                    ));
+                }
+                (Some(_), Some(_)) => {
+                    return Err(format!(
+                        "{CLIENT_ENV}: workload_token_file or workload_token_command, not both"
+                    ));
+                }
+            };
+            if c.workload.is_some() {
+                if c.client_id.is_none() {
+                    return Err(format!(
+                        "{CLIENT_ENV}: a workload identity token needs the client_id it is exchanged for"
+                    ));
+                }
+                c.grant_type.get_or_insert_with(|| grant::JWT_BEARER.into());
+            }
             // A scripted enterprise sign-in names its IdP; that is the grant.
             if c.grant_type.is_none() && c.idp_id_token.is_some() {
                 c.grant_type = Some(grant::JWT_BEARER.into());
@@ -361,6 +406,11 @@ impl OAuthConfig {
         } else {
             self.issuer.or(other.issuer)
         };
+        let workload = if self.client_id.is_some() {
+            self.workload
+        } else {
+            self.workload.or(other.workload)
+        };
         OAuthConfig {
             client_id: self.client_id.or(other.client_id),
             issuer,
@@ -378,6 +428,7 @@ impl OAuthConfig {
             idp_id_token: self.idp_id_token.or(other.idp_id_token),
             idp_client_id: self.idp_client_id.or(other.idp_client_id),
             idp_client_secret: self.idp_client_secret.or(other.idp_client_secret),
+            workload,
         }
     }
 
@@ -397,6 +448,7 @@ impl OAuthConfig {
             || self.private_key_pem.is_some()
             || self.idp_id_token.is_some()
             || self.idp_client_secret.is_some()
+            || self.workload.is_some()
     }
 
     /// A grant with no person in it.
@@ -1048,7 +1100,12 @@ impl Authorizer {
         let endpoint = self.token_endpoint(found)?;
         let c = self.cfg();
         let jag;
-        let grant = if c.grant_type.as_deref() == Some(grant::JWT_BEARER) {
+        let grant = if let Some(w) = &c.workload {
+            // Read afresh for every grant (platforms rotate it); sent only
+            // to the issuer check_client_issuer let through.
+            jag = w.read(&self.server).await?;
+            Grant::JwtBearer { assertion: &jag }
+        } else if c.grant_type.as_deref() == Some(grant::JWT_BEARER) {
             let (Some(idp), Some(id_token)) = (&c.idp_token_endpoint, &c.idp_id_token) else {
                 return Err(AuthError::Client(
                     "enterprise-managed authorization needs idp_token_endpoint and idp_id_token"
