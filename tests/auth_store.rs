@@ -42,6 +42,7 @@ fn entry(tag: &str) -> Entry {
         token_endpoint: Some("https://auth.example/token".into()),
         updated_at: 0,
         writer: None,
+        dpop_key: None,
     }
 }
 

@@ -643,6 +643,82 @@ fn oauth_settings_are_parsed_interpolated_and_checked() {
 }
 
 #[test]
+fn a_workload_identity_is_a_token_file_or_a_command_for_a_client_id() {
+    use mcphost::auth::wif::WorkloadToken;
+    let config = parse_ok(
+        r#"{"mcpServers": {
+            "k8s": {"url": "https://a/mcp", "oauth": {"clientId": "wl", "issuer": "https://as.example",
+                "workloadIdentity": {"tokenFile": "sa/token"}}},
+            "gcp": {"url": "https://b/mcp", "oauth": {"clientId": "wl",
+                "workloadIdentity": {"tokenCommand": ["gcloud", "auth", "print-identity-token", "${GITHUB_TOKEN}"]}}}
+        }}"#,
+    );
+    let oauth = |name: &str| match &config.server(name).unwrap().transport {
+        TransportConfig::Http(h) => match &h.oauth {
+            mcphost::config::OAuthSetting::Client(c) => c.as_ref().clone(),
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    };
+    let k = oauth("k8s");
+    assert_eq!(
+        k.workload,
+        Some(WorkloadToken::File("/cfg/sa/token".into())),
+        "relative to the config"
+    );
+    assert_eq!(
+        k.grant_type.as_deref(),
+        Some(mcphost::auth::grant::JWT_BEARER)
+    );
+    assert_eq!(
+        oauth("gcp").workload,
+        Some(WorkloadToken::Command(vec![
+            "gcloud".into(),
+            "auth".into(),
+            "print-identity-token".into(),
+            "ghp_secret123".into()
+        ]))
+    );
+    for (bad, field, says) in [
+        (
+            r#"{"workloadIdentity": {"tokenFile": "t"}}"#,
+            "oauth",
+            "needs the clientId",
+        ),
+        (
+            r#"{"clientId": "c", "grantType": "client_credentials", "workloadIdentity": {"tokenFile": "t"}}"#,
+            "oauth",
+            "leave grantType out",
+        ),
+        (
+            r#"{"clientId": "c", "workloadIdentity": {}}"#,
+            "oauth.workloadIdentity",
+            "one of tokenFile or tokenCommand",
+        ),
+        (
+            r#"{"clientId": "c", "workloadIdentity": {"tokenFile": "t", "tokenCommand": ["x"]}}"#,
+            "oauth.workloadIdentity",
+            "one of tokenFile or tokenCommand",
+        ),
+        (
+            r#"{"clientId": "c", "workloadIdentity": {"tokenCommand": []}}"#,
+            "oauth.workloadIdentity.tokenCommand",
+            "must name a program",
+        ),
+        (
+            r#"{"clientId": "c", "workloadIdentity": "t"}"#,
+            "oauth.workloadIdentity",
+            "must be an object",
+        ),
+    ] {
+        let text =
+            format!(r#"{{"mcpServers": {{"s": {{"url": "https://s/mcp", "oauth": {bad}}}}}}}"#);
+        let e = parse(&text, Path::new(FILE), &env).unwrap_err().to_string();
+        assert!(e.contains(field) && e.contains(says), "{bad}: {e}");
+    }
+}
+
+#[test]
 fn daemon_autostart_defaults_on_and_is_a_checked_boolean() {
     assert!(parse_ok("{}").daemon.autostart);
     assert!(

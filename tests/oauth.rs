@@ -434,6 +434,7 @@ fn seed_expired(srv: &OAuthServer, m: &Machine) -> String {
         token_endpoint: Some(srv.token_url()),
         updated_at: now,
         writer: None,
+        dpop_key: None,
     };
     m.store().save(&key(srv), &entry).unwrap();
     minted.refresh_token
@@ -1319,7 +1320,11 @@ async fn a_configured_secret_does_not_follow_the_server_to_a_new_authorization_s
     .unwrap()
     .into_shared();
     a.login(&NoBrowser).await.unwrap();
-    let sent = a.bearer().await;
+    let mcp_url = url::Url::parse(&srv.mcp_url()).unwrap();
+    let sent = a
+        .authorization(&reqwest::Method::POST, &mcp_url)
+        .await
+        .map(|p| p.token);
     assert!(sent.is_some());
     srv.set(|o| o.prm_authorization_servers = Some(vec![other.issuer()]));
     let err = a
@@ -1328,6 +1333,8 @@ async fn a_configured_secret_does_not_follow_the_server_to_a_new_authorization_s
             www_authenticate: vec![format!(r#"Bearer resource_metadata="{}""#, srv.prm_url())],
             sent,
             protocol_version: None,
+            dpop_nonce: None,
+            sent_dpop_nonce: None,
         })
         .await
         .unwrap_err();
@@ -1364,4 +1371,267 @@ async fn control_characters_from_an_authorization_server_are_not_passed_on() {
     assert!(err.contains("invalid_request"), "{err:?}");
     let bad: Vec<char> = err.chars().filter(|c| c.is_control()).collect();
     assert!(bad.is_empty(), "control characters {bad:?} in {err:?}");
+}
+
+// ---------------------------------------------------------------------------
+// 7. DPoP (RFC 9449) and workload identity federation (issue 21)
+
+use common::oauth_server::{DpopNonce, JWT_BEARER_GRANT};
+
+fn dpop_server(nonce: DpopNonce) -> OAuthServer {
+    OAuthServer::start(OAuthOptions {
+        dpop: true,
+        dpop_nonce: nonce,
+        // Nonces are kept per origin: each server its own.
+        separate_as: true,
+        ..OAuthOptions::default()
+    })
+}
+
+/// One POST of `whoami` to the mock, with these headers; its status.
+fn post_whoami(srv: &OAuthServer, authorization: &str, dpop: Option<String>) -> (u16, String) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut r = reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .unwrap()
+            .post(srv.mcp_url())
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("authorization", authorization)
+            .body(
+                serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                    "params": {"name": "whoami", "arguments": {}}})
+                .to_string(),
+            );
+        if let Some(p) = dpop {
+            r = r.header("dpop", p);
+        }
+        let resp = r.send().await.unwrap();
+        let st = resp.status().as_u16();
+        (st, resp.text().await.unwrap_or_default())
+    })
+}
+
+/// Where the authorization server offers DPoP, the token is bound to a key
+/// of ours: the token request and every MCP request carry a proof the mock
+/// verifies (signature, htm, htu, ath, a jti never seen before, the key the
+/// token is bound to), and the key is kept in the store with the tokens, so
+/// the next process proves the same key without signing in again.
+#[test]
+fn a_dpop_token_goes_with_a_proof_of_its_key_and_the_key_outlives_the_process() {
+    let srv = dpop_server(DpopNonce::Off);
+    let m = Machine::new();
+    let (r, _, visits) = m.direct_sign_in(&srv, &[]);
+    assert_eq!(r.code, 0, "{r:?}\n{visits:?}\n{}", srv.summary());
+    assert!(r.stdout.contains("subject=alice"), "{r:?}");
+    let tok = srv.token_requests();
+    assert_eq!(tok.len(), 1, "{}", srv.summary());
+    assert_eq!(tok[0].dpop.as_deref(), Some("ok"), "{:?}", tok[0]);
+    let entry = m.store().load(&key(&srv)).unwrap().expect("an entry");
+    assert_eq!(entry.tokens.as_ref().unwrap().token_type, "DPoP");
+    let jkt = entry
+        .dpop_key
+        .as_ref()
+        .expect("the DPoP key is kept with the tokens")
+        .thumbprint()
+        .unwrap();
+    let check = |from: usize, what: &str| {
+        let mcp = srv.mcp_requests();
+        let authed: Vec<_> = mcp[from..].iter().filter(|q| q.had_auth()).collect();
+        assert!(!authed.is_empty(), "{what}: no request carried the token");
+        for q in authed {
+            assert!(
+                q.authorization.as_deref().unwrap().starts_with("DPoP "),
+                "{what}: {q:?}"
+            );
+            assert_eq!(q.dpop.as_deref(), Some("ok"), "{what}: {q:?}");
+            assert_eq!(q.dpop_jkt.as_deref(), Some(jkt.as_str()), "{what}: {q:?}");
+            // Accepted (the mock answers a GET 405: it is stateless).
+            assert!(q.status != 401 && q.status != 403, "{what}: {q:?}");
+        }
+    };
+    check(0, "the signing-in process");
+    // A new process: the stored token and the stored key, no sign-in.
+    let before = srv.mcp_requests().len();
+    let (r, _, _) = m.direct_sign_in(&srv, &[]);
+    assert_eq!(r.code, 0, "{r:?}\n{}", srv.summary());
+    assert_eq!(srv.token_requests().len(), 1, "{}", srv.summary());
+    check(before, "the next process");
+    assert!(!r.stderr.contains("PRIVATE KEY"), "the key is never logged");
+}
+
+/// A DPoP token copied out of the store (or a log) without its key is
+/// useless: as Bearer it is refused, and a proof signed by another key does
+/// not match the key the token is bound to (cnf.jkt). With the key it works,
+/// which shows the refusals are about the key.
+#[test]
+fn a_stolen_dpop_token_without_its_key_is_refused() {
+    let srv = dpop_server(DpopNonce::Off);
+    let m = Machine::new();
+    let (r, _, _) = m.direct_sign_in(&srv, &[]);
+    assert_eq!(r.code, 0, "{r:?}\n{}", srv.summary());
+    let entry = m.store().load(&key(&srv)).unwrap().expect("an entry");
+    let token = entry.tokens.unwrap().access_token;
+    let url = url::Url::parse(&srv.mcp_url()).unwrap();
+    let (st, body) = post_whoami(&srv, &format!("Bearer {token}"), None);
+    assert_eq!(st, 401, "as Bearer: {body}");
+    let thief = mcphost::auth::dpop::DpopKey::generate().unwrap();
+    let proof = thief.proof("POST", &url, Some(&token), None).unwrap();
+    let (st, body) = post_whoami(&srv, &format!("DPoP {token}"), Some(proof));
+    assert_eq!(st, 401, "with another key's proof: {body}");
+    assert!(body.contains("not the token's"), "{body}");
+    let owner = entry.dpop_key.unwrap();
+    let proof = owner.proof("POST", &url, Some(&token), None).unwrap();
+    let (st, body) = post_whoami(&srv, &format!("DPoP {token}"), Some(proof));
+    assert_eq!(st, 200, "with the key: {body}");
+}
+
+/// The token endpoint and the MCP server each want a nonce: the request is
+/// sent once more with it, and the MCP server's nonce is kept for the
+/// requests after (one use_dpop_nonce refusal, not one per request).
+#[test]
+fn a_dpop_nonce_is_sent_again_once_and_kept_for_the_next_requests() {
+    let srv = dpop_server(DpopNonce::Required);
+    let m = Machine::new();
+    let (r, _, _) = m.direct_sign_in(&srv, &[]);
+    assert_eq!(r.code, 0, "{r:?}\n{}", srv.summary());
+    let tok = srv.token_requests();
+    let outcomes: Vec<_> = tok.iter().map(|t| t.outcome.as_str()).collect();
+    assert_eq!(outcomes, ["use_dpop_nonce", "ok"], "{}", srv.summary());
+    let mcp = srv.mcp_requests();
+    let authed: Vec<_> = mcp.iter().filter(|q| q.had_auth()).collect();
+    let refused = authed.iter().filter(|q| q.status == 401).count();
+    assert_eq!(refused, 1, "one nonce challenge: {authed:#?}");
+    assert!(authed.len() >= 2, "{authed:#?}");
+    assert!(
+        authed.iter().skip(1).all(|q| q.status != 401),
+        "{authed:#?}"
+    );
+}
+
+/// A server that wants a new nonce on every request gets a bounded number
+/// of them: mcphost gives up with an error instead of looping (the
+/// transport sends one request again at most 3 times after a 401/403).
+#[test]
+fn a_server_that_always_wants_a_new_dpop_nonce_gets_a_bounded_number_of_tries() {
+    let srv = dpop_server(DpopNonce::AlwaysNew);
+    let m = Machine::new();
+    let (r, took, _) = m.direct_sign_in(&srv, &[]);
+    assert_ne!(r.code, 0, "{r:?}");
+    let challenged = srv
+        .mcp_requests()
+        .iter()
+        .filter(|q| q.status == 401 && q.had_auth())
+        .count();
+    eprintln!("gave up after {challenged} nonce challenges in {took:?}");
+    assert!(
+        (1..=3).contains(&challenged),
+        "{challenged} nonce challenges: {}",
+        srv.summary()
+    );
+}
+
+fn workload_server() -> OAuthServer {
+    let srv = OAuthServer::start(OAuthOptions {
+        grant_types: vec![JWT_BEARER_GRANT.into()],
+        token_auth_methods: vec!["none".into()],
+        registration_endpoint: false,
+        workload_tokens: vec!["WORKLOAD-JWT-1".into()],
+        ..OAuthOptions::default()
+    });
+    srv.preregister("wl", None, "none");
+    srv
+}
+
+/// `oauth` with a workload identity for `srv`, through `auth login`.
+fn workload_login(m: &Machine, url: &str, issuer: &str, workload: serde_json::Value) -> Run {
+    let oauth =
+        serde_json::json!({"clientId": "wl", "issuer": issuer, "workloadIdentity": workload});
+    let config = servers_config(&[("svc", format!(r#""url": {}, "oauth": {oauth}"#, js(url)))]);
+    m.sb.write_config(&config);
+    let (r, _, _) = spawn(m.command(&["auth", "login", "svc"], &[]), &m.browser).wait(
+        &m.browser,
+        Follow::Never,
+        RUN_LIMIT,
+    );
+    r
+}
+
+/// The workload's token goes in a JWT bearer grant to its client's issuer
+/// only: a server whose metadata names another authorization server gets
+/// an error naming both, and that server never sees the token.
+#[test]
+fn a_workload_token_goes_only_to_the_issuer_its_client_names() {
+    let good = workload_server();
+    let evil = workload_server();
+    let m = Machine::new();
+    let file = m.sb.dir.path().join("workload.jwt");
+    std::fs::write(&file, "WORKLOAD-JWT-1\n").unwrap();
+    let w = serde_json::json!({"tokenFile": file.display().to_string()});
+
+    let r = workload_login(&m, &evil.mcp_url(), &good.issuer(), w.clone());
+    assert_ne!(r.code, 0, "{r:?}");
+    let err = error_text(&r);
+    assert!(
+        err.contains(&good.issuer()) && err.contains(&evil.issuer()),
+        "{err}"
+    );
+    let leaked: Vec<_> = evil
+        .token_requests()
+        .into_iter()
+        .filter(|t| t.form.iter().any(|(_, v)| v.contains("WORKLOAD-JWT")))
+        .collect();
+    assert!(leaked.is_empty(), "{leaked:#?}");
+    assert!(evil.token_requests().is_empty(), "{}", evil.summary());
+
+    let r = workload_login(&m, &good.mcp_url(), &good.issuer(), w);
+    assert_eq!(r.code, 0, "{r:?}\n{}", good.summary());
+    let tok = good.token_requests();
+    assert_eq!(tok.len(), 1, "{}", good.summary());
+    assert_eq!(tok[0].grant_type.as_deref(), Some(JWT_BEARER_GRANT));
+    assert_eq!(tok[0].param("assertion"), Some("WORKLOAD-JWT-1"));
+    assert_eq!(tok[0].client_id.as_deref(), Some("wl"));
+    assert!(tok[0].ok(), "{:?}", tok[0]);
+    let (r, _, _) = m.direct_sign_in(&good, &[]);
+    assert!(r.stdout.contains("subject=workload:wl"), "{r:?}");
+}
+
+/// A token file that is not there, or a command that fails: an error that
+/// names the server and the file or command, and no token request.
+#[test]
+fn a_missing_workload_token_file_or_a_failing_command_is_a_clear_error() {
+    let srv = workload_server();
+    let m = Machine::new();
+    let missing = m.sb.dir.path().join("no-such-token.jwt");
+    let cases = [
+        (
+            serde_json::json!({"tokenFile": missing.display().to_string()}),
+            missing.display().to_string(),
+        ),
+        (
+            serde_json::json!({"tokenCommand": ["sh", "-c", "echo token service down >&2; exit 3"]}),
+            "token service down".to_owned(),
+        ),
+        (
+            serde_json::json!({"tokenCommand": ["true"]}),
+            "the command \"true\"".to_owned(),
+        ),
+    ];
+    for (w, names) in cases {
+        let r = workload_login(&m, &srv.mcp_url(), &srv.issuer(), w.clone());
+        assert_ne!(r.code, 0, "{w}: {r:?}");
+        let err = error_text(&r);
+        assert!(
+            err.contains("'svc'")
+                && err.contains(&names)
+                && err.contains("workload identity token"),
+            "{w}: {err}"
+        );
+    }
+    assert!(srv.token_requests().is_empty(), "{}", srv.summary());
 }

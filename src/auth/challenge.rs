@@ -28,12 +28,13 @@ pub struct BearerChallenge {
 }
 
 impl BearerChallenge {
-    /// The Bearer challenge among all header values, if any.
+    /// The Bearer challenge among all header values, else the DPoP one
+    /// (RFC 9449 §7.1: the same parameters), if any.
     pub fn find<'a>(values: impl IntoIterator<Item = &'a str>) -> Option<BearerChallenge> {
-        values
-            .into_iter()
-            .flat_map(parse)
+        let all: Vec<Challenge> = values.into_iter().flat_map(parse).collect();
+        all.iter()
             .find(|c| c.scheme.eq_ignore_ascii_case("bearer"))
+            .or_else(|| all.iter().find(|c| c.scheme.eq_ignore_ascii_case("dpop")))
             .map(|c| BearerChallenge {
                 resource_metadata: c.param("resource_metadata").map(str::to_owned),
                 scope: c
@@ -48,6 +49,15 @@ impl BearerChallenge {
     pub fn insufficient_scope(&self) -> bool {
         self.error.as_deref() == Some("insufficient_scope")
     }
+}
+
+/// The `error` of a DPoP challenge (`use_dpop_nonce`, `invalid_dpop_proof`).
+pub fn dpop_error<'a>(values: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    values
+        .into_iter()
+        .flat_map(parse)
+        .find(|c| c.scheme.eq_ignore_ascii_case("dpop"))
+        .and_then(|c| c.param("error").map(str::to_owned))
 }
 
 fn is_tchar(c: char) -> bool {

@@ -312,7 +312,18 @@ impl Grant<'_> {
     }
 }
 
-/// One token request. `resource` (RFC 8707) goes on every grant.
+/// The key a token request proves possession of (DPoP), and where the
+/// servers' nonces are kept.
+#[derive(Clone, Copy)]
+pub struct Dpop<'a> {
+    pub key: &'a super::dpop::DpopKey,
+    pub nonces: &'a super::dpop::Nonces,
+}
+
+/// One token request. `resource` (RFC 8707) goes on every grant. With
+/// `dpop`, it carries a proof and is sent once more with the server's nonce
+/// if the server asks for one (`use_dpop_nonce`, RFC 9449 §8).
+#[allow(clippy::too_many_arguments)]
 pub async fn request(
     http: &reqwest::Client,
     endpoint: &Url,
@@ -321,6 +332,7 @@ pub async fn request(
     resource: &str,
     scope: Option<&str>,
     timeout: Duration,
+    dpop: Option<Dpop<'_>>,
 ) -> Result<Tokens, AuthError> {
     let mut form: Vec<(&'static str, String)> = vec![("grant_type", grant.name().into())];
     match &grant {
@@ -343,18 +355,44 @@ pub async fn request(
     {
         form.push(("scope", s.into()));
     }
-    let req = http
-        .post(endpoint.clone())
-        .header(reqwest::header::ACCEPT, "application/json")
-        .timeout(timeout);
-    let req = auth.apply(req, &mut form)?;
-    debug!(endpoint = %endpoint, grant = grant.name(), client_auth = auth.method(), "token request");
-    let resp = req.form(&form).send().await.map_err(|e| AuthError::Http {
-        url: endpoint.to_string(),
-        reason: crate::transport::http::error_chain(&e),
-    })?;
-    let status = resp.status();
-    let body = super::discovery::read_body(resp, TOKEN_BYTES, endpoint).await?;
+    let mut nonce_tries = 0u8;
+    let (status, body) = loop {
+        let req = http
+            .post(endpoint.clone())
+            .header(reqwest::header::ACCEPT, "application/json")
+            .timeout(timeout);
+        let mut form = form.clone();
+        let mut req = auth.apply(req, &mut form)?;
+        if let Some(d) = dpop {
+            let nonce = d.nonces.get(endpoint);
+            req = req.header(
+                "DPoP",
+                d.key.proof("POST", endpoint, None, nonce.as_deref())?,
+            );
+        }
+        debug!(endpoint = %endpoint, grant = grant.name(), client_auth = auth.method(), dpop = dpop.is_some(), "token request");
+        let resp = req.form(&form).send().await.map_err(|e| AuthError::Http {
+            url: endpoint.to_string(),
+            reason: crate::transport::http::error_chain(&e),
+        })?;
+        let status = resp.status();
+        let new_nonce = super::dpop::nonce_header(resp.headers());
+        let body = super::discovery::read_body(resp, TOKEN_BYTES, endpoint).await?;
+        if let (Some(d), Some(n)) = (dpop, &new_nonce) {
+            d.nonces.set(endpoint, n);
+        }
+        // Once: a server that wants yet another nonce gets the error.
+        let wants_nonce = status == reqwest::StatusCode::BAD_REQUEST
+            && new_nonce.is_some()
+            && serde_json::from_str::<ErrorResponse>(&body)
+                .is_ok_and(|e| e.error == "use_dpop_nonce");
+        if dpop.is_some() && wants_nonce && nonce_tries == 0 {
+            nonce_tries = 1;
+            debug!(endpoint = %endpoint, "the token endpoint wants a DPoP nonce; sending it");
+            continue;
+        }
+        break (status, body);
+    };
     if !status.is_success() {
         let reason = match serde_json::from_str::<ErrorResponse>(&body) {
             Ok(e) => super::discovery::escape_controls(&match e.error_description {
@@ -377,24 +415,30 @@ pub async fn request(
         invalid_grant: false,
     })?;
     let token_type = t.token_type.unwrap_or_else(|| "Bearer".into());
-    if !token_type.eq_ignore_ascii_case("bearer") {
+    let token_type = if token_type.eq_ignore_ascii_case("bearer") {
+        "Bearer"
+    } else if token_type.eq_ignore_ascii_case("dpop") && dpop.is_some() {
+        "DPoP"
+    } else {
         return Err(AuthError::Token {
             grant: grant.name(),
             url: endpoint.to_string(),
-            reason: format!("token_type {token_type:?}: only Bearer tokens are supported"),
+            reason: format!(
+                "token_type {token_type:?}: only Bearer tokens, and DPoP tokens where we asked for one, are supported"
+            ),
             invalid_grant: false,
         });
-    }
+    };
     // Some servers send expires_in as a string.
     let expires_in = match t.expires_in {
         Some(serde_json::Value::Number(n)) => n.as_u64(),
         Some(serde_json::Value::String(s)) => s.parse().ok(),
         _ => None,
     };
-    debug!(endpoint = %endpoint, grant = grant.name(), expires_in, refresh = t.refresh_token.is_some(), "token granted");
+    debug!(endpoint = %endpoint, grant = grant.name(), token_type, expires_in, refresh = t.refresh_token.is_some(), "token granted");
     Ok(Tokens {
         access_token: t.access_token,
-        token_type: "Bearer".into(),
+        token_type: token_type.into(),
         refresh_token: t.refresh_token,
         expires_at: expires_in.map(|s| now_secs().saturating_add(s)),
         scope: t.scope.or_else(|| scope.map(str::to_owned)),

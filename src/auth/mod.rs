@@ -11,9 +11,11 @@
 pub mod browser;
 pub mod challenge;
 pub mod discovery;
+pub mod dpop;
 pub mod flow;
 pub mod grant;
 pub mod store;
+pub mod wif;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -23,7 +25,7 @@ use tracing::{debug, info, warn};
 use url::Url;
 
 use crate::transport::BoxFuture;
-use crate::transport::http::{Challenged, Credentials};
+use crate::transport::http::{Challenged, Credentials, Presented};
 use browser::Browser;
 use challenge::BearerChallenge;
 use discovery::ServerMetadata;
@@ -218,6 +220,14 @@ pub enum AuthError {
     Store(#[from] store::StoreError),
     #[error("signing in needs a person: {0}")]
     NeedsLogin(String),
+    #[error(
+        "server '{server}': cannot get the workload identity token from {source_desc}: {reason}"
+    )]
+    Workload {
+        server: String,
+        source_desc: String,
+        reason: String,
+    },
 }
 
 /// A server's `oauth` settings (config, else `MCPHOST_OAUTH_CLIENT`).
@@ -246,6 +256,9 @@ pub struct OAuthConfig {
     pub idp_id_token: Option<String>,
     pub idp_client_id: Option<String>,
     pub idp_client_secret: Option<String>,
+    /// Workload identity federation: where the workload's own token comes
+    /// from, for a JWT bearer grant with it.
+    pub workload: Option<wif::WorkloadToken>,
 }
 
 impl std::fmt::Debug for OAuthConfig {
@@ -280,6 +293,7 @@ impl std::fmt::Debug for OAuthConfig {
                 "idp_client_secret",
                 &self.idp_client_secret.as_ref().map(|_| "<redacted>"),
             )
+            .field("workload", &self.workload)
             .finish()
     }
 }
@@ -330,6 +344,38 @@ impl OAuthConfig {
             c.idp_id_token = s("idp_id_token")?;
             c.idp_client_id = s("idp_client_id")?;
             c.idp_client_secret = s("idp_client_secret")?;
+            c.workload = match (s("workload_token_file")?, obj.get("workload_token_command")) {
+                (Some(f), None) => Some(wif::WorkloadToken::File(f.into())),
+                (None, None) | (None, Some(serde_json::Value::Null)) => None,
+                (None, Some(serde_json::Value::Array(v))) if !v.is_empty() => {
+                    Some(wif::WorkloadToken::Command(
+                        v.iter()
+                            .map(|x| x.as_str().map(str::to_owned))
+                            .collect::<Option<Vec<_>>>()
+                            .ok_or_else(|| {
+                                format!("{CLIENT_ENV}: workload_token_command must be an array of strings")
+                            })?,
+                    ))
+                }
+                (None, Some(_)) => {
+                    return Err(format!(
+                        "{CLIENT_ENV}: workload_token_command must be a non-empty array of strings"
+                    ));
+                }
+                (Some(_), Some(_)) => {
+                    return Err(format!(
+                        "{CLIENT_ENV}: workload_token_file or workload_token_command, not both"
+                    ));
+                }
+            };
+            if c.workload.is_some() {
+                if c.client_id.is_none() {
+                    return Err(format!(
+                        "{CLIENT_ENV}: a workload identity token needs the client_id it is exchanged for"
+                    ));
+                }
+                c.grant_type.get_or_insert_with(|| grant::JWT_BEARER.into());
+            }
             // A scripted enterprise sign-in names its IdP; that is the grant.
             if c.grant_type.is_none() && c.idp_id_token.is_some() {
                 c.grant_type = Some(grant::JWT_BEARER.into());
@@ -360,6 +406,11 @@ impl OAuthConfig {
         } else {
             self.issuer.or(other.issuer)
         };
+        let workload = if self.client_id.is_some() {
+            self.workload
+        } else {
+            self.workload.or(other.workload)
+        };
         OAuthConfig {
             client_id: self.client_id.or(other.client_id),
             issuer,
@@ -377,6 +428,7 @@ impl OAuthConfig {
             idp_id_token: self.idp_id_token.or(other.idp_id_token),
             idp_client_id: self.idp_client_id.or(other.idp_client_id),
             idp_client_secret: self.idp_client_secret.or(other.idp_client_secret),
+            workload,
         }
     }
 
@@ -396,6 +448,7 @@ impl OAuthConfig {
             || self.private_key_pem.is_some()
             || self.idp_id_token.is_some()
             || self.idp_client_secret.is_some()
+            || self.workload.is_some()
     }
 
     /// A grant with no person in it.
@@ -429,6 +482,9 @@ struct State {
     tokens: Option<Tokens>,
     /// Whose `tokens` are: never sent to, or refreshed at, another.
     tokens_key: Option<TokenKey>,
+    /// The DPoP key of an authorization server and resource: the one
+    /// `tokens` are bound to when their type is DPoP.
+    dpop: Option<(TokenKey, dpop::DpopKey)>,
     step_ups: u32,
     /// The token we got last from the token endpoint, and when.
     fresh: Option<(String, std::time::Instant)>,
@@ -465,6 +521,8 @@ pub struct Authorizer {
     /// The sign-in under way, for every request that needs it.
     signing: std::sync::Mutex<Option<SignIn>>,
     attempts: Arc<Attempts>,
+    /// The DPoP nonces of the authorization and resource servers.
+    nonces: dpop::Nonces,
 }
 
 type SignIn = tokio::sync::watch::Receiver<Option<Result<(), String>>>;
@@ -517,6 +575,7 @@ impl Authorizer {
             me: std::sync::Weak::new(),
             signing: std::sync::Mutex::new(None),
             attempts: Arc::new(Attempts::default()),
+            nonces: dpop::Nonces::default(),
         })
     }
 
@@ -636,8 +695,7 @@ impl Authorizer {
         });
         if let Some((k, e)) = mine {
             debug!(server = %self.server, "using a stored token");
-            st.tokens = e.tokens;
-            st.tokens_key = Some(k);
+            hold(&mut st, &k, e);
         }
     }
 
@@ -936,6 +994,32 @@ impl Authorizer {
         Ok(())
     }
 
+    /// The DPoP key for a token request to `found`'s authorization server:
+    /// where it issues DPoP tokens (or `bound`: the token to refresh is
+    /// one), the one in the store beside the tokens, else a new one, saved
+    /// there before it is used so that every process proves the same key.
+    fn dpop_key(&self, found: &Found, bound: bool) -> Result<Option<dpop::DpopKey>, AuthError> {
+        if !bound && !dpop::supported(&found.meta) {
+            return Ok(None);
+        }
+        if let Some((k, key)) = &self.state().dpop
+            && *k == found.key
+        {
+            return Ok(Some(key.clone()));
+        }
+        let key = match self.entry(&found.key).and_then(|e| e.dpop_key) {
+            Some(k) => k,
+            None => {
+                let k = dpop::DpopKey::generate()?;
+                self.save(&found.key, |e| e.dpop_key = Some(k.clone()))?;
+                debug!(server = %self.server, "new DPoP key");
+                k
+            }
+        };
+        self.state().dpop = Some((found.key.clone(), key.clone()));
+        Ok(Some(key))
+    }
+
     /// Refresh, single-flight across processes: under the store's lock, a
     /// token someone else already refreshed is taken as it is, and the
     /// newest refresh token is the one used, once.
@@ -944,7 +1028,8 @@ impl Authorizer {
             Some(s) => Some(s.lock(&found.key).await?),
             None => None,
         };
-        let stored = self.entry(&found.key).and_then(|e| e.tokens);
+        let entry = self.entry(&found.key).filter(|e| e.tokens.is_some());
+        let stored = entry.as_ref().and_then(|e| e.tokens.clone());
         let current = stored.or_else(|| {
             let st = self.state();
             st.tokens
@@ -958,15 +1043,16 @@ impl Authorizer {
             && !grant::expiring(&current, REFRESH_MARGIN)
         {
             debug!(server = %self.server, "another process refreshed the token");
-            let mut st = self.state();
-            st.tokens = Some(current);
-            st.tokens_key = Some(found.key.clone());
+            if let Some(e) = entry {
+                hold(&mut self.state(), &found.key, e);
+            }
             return Ok(true);
         }
         let Some(rt) = current.refresh_token.clone() else {
             return Ok(false);
         };
         let auth = self.client(found, None).await?;
+        let dpop = self.dpop_key(found, current.token_type == "DPoP")?;
         let endpoint = self.token_endpoint(found)?;
         self.attempts.take(&self.server, Attempt::Token)?;
         match grant::request(
@@ -977,6 +1063,10 @@ impl Authorizer {
             &found.key.resource,
             current.scope.as_deref(),
             TOKEN_TIMEOUT,
+            dpop.as_ref().map(|key| grant::Dpop {
+                key,
+                nonces: &self.nonces,
+            }),
         )
         .await
         {
@@ -1010,7 +1100,12 @@ impl Authorizer {
         let endpoint = self.token_endpoint(found)?;
         let c = self.cfg();
         let jag;
-        let grant = if c.grant_type.as_deref() == Some(grant::JWT_BEARER) {
+        let grant = if let Some(w) = &c.workload {
+            // Read afresh for every grant (platforms rotate it); sent only
+            // to the issuer check_client_issuer let through.
+            jag = w.read(&self.server).await?;
+            Grant::JwtBearer { assertion: &jag }
+        } else if c.grant_type.as_deref() == Some(grant::JWT_BEARER) {
             let (Some(idp), Some(id_token)) = (&c.idp_token_endpoint, &c.idp_id_token) else {
                 return Err(AuthError::Client(
                     "enterprise-managed authorization needs idp_token_endpoint and idp_id_token"
@@ -1037,6 +1132,7 @@ impl Authorizer {
             Grant::ClientCredentials
         };
         self.attempts.take(&self.server, Attempt::Token)?;
+        let dpop = self.dpop_key(found, false)?;
         let t = grant::request(
             &self.http,
             &endpoint,
@@ -1045,6 +1141,10 @@ impl Authorizer {
             &found.key.resource,
             found.scope.as_deref(),
             TOKEN_TIMEOUT,
+            dpop.as_ref().map(|key| grant::Dpop {
+                key,
+                nonces: &self.nonces,
+            }),
         )
         .await?;
         info!(server = %self.server, grant = c.grant_type.as_deref().unwrap_or(""), "token granted");
@@ -1172,6 +1272,7 @@ impl Authorizer {
             .ok_or_else(|| AuthError::Refused("the redirect carried no code".into()))?;
         let endpoint = self.token_endpoint(found)?;
         self.attempts.take(&self.server, Attempt::Token)?;
+        let dpop = self.dpop_key(found, false)?;
         let mut t = grant::request(
             &self.http,
             &endpoint,
@@ -1184,6 +1285,10 @@ impl Authorizer {
             &found.key.resource,
             scope.as_deref(),
             TOKEN_TIMEOUT,
+            dpop.as_ref().map(|key| grant::Dpop {
+                key,
+                nonces: &self.nonces,
+            }),
         )
         .await?;
         if t.scope.is_none() {
@@ -1250,6 +1355,23 @@ impl Authorizer {
     }
 
     async fn handle(&self, c: &Challenged) -> Result<(), AuthError> {
+        // RFC 9449 §9: the resource server wants a nonce in the proof. Sent
+        // again with the new one; the same one refused again is an error
+        // (the transport bounds the tries of one request as well).
+        if let Some(nonce) = &c.dpop_nonce
+            && challenge::dpop_error(c.www_authenticate.iter().map(String::as_str)).as_deref()
+                == Some("use_dpop_nonce")
+        {
+            if c.sent_dpop_nonce.as_ref() == Some(nonce) {
+                return Err(AuthError::Refused(
+                    "the server refused the DPoP nonce it had just given (use_dpop_nonce again)"
+                        .into(),
+                ));
+            }
+            debug!(server = %self.server, "the server wants a DPoP nonce; sending it");
+            self.nonces.set(&self.url, nonce);
+            return Ok(());
+        }
         let _flight = self.flight.lock().await;
         // Someone got a new token while we waited: try that first.
         let current = self.current();
@@ -1306,12 +1428,11 @@ impl Authorizer {
             return self.interactive(&found, scope).await;
         }
         // A stored token we did not send yet (another process signed in).
-        if let Some(t) = self.entry(&found.key).and_then(|e| e.tokens)
+        if let Some(e) = self.entry(&found.key)
+            && let Some(t) = &e.tokens
             && Some(&t.access_token) != c.sent.as_ref()
         {
-            let mut st = self.state();
-            st.tokens = Some(t);
-            st.tokens_key = Some(found.key.clone());
+            hold(&mut self.state(), &found.key, e);
             return Ok(());
         }
         if self.refresh(&found, c.sent.as_deref()).await? {
@@ -1380,8 +1501,21 @@ fn union_scopes(lists: &[Option<&str>]) -> Option<String> {
     (!out.is_empty()).then(|| out.join(" "))
 }
 
+/// Takes a stored entry's tokens, and the key they are bound to.
+fn hold(st: &mut State, key: &TokenKey, e: Entry) {
+    st.tokens = e.tokens;
+    st.tokens_key = Some(key.clone());
+    if let Some(k) = e.dpop_key {
+        st.dpop = Some((key.clone(), k));
+    }
+}
+
 impl Credentials for Authorizer {
-    fn bearer(&self) -> BoxFuture<'_, Option<String>> {
+    fn authorization<'a>(
+        &'a self,
+        method: &'a reqwest::Method,
+        url: &'a Url,
+    ) -> BoxFuture<'a, Option<Presented>> {
         Box::pin(async move {
             self.look_in_store();
             let (tokens, found) = {
@@ -1400,7 +1534,48 @@ impl Credentials for Authorizer {
                     warn!(server = %self.server, "refresh before expiry failed: {e}");
                 }
             }
-            self.current()
+            let st = self.state();
+            let t = st.tokens.as_ref()?;
+            if t.token_type != "DPoP" {
+                return Some(Presented {
+                    token: t.access_token.clone(),
+                    authorization: format!("Bearer {}", t.access_token),
+                    dpop: None,
+                    dpop_nonce: None,
+                });
+            }
+            // A DPoP token goes with a proof of its key, never as Bearer.
+            let key = st
+                .dpop
+                .as_ref()
+                .filter(|(k, _)| Some(k) == st.tokens_key.as_ref())
+                .map(|(_, key)| key);
+            let nonce = self.nonces.get(url);
+            let proof = key.map(|k| {
+                k.proof(
+                    method.as_str(),
+                    url,
+                    Some(&t.access_token),
+                    nonce.as_deref(),
+                )
+            });
+            let dpop = match proof {
+                Some(Ok(p)) => Some(p),
+                Some(Err(e)) => {
+                    warn!(server = %self.server, "cannot make a DPoP proof: {e}");
+                    None
+                }
+                None => {
+                    warn!(server = %self.server, "the DPoP token's key is not in the store; the server will refuse it");
+                    None
+                }
+            };
+            Some(Presented {
+                token: t.access_token.clone(),
+                authorization: format!("DPoP {}", t.access_token),
+                dpop,
+                dpop_nonce: nonce,
+            })
         })
     }
 

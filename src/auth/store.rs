@@ -10,7 +10,7 @@
 //!   place, since removing it would let two processes lock different files.
 //!
 //! With the keyring backend the secrets (access token, refresh token, client
-//! secret) go to the OS keyring (service `mcphost`, user `<hash>`) and the
+//! secret, DPoP key) go to the OS keyring (service `mcphost`, user `<hash>`) and the
 //! JSON file keeps the rest as an index: keyrings cannot list their items.
 //!
 //! [`TokenStore::load`] and [`TokenStore::save`] never take the lock
@@ -104,6 +104,10 @@ pub struct Entry {
     /// made elsewhere, not for its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub writer: Option<u32>,
+    /// The key the tokens are bound to (DPoP, RFC 9449): refresh and every
+    /// request prove possession of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dpop_key: Option<super::dpop::DpopKey>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -214,6 +218,8 @@ struct Secrets {
     refresh_token: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     client_secret: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dpop_key: Option<super::dpop::DpopKey>,
 }
 
 impl TokenStore {
@@ -664,6 +670,7 @@ fn split(mut entry: Entry) -> (Entry, Secrets) {
     if let Some(c) = &mut entry.client {
         secrets.client_secret = c.client_secret.take();
     }
+    secrets.dpop_key = entry.dpop_key.take();
     (entry, secrets)
 }
 
@@ -675,6 +682,7 @@ fn merge(mut entry: Entry, secrets: Secrets) -> Entry {
     if let Some(c) = &mut entry.client {
         c.client_secret = secrets.client_secret;
     }
+    entry.dpop_key = secrets.dpop_key;
     entry
 }
 
@@ -1013,6 +1021,8 @@ mod tests {
             token_endpoint: Some("https://as.example/token".into()),
             updated_at: 0,
             writer: None,
+            // Transparent: the PEM text itself.
+            dpop_key: serde_json::from_value(serde_json::json!(format!("DK-{tag}"))).unwrap(),
         }
     }
 
@@ -1051,13 +1061,14 @@ mod tests {
         store.save(&key(1), &entry("one")).unwrap();
 
         let file = std::fs::read_to_string(store.file(&key(1))).unwrap();
-        for secret in ["AT-one", "RT-one", "CS-one"] {
+        for secret in ["AT-one", "RT-one", "CS-one", "DK-one"] {
             assert!(!file.contains(secret), "{secret} in the index: {file}");
         }
         assert!(file.contains("client-1") && file.contains("notes"));
         let item = mem.items.lock().unwrap().get(&key_hash(&key(1))).cloned();
         let item = item.expect("no keyring item under the key's hash");
         assert!(item.contains("AT-one") && item.contains("RT-one") && item.contains("CS-one"));
+        assert!(item.contains("DK-one"), "the DPoP key is a secret: {item}");
 
         let back = store.load(&key(1)).unwrap().unwrap();
         assert_eq!(without_stamp(back), entry("one"));

@@ -96,7 +96,9 @@ const OAUTH_KEYS: &[&str] = &[
     "signingAlgorithm",
     "scope",
     "clientMetadataUrl",
+    "workloadIdentity",
 ];
+const WORKLOAD_KEYS: &[&str] = &["tokenFile", "tokenCommand"];
 
 pub(crate) fn parse(
     text: &str,
@@ -1073,6 +1075,10 @@ impl<'a> Ctx<'a> {
         for prop in &obj.properties {
             let key = prop_name(prop);
             let f = child(field, key);
+            if key == "workloadIdentity" {
+                c.workload = self.workload_identity(&prop.value, &f, server, lenient);
+                continue;
+            }
             let Some(raw) = self.non_empty_string(&prop.value, &f) else {
                 continue;
             };
@@ -1139,6 +1145,23 @@ impl<'a> Ctx<'a> {
                 _ => {}
             }
         }
+        if c.workload.is_some() {
+            if c.grant_type.is_some() {
+                self.error(
+                    obj.start(),
+                    field,
+                    "workloadIdentity is its own grant (a JWT bearer grant); leave grantType out",
+                );
+            }
+            if c.client_id.is_none() {
+                self.error(
+                    obj.start(),
+                    field,
+                    "workloadIdentity needs the clientId its token is exchanged for",
+                );
+            }
+            c.grant_type = Some(crate::auth::grant::JWT_BEARER.into());
+        }
         if c.grant_type.as_deref() == Some("client_credentials") && c.client_id.is_none() {
             self.error(
                 obj.start(),
@@ -1147,6 +1170,55 @@ impl<'a> Ctx<'a> {
             );
         }
         OAuthSetting::Client(Box::new(c))
+    }
+
+    /// `oauth.workloadIdentity`: `{"tokenFile": PATH}` (relative to the
+    /// config's directory) or `{"tokenCommand": [PROGRAM, ARGS…]}`.
+    fn workload_identity(
+        &mut self,
+        value: &Value<'_>,
+        field: &str,
+        server: &str,
+        lenient: bool,
+    ) -> Option<crate::auth::wif::WorkloadToken> {
+        let obj = self.object(value, field)?;
+        self.keys(obj, field, WORKLOAD_KEYS);
+        let mut found = Vec::new();
+        for prop in &obj.properties {
+            let key = prop_name(prop);
+            let f = child(field, key);
+            match key {
+                "tokenFile" => {
+                    let raw = self.non_empty_string(&prop.value, &f)?;
+                    let v = self.interpolated(raw, prop.value.start(), &f, server, lenient)?;
+                    found.push(crate::auth::wif::WorkloadToken::File(self.base_dir.join(v)));
+                }
+                "tokenCommand" => {
+                    let items = self.array(&prop.value, &f)?;
+                    let mut argv = Vec::new();
+                    for (i, item) in items.iter().enumerate() {
+                        let fi = format!("{f}[{i}]");
+                        let raw = self.non_empty_string(item, &fi)?;
+                        argv.push(self.interpolated(raw, item.start(), &fi, server, lenient)?);
+                    }
+                    if argv.is_empty() {
+                        self.error(prop.value.start(), &f, "must name a program");
+                        return None;
+                    }
+                    found.push(crate::auth::wif::WorkloadToken::Command(argv));
+                }
+                _ => {}
+            }
+        }
+        if found.len() != 1 {
+            self.error(
+                obj.start(),
+                field,
+                "must have one of tokenFile or tokenCommand",
+            );
+            return None;
+        }
+        found.pop()
     }
 
     /// `offer`: `{sampling, elicitation, roots}` booleans, each `true` unless set.

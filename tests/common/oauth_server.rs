@@ -16,8 +16,12 @@
 //!   the OpenID Connect discovery locations ([`Discovery`]).
 //! - `POST /register` (RFC 7591), `GET /authorize` (code + PKCE S256, loopback
 //!   redirects only), `POST /token` (`authorization_code`, `refresh_token`,
-//!   `client_credentials`; client auth `client_secret_basic`,
-//!   `client_secret_post`, `none`, `private_key_jwt`).
+//!   `client_credentials`, the JWT bearer grant with a workload token; client
+//!   auth `client_secret_basic`, `client_secret_post`, `none`,
+//!   `private_key_jwt`).
+//! - DPoP ([`OAuthOptions::dpop`]): tokens bound to the key of the token
+//!   request's proof, taken at `/mcp` only with a valid proof of that key,
+//!   nonces on demand ([`DpopNonce`]).
 //!
 //! Refresh tokens rotate; every authorization code grant starts a *family*,
 //! and presenting a refresh token that was already rotated revokes the whole
@@ -196,7 +200,33 @@ pub struct OAuthOptions {
     /// private_key_jwt clients: client_id → the public key (PEM) their
     /// assertions are signed with. Such a client needs no other registration.
     pub jwt_keys: HashMap<String, (JwtAlg, String)>,
+    // -- DPoP (RFC 9449) and workload identity federation
+    /// Advertise `dpop_signing_alg_values_supported: ["ES256"]`; a token
+    /// request with a valid `DPoP` proof gets a token bound to its key
+    /// (`token_type: DPoP`), which `/mcp` then takes only with a proof of
+    /// that key (signature, `htm`, `htu`, `ath`, a `jti` never seen before).
+    pub dpop: bool,
+    pub dpop_nonce: DpopNonce,
+    /// Workload tokens the JWT bearer grant
+    /// (`urn:ietf:params:oauth:grant-type:jwt-bearer`) accepts as
+    /// `assertion`; the grant must be in [`OAuthOptions::grant_types`].
+    pub workload_tokens: Vec<String>,
 }
+
+/// When the mock asks for a DPoP nonce (`use_dpop_nonce`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DpopNonce {
+    Off,
+    /// The token endpoint and `/mcp` each want [`DPOP_NONCE`] in the proof.
+    Required,
+    /// `/mcp` refuses every proof with a nonce it has not just given: a
+    /// server that always wants a new one.
+    AlwaysNew,
+}
+
+pub const DPOP_NONCE: &str = "mock-nonce-1";
+/// The JWT bearer grant (RFC 7523 §2.1).
+pub const JWT_BEARER_GRANT: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 
 impl Default for OAuthOptions {
     fn default() -> Self {
@@ -233,6 +263,9 @@ impl Default for OAuthOptions {
             send_expires_in: true,
             token_fail: None,
             jwt_keys: HashMap::new(),
+            dpop: false,
+            dpop_nonce: DpopNonce::Off,
+            workload_tokens: Vec::new(),
         }
     }
 }
@@ -279,6 +312,8 @@ pub struct TokenRequest {
     pub family: Option<u64>,
     /// The whole form, in order.
     pub form: Vec<(String, String)>,
+    /// The `DPoP` proof's check: `ok`, what was wrong, or `None` (none sent).
+    pub dpop: Option<String>,
 }
 
 impl TokenRequest {
@@ -317,6 +352,10 @@ pub struct McpRequest {
     pub authorization: Option<String>,
     pub status: u16,
     pub www_authenticate: Option<String>,
+    /// The `DPoP` proof's check: `ok`, what was wrong, or `None` (none sent).
+    pub dpop: Option<String>,
+    /// The proof's key thumbprint (RFC 7638), when it verified.
+    pub dpop_jkt: Option<String>,
 }
 
 impl McpRequest {
@@ -399,6 +438,8 @@ struct Access {
     family: u64,
     scope: Option<String>,
     expires: Instant,
+    /// DPoP: the thumbprint of the key the token is bound to.
+    jkt: Option<String>,
 }
 
 struct Refresh {
@@ -415,6 +456,9 @@ struct Grants {
     access: HashMap<String, Access>,
     refresh: HashMap<String, Refresh>,
     jtis: HashSet<String>,
+    dpop_jtis: HashSet<String>,
+    /// [`DpopNonce::AlwaysNew`]: the nonces handed out so far.
+    nonces_given: u64,
     revocations: Vec<Revocation>,
     refreshes: usize,
 }
@@ -445,6 +489,7 @@ impl Grants {
                 family,
                 scope,
                 expires: Instant::now() + ttl,
+                jkt: None,
             },
         );
         t
@@ -1079,6 +1124,9 @@ fn as_metadata(s: &Shared, o: &OAuthOptions, openid: bool) -> Value {
     if o.iss_parameter {
         v["authorization_response_iss_parameter_supported"] = json!(true);
     }
+    if o.dpop {
+        v["dpop_signing_alg_values_supported"] = json!(["ES256"]);
+    }
     if o.token_auth_methods.iter().any(|m| m == "private_key_jwt") {
         v["token_endpoint_auth_signing_alg_values_supported"] = json!(["ES256", "RS256"]);
     }
@@ -1439,8 +1487,42 @@ async fn token(s: &Arc<Shared>, parts: &Parts, body: &[u8], at: Instant) -> Resp
         description: String::new(),
         family: None,
         form: form.clone(),
+        dpop: None,
     };
-    let resp = match grant(s, parts, &form, &o, &mut rec) {
+    // The proof is checked before the grant is spent.
+    let mut jkt = None;
+    let mut nonce_wanted = false;
+    if o.dpop
+        && let Some(proof) = parts.headers.get("dpop").and_then(|v| v.to_str().ok())
+    {
+        match check_proof(proof, "POST", &s.token_url(), None) {
+            Ok(p) => {
+                if o.dpop_nonce == DpopNonce::Required && p.nonce.as_deref() != Some(DPOP_NONCE) {
+                    nonce_wanted = true;
+                    rec.dpop = Some("no nonce".into());
+                } else {
+                    rec.dpop = Some("ok".into());
+                    jkt = Some(p.jkt);
+                }
+            }
+            Err(e) => rec.dpop = Some(e),
+        }
+    }
+    let result = match &rec.dpop {
+        Some(e) if nonce_wanted => Err(oerr(400, "use_dpop_nonce", e.clone())),
+        Some(e) if e != "ok" => Err(oerr(400, "invalid_dpop_proof", e.clone())),
+        _ => grant(s, parts, &form, &o, &mut rec),
+    };
+    let result = result.map(|mut v| {
+        if let (Some(jkt), Some(at)) = (&jkt, v["access_token"].as_str()) {
+            if let Some(a) = s.grants.lock().unwrap().access.get_mut(at) {
+                a.jkt = Some(jkt.clone());
+            }
+            v["token_type"] = json!("DPoP");
+        }
+        v
+    });
+    let resp = match result {
         Ok(v) => {
             rec.status = 200;
             rec.outcome = "ok".into();
@@ -1462,6 +1544,10 @@ async fn token(s: &Arc<Shared>, parts: &Parts, body: &[u8], at: Instant) -> Resp
                     "www-authenticate",
                     r#"Basic realm="oauth-mock""#.parse().unwrap(),
                 );
+            }
+            if nonce_wanted {
+                r.headers_mut()
+                    .insert("dpop-nonce", DPOP_NONCE.parse().unwrap());
             }
             r
         }
@@ -1741,12 +1827,84 @@ fn grant(
             let access = g.mint_access(family, scope.clone(), o.access_ttl);
             Ok(token_body(&access, None, &scope))
         }
+        JWT_BEARER_GRANT => {
+            let assertion = get("assertion")
+                .ok_or_else(|| oerr(400, "invalid_request", "assertion missing"))?;
+            if !o.workload_tokens.iter().any(|t| t == assertion) {
+                return Err(oerr(400, "invalid_grant", "unknown workload token"));
+            }
+            let scope = get("scope").map(str::to_owned);
+            let family = g.new_family(Family {
+                client_id: client_id.clone(),
+                subject: format!("workload:{client_id}"),
+                scope: scope.clone(),
+                resource: resource.map(str::to_owned),
+                revoked: false,
+            });
+            rec.family = Some(family);
+            let access = g.mint_access(family, scope.clone(), o.access_ttl);
+            Ok(token_body(&access, None, &scope))
+        }
         other => Err(oerr(
             400,
             "unsupported_grant_type",
             format!("{other} is not supported"),
         )),
     }
+}
+
+/// A DPoP proof that checked out.
+pub struct Proof {
+    pub jkt: String,
+    pub nonce: Option<String>,
+    pub jti: String,
+}
+
+/// RFC 9449 §4.3: the proof's own checks, and `ath` for `access_token`.
+/// (`jti` reuse and the token's binding are the caller's.)
+pub fn check_proof(
+    proof: &str,
+    method: &str,
+    url: &str,
+    access_token: Option<&str>,
+) -> Result<Proof, String> {
+    let h = jsonwebtoken::decode_header(proof).map_err(|e| format!("not a JWT: {e}"))?;
+    if h.typ.as_deref() != Some("dpop+jwt") {
+        return Err(format!("typ {:?}, not dpop+jwt", h.typ));
+    }
+    let jwk = h.jwk.ok_or("no jwk in the header")?;
+    let key = jsonwebtoken::DecodingKey::from_jwk(&jwk).map_err(|e| format!("bad jwk: {e}"))?;
+    let mut v = jsonwebtoken::Validation::new(h.alg);
+    v.required_spec_claims.clear();
+    v.validate_exp = false;
+    let c = jsonwebtoken::decode::<Value>(proof, &key, &v)
+        .map_err(|e| format!("signature: {e}"))?
+        .claims;
+    if c["htm"] != method {
+        return Err(format!("htm {} for a {method}", c["htm"]));
+    }
+    if c["htu"] != url {
+        return Err(format!("htu {} for {url}", c["htu"]));
+    }
+    let iat = c["iat"].as_u64().ok_or("no iat")?;
+    if unix_now().abs_diff(iat) > 300 {
+        return Err("iat too far off".into());
+    }
+    let jti = c["jti"].as_str().ok_or("no jti")?.to_owned();
+    if let Some(t) = access_token {
+        let want = URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(t.as_bytes()));
+        if c["ath"] != want.as_str() {
+            return Err("ath is not the token's hash".into());
+        }
+    }
+    let jkt = jwk
+        .thumbprint(jsonwebtoken::jwk::ThumbprintHash::SHA256)
+        .map_err(|e| format!("thumbprint: {e}"))?;
+    Ok(Proof {
+        jkt,
+        nonce: c["nonce"].as_str().map(str::to_owned),
+        jti,
+    })
 }
 
 /// `%XX` and `+` decoding (application/x-www-form-urlencoded).
@@ -1992,6 +2150,7 @@ struct Holder {
     client_id: String,
     family: u64,
     scope: Option<String>,
+    jkt: Option<String>,
 }
 
 /// The holder of a valid access token for `resource`, or why not.
@@ -2013,6 +2172,7 @@ fn check_access(s: &Shared, token: &str, resource: &str) -> Result<Holder, &'sta
         client_id: f.client_id.clone(),
         family: a.family,
         scope: a.scope.clone(),
+        jkt: a.jkt.clone(),
     })
 }
 
@@ -2048,8 +2208,16 @@ fn mcp(s: &Shared, parts: &Parts, body: &[u8], o: &OAuthOptions, at: Instant) ->
         .as_ref()
         .and_then(|m| m["method"].as_str())
         .map(str::to_owned);
-    let resp = mcp_answer(s, parts, authorization.as_deref(), msg, o);
+    let mut dpop = None;
+    let resp = mcp_answer(s, parts, authorization.as_deref(), msg, o, &mut dpop);
+    let (dpop, dpop_jkt) = match dpop {
+        Some(Ok(jkt)) => (Some("ok".to_owned()), Some(jkt)),
+        Some(Err(e)) => (Some(e), None),
+        None => (None, None),
+    };
     s.log.lock().unwrap().mcp.push(McpRequest {
+        dpop,
+        dpop_jkt,
         at,
         http_method: parts.method.to_string(),
         rpc_method,
@@ -2080,15 +2248,21 @@ fn mcp_answer(
     authorization: Option<&str>,
     msg: Option<Value>,
     o: &OAuthOptions,
+    dpop: &mut Option<Result<String, String>>,
 ) -> Response {
-    let bearer = authorization.and_then(|v| {
-        v.get(..7)
-            .filter(|p| p.eq_ignore_ascii_case("bearer "))
-            .map(|_| v[7..].trim())
-    });
-    let Some(token) = bearer else {
-        return unauthorized(s, o, None, "no Bearer token");
+    let scheme = |name: &str| {
+        authorization.and_then(|v| {
+            v.split_once(' ')
+                .filter(|(p, _)| p.eq_ignore_ascii_case(name))
+                .map(|(_, t)| t.trim())
+        })
     };
+    let (token, as_dpop) = match (scheme("bearer"), scheme("dpop")) {
+        (Some(t), _) => (t, false),
+        (None, Some(t)) => (t, true),
+        (None, None) => return unauthorized(s, o, None, "no Bearer token"),
+    };
+    let proof = parts.headers.get("dpop").and_then(|v| v.to_str().ok());
     if o.reject_all_tokens {
         return unauthorized(s, o, Some("invalid_token"), "every token is refused here");
     }
@@ -2096,6 +2270,63 @@ fn mcp_answer(
         Ok(h) => h,
         Err(why) => return unauthorized(s, o, Some("invalid_token"), why),
     };
+    if let Some(jkt) = &holder.jkt {
+        if !as_dpop {
+            return unauthorized(s, o, Some("invalid_token"), "a DPoP token sent as Bearer");
+        }
+        let checked = proof
+            .ok_or_else(|| "no DPoP proof".to_owned())
+            .and_then(|p| {
+                check_proof(
+                    p,
+                    parts.method.as_str(),
+                    &format!("{}/mcp", s.res_base),
+                    Some(token),
+                )
+            })
+            .and_then(|p| {
+                let mut g = s.grants.lock().unwrap();
+                if !g.dpop_jtis.insert(p.jti.clone()) {
+                    return Err("jti seen before (a replayed proof)".into());
+                }
+                if &p.jkt != jkt {
+                    return Err("the proof's key is not the token's (cnf.jkt)".into());
+                }
+                Ok(p)
+            });
+        let p = match checked {
+            Ok(p) => p,
+            Err(e) => {
+                *dpop = Some(Err(e.clone()));
+                return unauthorized(s, o, Some("invalid_dpop_proof"), &e);
+            }
+        };
+        let want = match o.dpop_nonce {
+            DpopNonce::Off => None,
+            DpopNonce::Required => Some(DPOP_NONCE.to_owned()),
+            DpopNonce::AlwaysNew => {
+                let mut g = s.grants.lock().unwrap();
+                g.nonces_given += 1;
+                Some(format!("mock-nonce-{}", g.nonces_given + 100))
+            }
+        };
+        if let Some(n) = want
+            && p.nonce.as_deref() != Some(n.as_str())
+        {
+            *dpop = Some(Err("no nonce or a stale one".into()));
+            let mut r = json_response(
+                StatusCode::UNAUTHORIZED,
+                &json!({"error": "use_dpop_nonce"}),
+            );
+            r.headers_mut().insert(
+                "www-authenticate",
+                r#"DPoP error="use_dpop_nonce", algs="ES256""#.parse().unwrap(),
+            );
+            r.headers_mut().insert("dpop-nonce", n.parse().unwrap());
+            return r;
+        }
+        *dpop = Some(Ok(p.jkt));
+    }
     if parts.method != Method::POST {
         let mut r = plain(
             StatusCode::METHOD_NOT_ALLOWED,

@@ -216,7 +216,8 @@ auth/*)
 	# here a script that follows the redirects (the suite's authorization
 	# server approves at once) back to mcphost's loopback listener. Tokens
 	# go to a store of this run only. Scenarios that give a client (the
-	# pre-registered and machine ones) pass it as MCPHOST_OAUTH_CLIENT.
+	# pre-registered and machine ones) pass it as MCPHOST_OAUTH_CLIENT; the
+	# workload identity one (auth/wif-jwt-bearer) its token as a file.
 	export MCPHOST_BROWSER="$JSON_NODE $ROOT/tests/conformance/browser.js"
 	MCPHOST_TOKEN_DIR="$(mktemp -d)"
 	export MCPHOST_TOKEN_DIR MCPHOST_TOKEN_STORE=file
@@ -233,6 +234,13 @@ auth/*)
 		}
 		if (ctx.private_key_pem) c.token_endpoint_auth_method = "private_key_jwt";
 		if (process.env.MCP_CONFORMANCE_SCENARIO.startsWith("auth/client-credentials")) c.grant_type = "client_credentials";
+		// Workload identity: the workload token itself, from a file as a
+		// platform would mount it (0600, in the private directory of this run).
+		if (ctx.valid_jwt) {
+			const f = require("path").join(process.env.MCPHOST_TOKEN_DIR, "workload-token.jwt");
+			require("fs").writeFileSync(f, ctx.valid_jwt, { mode: 0o600 });
+			c.workload_token_file = f;
+		}
 		// The client is for this one server (issue 21: never for every server).
 		if (Object.keys(c).length) { c.servers = ["conf"]; console.log(JSON.stringify(c)); }
 	')"

@@ -89,15 +89,34 @@ pub struct Challenged {
     pub status: u16,
     /// Every `WWW-Authenticate` value.
     pub www_authenticate: Vec<String>,
-    /// The bearer token the refused request carried.
+    /// The access token the refused request carried.
     pub sent: Option<String>,
     pub protocol_version: Option<String>,
+    /// The `DPoP-Nonce` the refusal came with (RFC 9449 §9).
+    pub dpop_nonce: Option<String>,
+    /// The nonce the refused request's DPoP proof carried.
+    pub sent_dpop_nonce: Option<String>,
 }
 
-/// Where the transport gets its bearer tokens (OAuth, `crate::auth`).
+/// The credentials of one request: the `Authorization` value and, for a
+/// DPoP-bound token, the proof for this method and URL.
+pub struct Presented {
+    /// The access token itself, to tell a refused token from a new one.
+    pub token: String,
+    pub authorization: String,
+    pub dpop: Option<String>,
+    /// The server nonce the proof carries.
+    pub dpop_nonce: Option<String>,
+}
+
+/// Where the transport gets its tokens (OAuth, `crate::auth`).
 pub trait Credentials: Send + Sync {
-    /// The token for the next request, if there is one.
-    fn bearer(&self) -> BoxFuture<'_, Option<String>>;
+    /// The credentials for the next request to `method url`, if there are any.
+    fn authorization<'a>(
+        &'a self,
+        method: &'a reqwest::Method,
+        url: &'a url::Url,
+    ) -> BoxFuture<'a, Option<Presented>>;
     /// A request was refused. `Ok`: send it again (a new token is there);
     /// `Err`: why not, for the error the server's state shows.
     fn challenged<'a>(&'a self, c: &'a Challenged) -> BoxFuture<'a, Result<(), String>>;
@@ -544,18 +563,24 @@ impl Shared {
             let Some(attempt) = req.try_clone() else {
                 return req.send().await;
             };
-            let token = creds.bearer().await;
-            let attempt = match &token {
-                Some(t) => match HeaderValue::from_str(&format!("Bearer {t}")) {
-                    Ok(mut v) => {
+            let (client, request) = attempt.build_split();
+            let mut request = request?;
+            let presented = creds.authorization(request.method(), request.url()).await;
+            if let Some(p) = &presented {
+                let sensitive = |s: &str| {
+                    HeaderValue::from_str(s).ok().map(|mut v| {
                         v.set_sensitive(true);
-                        attempt.header(header::AUTHORIZATION, v)
-                    }
-                    Err(_) => attempt,
-                },
-                None => attempt,
-            };
-            let resp = attempt.send().await?;
+                        v
+                    })
+                };
+                if let Some(v) = sensitive(&p.authorization) {
+                    request.headers_mut().insert(header::AUTHORIZATION, v);
+                }
+                if let Some(v) = p.dpop.as_deref().and_then(sensitive) {
+                    request.headers_mut().insert("dpop", v);
+                }
+            }
+            let resp = client.execute(request).await?;
             if !is_auth_status(resp.status()) || retries >= MAX_AUTH_RETRIES {
                 return Ok(resp);
             }
@@ -567,7 +592,9 @@ impl Shared {
                     .iter()
                     .filter_map(|v| v.to_str().ok().map(str::to_owned))
                     .collect(),
-                sent: token,
+                dpop_nonce: crate::auth::dpop::nonce_header(resp.headers()),
+                sent_dpop_nonce: presented.as_ref().and_then(|p| p.dpop_nonce.clone()),
+                sent: presented.map(|p| p.token),
                 protocol_version: self.state().version.clone(),
             };
             match creds.challenged(&challenged).await {
