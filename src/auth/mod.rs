@@ -35,7 +35,8 @@ pub const CLIENT_ENV: &str = "MCPHOST_OAUTH_CLIENT";
 /// A Client ID Metadata Document URL to use as our client id.
 pub const CLIENT_METADATA_ENV: &str = "MCPHOST_OAUTH_CLIENT_METADATA_URL";
 
-/// Refresh this long before a token expires.
+/// Refresh this long before a token expires, or at half its life when
+/// that is sooner ([`refresh_due`]).
 const REFRESH_MARGIN: Duration = Duration::from_secs(60);
 /// Sign-ins for more scope before giving up on a server that keeps saying
 /// `insufficient_scope`.
@@ -175,9 +176,14 @@ pub enum AuthError {
         why: &'static str,
     },
     #[error(
-        "the protected-resource metadata is for {declared:?}, not this server ({server}); refusing to sign in for another resource"
+        "server '{server}': the protected-resource metadata at {prm} is for {declared}, not for the server's URL {url}; refusing to sign in for another resource (RFC 9728 §3.3: `resource` must be the server's URL exactly)"
     )]
-    ResourceMismatch { declared: String, server: String },
+    ResourceMismatch {
+        server: String,
+        url: String,
+        prm: String,
+        declared: String,
+    },
     #[error("no authorization server found for {server}: {reason}")]
     NoAuthServer { server: String, reason: String },
     #[error(
@@ -190,10 +196,6 @@ pub enum AuthError {
         "the authorization server {issuer} offers no way to register mcphost: no client ID metadata document support, no registration endpoint. Register a client with it and set \"oauth\": {{\"clientId\": …}} for this server (or {CLIENT_ENV})"
     )]
     NoRegistration { issuer: String },
-    #[error(
-        "the sign-in redirect came back with state {found:?}, not the one we sent; refused (a forged or stale redirect)"
-    )]
-    StateMismatch { found: String },
     #[error(
         "the sign-in redirect came back with iss {found:?}, expected {expected:?} (RFC 9207); refused"
     )]
@@ -407,6 +409,18 @@ impl OAuthConfig {
     }
 }
 
+/// Whether `t`, issued at `issued_at` (Unix seconds), is to be refreshed
+/// now: within [`REFRESH_MARGIN`] of its expiry, or within half its life
+/// when it lives less than twice that, so that a short-lived token is
+/// refreshed once, not before every request.
+fn refresh_due(t: &Tokens, issued_at: u64) -> bool {
+    let margin = t
+        .expires_at
+        .map(|at| Duration::from_secs(at.saturating_sub(issued_at) / 2))
+        .map_or(REFRESH_MARGIN, |half| half.min(REFRESH_MARGIN));
+    grant::expiring(t, margin)
+}
+
 fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -427,6 +441,9 @@ struct Found {
 struct State {
     found: Option<Found>,
     tokens: Option<Tokens>,
+    /// When `tokens` were issued (Unix seconds; for a stored token, when it
+    /// was stored): their life, for [`refresh_due`].
+    issued_at: u64,
     /// Whose `tokens` are: never sent to, or refreshed at, another.
     tokens_key: Option<TokenKey>,
     step_ups: u32,
@@ -637,6 +654,7 @@ impl Authorizer {
         if let Some((k, e)) = mine {
             debug!(server = %self.server, "using a stored token");
             st.tokens = e.tokens;
+            st.issued_at = e.updated_at;
             st.tokens_key = Some(k);
         }
     }
@@ -659,16 +677,20 @@ impl Authorizer {
         )
         .await?;
         let (issuer, resource, prm_scopes) = match prm {
-            Some(prm) => {
+            Some((prm, prm_url)) => {
                 let resource = match prm.resource.as_deref() {
-                    Some(r) if discovery::resource_covers(r, &self.url) => r.to_owned(),
-                    Some(r) => {
+                    Some(r) if discovery::resource_matches(r, &prm_url, &self.url) => r.to_owned(),
+                    other => {
                         return Err(AuthError::ResourceMismatch {
-                            declared: r.to_owned(),
-                            server: discovery::canonical(&self.url),
+                            server: self.server.clone(),
+                            url: discovery::canonical(&self.url),
+                            prm: prm_url.to_string(),
+                            declared: other.map_or_else(
+                                || "no resource (the field is missing)".to_owned(),
+                                |r| format!("{:?}", discovery::escape_controls(r)),
+                            ),
                         });
                     }
-                    None => discovery::canonical(&self.url),
                 };
                 let issuer = prm.authorization_servers.first().cloned().ok_or_else(|| {
                     AuthError::NoAuthServer {
@@ -919,7 +941,18 @@ impl Authorizer {
         discovery::secure_url(t, "token_endpoint")
     }
 
-    fn adopt(&self, key: &TokenKey, tokens: Tokens) -> Result<(), AuthError> {
+    /// New tokens from the token endpoint, saved under the store's lock so
+    /// that they never land in the middle of another process's refresh.
+    async fn adopt(&self, key: &TokenKey, tokens: Tokens) -> Result<(), AuthError> {
+        let _lock = match &self.store {
+            Some(s) => Some(s.lock(key).await?),
+            None => None,
+        };
+        self.adopt_locked(key, tokens)
+    }
+
+    /// [`Authorizer::adopt`], the store's lock already held.
+    fn adopt_locked(&self, key: &TokenKey, tokens: Tokens) -> Result<(), AuthError> {
         let endpoint = self
             .state()
             .found
@@ -932,6 +965,7 @@ impl Authorizer {
         let mut st = self.state();
         st.fresh = Some((tokens.access_token.clone(), std::time::Instant::now()));
         st.tokens = Some(tokens);
+        st.issued_at = now_secs();
         st.tokens_key = Some(key.clone());
         Ok(())
     }
@@ -944,22 +978,24 @@ impl Authorizer {
             Some(s) => Some(s.lock(&found.key).await?),
             None => None,
         };
-        let stored = self.entry(&found.key).and_then(|e| e.tokens);
+        let stored = self
+            .entry(&found.key)
+            .and_then(|e| Some((e.tokens?, e.updated_at)));
         let current = stored.or_else(|| {
             let st = self.state();
             st.tokens
                 .clone()
                 .filter(|_| st.tokens_key.as_ref() == Some(&found.key))
+                .map(|t| (t, st.issued_at))
         });
-        let Some(current) = current else {
+        let Some((current, issued_at)) = current else {
             return Ok(false);
         };
-        if Some(current.access_token.as_str()) != failed
-            && !grant::expiring(&current, REFRESH_MARGIN)
-        {
+        if Some(current.access_token.as_str()) != failed && !refresh_due(&current, issued_at) {
             debug!(server = %self.server, "another process refreshed the token");
             let mut st = self.state();
             st.tokens = Some(current);
+            st.issued_at = issued_at;
             st.tokens_key = Some(found.key.clone());
             return Ok(true);
         }
@@ -986,7 +1022,7 @@ impl Authorizer {
                     t.refresh_token = Some(rt);
                 }
                 info!(server = %self.server, "token refreshed");
-                self.adopt(&found.key, t)?;
+                self.adopt_locked(&found.key, t)?;
                 Ok(true)
             }
             Err(AuthError::Token {
@@ -995,7 +1031,14 @@ impl Authorizer {
                 ..
             }) => {
                 warn!(server = %self.server, "refresh refused ({reason}); signing in again is needed");
-                self.save(&found.key, |e| e.tokens = None)?;
+                // Only the refresh token we used is dead: a sign-in that
+                // another process saved meanwhile stays.
+                let stored_rt = self.entry(&found.key).and_then(|e| e.tokens?.refresh_token);
+                if stored_rt.is_none() || stored_rt.as_deref() == Some(rt.as_str()) {
+                    self.save(&found.key, |e| e.tokens = None)?;
+                } else {
+                    debug!(server = %self.server, "another process saved new tokens meanwhile; kept");
+                }
                 let mut st = self.state();
                 st.tokens = None;
                 st.tokens_key = None;
@@ -1048,7 +1091,7 @@ impl Authorizer {
         )
         .await?;
         info!(server = %self.server, grant = c.grant_type.as_deref().unwrap_or(""), "token granted");
-        self.adopt(&found.key, t)
+        self.adopt(&found.key, t).await
     }
 
     /// The authorization code flow: the page goes to `browser`, the
@@ -1122,25 +1165,56 @@ impl Authorizer {
         // The listener waits while the page is being handed over: a host
         // that opens it itself (loads it and follows the redirect) answers
         // only once the redirect has been answered.
-        let wait = listener.wait(self.login_timeout);
+        let wait = listener.wait(&state, self.login_timeout);
         let open = browser.open(&self.server, authorize.as_str());
         tokio::pin!(wait, open);
-        let q = tokio::select! {
-            q = &mut wait => {
-                let _ = open.await;
-                q?
-            }
-            opened = &mut open => {
-                opened.map_err(|e| {
+        let mut opened = false;
+        let callback = tokio::select! {
+            cb = &mut wait => match cb {
+                Ok(cb) => cb,
+                Err(e) => {
+                    let _ = open.await;
+                    return Err(e);
+                }
+            },
+            r = &mut open => {
+                r.map_err(|e| {
                     AuthError::Browser(format!("{e}; run `mcphost auth login {}`", self.server))
                 })?;
+                opened = true;
                 wait.await?
             }
         };
-        let got_state = q.get("state").cloned().unwrap_or_default();
-        if got_state != state {
-            return Err(AuthError::StateMismatch { found: got_state });
+        let outcome = self
+            .redeem(
+                found,
+                &auth,
+                &callback.query,
+                &verifier,
+                &redirect_uri,
+                scope,
+            )
+            .await;
+        // The browser hears "signed in" only now; a host that loads the
+        // page itself finishes its `open` once it has been answered.
+        callback.finish(outcome.is_ok()).await;
+        if !opened {
+            let _ = open.await;
         }
+        outcome
+    }
+
+    /// The redirect (its `state` already ours): `iss`, then the code.
+    async fn redeem(
+        &self,
+        found: &Found,
+        auth: &ClientAuth,
+        q: &std::collections::HashMap<String, String>,
+        verifier: &str,
+        redirect_uri: &str,
+        scope: Option<String>,
+    ) -> Result<(), AuthError> {
+        let meta = &found.meta;
         // RFC 9207: checked before the code is redeemed.
         match q.get("iss") {
             // Exactly as the metadata says: no normalisation (SEP-2468).
@@ -1175,11 +1249,11 @@ impl Authorizer {
         let mut t = grant::request(
             &self.http,
             &endpoint,
-            &auth,
+            auth,
             Grant::Code {
                 code,
-                redirect_uri: &redirect_uri,
-                verifier: &verifier,
+                redirect_uri,
+                verifier,
             },
             &found.key.resource,
             scope.as_deref(),
@@ -1190,7 +1264,7 @@ impl Authorizer {
             t.scope = scope;
         }
         info!(server = %self.server, "signed in");
-        self.adopt(&found.key, t)
+        self.adopt(&found.key, t).await
     }
 
     /// `mcphost auth login`: discovery from the server's own 401, then a
@@ -1306,11 +1380,13 @@ impl Authorizer {
             return self.interactive(&found, scope).await;
         }
         // A stored token we did not send yet (another process signed in).
-        if let Some(t) = self.entry(&found.key).and_then(|e| e.tokens)
+        if let Some(e) = self.entry(&found.key)
+            && let Some(t) = e.tokens
             && Some(&t.access_token) != c.sent.as_ref()
         {
             let mut st = self.state();
             st.tokens = Some(t);
+            st.issued_at = e.updated_at;
             st.tokens_key = Some(found.key.clone());
             return Ok(());
         }
@@ -1384,12 +1460,12 @@ impl Credentials for Authorizer {
     fn bearer(&self) -> BoxFuture<'_, Option<String>> {
         Box::pin(async move {
             self.look_in_store();
-            let (tokens, found) = {
+            let (tokens, issued_at, found) = {
                 let st = self.state();
-                (st.tokens.clone(), st.found.clone())
+                (st.tokens.clone(), st.issued_at, st.found.clone())
             };
             let t = tokens?;
-            if grant::expiring(&t, REFRESH_MARGIN)
+            if refresh_due(&t, issued_at)
                 && t.refresh_token.is_some()
                 && let Some(found) = found
             {
