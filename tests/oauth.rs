@@ -1711,3 +1711,90 @@ async fn a_token_shorter_lived_than_the_refresh_margin_is_refreshed_once_per_tok
     assert_eq!(srv.refreshes(), 1, "{}", srv.summary());
     assert_ne!(a.bearer().await, first);
 }
+
+/// `MCPHOST_BROWSER` can take the sign-in URL (its `state` and PKCE
+/// challenge) from a private file instead of its argv, which every local
+/// user can read in /proc/PID/cmdline.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn the_browser_command_can_take_the_sign_in_url_from_a_private_file_not_its_argv() {
+    use mcphost::auth::browser::{Browser as _, CommandBrowser};
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("seen");
+    let o = out.display();
+    let cmd = format!(
+        "tr '\\0' ' ' < /proc/$$/cmdline > '{o}.argv'; \
+         stat -c %a \"$MCPHOST_SIGN_IN_URL_FILE\" > '{o}.mode'; \
+         cat \"$MCPHOST_SIGN_IN_URL_FILE\" > '{o}.tmp' && mv '{o}.tmp' '{o}'"
+    );
+    let url = "https://as.example/authorize?state=SECRET-STATE&code_challenge=CHALLENGE";
+    CommandBrowser(cmd).open("srv", url).await.unwrap();
+    let t0 = Instant::now();
+    while !out.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the command never read the URL from the file; argv: {:?}",
+            std::fs::read_to_string(dir.path().join("seen.argv"))
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), url);
+    let argv = std::fs::read_to_string(dir.path().join("seen.argv")).unwrap();
+    assert!(!argv.contains("SECRET-STATE"), "{argv}");
+    let mode = std::fs::read_to_string(dir.path().join("seen.mode")).unwrap();
+    assert_eq!(mode.trim(), "600");
+}
+
+/// `auth status` (and `--json`) and `doctor` say where the secrets are;
+/// with `auto` and no OS keyring, the fallback to plain files is named,
+/// and a sign-in warns about it once.
+#[test]
+fn auth_status_and_doctor_say_which_backend_holds_the_secrets() {
+    let srv = OAuthServer::start(OAuthOptions::default());
+    let m = Machine::new();
+    // No keyring here (no session bus in the sandbox): `auto` falls back.
+    let auto = [
+        ("MCPHOST_TOKEN_STORE", "auto"),
+        ("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent"),
+    ];
+    let (r, _, visits) =
+        spawn(m.direct_call(&srv, &auto), &m.browser).wait(&m.browser, AT_ONCE, RUN_LIMIT);
+    assert_eq!(r.code, 0, "{r:?}\n{visits:?}");
+    let warned = r
+        .stderr
+        .matches("secrets are stored in plain files")
+        .count();
+    assert_eq!(warned, 1, "{}", r.stderr);
+
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let out = m.command(args, env).output().unwrap();
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (json, err) = run(&["auth", "status", "--json"], &auto);
+    let v: serde_json::Value =
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}\n{err}"));
+    assert_eq!(v["backend"]["name"], "file", "{v:#}");
+    assert!(v["backend"]["fallback"].is_string(), "{v:#}");
+    let (text, _) = run(&["auth", "status"], &auto);
+    assert!(
+        text.contains("plain files") && text.contains("auto"),
+        "{text}"
+    );
+    let (text, _) = run(&["auth", "status"], &[("MCPHOST_TOKEN_STORE", "file")]);
+    assert!(
+        text.contains("plain files") && text.contains("=file asks"),
+        "{text}"
+    );
+    let (json, err) = run(&["doctor", "--json"], &auto);
+    let v: serde_json::Value =
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}\n{err}"));
+    assert!(
+        v["tokenStore"]
+            .as_str()
+            .is_some_and(|t| t.contains("plain files")),
+        "{v:#}"
+    );
+}

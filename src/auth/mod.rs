@@ -80,6 +80,8 @@ impl Attempt {
 struct Recent {
     at: Vec<(Attempt, std::time::Instant)>,
     last_refusal: Option<String>,
+    /// Sign-in stopped, and why: until a person signs in again.
+    stopped: Option<String>,
 }
 
 /// Sign-in attempts per server, in a sliding minute; shared by every
@@ -106,7 +108,7 @@ impl Attempts {
         }
         let n = r.at.iter().filter(|(k, _)| *k == kind).count();
         if n >= kind.limit() {
-            return Err(AuthError::GaveUp {
+            let e = AuthError::GaveUp {
                 server: server.to_owned(),
                 why: format!(
                     "{n} {} in the last {}s",
@@ -117,7 +119,9 @@ impl Attempts {
                     .last_refusal
                     .clone()
                     .unwrap_or_else(|| "none recorded".into()),
-            });
+            };
+            r.stopped = Some(e.to_string());
+            return Err(e);
         }
         if kind != Attempt::Refusal {
             r.at.push((kind, now));
@@ -128,6 +132,14 @@ impl Attempts {
     fn refused(&self, server: &str, reason: String) {
         let mut m = self.by_server.lock().unwrap_or_else(|p| p.into_inner());
         m.entry(server.to_owned()).or_default().last_refusal = Some(reason);
+    }
+
+    /// Why sign-in to `server` was stopped after repeated refusals (its
+    /// last error, with the command that fixes it), until [`Attempts::reset`]:
+    /// the server is then `auth_failed`, not `auth_required`.
+    pub fn stopped(&self, server: &str) -> Option<String> {
+        let m = self.by_server.lock().unwrap_or_else(|p| p.into_inner());
+        m.get(server).and_then(|r| r.stopped.clone())
     }
 
     /// A person signed in again (`mcphost auth login`, another process):
@@ -1612,7 +1624,11 @@ impl AuthContext {
                 } else {
                     a
                 };
-                a.with_login_timeout(self.login_timeout).into_shared()
+                // One count per server for the whole process, across its
+                // restarts (a new authorizer each time).
+                a.with_login_timeout(self.login_timeout)
+                    .with_attempts(self.attempts.clone())
+                    .into_shared()
             }),
         )
     }
