@@ -1798,3 +1798,46 @@ fn auth_status_and_doctor_say_which_backend_holds_the_secrets() {
         "{v:#}"
     );
 }
+
+/// Discovery and registration are never sent to a link-local or cloud
+/// metadata address a server names (its credentials are one request
+/// away there): the error says so at once, before any request.
+#[tokio::test]
+async fn an_authorization_server_or_endpoint_on_a_metadata_address_is_refused() {
+    for (what, set) in [
+        (
+            "https://169.254.169.254/latest",
+            Box::new(|o: &mut OAuthOptions| {
+                o.prm_authorization_servers = Some(vec!["https://169.254.169.254/latest".into()])
+            }) as Box<dyn Fn(&mut OAuthOptions)>,
+        ),
+        (
+            "https://[fd00:ec2::254]/register",
+            Box::new(|o: &mut OAuthOptions| {
+                o.metadata_extra.insert(
+                    "registration_endpoint".into(),
+                    serde_json::json!("https://[fd00:ec2::254]/register"),
+                );
+            }),
+        ),
+    ] {
+        let srv = OAuthServer::start(OAuthOptions::default());
+        srv.set(|o| set(o));
+        let a = mcphost::auth::Authorizer::new(
+            "srv",
+            &srv.mcp_url(),
+            None,
+            mcphost::auth::OAuthConfig::default(),
+            None,
+        )
+        .unwrap();
+        let t0 = Instant::now();
+        let err = a.login(&NoBrowser).await.unwrap_err().to_string();
+        assert!(
+            err.contains(what) && err.contains("metadata address"),
+            "{what}: {err}"
+        );
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        assert!(srv.registrations().is_empty(), "{}", srv.summary());
+    }
+}

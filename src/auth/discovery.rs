@@ -113,6 +113,50 @@ pub fn is_loopback(url: &Url) -> bool {
     }
 }
 
+/// A link-local or cloud metadata address (169.254.0.0/16 with AWS, GCP
+/// and Azure's 169.254.169.254, fe80::/10, AWS's fd00:ec2::254, Alibaba's
+/// 100.100.100.200, their well-known names), where a request from this
+/// machine can read its cloud credentials.
+pub fn is_metadata_address(url: &Url) -> bool {
+    let v4 = |a: std::net::Ipv4Addr| {
+        a.is_link_local() || a.is_unspecified() || a == std::net::Ipv4Addr::new(100, 100, 100, 200)
+    };
+    match url.host() {
+        Some(url::Host::Ipv4(a)) => v4(a),
+        Some(url::Host::Ipv6(a)) => {
+            a.to_ipv4_mapped().is_some_and(v4)
+                || a.is_unspecified()
+                || (a.segments()[0] & 0xffc0) == 0xfe80
+                || a == std::net::Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254)
+        }
+        Some(url::Host::Domain(d)) => {
+            let d = d.trim_end_matches('.').to_ascii_lowercase();
+            [
+                "metadata.google.internal",
+                "metadata.goog",
+                "metadata",
+                "instance-data",
+                "instance-data.ec2.internal",
+            ]
+            .contains(&d.as_str())
+        }
+        None => false,
+    }
+}
+
+/// Discovery and registration never go to a metadata address
+/// ([`is_metadata_address`]) a server names, unless the MCP server itself
+/// is on that host.
+pub fn require_not_metadata(url: &Url, server: &Url, what: &str) -> Result<(), AuthError> {
+    if is_metadata_address(url) && url.host() != server.host() {
+        return Err(AuthError::MetadataAddress {
+            what: what.to_owned(),
+            url: escape_controls(url.as_str()),
+        });
+    }
+    Ok(())
+}
+
 /// `https`, or `http` on loopback: what sign-in may talk to or open
 /// (OAuth 2.1 §1.5, the MCP authorization spec).
 pub fn is_secure(url: &Url) -> bool {
@@ -346,6 +390,40 @@ mod tests {
 
     fn u(s: &str) -> Url {
         Url::parse(s).unwrap()
+    }
+
+    #[test]
+    fn link_local_and_metadata_addresses_are_refused_unless_the_server_is_there() {
+        let server = u("https://mcp.example/mcp");
+        for bad in [
+            "https://169.254.169.254/latest",
+            "https://169.254.0.1/",
+            "https://[fe80::1]/x",
+            "https://[fd00:ec2::254]/x",
+            "https://[::ffff:169.254.169.254]/x",
+            "https://100.100.100.200/x",
+            "https://metadata.google.internal/x",
+            "https://METADATA.google.internal./x",
+            "https://0.0.0.0/x",
+        ] {
+            assert!(
+                require_not_metadata(&u(bad), &server, "x").is_err(),
+                "{bad}"
+            );
+        }
+        for good in [
+            "https://as.example/",
+            "https://10.0.0.1/",
+            "http://127.0.0.1:3/",
+        ] {
+            assert!(
+                require_not_metadata(&u(good), &server, "x").is_ok(),
+                "{good}"
+            );
+        }
+        let on_link = u("https://169.254.10.10/mcp");
+        assert!(require_not_metadata(&u("https://169.254.10.10/as"), &on_link, "x").is_ok());
+        assert!(require_not_metadata(&u("https://169.254.169.254/as"), &on_link, "x").is_err());
     }
 
     #[test]

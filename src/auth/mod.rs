@@ -196,6 +196,10 @@ pub enum AuthError {
         prm: String,
         declared: String,
     },
+    #[error(
+        "{what} {url} is a link-local or cloud metadata address; refusing to send anything there (only the MCP server's own host may be)"
+    )]
+    MetadataAddress { what: String, url: String },
     #[error("no authorization server found for {server}: {reason}")]
     NoAuthServer { server: String, reason: String },
     #[error(
@@ -681,6 +685,13 @@ impl Authorizer {
         if let Some(f) = self.state().found.clone() {
             return Ok(f);
         }
+        if let Some(u) = challenge
+            .resource_metadata
+            .as_deref()
+            .and_then(|u| self.url.join(u).ok())
+        {
+            discovery::require_not_metadata(&u, &self.url, "the protected-resource metadata URL")?;
+        }
         let prm = discovery::protected_resource(
             &self.http,
             &self.url,
@@ -711,6 +722,9 @@ impl Authorizer {
                             .into(),
                     }
                 })?;
+                if let Ok(u) = Url::parse(&issuer) {
+                    discovery::require_not_metadata(&u, &self.url, "the authorization server")?;
+                }
                 (Some(issuer), resource, prm.scopes_supported)
             }
             None => (None, discovery::canonical(&self.url), None),
@@ -738,7 +752,9 @@ impl Authorizer {
             ("registration_endpoint", &meta.registration_endpoint),
         ] {
             if let Some(u) = url {
-                discovery::secure_url(u, &format!("{issuer}'s {what}"))?;
+                let what = format!("{issuer}'s {what}");
+                let u = discovery::secure_url(u, &what)?;
+                discovery::require_not_metadata(&u, &self.url, &what)?;
             }
         }
         self.check_client_issuer(&issuer)?;
