@@ -459,7 +459,14 @@ fn the_json_document_has_the_documented_shape() {
     assert_eq!(r.code, 1, "{r:?}");
     assert_eq!(
         keys(&v),
-        BTreeSet::from(["ok", "config", "configChecks", "paths", "servers"])
+        BTreeSet::from([
+            "ok",
+            "config",
+            "configChecks",
+            "paths",
+            "tokenStore",
+            "servers"
+        ])
     );
     assert_eq!(v["ok"], false);
     assert_eq!(v["config"], d.config.display().to_string());

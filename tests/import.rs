@@ -1313,7 +1313,9 @@ fn the_consolidated_entry_serves_the_imported_tools() {
     .unwrap();
     let init = lines
         .next()
-        .expect("the bridge answers initialize: it reaches the daemon at the socket import was given")
+        .expect(
+            "the bridge answers initialize: it reaches the daemon at the socket import was given",
+        )
         .unwrap();
     let init: Value = serde_json::from_str(&init).unwrap();
     assert_eq!(init["result"]["serverInfo"]["name"], "mcphost", "{init}");

@@ -783,23 +783,28 @@ fn a_server_without_s256_is_refused() {
     }
 }
 
+/// The binary: a redirect whose `state` is not ours (forged, or a stale
+/// tab) is answered 400 and ignored; the listener keeps waiting for ours,
+/// and no code is redeemed.
 #[test]
-fn a_state_mismatch_on_the_callback_is_refused() {
-    let (srv, _m, r, _) = refused(
-        OAuthOptions {
-            authorize: AuthorizeMode::WrongState,
-            ..OAuthOptions::default()
-        },
-        &[],
-    );
+fn a_callback_with_another_state_is_answered_400_and_ignored() {
+    let srv = OAuthServer::start(OAuthOptions {
+        authorize: AuthorizeMode::WrongState,
+        ..OAuthOptions::default()
+    });
+    let m = Machine::new();
+    let (r, _, visits) = m.direct_sign_in(&srv, &[("MCPHOST_OAUTH_TIMEOUT", "3")]);
+    assert_ne!(r.code, 0, "{r:?}");
     let e = error_text(&r);
-    // Names the state, and the one that came back (the mock's tampered one).
     assert!(
-        e.contains("state") && e.contains("-tampered"),
+        e.contains("no sign-in redirect arrived"),
         "{e}\n{}",
         r.stderr
     );
-    // The redirect did come back (with the tampered state).
+    assert_eq!(visits.len(), 1, "{visits:?}");
+    let (url, status) = visits[0].outcome.clone().unwrap();
+    assert!(url.contains("-tampered"), "{url}");
+    assert_eq!(status, 400, "{visits:?}");
     let auth = srv.authorize_requests();
     assert_eq!(auth.len(), 1, "{}", srv.summary());
     assert_eq!(auth[0].outcome, "redirected", "{:?}", auth[0]);
@@ -1634,4 +1639,482 @@ fn a_missing_workload_token_file_or_a_failing_command_is_a_clear_error() {
         );
     }
     assert!(srv.token_requests().is_empty(), "{}", srv.summary());
+}
+
+// ---------------------------------------------------------------------------
+// 6. The rest of issue 21 (its Low items)
+
+/// A browser for the library that opens the page (following the redirect
+/// back to the loopback listener) and keeps what the person saw.
+#[derive(Default)]
+struct Visitor {
+    /// The final status and page of each visit.
+    seen: std::sync::Mutex<Vec<(u16, String)>>,
+}
+
+async fn visit_keeping_the_page(url: &str) -> Result<(u16, String), String> {
+    let c = reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::limited(5))
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let r = c.get(url).send().await.map_err(|e| format!("{e:?}"))?;
+    let st = r.status().as_u16();
+    Ok((st, r.text().await.unwrap_or_default()))
+}
+
+impl mcphost::auth::browser::Browser for Visitor {
+    fn open<'a>(
+        &'a self,
+        _server: &'a str,
+        url: &'a str,
+    ) -> mcphost::transport::BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let page = visit_keeping_the_page(url).await?;
+            self.seen.lock().unwrap().push(page);
+            Ok(())
+        })
+    }
+    fn describe(&self) -> String {
+        "the visiting test browser".into()
+    }
+}
+
+/// Another local user's tricks on the loopback listener, then the person's
+/// real visit: a connection that sends a byte a second and never finishes
+/// its request, and a forged callback with a junk `state`.
+#[derive(Default)]
+struct HostileNeighbour {
+    forged: std::sync::Mutex<Option<Result<u16, String>>>,
+    real: std::sync::Mutex<Option<Result<(u16, String), String>>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+use std::sync::Arc;
+
+impl mcphost::auth::browser::Browser for HostileNeighbour {
+    fn open<'a>(
+        &'a self,
+        _server: &'a str,
+        url: &'a str,
+    ) -> mcphost::transport::BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let handed = url::Url::parse(url).unwrap();
+            let redirect = handed
+                .query_pairs()
+                .find(|(k, _)| k == "redirect_uri")
+                .map(|(_, v)| v.into_owned())
+                .unwrap();
+            let port = port_of(&redirect);
+            // The slow loris, on a thread of its own until the test ends.
+            let stop = self.stop.clone();
+            let (connected_tx, connected_rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                use std::io::Write as _;
+                let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+                    let _ = connected_tx.send(());
+                    return;
+                };
+                let _ = connected_tx.send(());
+                for b in b"GET /callback?code=slow&state=slow HTTP/1.1\r\nHost: x\r\n"
+                    .iter()
+                    .cycle()
+                {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed)
+                        || s.write_all(&[*b]).is_err()
+                    {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+            });
+            let _ = connected_rx.recv();
+            let forged = reqwest::Client::builder()
+                .no_proxy()
+                .timeout(Duration::from_secs(5))
+                .build()
+                .unwrap()
+                .get(format!("{redirect}?code=forged-code&state=junk"))
+                .send()
+                .await
+                .map(|r| r.status().as_u16())
+                .map_err(|e| format!("{e:?}"));
+            *self.forged.lock().unwrap() = Some(forged);
+            let real = visit_keeping_the_page(url).await;
+            *self.real.lock().unwrap() = Some(real);
+            Ok(())
+        })
+    }
+    fn describe(&self) -> String {
+        "a browser with a hostile neighbour".into()
+    }
+}
+
+/// The callback listener serves connections side by side, each with a
+/// deadline for its whole request, and a callback whose `state` is not
+/// ours is answered 400 and ignored: the real redirect still signs in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_connection_and_a_forged_callback_do_not_hold_off_the_real_redirect() {
+    let srv = OAuthServer::start(OAuthOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    let a = mcphost::auth::Authorizer::new(
+        "srv",
+        &srv.mcp_url(),
+        Some(TokenStore::open(dir.path().to_owned()).unwrap()),
+        mcphost::auth::OAuthConfig::default(),
+        None,
+    )
+    .unwrap()
+    .with_login_timeout(Duration::from_secs(20));
+    let browser = HostileNeighbour::default();
+    let t0 = Instant::now();
+    let r = a.login(&browser).await;
+    let took = t0.elapsed();
+    browser
+        .stop
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    let forged = browser.forged.lock().unwrap().clone();
+    let real = browser.real.lock().unwrap().clone();
+    assert!(
+        r.is_ok(),
+        "{r:?} after {took:?}; forged: {forged:?}; real: {real:?}"
+    );
+    assert!(took < Duration::from_secs(15), "took {took:?}");
+    assert_eq!(forged, Some(Ok(400)), "the forged callback");
+    let (status, page) = real.unwrap().unwrap();
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("Signed in"), "{page}");
+    // The forged code was never redeemed: one code exchange, ours.
+    let codes: Vec<_> = srv
+        .token_requests()
+        .into_iter()
+        .filter(|t| t.code.is_some())
+        .collect();
+    assert_eq!(codes.len(), 1, "{codes:#?}");
+    assert_ne!(codes[0].code.as_deref(), Some("forged-code"), "{codes:#?}");
+}
+
+/// "Signed in" is shown only once the code was redeemed: a code exchange
+/// the authorization server refuses shows the person that it failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_browser_is_told_signed_in_only_once_the_code_was_redeemed() {
+    let srv = OAuthServer::start(OAuthOptions::default());
+    srv.set(|o| {
+        o.token_fail = Some(common::oauth_server::TokenFail {
+            status: 400,
+            error: "invalid_grant".into(),
+            remaining: 1,
+        })
+    });
+    let a = mcphost::auth::Authorizer::new(
+        "srv",
+        &srv.mcp_url(),
+        None,
+        mcphost::auth::OAuthConfig::default(),
+        None,
+    )
+    .unwrap()
+    .with_login_timeout(Duration::from_secs(20));
+    let browser = Visitor::default();
+    let err = a.login(&browser).await.unwrap_err().to_string();
+    assert!(err.contains("invalid_grant"), "{err}");
+    let seen = browser.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    let (status, page) = &seen[0];
+    assert!(!page.contains("Signed in"), "{status} {page}");
+    assert!(page.contains("Sign-in failed"), "{status} {page}");
+}
+
+/// RFC 9728 §3.3: the PRM's `resource` is the server's URL exactly (or,
+/// for the root well-known document, the origin it names): a parent path,
+/// another query or no `resource` at all is refused before anything is
+/// sent to the authorization server.
+#[tokio::test]
+async fn a_protected_resource_metadata_for_a_parent_path_another_query_or_none_is_refused() {
+    for what in ["a parent path", "another query", "no resource"] {
+        let srv = OAuthServer::start(OAuthOptions::default());
+        let base = srv.base();
+        let resource = match what {
+            "a parent path" => Some(format!("{base}/")),
+            "another query" => Some(format!("{base}/mcp?tenant=2")),
+            _ => None,
+        };
+        srv.set(|o| {
+            o.prm_resource = resource.clone();
+            o.prm_resource_omitted = resource.is_none();
+        });
+        let a = mcphost::auth::Authorizer::new(
+            "hostile",
+            &srv.mcp_url(),
+            None,
+            mcphost::auth::OAuthConfig::default(),
+            None,
+        )
+        .unwrap();
+        let err = a.login(&NoBrowser).await.unwrap_err().to_string();
+        let declared = resource.unwrap_or_else(|| "no resource".into());
+        assert!(
+            err.contains("hostile") && err.contains(&srv.mcp_url()) && err.contains(&declared),
+            "{what}: {err}"
+        );
+        assert!(srv.registrations().is_empty(), "{what}: {}", srv.summary());
+        assert!(
+            srv.authorize_requests().is_empty(),
+            "{what}: {}",
+            srv.summary()
+        );
+    }
+}
+
+/// A refresh the authorization server refuses late (`invalid_grant`) must
+/// not wipe the token another process saved meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_invalid_grant_does_not_wipe_a_sign_in_another_process_just_completed() {
+    let srv = OAuthServer::start(OAuthOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    let store = TokenStore::open(dir.path().to_owned()).unwrap();
+    let minted = srv.issue_tokens_for_test("mcphost-seeded", None);
+    let now = now_secs();
+    let entry = |access: &str, refresh: &str, expires_at: u64| Entry {
+        tokens: Some(Tokens {
+            access_token: access.into(),
+            token_type: "Bearer".into(),
+            refresh_token: Some(refresh.into()),
+            expires_at: Some(expires_at),
+            scope: None,
+        }),
+        client: Some(Registration {
+            client_id: minted.client_id.clone(),
+            client_secret: None,
+            token_endpoint_auth_method: Some("none".into()),
+        }),
+        server: Some("srv".into()),
+        token_endpoint: Some(srv.token_url()),
+        updated_at: now,
+        writer: None,
+        dpop_key: None,
+    };
+    store
+        .save(&key(&srv), &entry("old-access", &minted.refresh_token, now))
+        .unwrap();
+    srv.set(|o| {
+        o.token_delay = Duration::from_secs(2);
+        o.token_fail = Some(common::oauth_server::TokenFail {
+            status: 400,
+            error: "invalid_grant".into(),
+            remaining: 1,
+        });
+    });
+    let a = mcphost::auth::Authorizer::new(
+        "srv",
+        &srv.mcp_url(),
+        Some(TokenStore::open(dir.path().to_owned()).unwrap()),
+        mcphost::auth::OAuthConfig::default(),
+        None,
+    )
+    .unwrap()
+    .into_shared();
+    // Discovery first, so that the expiring token is refreshed by bearer().
+    let _ = a.logout().await;
+    store
+        .save(&key(&srv), &entry("old-access", &minted.refresh_token, now))
+        .unwrap();
+    let refreshing = {
+        let a = a.clone();
+        let url = srv.mcp_url();
+        tokio::spawn(async move { bearer(&a, &url).await })
+    };
+    srv.wait_until("the refresh request", Duration::from_secs(30), |s| {
+        !s.token_requests().is_empty()
+    });
+    // Another process signs in meanwhile.
+    let other = entry("new-access", "new-refresh", now + 3600);
+    store.save(&key(&srv), &other).unwrap();
+    let _ = refreshing.await.unwrap();
+    let kept = store.load(&key(&srv)).unwrap().and_then(|e| e.tokens);
+    assert_eq!(
+        kept.as_ref().map(|t| t.access_token.as_str()),
+        Some("new-access"),
+        "{kept:?}"
+    );
+}
+
+/// The access token the next request to the server `url` would carry.
+async fn bearer(a: &mcphost::auth::Authorizer, url: &str) -> Option<String> {
+    use mcphost::transport::http::Credentials as _;
+    let url = url::Url::parse(url).unwrap();
+    a.authorization(&reqwest::Method::POST, &url)
+        .await
+        .map(|p| p.token)
+}
+
+/// A token that lives less than the refresh margin is refreshed once per
+/// token, not before every request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_shorter_lived_than_the_refresh_margin_is_refreshed_once_per_token() {
+    let srv = OAuthServer::start(OAuthOptions {
+        access_ttl: Duration::from_secs(10),
+        ..OAuthOptions::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let a = mcphost::auth::Authorizer::new(
+        "srv",
+        &srv.mcp_url(),
+        Some(TokenStore::open(dir.path().to_owned()).unwrap()),
+        mcphost::auth::OAuthConfig::default(),
+        None,
+    )
+    .unwrap()
+    .into_shared();
+    a.login(&Visitor::default()).await.unwrap();
+    let first = bearer(&a, &srv.mcp_url()).await;
+    for _ in 0..5 {
+        assert_eq!(bearer(&a, &srv.mcp_url()).await, first);
+    }
+    assert_eq!(srv.refreshes(), 0, "{}", srv.summary());
+    // Within its second half it is refreshed, once.
+    let t0 = Instant::now();
+    while srv.refreshes() == 0 && t0.elapsed() < Duration::from_secs(15) {
+        bearer(&a, &srv.mcp_url()).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(srv.refreshes(), 1, "{}", srv.summary());
+    let t1 = Instant::now();
+    while t1.elapsed() < Duration::from_secs(1) {
+        bearer(&a, &srv.mcp_url()).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(srv.refreshes(), 1, "{}", srv.summary());
+    assert_ne!(bearer(&a, &srv.mcp_url()).await, first);
+}
+
+/// `MCPHOST_BROWSER` can take the sign-in URL (its `state` and PKCE
+/// challenge) from a private file instead of its argv, which every local
+/// user can read in /proc/PID/cmdline.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn the_browser_command_can_take_the_sign_in_url_from_a_private_file_not_its_argv() {
+    use mcphost::auth::browser::{Browser as _, CommandBrowser};
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("seen");
+    let o = out.display();
+    let cmd = format!(
+        "tr '\\0' ' ' < /proc/$$/cmdline > '{o}.argv'; \
+         stat -c %a \"$MCPHOST_SIGN_IN_URL_FILE\" > '{o}.mode'; \
+         cat \"$MCPHOST_SIGN_IN_URL_FILE\" > '{o}.tmp' && mv '{o}.tmp' '{o}'"
+    );
+    let url = "https://as.example/authorize?state=SECRET-STATE&code_challenge=CHALLENGE";
+    CommandBrowser(cmd).open("srv", url).await.unwrap();
+    let t0 = Instant::now();
+    while !out.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the command never read the URL from the file; argv: {:?}",
+            std::fs::read_to_string(dir.path().join("seen.argv"))
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), url);
+    let argv = std::fs::read_to_string(dir.path().join("seen.argv")).unwrap();
+    assert!(!argv.contains("SECRET-STATE"), "{argv}");
+    let mode = std::fs::read_to_string(dir.path().join("seen.mode")).unwrap();
+    assert_eq!(mode.trim(), "600");
+}
+
+/// `auth status` (and `--json`) and `doctor` say where the secrets are;
+/// with `auto` and no OS keyring, the fallback to plain files is named,
+/// and a sign-in warns about it once.
+#[test]
+fn auth_status_and_doctor_say_which_backend_holds_the_secrets() {
+    let srv = OAuthServer::start(OAuthOptions::default());
+    let m = Machine::new();
+    // No keyring here (no session bus in the sandbox): `auto` falls back.
+    let auto = [
+        ("MCPHOST_TOKEN_STORE", "auto"),
+        ("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent"),
+    ];
+    let (r, _, visits) =
+        spawn(m.direct_call(&srv, &auto), &m.browser).wait(&m.browser, AT_ONCE, RUN_LIMIT);
+    assert_eq!(r.code, 0, "{r:?}\n{visits:?}");
+    let warned = r
+        .stderr
+        .matches("secrets are stored in plain files")
+        .count();
+    assert_eq!(warned, 1, "{}", r.stderr);
+
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let out = m.command(args, env).output().unwrap();
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (json, err) = run(&["auth", "status", "--json"], &auto);
+    let v: serde_json::Value =
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}\n{err}"));
+    assert_eq!(v["backend"]["name"], "file", "{v:#}");
+    assert!(v["backend"]["fallback"].is_string(), "{v:#}");
+    let (text, _) = run(&["auth", "status"], &auto);
+    assert!(
+        text.contains("plain files") && text.contains("auto"),
+        "{text}"
+    );
+    let (text, _) = run(&["auth", "status"], &[("MCPHOST_TOKEN_STORE", "file")]);
+    assert!(
+        text.contains("plain files") && text.contains("=file asks"),
+        "{text}"
+    );
+    let (json, err) = run(&["doctor", "--json"], &auto);
+    let v: serde_json::Value =
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}\n{err}"));
+    assert!(
+        v["tokenStore"]
+            .as_str()
+            .is_some_and(|t| t.contains("plain files")),
+        "{v:#}"
+    );
+}
+
+/// Discovery and registration are never sent to a link-local or cloud
+/// metadata address a server names (its credentials are one request
+/// away there): the error says so at once, before any request.
+#[tokio::test]
+async fn an_authorization_server_or_endpoint_on_a_metadata_address_is_refused() {
+    for (what, set) in [
+        (
+            "https://169.254.169.254/latest",
+            Box::new(|o: &mut OAuthOptions| {
+                o.prm_authorization_servers = Some(vec!["https://169.254.169.254/latest".into()])
+            }) as Box<dyn Fn(&mut OAuthOptions)>,
+        ),
+        (
+            "https://[fd00:ec2::254]/register",
+            Box::new(|o: &mut OAuthOptions| {
+                o.metadata_extra.insert(
+                    "registration_endpoint".into(),
+                    serde_json::json!("https://[fd00:ec2::254]/register"),
+                );
+            }),
+        ),
+    ] {
+        let srv = OAuthServer::start(OAuthOptions::default());
+        srv.set(|o| set(o));
+        let a = mcphost::auth::Authorizer::new(
+            "srv",
+            &srv.mcp_url(),
+            None,
+            mcphost::auth::OAuthConfig::default(),
+            None,
+        )
+        .unwrap();
+        let t0 = Instant::now();
+        let err = a.login(&NoBrowser).await.unwrap_err().to_string();
+        assert!(
+            err.contains(what) && err.contains("metadata address"),
+            "{what}: {err}"
+        );
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        assert!(srv.registrations().is_empty(), "{}", srv.summary());
+    }
 }

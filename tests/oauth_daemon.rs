@@ -277,7 +277,7 @@ fn a_server_that_rejects_every_token_gets_at_most_three_sign_ins_a_minute() {
     let mut stopped = None;
     while started.elapsed() < window {
         if let Some(s) = d.server("srv").filter(|s| {
-            s["state"] == "auth_required"
+            s["state"] == "auth_failed"
                 && s["error"]
                     .as_str()
                     .is_some_and(|e| e.contains("stopped signing in"))
@@ -311,12 +311,35 @@ fn a_server_that_rejects_every_token_gets_at_most_three_sign_ins_a_minute() {
         err.contains("every token is refused here"),
         "the last refusal is shown: {st:#}"
     );
+    assert!(err.contains("mcphost auth login srv"), "the fix: {st:#}");
     let table = d.run(&["servers"]);
+    let row = table
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("srv "))
+        .unwrap_or_default();
     assert!(
-        table.stdout.contains("stopped signing in"),
+        row.contains("auth_failed") && row.contains("stopped signing in"),
         "{}",
         table.stdout
     );
+    let status = d.run(&["status", "--json"]);
+    let status: serde_json::Value = serde_json::from_str(&status.stdout).unwrap();
+    assert!(
+        status["authFailed"]["srv"]
+            .as_str()
+            .is_some_and(|e| e.contains("mcphost auth login srv")),
+        "{status:#}"
+    );
     // The daemon answered `servers` after it stopped: nothing more came in.
     assert_eq!(counts(&mock), (a, t), "{}", mock.summary());
+    // doctor (which probes the server itself) says what the daemon did.
+    let doctor = d.run(&["doctor", "--json", "srv"]);
+    let doctor: serde_json::Value = serde_json::from_str(&doctor.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{}", doctor.stdout, doctor.stderr));
+    let checks = doctor["servers"][0]["checks"].to_string();
+    assert!(
+        checks.contains("auth_failed") && checks.contains("mcphost auth login srv"),
+        "{doctor:#}"
+    );
 }

@@ -32,20 +32,53 @@ pub fn openable(url: &str) -> Result<(), String> {
 /// last argument), as `BROWSER` does for other tools.
 pub const BROWSER_ENV: &str = "MCPHOST_BROWSER";
 
-/// Runs `MCPHOST_BROWSER` with the URL as its last argument, through `sh`,
-/// so the variable may hold options.
+/// Set in the environment of `MCPHOST_BROWSER`: a file (mode 0600, in a
+/// private directory) holding the sign-in URL. A command that names this
+/// variable gets the URL only there, not on its argv, where every local
+/// user can read it (`/proc/PID/cmdline`) and, with its `state`, forge the
+/// redirect (a login CSRF).
+pub const URL_FILE_ENV: &str = "MCPHOST_SIGN_IN_URL_FILE";
+
+/// Runs `MCPHOST_BROWSER` through `sh`, so the variable may hold options:
+/// with the URL as its last argument, or, when the command names
+/// [`URL_FILE_ENV`], with the URL only in that file.
 pub struct CommandBrowser(pub String);
+
+/// The URL in a 0600 file of a fresh 0700 directory, removed when dropped.
+fn private_url_file(url: &str) -> Result<(tempfile::TempDir, std::path::PathBuf), String> {
+    let dir = tempfile::Builder::new()
+        .prefix("mcphost-sign-in-")
+        .tempdir()
+        .map_err(|e| format!("cannot make a private directory for the sign-in URL: {e}"))?;
+    let path = dir.path().join("url");
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+    let mut f = opts
+        .open(&path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    std::io::Write::write_all(&mut f, url.as_bytes())
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok((dir, path))
+}
 
 impl Browser for CommandBrowser {
     fn open<'a>(&'a self, server: &'a str, url: &'a str) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
             openable(url)?;
-            let script = format!("{} \"$1\"", self.0);
-            let mut child = tokio::process::Command::new("sh")
-                .arg("-c")
-                .arg(&script)
-                .arg("mcphost-browser")
-                .arg(url)
+            let (dir, file) = private_url_file(url)?;
+            let mut cmd = tokio::process::Command::new("sh");
+            cmd.env(URL_FILE_ENV, &file);
+            if self.0.contains(URL_FILE_ENV) {
+                cmd.arg("-c").arg(&self.0).arg("mcphost-browser");
+            } else {
+                cmd.arg("-c")
+                    .arg(format!("{} \"$1\"", self.0))
+                    .arg("mcphost-browser")
+                    .arg(url);
+            }
+            let mut child = cmd
                 .stdin(std::process::Stdio::null())
                 .stdout(std::process::Stdio::null())
                 .spawn()
@@ -53,12 +86,14 @@ impl Browser for CommandBrowser {
             let cmd = self.0.clone();
             let server = server.to_owned();
             // Reaped in the background: a browser command may keep running.
+            // The URL file goes once it has exited.
             tokio::spawn(async move {
                 match child.wait().await {
                     Ok(s) if !s.success() => warn!(server, "{BROWSER_ENV}={cmd:?} exited with {s}"),
                     Err(e) => warn!(server, "{BROWSER_ENV}={cmd:?}: {e}"),
                     Ok(_) => {}
                 }
+                drop(dir);
             });
             Ok(())
         })

@@ -70,20 +70,26 @@ pub fn canonical(url: &Url) -> String {
     }
 }
 
-/// Whether the protected resource `declared` (from its metadata) covers the
-/// server at `server`: the same origin, and a path that is the server's or
-/// a parent of it on a segment boundary. Anything else is another server,
+const PRM_WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";
+
+/// Whether the protected resource `declared` (the `resource` of the
+/// metadata fetched from `prm_url`) is the server at `server` (RFC 9728
+/// §3.3): its URL exactly, query included. The one other identifier taken
+/// is the origin, from the origin's own root well-known document (that
+/// document describes the origin, and the MCP spec's fallback reads it).
+/// A parent path, another query or another origin is another resource,
 /// and its tokens must not be ours.
-pub fn resource_covers(declared: &str, server: &Url) -> bool {
+pub fn resource_matches(declared: &str, prm_url: &Url, server: &Url) -> bool {
     let Ok(d) = Url::parse(declared) else {
         return false;
     };
-    if d.origin() != server.origin() {
-        return false;
+    let d = canonical(&d);
+    if d == canonical(server) {
+        return true;
     }
-    let dp = d.path().trim_end_matches('/');
-    let sp = server.path().trim_end_matches('/');
-    sp == dp || sp.starts_with(&format!("{dp}/"))
+    prm_url.origin() == server.origin()
+        && prm_url.path() == PRM_WELL_KNOWN
+        && server.join("/").is_ok_and(|o| d == canonical(&o))
 }
 
 /// Text a server sent, for a message: C0/C1 controls (escape sequences,
@@ -108,6 +114,50 @@ pub fn is_loopback(url: &Url) -> bool {
         Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
         None => false,
     }
+}
+
+/// A link-local or cloud metadata address (169.254.0.0/16 with AWS, GCP
+/// and Azure's 169.254.169.254, fe80::/10, AWS's fd00:ec2::254, Alibaba's
+/// 100.100.100.200, their well-known names), where a request from this
+/// machine can read its cloud credentials.
+pub fn is_metadata_address(url: &Url) -> bool {
+    let v4 = |a: std::net::Ipv4Addr| {
+        a.is_link_local() || a.is_unspecified() || a == std::net::Ipv4Addr::new(100, 100, 100, 200)
+    };
+    match url.host() {
+        Some(url::Host::Ipv4(a)) => v4(a),
+        Some(url::Host::Ipv6(a)) => {
+            a.to_ipv4_mapped().is_some_and(v4)
+                || a.is_unspecified()
+                || (a.segments()[0] & 0xffc0) == 0xfe80
+                || a == std::net::Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254)
+        }
+        Some(url::Host::Domain(d)) => {
+            let d = d.trim_end_matches('.').to_ascii_lowercase();
+            [
+                "metadata.google.internal",
+                "metadata.goog",
+                "metadata",
+                "instance-data",
+                "instance-data.ec2.internal",
+            ]
+            .contains(&d.as_str())
+        }
+        None => false,
+    }
+}
+
+/// Discovery and registration never go to a metadata address
+/// ([`is_metadata_address`]) a server names, unless the MCP server itself
+/// is on that host.
+pub fn require_not_metadata(url: &Url, server: &Url, what: &str) -> Result<(), AuthError> {
+    if is_metadata_address(url) && url.host() != server.host() {
+        return Err(AuthError::MetadataAddress {
+            what: what.to_owned(),
+            url: escape_controls(url.as_str()),
+        });
+    }
+    Ok(())
 }
 
 /// `https`, or `http` on loopback: what sign-in may talk to or open
@@ -151,11 +201,11 @@ pub fn prm_candidates(server: &Url, from_challenge: Option<&str>) -> Vec<Url> {
     let mut out = Vec::new();
     let path = server.path().trim_end_matches('/');
     if !path.is_empty()
-        && let Ok(u) = server.join(&format!("/.well-known/oauth-protected-resource{path}"))
+        && let Ok(u) = server.join(&format!("{PRM_WELL_KNOWN}{path}"))
     {
         out.push(u);
     }
-    if let Ok(u) = server.join("/.well-known/oauth-protected-resource") {
+    if let Ok(u) = server.join(PRM_WELL_KNOWN) {
         out.push(u);
     }
     out
@@ -249,17 +299,18 @@ pub(super) async fn read_body(
     })
 }
 
-/// The protected-resource metadata, from the first candidate that has it.
+/// The protected-resource metadata, from the first candidate that has it,
+/// and where it was.
 pub async fn protected_resource(
     http: &reqwest::Client,
     server: &Url,
     from_challenge: Option<&str>,
     protocol_version: Option<&str>,
-) -> Result<Option<ProtectedResource>, AuthError> {
+) -> Result<Option<(ProtectedResource, Url)>, AuthError> {
     for url in prm_candidates(server, from_challenge) {
         require_secure(&url, "the protected-resource metadata URL")?;
         if let Some(prm) = fetch_json::<ProtectedResource>(http, &url, protocol_version).await? {
-            return Ok(Some(prm));
+            return Ok(Some((prm, url)));
         }
     }
     Ok(None)
@@ -345,6 +396,40 @@ mod tests {
     }
 
     #[test]
+    fn link_local_and_metadata_addresses_are_refused_unless_the_server_is_there() {
+        let server = u("https://mcp.example/mcp");
+        for bad in [
+            "https://169.254.169.254/latest",
+            "https://169.254.0.1/",
+            "https://[fe80::1]/x",
+            "https://[fd00:ec2::254]/x",
+            "https://[::ffff:169.254.169.254]/x",
+            "https://100.100.100.200/x",
+            "https://metadata.google.internal/x",
+            "https://METADATA.google.internal./x",
+            "https://0.0.0.0/x",
+        ] {
+            assert!(
+                require_not_metadata(&u(bad), &server, "x").is_err(),
+                "{bad}"
+            );
+        }
+        for good in [
+            "https://as.example/",
+            "https://10.0.0.1/",
+            "http://127.0.0.1:3/",
+        ] {
+            assert!(
+                require_not_metadata(&u(good), &server, "x").is_ok(),
+                "{good}"
+            );
+        }
+        let on_link = u("https://169.254.10.10/mcp");
+        assert!(require_not_metadata(&u("https://169.254.10.10/as"), &on_link, "x").is_ok());
+        assert!(require_not_metadata(&u("https://169.254.169.254/as"), &on_link, "x").is_err());
+    }
+
+    #[test]
     fn well_known_candidates_follow_the_spec_order() {
         let c: Vec<String> = prm_candidates(&u("https://h/a/mcp"), None)
             .iter()
@@ -375,15 +460,30 @@ mod tests {
     }
 
     #[test]
-    fn a_resource_covers_only_its_own_server() {
-        let s = u("http://127.0.0.1:3000/mcp");
-        assert!(resource_covers("http://127.0.0.1:3000/mcp", &s));
-        assert!(resource_covers("http://127.0.0.1:3000/", &s));
-        assert!(resource_covers("http://127.0.0.1:3000", &s));
-        assert!(!resource_covers("http://127.0.0.1:3001/mcp", &s));
-        assert!(!resource_covers("https://evil.example/mcp", &s));
-        assert!(!resource_covers("http://127.0.0.1:3000/mc", &s));
-        assert!(!resource_covers("http://127.0.0.1:3000/mcp/other", &s));
+    fn a_resource_is_its_own_server_exactly_or_the_origin_at_the_root_document() {
+        let s = u("http://127.0.0.1:3000/a/mcp?t=1");
+        let inserted = u("http://127.0.0.1:3000/.well-known/oauth-protected-resource/a/mcp");
+        let root = u("http://127.0.0.1:3000/.well-known/oauth-protected-resource");
+        for prm in [&inserted, &root] {
+            assert!(resource_matches("http://127.0.0.1:3000/a/mcp?t=1", prm, &s));
+            for bad in [
+                "http://127.0.0.1:3000/a/mcp",
+                "http://127.0.0.1:3000/a/mcp?t=2",
+                "http://127.0.0.1:3000/a",
+                "http://127.0.0.1:3001/a/mcp?t=1",
+                "https://evil.example/a/mcp?t=1",
+                "http://127.0.0.1:3000/a/mcp/other?t=1",
+                "not a url",
+            ] {
+                assert!(!resource_matches(bad, prm, &s), "{bad} at {prm}");
+            }
+        }
+        // The origin, only from the origin's root document.
+        assert!(resource_matches("http://127.0.0.1:3000/", &root, &s));
+        assert!(resource_matches("http://127.0.0.1:3000", &root, &s));
+        assert!(!resource_matches("http://127.0.0.1:3000/", &inserted, &s));
+        let elsewhere = u("http://127.0.0.1:3001/.well-known/oauth-protected-resource");
+        assert!(!resource_matches("http://127.0.0.1:3000/", &elsewhere, &s));
         assert_eq!(canonical(&u("HTTP://H:80/")), "http://h");
         assert_eq!(canonical(&u("https://h/mcp#x")), "https://h/mcp");
     }

@@ -1,6 +1,6 @@
 //! The browser half of the authorization code flow: PKCE, `state`, and a
 //! loopback listener on 127.0.0.1 (a random port, RFC 8252 §7.3) that takes
-//! exactly one authorization response and then closes.
+//! exactly one authorization response carrying our `state` and then closes.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -17,6 +17,10 @@ use super::AuthError;
 const CALLBACK_PATH: &str = "/callback";
 /// Limit for the redirect's request head.
 const REQUEST_BYTES: usize = 16 * 1024;
+/// A connection's whole request head must arrive within this.
+const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
+/// Connections read at once; more are closed unanswered.
+const MAX_CONNECTIONS: usize = 64;
 
 /// 32 random bytes, base64url: for the PKCE verifier and `state`.
 pub fn random_token() -> Result<String, AuthError> {
@@ -54,61 +58,42 @@ impl Loopback {
         })
     }
 
-    /// Wait for the redirect to the callback path (other requests, such as a
-    /// browser's favicon, get 404), answer it, and close. The query is
-    /// returned as it came; checking it is the caller's.
-    pub async fn wait(self, timeout: Duration) -> Result<HashMap<String, String>, AuthError> {
+    /// Wait for the redirect to the callback path that carries our `state`
+    /// and return it unanswered: [`Callback::finish`] tells the browser how
+    /// the sign-in ended. Connections are served side by side, each with
+    /// [`REQUEST_DEADLINE`] for its whole request head, so a slow or idle
+    /// connection (another local user's) holds nothing off; a callback with
+    /// another `state` (forged, or a stale tab) gets 400 and is ignored;
+    /// other paths (a favicon) get 404.
+    pub async fn wait(self, state: &str, timeout: Duration) -> Result<Callback, AuthError> {
+        let state: std::sync::Arc<str> = state.into();
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Callback>(1);
+        // Dropped on return: connections still being read are aborted.
+        let mut conns = tokio::task::JoinSet::new();
         let fut = async {
             loop {
-                let (mut sock, peer) = self
-                    .listener
-                    .accept()
-                    .await
-                    .map_err(|e| AuthError::Client(format!("sign-in listener: {e}")))?;
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 2048];
-                let head = loop {
-                    match tokio::time::timeout(Duration::from_secs(10), sock.read(&mut chunk)).await
-                    {
-                        Ok(Ok(0)) | Err(_) => break None,
-                        Ok(Ok(n)) => {
-                            buf.extend_from_slice(&chunk[..n]);
-                            if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                                break Some(String::from_utf8_lossy(&buf[..end]).into_owned());
-                            }
-                            if buf.len() > REQUEST_BYTES {
-                                break None;
-                            }
+                tokio::select! {
+                    accepted = self.listener.accept() => {
+                        let (sock, peer) = accepted.map_err(|e| {
+                            AuthError::Client(format!("sign-in listener: {e}"))
+                        })?;
+                        if conns.len() >= MAX_CONNECTIONS {
+                            debug!(%peer, "sign-in listener: too many connections; dropped");
+                            continue;
                         }
-                        Ok(Err(_)) => break None,
+                        let (tx, state) = (tx.clone(), state.clone());
+                        conns.spawn(async move {
+                            if let Ok(Some(cb)) =
+                                tokio::time::timeout(REQUEST_DEADLINE, serve(sock, &state)).await
+                            {
+                                debug!(%peer, "sign-in redirect received");
+                                let _ = tx.send(cb).await;
+                            }
+                        });
                     }
-                };
-                let Some(head) = head else { continue };
-                let target = head
-                    .lines()
-                    .next()
-                    .and_then(|l| {
-                        let mut p = l.split(' ');
-                        (p.next() == Some("GET")).then(|| p.next()).flatten()
-                    })
-                    .unwrap_or("");
-                let Ok(url) = Url::parse("http://127.0.0.1").and_then(|b| b.join(target)) else {
-                    let _ = respond(&mut sock, 400, "Bad request.").await;
-                    continue;
-                };
-                if url.path() != CALLBACK_PATH {
-                    let _ = respond(&mut sock, 404, "Not found.").await;
-                    continue;
+                    Some(cb) = rx.recv() => return Ok(cb),
+                    Some(_) = conns.join_next(), if !conns.is_empty() => {}
                 }
-                debug!(%peer, "sign-in redirect received");
-                let query: HashMap<String, String> = url.query_pairs().into_owned().collect();
-                let page = if query.contains_key("error") {
-                    "Sign-in was refused. You can close this window."
-                } else {
-                    "Signed in to mcphost. You can close this window."
-                };
-                let _ = respond(&mut sock, 200, page).await;
-                return Ok(query);
             }
         };
         match tokio::time::timeout(timeout, fut).await {
@@ -117,6 +102,85 @@ impl Loopback {
         }
         // The listener drops here: the port is closed either way.
     }
+}
+
+/// The redirect that carried our `state`, its browser still waiting.
+pub struct Callback {
+    /// The query, as it came; checking `iss`, `error` and `code` is the caller's.
+    pub query: HashMap<String, String>,
+    sock: tokio::net::TcpStream,
+}
+
+impl std::fmt::Debug for Callback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Callback").finish_non_exhaustive()
+    }
+}
+
+impl Callback {
+    /// Tells the person how the sign-in ended: "signed in" only once `iss`
+    /// was checked and the code redeemed. No server text goes on the page.
+    pub async fn finish(mut self, signed_in: bool) {
+        let (status, page) = if signed_in {
+            (200, "Signed in to mcphost. You can close this window.")
+        } else {
+            (
+                400,
+                "Sign-in failed. mcphost says why where the sign-in was started. You can close this window.",
+            )
+        };
+        let _ = respond(&mut self.sock, status, page).await;
+    }
+}
+
+/// Reads one request head; the callback with our `state` is returned to
+/// be answered later, anything else is answered here.
+async fn serve(mut sock: tokio::net::TcpStream, state: &str) -> Option<Callback> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 2048];
+    let head = loop {
+        match sock.read(&mut chunk).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                    break String::from_utf8_lossy(&buf[..end]).into_owned();
+                }
+                if buf.len() > REQUEST_BYTES {
+                    let _ = respond(&mut sock, 400, "Bad request.").await;
+                    return None;
+                }
+            }
+        }
+    };
+    let target = head
+        .lines()
+        .next()
+        .and_then(|l| {
+            let mut p = l.split(' ');
+            (p.next() == Some("GET")).then(|| p.next()).flatten()
+        })
+        .unwrap_or("");
+    let Ok(url) = Url::parse("http://127.0.0.1").and_then(|b| b.join(target)) else {
+        let _ = respond(&mut sock, 400, "Bad request.").await;
+        return None;
+    };
+    if url.path() != CALLBACK_PATH {
+        let _ = respond(&mut sock, 404, "Not found.").await;
+        return None;
+    }
+    let query: HashMap<String, String> = url.query_pairs().into_owned().collect();
+    if query.get("state").map(String::as_str) != Some(state) {
+        debug!("sign-in listener: a callback with another state; ignored");
+        let _ = respond(
+            &mut sock,
+            400,
+            "This is not the sign-in mcphost is waiting for; ignored.",
+        )
+        .await;
+        return None;
+    }
+    Some(Callback { query, sock })
 }
 
 async fn respond(sock: &mut tokio::net::TcpStream, status: u16, text: &str) -> std::io::Result<()> {
@@ -155,7 +219,12 @@ mod tests {
         let lb = Loopback::bind().await.unwrap();
         let uri = lb.redirect_uri.clone();
         let base = uri.trim_end_matches(CALLBACK_PATH).to_owned();
-        let waiter = tokio::spawn(lb.wait(Duration::from_secs(10)));
+        let waiter = tokio::spawn(async move {
+            let cb = lb.wait("s 1", Duration::from_secs(10)).await?;
+            let q = cb.query.clone();
+            cb.finish(true).await;
+            Ok::<_, AuthError>(q)
+        });
         let http = reqwest::Client::new();
         let r = http
             .get(format!("{base}/favicon.ico"))
@@ -180,7 +249,7 @@ mod tests {
     async fn a_callback_that_never_comes_times_out_and_closes_the_port() {
         let lb = Loopback::bind().await.unwrap();
         let uri = lb.redirect_uri.clone();
-        let e = lb.wait(Duration::from_millis(200)).await.unwrap_err();
+        let e = lb.wait("s", Duration::from_millis(200)).await.unwrap_err();
         assert!(matches!(e, AuthError::CallbackTimeout { .. }), "{e}");
         assert!(e.to_string().contains("no sign-in"), "{e}");
         assert!(reqwest::Client::new().get(&uri).send().await.is_err());

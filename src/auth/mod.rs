@@ -37,7 +37,8 @@ pub const CLIENT_ENV: &str = "MCPHOST_OAUTH_CLIENT";
 /// A Client ID Metadata Document URL to use as our client id.
 pub const CLIENT_METADATA_ENV: &str = "MCPHOST_OAUTH_CLIENT_METADATA_URL";
 
-/// Refresh this long before a token expires.
+/// Refresh this long before a token expires, or at half its life when
+/// that is sooner ([`refresh_due`]).
 const REFRESH_MARGIN: Duration = Duration::from_secs(60);
 /// Sign-ins for more scope before giving up on a server that keeps saying
 /// `insufficient_scope`.
@@ -81,6 +82,8 @@ impl Attempt {
 struct Recent {
     at: Vec<(Attempt, std::time::Instant)>,
     last_refusal: Option<String>,
+    /// Sign-in stopped, and why: until a person signs in again.
+    stopped: Option<String>,
 }
 
 /// Sign-in attempts per server, in a sliding minute; shared by every
@@ -107,7 +110,7 @@ impl Attempts {
         }
         let n = r.at.iter().filter(|(k, _)| *k == kind).count();
         if n >= kind.limit() {
-            return Err(AuthError::GaveUp {
+            let e = AuthError::GaveUp {
                 server: server.to_owned(),
                 why: format!(
                     "{n} {} in the last {}s",
@@ -118,7 +121,9 @@ impl Attempts {
                     .last_refusal
                     .clone()
                     .unwrap_or_else(|| "none recorded".into()),
-            });
+            };
+            r.stopped = Some(e.to_string());
+            return Err(e);
         }
         if kind != Attempt::Refusal {
             r.at.push((kind, now));
@@ -129,6 +134,14 @@ impl Attempts {
     fn refused(&self, server: &str, reason: String) {
         let mut m = self.by_server.lock().unwrap_or_else(|p| p.into_inner());
         m.entry(server.to_owned()).or_default().last_refusal = Some(reason);
+    }
+
+    /// Why sign-in to `server` was stopped after repeated refusals (its
+    /// last error, with the command that fixes it), until [`Attempts::reset`]:
+    /// the server is then `auth_failed`, not `auth_required`.
+    pub fn stopped(&self, server: &str) -> Option<String> {
+        let m = self.by_server.lock().unwrap_or_else(|p| p.into_inner());
+        m.get(server).and_then(|r| r.stopped.clone())
     }
 
     /// A person signed in again (`mcphost auth login`, another process):
@@ -177,9 +190,18 @@ pub enum AuthError {
         why: &'static str,
     },
     #[error(
-        "the protected-resource metadata is for {declared:?}, not this server ({server}); refusing to sign in for another resource"
+        "server '{server}': the protected-resource metadata at {prm} is for {declared}, not for the server's URL {url}; refusing to sign in for another resource (RFC 9728 §3.3: `resource` must be the server's URL exactly)"
     )]
-    ResourceMismatch { declared: String, server: String },
+    ResourceMismatch {
+        server: String,
+        url: String,
+        prm: String,
+        declared: String,
+    },
+    #[error(
+        "{what} {url} is a link-local or cloud metadata address; refusing to send anything there (only the MCP server's own host may be)"
+    )]
+    MetadataAddress { what: String, url: String },
     #[error("no authorization server found for {server}: {reason}")]
     NoAuthServer { server: String, reason: String },
     #[error(
@@ -192,10 +214,6 @@ pub enum AuthError {
         "the authorization server {issuer} offers no way to register mcphost: no client ID metadata document support, no registration endpoint. Register a client with it and set \"oauth\": {{\"clientId\": …}} for this server (or {CLIENT_ENV})"
     )]
     NoRegistration { issuer: String },
-    #[error(
-        "the sign-in redirect came back with state {found:?}, not the one we sent; refused (a forged or stale redirect)"
-    )]
-    StateMismatch { found: String },
     #[error(
         "the sign-in redirect came back with iss {found:?}, expected {expected:?} (RFC 9207); refused"
     )]
@@ -460,6 +478,18 @@ impl OAuthConfig {
     }
 }
 
+/// Whether `t`, issued at `issued_at` (Unix seconds), is to be refreshed
+/// now: within [`REFRESH_MARGIN`] of its expiry, or within half its life
+/// when it lives less than twice that, so that a short-lived token is
+/// refreshed once, not before every request.
+fn refresh_due(t: &Tokens, issued_at: u64) -> bool {
+    let margin = t
+        .expires_at
+        .map(|at| Duration::from_secs(at.saturating_sub(issued_at) / 2))
+        .map_or(REFRESH_MARGIN, |half| half.min(REFRESH_MARGIN));
+    grant::expiring(t, margin)
+}
+
 fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -480,6 +510,9 @@ struct Found {
 struct State {
     found: Option<Found>,
     tokens: Option<Tokens>,
+    /// When `tokens` were issued (Unix seconds; for a stored token, when it
+    /// was stored): their life, for [`refresh_due`].
+    issued_at: u64,
     /// Whose `tokens` are: never sent to, or refreshed at, another.
     tokens_key: Option<TokenKey>,
     /// The DPoP key of an authorization server and resource: the one
@@ -709,6 +742,13 @@ impl Authorizer {
         if let Some(f) = self.state().found.clone() {
             return Ok(f);
         }
+        if let Some(u) = challenge
+            .resource_metadata
+            .as_deref()
+            .and_then(|u| self.url.join(u).ok())
+        {
+            discovery::require_not_metadata(&u, &self.url, "the protected-resource metadata URL")?;
+        }
         let prm = discovery::protected_resource(
             &self.http,
             &self.url,
@@ -717,16 +757,20 @@ impl Authorizer {
         )
         .await?;
         let (issuer, resource, prm_scopes) = match prm {
-            Some(prm) => {
+            Some((prm, prm_url)) => {
                 let resource = match prm.resource.as_deref() {
-                    Some(r) if discovery::resource_covers(r, &self.url) => r.to_owned(),
-                    Some(r) => {
+                    Some(r) if discovery::resource_matches(r, &prm_url, &self.url) => r.to_owned(),
+                    other => {
                         return Err(AuthError::ResourceMismatch {
-                            declared: r.to_owned(),
-                            server: discovery::canonical(&self.url),
+                            server: self.server.clone(),
+                            url: discovery::canonical(&self.url),
+                            prm: prm_url.to_string(),
+                            declared: other.map_or_else(
+                                || "no resource (the field is missing)".to_owned(),
+                                |r| format!("{:?}", discovery::escape_controls(r)),
+                            ),
                         });
                     }
-                    None => discovery::canonical(&self.url),
                 };
                 let issuer = prm.authorization_servers.first().cloned().ok_or_else(|| {
                     AuthError::NoAuthServer {
@@ -735,6 +779,9 @@ impl Authorizer {
                             .into(),
                     }
                 })?;
+                if let Ok(u) = Url::parse(&issuer) {
+                    discovery::require_not_metadata(&u, &self.url, "the authorization server")?;
+                }
                 (Some(issuer), resource, prm.scopes_supported)
             }
             None => (None, discovery::canonical(&self.url), None),
@@ -762,7 +809,9 @@ impl Authorizer {
             ("registration_endpoint", &meta.registration_endpoint),
         ] {
             if let Some(u) = url {
-                discovery::secure_url(u, &format!("{issuer}'s {what}"))?;
+                let what = format!("{issuer}'s {what}");
+                let u = discovery::secure_url(u, &what)?;
+                discovery::require_not_metadata(&u, &self.url, &what)?;
             }
         }
         self.check_client_issuer(&issuer)?;
@@ -977,7 +1026,18 @@ impl Authorizer {
         discovery::secure_url(t, "token_endpoint")
     }
 
-    fn adopt(&self, key: &TokenKey, tokens: Tokens) -> Result<(), AuthError> {
+    /// New tokens from the token endpoint, saved under the store's lock so
+    /// that they never land in the middle of another process's refresh.
+    async fn adopt(&self, key: &TokenKey, tokens: Tokens) -> Result<(), AuthError> {
+        let _lock = match &self.store {
+            Some(s) => Some(s.lock(key).await?),
+            None => None,
+        };
+        self.adopt_locked(key, tokens)
+    }
+
+    /// [`Authorizer::adopt`], the store's lock already held.
+    fn adopt_locked(&self, key: &TokenKey, tokens: Tokens) -> Result<(), AuthError> {
         let endpoint = self
             .state()
             .found
@@ -990,6 +1050,7 @@ impl Authorizer {
         let mut st = self.state();
         st.fresh = Some((tokens.access_token.clone(), std::time::Instant::now()));
         st.tokens = Some(tokens);
+        st.issued_at = now_secs();
         st.tokens_key = Some(key.clone());
         Ok(())
     }
@@ -1029,19 +1090,20 @@ impl Authorizer {
             None => None,
         };
         let entry = self.entry(&found.key).filter(|e| e.tokens.is_some());
-        let stored = entry.as_ref().and_then(|e| e.tokens.clone());
+        let stored = entry
+            .as_ref()
+            .and_then(|e| Some((e.tokens.clone()?, e.updated_at)));
         let current = stored.or_else(|| {
             let st = self.state();
             st.tokens
                 .clone()
                 .filter(|_| st.tokens_key.as_ref() == Some(&found.key))
+                .map(|t| (t, st.issued_at))
         });
-        let Some(current) = current else {
+        let Some((current, issued_at)) = current else {
             return Ok(false);
         };
-        if Some(current.access_token.as_str()) != failed
-            && !grant::expiring(&current, REFRESH_MARGIN)
-        {
+        if Some(current.access_token.as_str()) != failed && !refresh_due(&current, issued_at) {
             debug!(server = %self.server, "another process refreshed the token");
             if let Some(e) = entry {
                 hold(&mut self.state(), &found.key, e);
@@ -1076,7 +1138,7 @@ impl Authorizer {
                     t.refresh_token = Some(rt);
                 }
                 info!(server = %self.server, "token refreshed");
-                self.adopt(&found.key, t)?;
+                self.adopt_locked(&found.key, t)?;
                 Ok(true)
             }
             Err(AuthError::Token {
@@ -1085,7 +1147,14 @@ impl Authorizer {
                 ..
             }) => {
                 warn!(server = %self.server, "refresh refused ({reason}); signing in again is needed");
-                self.save(&found.key, |e| e.tokens = None)?;
+                // Only the refresh token we used is dead: a sign-in that
+                // another process saved meanwhile stays.
+                let stored_rt = self.entry(&found.key).and_then(|e| e.tokens?.refresh_token);
+                if stored_rt.is_none() || stored_rt.as_deref() == Some(rt.as_str()) {
+                    self.save(&found.key, |e| e.tokens = None)?;
+                } else {
+                    debug!(server = %self.server, "another process saved new tokens meanwhile; kept");
+                }
                 let mut st = self.state();
                 st.tokens = None;
                 st.tokens_key = None;
@@ -1148,7 +1217,7 @@ impl Authorizer {
         )
         .await?;
         info!(server = %self.server, grant = c.grant_type.as_deref().unwrap_or(""), "token granted");
-        self.adopt(&found.key, t)
+        self.adopt(&found.key, t).await
     }
 
     /// The authorization code flow: the page goes to `browser`, the
@@ -1222,25 +1291,56 @@ impl Authorizer {
         // The listener waits while the page is being handed over: a host
         // that opens it itself (loads it and follows the redirect) answers
         // only once the redirect has been answered.
-        let wait = listener.wait(self.login_timeout);
+        let wait = listener.wait(&state, self.login_timeout);
         let open = browser.open(&self.server, authorize.as_str());
         tokio::pin!(wait, open);
-        let q = tokio::select! {
-            q = &mut wait => {
-                let _ = open.await;
-                q?
-            }
-            opened = &mut open => {
-                opened.map_err(|e| {
+        let mut opened = false;
+        let callback = tokio::select! {
+            cb = &mut wait => match cb {
+                Ok(cb) => cb,
+                Err(e) => {
+                    let _ = open.await;
+                    return Err(e);
+                }
+            },
+            r = &mut open => {
+                r.map_err(|e| {
                     AuthError::Browser(format!("{e}; run `mcphost auth login {}`", self.server))
                 })?;
+                opened = true;
                 wait.await?
             }
         };
-        let got_state = q.get("state").cloned().unwrap_or_default();
-        if got_state != state {
-            return Err(AuthError::StateMismatch { found: got_state });
+        let outcome = self
+            .redeem(
+                found,
+                &auth,
+                &callback.query,
+                &verifier,
+                &redirect_uri,
+                scope,
+            )
+            .await;
+        // The browser hears "signed in" only now; a host that loads the
+        // page itself finishes its `open` once it has been answered.
+        callback.finish(outcome.is_ok()).await;
+        if !opened {
+            let _ = open.await;
         }
+        outcome
+    }
+
+    /// The redirect (its `state` already ours): `iss`, then the code.
+    async fn redeem(
+        &self,
+        found: &Found,
+        auth: &ClientAuth,
+        q: &std::collections::HashMap<String, String>,
+        verifier: &str,
+        redirect_uri: &str,
+        scope: Option<String>,
+    ) -> Result<(), AuthError> {
+        let meta = &found.meta;
         // RFC 9207: checked before the code is redeemed.
         match q.get("iss") {
             // Exactly as the metadata says: no normalisation (SEP-2468).
@@ -1276,11 +1376,11 @@ impl Authorizer {
         let mut t = grant::request(
             &self.http,
             &endpoint,
-            &auth,
+            auth,
             Grant::Code {
                 code,
-                redirect_uri: &redirect_uri,
-                verifier: &verifier,
+                redirect_uri,
+                verifier,
             },
             &found.key.resource,
             scope.as_deref(),
@@ -1295,7 +1395,7 @@ impl Authorizer {
             t.scope = scope;
         }
         info!(server = %self.server, "signed in");
-        self.adopt(&found.key, t)
+        self.adopt(&found.key, t).await
     }
 
     /// `mcphost auth login`: discovery from the server's own 401, then a
@@ -1504,6 +1604,7 @@ fn union_scopes(lists: &[Option<&str>]) -> Option<String> {
 /// Takes a stored entry's tokens, and the key they are bound to.
 fn hold(st: &mut State, key: &TokenKey, e: Entry) {
     st.tokens = e.tokens;
+    st.issued_at = e.updated_at;
     st.tokens_key = Some(key.clone());
     if let Some(k) = e.dpop_key {
         st.dpop = Some((key.clone(), k));
@@ -1518,12 +1619,12 @@ impl Credentials for Authorizer {
     ) -> BoxFuture<'a, Option<Presented>> {
         Box::pin(async move {
             self.look_in_store();
-            let (tokens, found) = {
+            let (tokens, issued_at, found) = {
                 let st = self.state();
-                (st.tokens.clone(), st.found.clone())
+                (st.tokens.clone(), st.issued_at, st.found.clone())
             };
             let t = tokens?;
-            if grant::expiring(&t, REFRESH_MARGIN)
+            if refresh_due(&t, issued_at)
                 && t.refresh_token.is_some()
                 && let Some(found) = found
             {
@@ -1711,7 +1812,11 @@ impl AuthContext {
                 } else {
                     a
                 };
-                a.with_login_timeout(self.login_timeout).into_shared()
+                // One count per server for the whole process, across its
+                // restarts (a new authorizer each time).
+                a.with_login_timeout(self.login_timeout)
+                    .with_attempts(self.attempts.clone())
+                    .into_shared()
             }),
         )
     }

@@ -178,7 +178,13 @@ pub struct TokenStore {
     backend: Backend,
     /// Set for [`Backend::Keyring`].
     secrets: Option<Arc<dyn SecretStore>>,
+    /// `auto` found no OS keyring: why (secrets then go to plain files).
+    fallback: Option<String>,
 }
+
+/// Whether this process has said that secrets go to plain files.
+static PLAIN_FILES_WARNED: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
 
 impl std::fmt::Debug for TokenStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -266,11 +272,13 @@ impl TokenStore {
         };
         let raw = env(TOKEN_STORE_VAR).unwrap_or_default();
         let setting = raw.trim().to_ascii_lowercase();
+        let mut fallback = None;
         let secrets = match setting.as_str() {
             "" | "auto" => match probe() {
                 Ok(s) => Some(s),
                 Err(reason) => {
                     tracing::debug!(%reason, "OS keyring not available, tokens go to files");
+                    fallback = Some(reason);
                     None
                 }
             },
@@ -288,7 +296,9 @@ impl TokenStore {
                 });
             }
         };
-        Self::with_secrets(dir, secrets)
+        let mut store = Self::with_secrets(dir, secrets)?;
+        store.fallback = fallback;
+        Ok(store)
     }
 
     fn with_secrets(
@@ -305,6 +315,7 @@ impl TokenStore {
             dir,
             backend,
             secrets,
+            fallback: None,
         })
     }
 
@@ -319,6 +330,23 @@ impl TokenStore {
     /// `"file"` or `"keyring"`.
     pub fn backend_name(&self) -> &'static str {
         self.backend.name()
+    }
+
+    /// Why `auto` keeps secrets in plain files: the OS keyring's error.
+    /// `None` when they are in the keyring or files were asked for.
+    pub fn fallback_reason(&self) -> Option<&str> {
+        self.fallback.as_deref()
+    }
+
+    /// The backend in use and why, for `auth status` and `doctor`.
+    pub fn describe_backend(&self) -> String {
+        match (&self.backend, &self.fallback) {
+            (Backend::Keyring, _) => "the OS keyring (the files hold no secrets)".into(),
+            (Backend::File, Some(reason)) => {
+                format!("plain files (0600): {TOKEN_STORE_VAR}=auto found no OS keyring ({reason})")
+            }
+            (Backend::File, None) => format!("plain files (0600), as {TOKEN_STORE_VAR}=file asks"),
+        }
     }
 
     /// The entry of `key`, or `None`. With secrets in the keyring this calls
@@ -352,6 +380,15 @@ impl TokenStore {
     /// Replaces the entry of `key` atomically and sets its `updated_at`. Does
     /// not take the lock: hold [`TokenStore::lock`] around load-modify-save.
     pub fn save(&self, key: &TokenKey, entry: &Entry) -> Result<(), StoreError> {
+        if self.fallback.is_some()
+            && !PLAIN_FILES_WARNED.swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            tracing::warn!(
+                dir = %self.dir.display(),
+                "secrets are stored in {}; set {TOKEN_STORE_VAR}=file to say that is meant",
+                self.describe_backend()
+            );
+        }
         let path = self.file(key);
         let mut entry = entry.clone();
         entry.updated_at = unix_now();

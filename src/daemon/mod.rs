@@ -395,8 +395,11 @@ async fn ready_once_signed_in(
             .map(|(server, _)| server)
             .collect();
         for s in registry.statuses() {
-            if s.state == crate::registry::supervisor::ServerState::AuthRequired
-                && signed_in_elsewhere.contains(&&s.name)
+            if matches!(
+                s.state,
+                crate::registry::supervisor::ServerState::AuthRequired
+                    | crate::registry::supervisor::ServerState::AuthFailed
+            ) && signed_in_elsewhere.contains(&&s.name)
             {
                 info!(server = %s.name, "signed in by another process; starting it again");
                 attempts.reset(&s.name);

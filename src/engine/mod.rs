@@ -770,6 +770,12 @@ impl Engine {
             "primaryHostName": self.broker.primary_name(),
             "servers": statuses.len(),
             "ready": ready,
+            // Servers whose sign-in was stopped: name → the last error and the fix.
+            "authFailed": statuses
+                .iter()
+                .filter(|s| s.state == crate::registry::supervisor::ServerState::AuthFailed)
+                .map(|s| (s.name.clone(), s.error.clone()))
+                .collect::<std::collections::BTreeMap<_, _>>(),
             "tools": self.registry.catalog().tools().len(),
             // What token costs are counted in (null: a build without `tokens`).
             "tokenEncoding": crate::shape::cost::AVAILABLE.then(|| self.shape.load().encoding.as_str()),

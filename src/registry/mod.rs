@@ -1214,6 +1214,7 @@ impl Registry {
                         status.state,
                         ServerState::Failed
                             | ServerState::AuthRequired
+                            | ServerState::AuthFailed
                             | ServerState::Disabled
                             | ServerState::Stopped
                             | ServerState::Idle

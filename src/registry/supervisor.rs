@@ -37,6 +37,9 @@ pub enum ServerState {
     Stopped,
     Disabled,
     AuthRequired,
+    /// Sign-in was stopped after the server refused fresh tokens again and
+    /// again (issue 21): `error` has the last refusal and the fix.
+    AuthFailed,
     /// Not running, and started by the next call routed to it: a lazy
     /// server before its first call, or one stopped by its idle timeout.
     Idle,
@@ -52,6 +55,7 @@ impl ServerState {
             ServerState::Stopped => "stopped",
             ServerState::Disabled => "disabled",
             ServerState::AuthRequired => "auth_required",
+            ServerState::AuthFailed => "auth_failed",
             ServerState::Idle => "idle",
         }
     }
@@ -599,6 +603,26 @@ impl Supervisor {
         state: ServerState,
         error: Option<String>,
     ) -> bool {
+        // Sign-in given up on: a state of its own, with why and the fix.
+        let stopped = (state == ServerState::AuthRequired)
+            .then(|| self.opts.auth.as_ref()?.attempts.stopped(&self.name))
+            .flatten();
+        let (state, error) = match stopped {
+            // Why and the fix first; the server's own answer after.
+            Some(why) => {
+                let answer = error
+                    .as_deref()
+                    .map(|e| e.replace(why.as_str(), ""))
+                    .map(|e| e.trim_end_matches([';', ' ']).to_owned())
+                    .filter(|e| !e.is_empty());
+                let text = match answer {
+                    Some(a) => format!("{why}\nthe server answered: {a}"),
+                    None => why,
+                };
+                (ServerState::AuthFailed, Some(text))
+            }
+            None => (state, error),
+        };
         self.update(|s| {
             s.state = state;
             if let Some(e) = error {

@@ -131,6 +131,8 @@ pub struct OAuthOptions {
     /// PRM `resource` instead of `{base}/mcp`; `/authorize`, `/token` and
     /// the Bearer check all hold clients to it.
     pub prm_resource: Option<String>,
+    /// Leave `resource` out of the PRM altogether.
+    pub prm_resource_omitted: bool,
     /// PRM `scopes_supported` (omitted when `None`).
     pub prm_scopes_supported: Option<Vec<String>>,
     /// PRM `authorization_servers` instead of `[issuer]`.
@@ -232,6 +234,7 @@ impl Default for OAuthOptions {
     fn default() -> Self {
         OAuthOptions {
             prm_resource: None,
+            prm_resource_omitted: false,
             prm_scopes_supported: None,
             prm_authorization_servers: None,
             serve_prm: true,
@@ -1099,6 +1102,11 @@ fn prm(s: &Shared, o: &OAuthOptions) -> Value {
     });
     if let Some(sc) = &o.prm_scopes_supported {
         v["scopes_supported"] = json!(sc);
+    }
+    if o.prm_resource_omitted
+        && let Some(m) = v.as_object_mut()
+    {
+        m.remove("resource");
     }
     v
 }

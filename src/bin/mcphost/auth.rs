@@ -101,6 +101,14 @@ pub fn status(out: &Out) -> Result<u8> {
             "client_id": entry.client.as_ref().map(|c| c.client_id.clone()),
         }));
     }
-    out.auth_status(&rows, &store.dir().display().to_string())?;
+    out.auth_status(
+        &rows,
+        &store.dir().display().to_string(),
+        &json!({
+            "name": store.backend_name(),
+            "fallback": store.fallback_reason(),
+            "about": store.describe_backend(),
+        }),
+    )?;
     Ok(0)
 }

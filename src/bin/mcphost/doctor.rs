@@ -123,6 +123,8 @@ pub struct Report {
     pub config: Option<String>,
     pub config_checks: Vec<Check>,
     pub paths: Paths,
+    /// Where sign-in secrets are kept, and why there.
+    pub token_store: Option<String>,
     pub servers: Vec<ServerReport>,
 }
 
@@ -176,6 +178,8 @@ enum Fix<'a> {
         name: &'a str,
         other: &'a str,
     },
+    /// The daemon stopped signing in to this server (`auth_failed`).
+    SignIn(&'a str),
     NotChecked(&'a str),
     /// A step not tried because an earlier one failed.
     Above,
@@ -284,6 +288,9 @@ impl Fix<'_> {
             ),
             Fix::Duplicate { name, other } => format!(
                 "{name} and {other} start the same server: remove one (`mcphost servers remove {name}`) or disable it (`mcphost servers disable {name}`)"
+            ),
+            Fix::SignIn(name) => format!(
+                "fix the server or its authorization server, then sign in again: `mcphost auth login {name}`"
             ),
             Fix::DockerEngine => "start Docker: open Docker Desktop (macOS, Windows), or `sudo systemctl start docker`; on Linux your user may also need to be in the docker group (`sudo usermod -aG docker $USER`, then log in again)".to_owned(),
             Fix::Above => "fix the problems above, then run `mcphost doctor` again".to_owned(),
@@ -566,8 +573,15 @@ impl PathCtx {
     }
 }
 
-/// The running daemon's pid and (on Linux) its `PATH`; quick, or nothing.
-async fn daemon_path(socket: &Path) -> (Option<u32>, Option<String>) {
+/// What the running daemon says: its pid, (on Linux) its `PATH`, and the
+/// servers it stopped signing in to (name → why); quick, or nothing.
+async fn daemon_path(
+    socket: &Path,
+) -> (
+    Option<u32>,
+    Option<String>,
+    std::collections::BTreeMap<String, String>,
+) {
     let ask = async {
         let conn = mcphost::ipc::connect(socket, mcphost::ipc::DEFAULT_MAX_MESSAGE_BYTES)
             .await
@@ -585,12 +599,21 @@ async fn daemon_path(socket: &Path) -> (Option<u32>, Option<String>) {
             .ok();
         c.shutdown().await;
         let v: serde_json::Value = serde_json::from_str(status?.get()).ok()?;
-        v["pid"].as_u64().and_then(|p| u32::try_from(p).ok())
+        let pid = v["pid"].as_u64().and_then(|p| u32::try_from(p).ok())?;
+        let failed = v["authFailed"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .map(|(k, e)| (k.clone(), e.as_str().unwrap_or("").to_owned()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Some((pid, failed))
     };
-    let Ok(Some(pid)) = tokio::time::timeout(Duration::from_secs(3), ask).await else {
-        return (None, None);
+    let Ok(Some((pid, failed))) = tokio::time::timeout(Duration::from_secs(3), ask).await else {
+        return (None, None, Default::default());
     };
-    (Some(pid), process_path(pid))
+    (Some(pid), process_path(pid), failed)
 }
 
 #[cfg(target_os = "linux")]
@@ -1646,10 +1669,10 @@ async fn examine(opts: &Options, loaded: Loaded) -> Result<Report> {
         ),
         false => None,
     };
-    let (daemon_pid, daemon) = if opts.direct.is_empty() {
+    let (daemon_pid, daemon, auth_failed) = if opts.direct.is_empty() {
         daemon_path(&opts.socket).await
     } else {
-        (None, None)
+        (None, None, Default::default())
     };
     let paths = PathCtx {
         process: std::env::var("PATH").unwrap_or_default(),
@@ -1711,6 +1734,13 @@ async fn examine(opts: &Options, loaded: Loaded) -> Result<Report> {
                 first.push(Check::ok("config", format!("warning: {w}")));
             }
         }
+        if let Some(why) = auth_failed.get(&s.name) {
+            first.push(Check::problem(
+                "sign-in",
+                format!("auth_failed in the daemon: {why}"),
+                Fix::SignIn(&s.name),
+            ));
+        }
         if !first.is_empty() {
             first.append(&mut s.checks);
             s.checks = first;
@@ -1753,6 +1783,9 @@ async fn examine(opts: &Options, loaded: Loaded) -> Result<Report> {
             daemon_pid: paths.daemon_pid,
             daemon: paths.daemon.clone(),
         },
+        token_store: mcphost::auth::store::TokenStore::open_default()
+            .ok()
+            .map(|s| s.describe_backend()),
         servers,
     })
 }
@@ -1962,6 +1995,9 @@ fn show(r: &Report) {
         (Some(pid), Some(d)) => outln!("  PATH, daemon (pid {pid}): {}", c.dim(d)),
         (Some(pid), None) => outln!("  PATH, daemon (pid {pid}): {}", c.dim("unknown")),
         _ => outln!("  PATH, daemon: {}", c.dim("not running")),
+    }
+    if let Some(t) = &r.token_store {
+        outln!("  sign-in secrets:   {}", c.dim(t));
     }
     for s in &r.servers {
         outln!("");

@@ -500,8 +500,10 @@ fn init_tracing(verbose: u8, daemon: bool, direct: bool, doctor: bool) {
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     // A command's warnings are for the person who typed it: one plain line
-    // each. The daemon's log and -v keep times and targets.
-    if daemon || verbose > 0 {
+    // each. The daemon's log, -v and RUST_LOG (asking for a developer's log)
+    // keep levels, times and targets.
+    let developer = std::env::var_os("RUST_LOG").is_some_and(|v| !v.is_empty());
+    if daemon || verbose > 0 || developer {
         fmt.init();
     } else {
         fmt.event_format(PlainLine).init();

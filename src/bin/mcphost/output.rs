@@ -130,11 +130,15 @@ impl Out {
     }
 
     /// `auth status`: one row per stored sign-in.
-    pub fn auth_status(&self, rows: &[Value], dir: &str) -> Result<()> {
+    pub fn auth_status(&self, rows: &[Value], dir: &str, backend: &Value) -> Result<()> {
         if self.json {
-            outln!("{}", json!({ "store": dir, "signIns": rows }));
+            outln!(
+                "{}",
+                json!({ "store": dir, "backend": backend, "signIns": rows })
+            );
             return Ok(());
         }
+        outln!("secrets: {}", s(&backend["about"]));
         if rows.is_empty() {
             outln!("no sign-ins stored (in {dir})");
             return Ok(());
@@ -274,6 +278,10 @@ impl Out {
                     s(&sv["name"]),
                     e.lines().next().unwrap_or("")
                 ),
+                // Says why and the fix itself.
+                (Value::String(e), _) if sv["state"] == "auth_failed" => {
+                    e.lines().next().unwrap_or("").to_owned()
+                }
                 (Value::String(e), _) => reason_line(e),
                 (_, Value::String(e)) => format!("listing: {}", e.lines().next().unwrap_or("")),
                 _ => s(&sv["command"]),

@@ -16,7 +16,7 @@ use crate::backend::Backend;
 fn settled(state: &str) -> bool {
     matches!(
         state,
-        "ready" | "failed" | "disabled" | "stopped" | "auth_required"
+        "ready" | "failed" | "disabled" | "stopped" | "auth_required" | "auth_failed"
     )
 }
 
