@@ -343,3 +343,45 @@ fn a_server_that_rejects_every_token_gets_at_most_three_sign_ins_a_minute() {
         "{doctor:#}"
     );
 }
+
+/// Step-ups for more scope are counted per token, not for the life of a
+/// server in the daemon (issue 21, Low): a server that asks for a wider
+/// scope now and then, and takes each new token, may ask again later. The
+/// third ask waits out the minute of the token-request budget (3 a minute),
+/// which bounds a server that asks on every request.
+#[test]
+fn a_server_may_ask_for_more_scope_again_once_it_took_the_last_token() {
+    let mock = OAuthServer::start(OAuthOptions::default());
+    mock.preregister("svc", Some("SVC-SECRET"), "client_secret_basic");
+    let config = format!(
+        r#"{{"mcpServers": {{"srv": {{"url": "{}", "oauth": {{"clientId": "svc", "clientSecret": "SVC-SECRET", "grantType": "client_credentials", "issuer": "{}"}}}}}}}}"#,
+        mock.mcp_url(),
+        mock.issuer()
+    );
+    let d = Daemon::start_in(sandbox(), &config);
+    d.wait_ready(&["srv"], Duration::from_secs(30));
+    let first_token = std::time::Instant::now();
+    let mut scopes = Vec::new();
+    for (i, scope) in ["s1", "s2", "s3"].into_iter().enumerate() {
+        scopes.push(scope.to_owned());
+        let wanted = scopes.clone();
+        mock.set(|o| o.call_scopes = wanted);
+        if i == 2 {
+            // The budget's window: wait for the first token request to age out.
+            let left = Duration::from_secs(61).saturating_sub(first_token.elapsed());
+            std::thread::sleep(left);
+        }
+        let call = d.run(&["call", "srv__whoami", "{}"]);
+        assert_eq!(
+            call.code,
+            0,
+            "ask {} for {scope}: {}{}\n{}",
+            i + 1,
+            call.stdout,
+            call.stderr,
+            mock.summary()
+        );
+        assert!(call.stdout.contains(scope), "{}", call.stdout);
+    }
+    assert_eq!(mock.token_requests().len(), 4, "{}", mock.summary());
+}

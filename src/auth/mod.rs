@@ -518,6 +518,7 @@ struct State {
     /// The DPoP key of an authorization server and resource: the one
     /// `tokens` are bound to when their type is DPoP.
     dpop: Option<(TokenKey, dpop::DpopKey)>,
+    /// Sign-ins for more scope since a token of ours was last accepted.
     step_ups: u32,
     /// The token we got last from the token endpoint, and when.
     fresh: Option<(String, std::time::Instant)>,
@@ -1164,7 +1165,7 @@ impl Authorizer {
         }
     }
 
-    async fn machine_grant(&self, found: &Found) -> Result<(), AuthError> {
+    async fn machine_grant(&self, found: &Found, scope: Option<&str>) -> Result<(), AuthError> {
         let auth = self.client(found, None).await?;
         let endpoint = self.token_endpoint(found)?;
         let c = self.cfg();
@@ -1192,7 +1193,7 @@ impl Authorizer {
                 },
                 &found.key.issuer,
                 &found.key.resource,
-                found.scope.as_deref(),
+                scope,
                 TOKEN_TIMEOUT,
             )
             .await?;
@@ -1208,7 +1209,7 @@ impl Authorizer {
             &auth,
             grant,
             &found.key.resource,
-            found.scope.as_deref(),
+            scope,
             TOKEN_TIMEOUT,
             dpop.as_ref().map(|key| grant::Dpop {
                 key,
@@ -1405,7 +1406,7 @@ impl Authorizer {
         let challenge = self.probe().await?;
         let found = self.discover(&challenge, None).await?;
         if self.cfg().machine() {
-            return self.machine_grant(&found).await;
+            return self.machine_grant(&found, found.scope.as_deref()).await;
         }
         let scope = found.scope.clone();
         self.sign_in(&found, scope, browser).await
@@ -1525,7 +1526,7 @@ impl Authorizer {
             }
             let had = self.state().tokens.as_ref().and_then(|t| t.scope.clone());
             let scope = union_scopes(&[had.as_deref(), challenge.scope.as_deref()]);
-            return self.interactive(&found, scope).await;
+            return self.obtain(&found, scope).await;
         }
         // A stored token we did not send yet (another process signed in).
         if let Some(e) = self.entry(&found.key)
@@ -1538,11 +1539,22 @@ impl Authorizer {
         if self.refresh(&found, c.sent.as_deref()).await? {
             return Ok(());
         }
+        let scope = if self.cfg().machine() {
+            found.scope.clone()
+        } else {
+            union_scopes(&[found.scope.as_deref(), challenge.scope.as_deref()])
+        };
+        self.obtain(&found, scope).await
+    }
+
+    /// A new token for `scope`, the way this client gets them: a machine
+    /// grant, else a person's sign-in.
+    async fn obtain(&self, found: &Found, scope: Option<String>) -> Result<(), AuthError> {
         if self.cfg().machine() {
-            return self.machine_grant(&found).await;
+            self.machine_grant(found, scope.as_deref()).await
+        } else {
+            self.interactive(found, scope).await
         }
-        let scope = union_scopes(&[found.scope.as_deref(), challenge.scope.as_deref()]);
-        self.interactive(&found, scope).await
     }
 
     async fn interactive(&self, found: &Found, scope: Option<String>) -> Result<(), AuthError> {
@@ -1687,6 +1699,19 @@ impl Credentials for Authorizer {
                 e.to_string()
             })
         })
+    }
+
+    fn accepted(&self, token: &str) {
+        // Step-ups count for one token's refusals, not for the server's
+        // life: once a token of ours is taken, the server may ask again;
+        // and a token it took is no longer a fresh one it refuses.
+        let mut st = self.state();
+        if st.step_ups > 0 && st.tokens.as_ref().is_some_and(|t| t.access_token == token) {
+            st.step_ups = 0;
+        }
+        if st.fresh.as_ref().is_some_and(|(t, _)| t == token) {
+            st.fresh = None;
+        }
     }
 
     fn login_hint(&self) -> String {

@@ -122,6 +122,9 @@ pub trait Credentials: Send + Sync {
     fn challenged<'a>(&'a self, c: &'a Challenged) -> BoxFuture<'a, Result<(), String>>;
     /// What a person can do about it, for messages.
     fn login_hint(&self) -> String;
+    /// A request carrying `token` was not refused: what a refusal counted
+    /// against this token (a step-up for more scope) is settled.
+    fn accepted(&self, _token: &str) {}
 }
 
 /// Times one request is sent again after a 401/403 before the refusal
@@ -581,7 +584,13 @@ impl Shared {
                 }
             }
             let resp = client.execute(request).await?;
-            if !is_auth_status(resp.status()) || retries >= MAX_AUTH_RETRIES {
+            if !is_auth_status(resp.status()) {
+                if let Some(p) = &presented {
+                    creds.accepted(&p.token);
+                }
+                return Ok(resp);
+            }
+            if retries >= MAX_AUTH_RETRIES {
                 return Ok(resp);
             }
             let challenged = Challenged {
