@@ -1003,7 +1003,10 @@ impl Supervisor {
                 cmd = commands.recv() => match cmd {
                     Some(Command::Restart) => {
                         // Not `ready` while the old process stops: a wait
-                        // after the restart waits for the new one.
+                        // after the restart waits for the new one. The old
+                        // client goes first, so no call that sees
+                        // `restarting` is sent to the process being stopped.
+                        self.client.send_replace(None);
                         self.update(|s| {
                             s.error = None;
                             s.state = ServerState::Restarting;
