@@ -308,6 +308,7 @@ pub async fn protected_resource(
     protocol_version: Option<&str>,
 ) -> Result<Option<(ProtectedResource, Url)>, AuthError> {
     for url in prm_candidates(server, from_challenge) {
+        require_not_metadata(&url, server, "the protected-resource metadata URL")?;
         require_secure(&url, "the protected-resource metadata URL")?;
         if let Some(prm) = fetch_json::<ProtectedResource>(http, &url, protocol_version).await? {
             return Ok(Some((prm, url)));
@@ -318,12 +319,17 @@ pub async fn protected_resource(
 
 /// The authorization server's metadata. `issuer` must be the one its URL
 /// was built from, character for character (RFC 8414 §3.3): a document
-/// naming another issuer is refused, not used.
+/// naming another issuer is refused, not used; nor is an issuer on a
+/// metadata address that the MCP server at `server` is not on.
 pub async fn server_metadata(
     http: &reqwest::Client,
+    server: &Url,
     issuer: &str,
     protocol_version: Option<&str>,
 ) -> Result<Option<ServerMetadata>, AuthError> {
+    if let Ok(u) = Url::parse(issuer) {
+        require_not_metadata(&u, server, "the authorization server")?;
+    }
     let url = secure_url(issuer, "the authorization server (issuer)")?;
     for url in as_candidates(&url) {
         if let Some(m) = fetch_json::<ServerMetadata>(http, &url, protocol_version).await? {

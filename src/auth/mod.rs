@@ -743,13 +743,6 @@ impl Authorizer {
         if let Some(f) = self.state().found.clone() {
             return Ok(f);
         }
-        if let Some(u) = challenge
-            .resource_metadata
-            .as_deref()
-            .and_then(|u| self.url.join(u).ok())
-        {
-            discovery::require_not_metadata(&u, &self.url, "the protected-resource metadata URL")?;
-        }
         let prm = discovery::protected_resource(
             &self.http,
             &self.url,
@@ -780,15 +773,12 @@ impl Authorizer {
                             .into(),
                     }
                 })?;
-                if let Ok(u) = Url::parse(&issuer) {
-                    discovery::require_not_metadata(&u, &self.url, "the authorization server")?;
-                }
                 (Some(issuer), resource, prm.scopes_supported)
             }
             None => (None, discovery::canonical(&self.url), None),
         };
         let meta = match &issuer {
-            Some(iss) => discovery::server_metadata(&self.http, iss, protocol_version)
+            Some(iss) => discovery::server_metadata(&self.http, &self.url, iss, protocol_version)
                 .await?
                 .ok_or_else(|| AuthError::NoAuthServer {
                     server: self.url.to_string(),
