@@ -417,27 +417,45 @@ fn seed_expired(srv: &OAuthServer, m: &Machine) -> String {
     srv.expire_access_tokens();
     assert!(!srv.access_token_valid(&minted.access_token));
     let now = now_secs();
-    let entry = Entry {
+    let entry = stored_entry(
+        srv,
+        &minted.client_id,
+        &minted.access_token,
+        &minted.refresh_token,
+        now,
+    );
+    m.store().save(&key(srv), &entry).unwrap();
+    minted.refresh_token
+}
+
+/// What a sign-in of the public client `client_id` at `srv` stores: a
+/// Bearer token expiring at `expires_at`, saved now.
+fn stored_entry(
+    srv: &OAuthServer,
+    client_id: &str,
+    access: &str,
+    refresh: &str,
+    expires_at: u64,
+) -> Entry {
+    Entry {
         tokens: Some(Tokens {
-            access_token: minted.access_token.clone(),
+            access_token: access.into(),
             token_type: "Bearer".into(),
-            refresh_token: Some(minted.refresh_token.clone()),
-            expires_at: Some(now),
+            refresh_token: Some(refresh.into()),
+            expires_at: Some(expires_at),
             scope: None,
         }),
         client: Some(Registration {
-            client_id: minted.client_id.clone(),
+            client_id: client_id.into(),
             client_secret: None,
             token_endpoint_auth_method: Some("none".into()),
         }),
         server: Some("srv".into()),
         token_endpoint: Some(srv.token_url()),
-        updated_at: now,
+        updated_at: now_secs(),
         writer: None,
         dpop_key: None,
-    };
-    m.store().save(&key(srv), &entry).unwrap();
-    minted.refresh_token
+    }
 }
 
 fn race_options() -> OAuthOptions {
@@ -1876,24 +1894,8 @@ async fn a_late_invalid_grant_does_not_wipe_a_sign_in_another_process_just_compl
     let store = TokenStore::open(dir.path().to_owned()).unwrap();
     let minted = srv.issue_tokens_for_test("mcphost-seeded", None);
     let now = now_secs();
-    let entry = |access: &str, refresh: &str, expires_at: u64| Entry {
-        tokens: Some(Tokens {
-            access_token: access.into(),
-            token_type: "Bearer".into(),
-            refresh_token: Some(refresh.into()),
-            expires_at: Some(expires_at),
-            scope: None,
-        }),
-        client: Some(Registration {
-            client_id: minted.client_id.clone(),
-            client_secret: None,
-            token_endpoint_auth_method: Some("none".into()),
-        }),
-        server: Some("srv".into()),
-        token_endpoint: Some(srv.token_url()),
-        updated_at: now,
-        writer: None,
-        dpop_key: None,
+    let entry = |access: &str, refresh: &str, expires_at: u64| {
+        stored_entry(&srv, &minted.client_id, access, refresh, expires_at)
     };
     store
         .save(&key(&srv), &entry("old-access", &minted.refresh_token, now))
