@@ -48,10 +48,12 @@ pub mod config;
 pub mod daemon;
 pub mod engine;
 pub mod ipc;
-pub mod jsonrpc;
 pub mod lockfile;
-pub mod protocol;
 pub mod registry;
 pub mod runtime;
 pub mod shape;
-pub mod transport;
+
+// The layers below the client are crates of their own; their paths stay.
+pub use mcphost_jsonrpc as jsonrpc;
+pub use mcphost_protocol as protocol;
+pub use mcphost_transport as transport;

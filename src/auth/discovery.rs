@@ -92,19 +92,7 @@ pub fn resource_matches(declared: &str, prm_url: &Url, server: &Url) -> bool {
         && server.join("/").is_ok_and(|o| d == canonical(&o))
 }
 
-/// Text a server sent, for a message: C0/C1 controls (escape sequences,
-/// OSC 52, CR/LF) shown escaped, so it cannot drive the user's terminal.
-pub fn escape_controls(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if c.is_control() {
-            out.extend(c.escape_unicode());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
+pub use crate::protocol::escape_controls;
 
 /// A loopback host (RFC 8252 §7.3): `127.0.0.0/8`, `::1`, `localhost`.
 pub fn is_loopback(url: &Url) -> bool {

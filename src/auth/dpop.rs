@@ -134,16 +134,7 @@ impl Nonces {
     }
 }
 
-/// The nonce a response asks for: its `DPoP-Nonce` header, if it is one
-/// a header can carry back (RFC 9449 §8.1: NQCHAR).
-pub fn nonce_header(headers: &reqwest::header::HeaderMap) -> Option<String> {
-    headers
-        .get("dpop-nonce")
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .filter(|n| !n.is_empty() && n.chars().all(|c| c == '!' || ('#'..='~').contains(&c)))
-        .map(str::to_owned)
-}
+pub use crate::transport::http::dpop_nonce as nonce_header;
 
 #[cfg(test)]
 mod tests {

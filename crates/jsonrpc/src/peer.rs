@@ -17,11 +17,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, debug_span, warn};
 
 use super::decode::{DecodeError, Incoming, decode};
-use crate::protocol::{
+use mcphost_protocol::{
     ErrorObject, Id, Message, Notification, Request, Response, empty_object, error_codes, methods,
     raw_field, set_fields, to_raw,
 };
-use crate::transport::{BoxFuture, CloseReason, Outbound, Stream, TransportEvent};
+use mcphost_transport::{BoxFuture, CloseReason, Outbound, Stream, TransportEvent};
 
 /// Limits that apply to every request unless [`RequestOptions`] overrides them.
 #[derive(Debug, Clone)]
@@ -88,7 +88,7 @@ pub struct RequestOptions {
     /// server request that arrives while it is in flight can be routed back.
     pub origin: Option<Origin>,
     /// The stateless revision's header values, for the transport.
-    pub modern: Option<Box<crate::transport::ModernHeaders>>,
+    pub modern: Option<Box<mcphost_transport::ModernHeaders>>,
     /// Set to the id the request goes out under (a `subscriptions/listen`
     /// stream is known by it).
     pub sent_as: Option<Arc<std::sync::OnceLock<i64>>>,

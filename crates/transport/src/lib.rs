@@ -15,7 +15,7 @@ use std::pin::Pin;
 
 use tokio::sync::mpsc;
 
-use crate::protocol::Id;
+use mcphost_protocol::Id;
 
 /// One outgoing message or batch, already serialised without newlines,
 /// with what the transport must know of it that it should not re-parse.

@@ -17,7 +17,7 @@
 mod legacy;
 mod modern;
 mod sse;
-pub(crate) use sse::error_chain;
+pub use sse::error_chain;
 #[doc(hidden)]
 pub use sse::fuzz_sse;
 mod streamable;
@@ -36,7 +36,7 @@ use tracing::{Instrument, Span, debug, info_span, warn};
 use url::Url;
 
 use super::{BoxFuture, CloseReason, Connection, Outbound, TransportControl, TransportEvent};
-use crate::protocol::Id;
+use mcphost_protocol::Id;
 
 /// Which HTTP transport to speak.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -109,7 +109,18 @@ pub struct Presented {
     pub dpop_nonce: Option<String>,
 }
 
-/// Where the transport gets its tokens (OAuth, `crate::auth`).
+/// The nonce a response asks for: its `DPoP-Nonce` header, if it is one
+/// a header can carry back (RFC 9449 §8.1: NQCHAR).
+pub fn dpop_nonce(headers: &reqwest::header::HeaderMap) -> Option<String> {
+    headers
+        .get("dpop-nonce")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|n| !n.is_empty() && n.chars().all(|c| c == '!' || ('#'..='~').contains(&c)))
+        .map(str::to_owned)
+}
+
+/// Where the transport gets its tokens (OAuth: `mcphost::auth`).
 pub trait Credentials: Send + Sync {
     /// The credentials for the next request to `method url`, if there are any.
     fn authorization<'a>(
@@ -601,7 +612,7 @@ impl Shared {
                     .iter()
                     .filter_map(|v| v.to_str().ok().map(str::to_owned))
                     .collect(),
-                dpop_nonce: crate::auth::dpop::nonce_header(resp.headers()),
+                dpop_nonce: dpop_nonce(resp.headers()),
                 sent_dpop_nonce: presented.as_ref().and_then(|p| p.dpop_nonce.clone()),
                 sent: presented.map(|p| p.token),
                 protocol_version: self.state().version.clone(),
@@ -713,7 +724,7 @@ fn snippet(text: &str) -> String {
         .take(ERROR_BODY_CHARS)
         .collect();
     // A server's escape sequences do not reach the user's terminal.
-    let mut s = crate::auth::discovery::escape_controls(&one_line);
+    let mut s = mcphost_protocol::escape_controls(&one_line);
     if text.chars().count() > ERROR_BODY_CHARS {
         s.push('…');
     }

@@ -3,8 +3,8 @@
 
 use serde_json::value::RawValue;
 
-use crate::protocol::message::WireIn;
-use crate::protocol::{ErrorObject, Id, Message, Notification, Request, Response};
+use mcphost_protocol::message::WireIn;
+use mcphost_protocol::{ErrorObject, Id, Message, Notification, Request, Response};
 
 /// What one frame held.
 #[derive(Debug)]

@@ -2,7 +2,7 @@ use std::fmt;
 use std::str::FromStr;
 
 /// The protocol era decides how a client talks to a server. Callers never see
-/// it: [`crate::client::ServerClient`] hides it.
+/// it: `mcphost::client::ServerClient` hides it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Era {
     /// `initialize` / `notifications/initialized` handshake, sessions, `ping`.

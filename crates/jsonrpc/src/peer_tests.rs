@@ -6,7 +6,7 @@ use super::*;
 
 struct Fake {
     peer: Peer,
-    from_peer: mpsc::Receiver<crate::transport::Outbound>,
+    from_peer: mpsc::Receiver<mcphost_transport::Outbound>,
     to_peer: mpsc::Sender<TransportEvent>,
 }
 

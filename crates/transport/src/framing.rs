@@ -9,7 +9,7 @@
 use bytes::{Buf, BufMut, BytesMut};
 use tokio_util::codec::{Decoder, Encoder};
 
-use crate::protocol::Id;
+use mcphost_protocol::Id;
 
 /// Bytes kept from each end of an oversized line to look for its `"id"`.
 const WINDOW: usize = 512;

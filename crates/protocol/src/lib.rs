@@ -6,9 +6,10 @@
 
 pub mod capabilities;
 mod items;
-pub(crate) mod message;
+pub mod message;
 pub mod methods;
 mod raw;
+mod text;
 mod version;
 
 pub use capabilities::{ClientCapabilities, ServerCapabilities};
@@ -16,4 +17,5 @@ pub use items::{Prompt, Resource, ResourceTemplate, Tool, ToolResult};
 pub use message::{ErrorObject, Id, Message, Notification, Request, Response, error_codes};
 pub use raw::{RawError, empty_object, raw_field, set_fields, set_meta, to_raw};
 pub use serde_json::value::RawValue;
+pub use text::escape_controls;
 pub use version::{Era, ProtocolVersion, UnknownVersion};

@@ -367,7 +367,8 @@ impl Message {
 
 /// Decoding: the shape every incoming message is read into first.
 #[derive(Deserialize)]
-pub(crate) struct WireIn {
+#[doc(hidden)]
+pub struct WireIn {
     #[serde(default)]
     pub jsonrpc: Option<String>,
     #[serde(default, deserialize_with = "present")]

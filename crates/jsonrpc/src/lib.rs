@@ -1,5 +1,5 @@
 //! JSON-RPC 2.0: the frame [`decode`]r and the [`Peer`] that correlates
-//! requests with responses over any [`crate::transport::Connection`].
+//! requests with responses over any [`mcphost_transport::Connection`].
 
 mod decode;
 mod peer;

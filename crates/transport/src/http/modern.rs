@@ -3,7 +3,7 @@
 //! or with an SSE stream scoped to it. No session, no GET stream, no
 //! resumption; closing a request's response stream is its cancellation.
 //!
-//! An [`Outbound`](crate::transport::Outbound) with `modern` set takes this
+//! An [`Outbound`](crate::Outbound) with `modern` set takes this
 //! path. Nothing here touches the session, the negotiated revision or the
 //! `initialize` kept for renewals, so a failed probe (`server/discover` to a
 //! handshake-only server) leaves the connection as it was for the
@@ -25,8 +25,8 @@ use super::{
     is_auth_status, read_limited, redact_url, response_ids, same_id, snippet, status_message,
     streamable,
 };
-use crate::protocol::Id;
-use crate::transport::{ModernHeaders, Stream, TransportEvent};
+use crate::{ModernHeaders, Stream, TransportEvent};
+use mcphost_protocol::Id;
 
 const POST_ACCEPT: &str = "application/json, text/event-stream";
 const PROTOCOL_VERSION: &str = "mcp-protocol-version";
@@ -36,7 +36,7 @@ const PARAM_PREFIX: &str = "mcp-param-";
 const SENTINEL_PREFIX: &str = "=?base64?";
 const SENTINEL_SUFFIX: &str = "?=";
 
-use crate::protocol::error_codes::{
+use mcphost_protocol::error_codes::{
     HEADER_MISMATCH, METHOD_NOT_FOUND, MISSING_CAPABILITY, UNSUPPORTED_VERSION,
 };
 
@@ -288,7 +288,7 @@ fn error_answer(body: &str, id: &Id) -> Option<(String, i64)> {
         None => {
             let obj = RawValue::from_string(body.to_owned()).ok()?;
             let ours = RawValue::from_string(id.as_json().to_owned()).ok()?;
-            let frame = crate::protocol::set_fields(Some(&obj), [("id".to_owned(), ours)]).ok()?;
+            let frame = mcphost_protocol::set_fields(Some(&obj), [("id".to_owned(), ours)]).ok()?;
             Some((frame.get().to_owned(), code))
         }
     }

@@ -13,8 +13,8 @@ use super::{
     BodyKind, DEFAULT_RETRY, KIND_SSE, OutMsg, Shared, auth_message, body_kind, is_auth_status,
     response_ids, same_id,
 };
-use crate::protocol::Id;
-use crate::transport::{CloseReason, TransportEvent};
+use crate::{CloseReason, TransportEvent};
+use mcphost_protocol::Id;
 
 /// Open the event stream and start reading it. The error says why, and
 /// whether it was a 401/403.

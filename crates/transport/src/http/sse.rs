@@ -153,7 +153,7 @@ enum BodyError {
 
 /// The cause at the bottom of an error's chain: reqwest's own message
 /// ("error sending request for url …") hides it ("Connection refused").
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut last = e;
     while let Some(cause) = last.source() {
         last = cause;

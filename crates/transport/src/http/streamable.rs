@@ -15,8 +15,8 @@ use super::{
     OutMsg, Shared, body_kind, deadline_after, is_auth_status, legacy, read_limited, response_ids,
     same_id, within,
 };
-use crate::protocol::Id;
-use crate::transport::{Stream, TransportEvent};
+use crate::{Stream, TransportEvent};
+use mcphost_protocol::Id;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -219,7 +219,7 @@ async fn initialize(shared: &Arc<Shared>, msg: OutMsg) {
             );
             if auth {
                 shared
-                    .close(crate::transport::CloseReason {
+                    .close(crate::CloseReason {
                         summary: reason,
                         auth_required: true,
                         ..Default::default()
