@@ -324,37 +324,7 @@ impl Peer {
         } else {
             params
         };
-        let (tx, mut rx) = oneshot::channel();
-        let (ptx, mut prx) = if wants_progress {
-            let (a, b) = mpsc::unbounded_channel();
-            (Some(a), Some(b))
-        } else {
-            (None, None)
-        };
-        {
-            // Checked under the same lock `close` takes, so an entry is never
-            // added after the pending map was drained.
-            let mut st = inner.lock();
-            if let Some(reason) = st.close_reason.clone() {
-                return Err(PeerError::Closed(reason));
-            }
-            st.pending.insert(
-                id,
-                PendingEntry {
-                    tx,
-                    progress: ptx,
-                    origin: opts.origin.clone(),
-                    ended_by_cancel: opts.ended_by_cancel,
-                    held: 0,
-                },
-            );
-        }
-        let mut guard = PendingGuard {
-            inner: inner.clone(),
-            id,
-            armed: true,
-            cancellable: opts.cancellable,
-        };
+        let (mut rx, mut prx, mut guard) = self.register(id, &opts, wants_progress)?;
         let line = Message::Request(Request {
             id: Id::number(id),
             method: method.to_owned(),
@@ -371,18 +341,15 @@ impl Peer {
             let timeout = opts.timeout.unwrap_or(inner.cfg.timeout);
             let start = Instant::now();
             let mut holds = inner.holds.subscribe();
-            // While held, neither deadline runs; `held_for` is how long it
-            // has been held in all, so the hard maximum moves by as much.
-            let mut held_since: Option<Instant> = None;
-            let mut hard = deadline_after(
+            let mut deadlines = Deadlines::new(
                 start,
+                timeout,
                 opts.max_timeout.unwrap_or(inner.cfg.max_timeout).max(timeout),
             );
-            let mut deadline = deadline_after(start, timeout).min(hard);
             let cancel = opts.cancel;
             let cancelled = cancelled_or_never(cancel.as_ref());
             tokio::pin!(cancelled);
-            let sleep = tokio::time::sleep_until(deadline);
+            let sleep = tokio::time::sleep_until(deadlines.deadline);
             tokio::pin!(sleep);
             // A server that stops reading fills the queue; the deadline and
             // the cancel token cover that wait too. Nothing reached the wire
@@ -420,32 +387,15 @@ impl Peer {
                     }
                     Ok(()) = holds.changed() => {
                         let held = inner.lock().pending.get(&id).is_some_and(|p| p.held > 0);
-                        let now = Instant::now();
-                        match (held, held_since) {
-                            (true, None) => {
-                                debug!("the deadline is held while the caller's host answers");
-                                held_since = Some(now);
-                                sleep.as_mut().reset(deadline_after(now, Duration::MAX));
-                            }
-                            (false, Some(since)) => {
-                                held_since = None;
-                                hard = deadline_after(hard, now.saturating_duration_since(since));
-                                deadline = deadline_after(now, timeout).min(hard);
-                                sleep.as_mut().reset(deadline);
-                            }
-                            _ => {}
+                        if let Some(at) = deadlines.held(held, Instant::now()) {
+                            sleep.as_mut().reset(at);
                         }
                     }
                     Some(p) = recv_progress(&mut prx) => {
-                        if held_since.is_some() {
-                            if let Some(cb) = &opts.on_progress {
-                                cb(p);
-                            }
-                            continue;
-                        }
-                        if opts.reset_timeout_on_progress {
-                            deadline = deadline_after(Instant::now(), timeout).min(hard);
-                            sleep.as_mut().reset(deadline);
+                        if opts.reset_timeout_on_progress
+                            && let Some(at) = deadlines.progressed(Instant::now())
+                        {
+                            sleep.as_mut().reset(at);
                         }
                         if let Some(cb) = &opts.on_progress {
                             cb(p);
@@ -465,6 +415,48 @@ impl Peer {
         }
         .instrument(span)
         .await
+    }
+
+    /// Puts request `id` in the pending map, unless the peer is closed.
+    fn register(
+        &self,
+        id: i64,
+        opts: &RequestOptions,
+        wants_progress: bool,
+    ) -> Result<Registered, PeerError> {
+        let inner = &self.inner;
+        let (tx, rx) = oneshot::channel();
+        let (ptx, prx) = if wants_progress {
+            let (a, b) = mpsc::unbounded_channel();
+            (Some(a), Some(b))
+        } else {
+            (None, None)
+        };
+        {
+            // Checked under the same lock `close` takes, so an entry is never
+            // added after the pending map was drained.
+            let mut st = inner.lock();
+            if let Some(reason) = st.close_reason.clone() {
+                return Err(PeerError::Closed(reason));
+            }
+            st.pending.insert(
+                id,
+                PendingEntry {
+                    tx,
+                    progress: ptx,
+                    origin: opts.origin.clone(),
+                    ended_by_cancel: opts.ended_by_cancel,
+                    held: 0,
+                },
+            );
+        }
+        let guard = PendingGuard {
+            inner: inner.clone(),
+            id,
+            armed: true,
+            cancellable: opts.cancellable,
+        };
+        Ok((rx, prx, guard))
     }
 
     /// Send a notification.
@@ -526,6 +518,62 @@ impl Peer {
 
 /// `from + d`; a timeout too large for the clock (say `Duration::MAX`)
 /// means "never", and must not overflow.
+/// The pending entry's receivers and the guard that removes it.
+type Registered = (
+    oneshot::Receiver<Reply>,
+    Option<mpsc::UnboundedReceiver<Progress>>,
+    PendingGuard,
+);
+
+/// The two deadlines of one request: the timeout (which progress may move)
+/// and the hard maximum. While the request is held, neither runs, and the
+/// hard maximum moves by as long as the hold lasted.
+struct Deadlines {
+    timeout: Duration,
+    hard: Instant,
+    deadline: Instant,
+    held_since: Option<Instant>,
+}
+
+impl Deadlines {
+    fn new(start: Instant, timeout: Duration, max: Duration) -> Self {
+        let hard = deadline_after(start, max);
+        Deadlines {
+            timeout,
+            hard,
+            deadline: deadline_after(start, timeout).min(hard),
+            held_since: None,
+        }
+    }
+
+    /// The hold changed to `held`: the instant to sleep until, if it moved.
+    fn held(&mut self, held: bool, now: Instant) -> Option<Instant> {
+        match (held, self.held_since) {
+            (true, None) => {
+                debug!("the deadline is held while the caller's host answers");
+                self.held_since = Some(now);
+                Some(deadline_after(now, Duration::MAX))
+            }
+            (false, Some(since)) => {
+                self.held_since = None;
+                self.hard = deadline_after(self.hard, now.saturating_duration_since(since));
+                self.deadline = deadline_after(now, self.timeout).min(self.hard);
+                Some(self.deadline)
+            }
+            _ => None,
+        }
+    }
+
+    /// Progress arrived: the timeout starts again (not while held).
+    fn progressed(&mut self, now: Instant) -> Option<Instant> {
+        if self.held_since.is_some() {
+            return None;
+        }
+        self.deadline = deadline_after(now, self.timeout).min(self.hard);
+        Some(self.deadline)
+    }
+}
+
 fn deadline_after(from: Instant, d: Duration) -> Instant {
     const NEVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
     from.checked_add(d)

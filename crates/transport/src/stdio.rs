@@ -206,19 +206,7 @@ pub async fn spawn(server: &str, cfg: &StdioConfig) -> Result<Connection, StdioE
     let env = child_env(cfg);
     let program = resolve_command(server, cfg, &env, cwd.as_deref())?;
 
-    let mut command = Command::new(&program);
-    command
-        .arg0(&cfg.command)
-        .args(&cfg.args)
-        .env_clear()
-        .envs(&env)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    if let Some(dir) = &cwd {
-        command.current_dir(dir);
-    }
+    let mut command = child_command(cfg, &program, &env, cwd.as_deref());
     let owner = nix::unistd::getpid().as_raw();
     // Close-on-exec: the watchdog writes to it, the server never sees it.
     let (mut pid_reader, pid_writer) = io::pipe().map_err(spawn_error)?;
@@ -263,6 +251,49 @@ pub async fn spawn(server: &str, cfg: &StdioConfig) -> Result<Connection, StdioE
         span.in_scope(|| tracing::debug!("F_SETNOSIGPIPE on the server's stdin: {e}"));
     }
 
+    Ok(run_child(
+        server,
+        cfg,
+        child,
+        (stdin, stdout, stderr),
+        (pgid, server_pid),
+        span,
+    ))
+}
+
+/// The server's process in the group we made for it.
+fn child_command(
+    cfg: &StdioConfig,
+    program: &Path,
+    env: &BTreeMap<OsString, OsString>,
+    cwd: Option<&Path>,
+) -> Command {
+    let mut command = Command::new(program);
+    command
+        .arg0(&cfg.command)
+        .args(&cfg.args)
+        .env_clear()
+        .envs(env)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    if let Some(dir) = cwd {
+        command.current_dir(dir);
+    }
+    command
+}
+
+/// The tasks that own a started server: its stdin writer, stdout reader,
+/// stderr ring, the leader's reaper and the close report.
+fn run_child(
+    server: &str,
+    cfg: &StdioConfig,
+    child: Child,
+    (stdin, stdout, stderr): (ChildStdin, ChildStdout, ChildStderr),
+    (pgid, server_pid): (Pid, Option<u32>),
+    span: tracing::Span,
+) -> Connection {
     let (exit_tx, exit_rx) = watch::channel(None);
     let (done_tx, done_rx) = watch::channel(false);
     let shared = Arc::new(Shared {
@@ -313,11 +344,11 @@ pub async fn spawn(server: &str, cfg: &StdioConfig) -> Result<Connection, StdioE
         .instrument(span),
     );
 
-    Ok(Connection {
+    Connection {
         outbound: outbound_tx,
         inbound: inbound_rx,
         control: Arc::new(StdioControl { shared }),
-    })
+    }
 }
 
 /// The absolute path `spawn` would execute for `cfg`, found the way the
