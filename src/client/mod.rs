@@ -80,25 +80,16 @@ pub struct ClientOptions {
     /// How long the `server/discover` probe waits before taking silence
     /// for a server of the handshake revisions.
     pub probe_timeout: Duration,
-    /// Where supervisors remember each server's era (read and written by
-    /// `registry`, not by the client itself).
-    pub eras: Arc<EraCache>,
     /// Re-fetch a list when the server says it changed, for
     /// [`ServerClient::subscribe`]. A client that only relays the
     /// notification (the C library's connected mode) turns it off.
     pub relist_on_change: bool,
-    /// OAuth for HTTP servers (`None`: a 401 leaves the server in
-    /// `auth_required`).
-    pub auth: Option<Arc<crate::auth::AuthContext>>,
     /// Where tool calls' latency and outcome are counted, per server name:
     /// shared by every client of a registry, so a restart keeps the counts.
     pub stats: Arc<stats::CallStats>,
     /// What each server has shown about how its requests relate to calls
     /// (see [`attribution`]): shared like `stats`.
     pub attribution: Arc<attribution::Attribution>,
-    /// Where the registry keeps each server's last good lists (`None`:
-    /// nowhere; a lazy server is then started to be listed).
-    pub catalogs: Option<Arc<crate::registry::stored::CatalogStore>>,
 }
 
 impl ClientOptions {
@@ -124,12 +115,9 @@ impl Default for ClientOptions {
             known_era: None,
             remembered_era: None,
             probe_timeout: Duration::from_secs(10),
-            eras: Arc::new(EraCache::in_memory()),
             relist_on_change: true,
-            auth: None,
             stats: stats::CallStats::new(),
             attribution: attribution::Attribution::new(),
-            catalogs: None,
         }
     }
 }
