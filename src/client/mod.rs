@@ -12,6 +12,8 @@ mod host;
 mod modern;
 mod notes;
 pub mod stats;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 use std::time::Duration;
