@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 
+use super::stateless::MAX_INPUT_ROUNDS;
 use super::*;
 use crate::protocol::Id;
 use crate::transport::{BoxFuture, Outbound, TransportEvent};
