@@ -479,7 +479,7 @@ async fn a_cursor_given_twice_ends_the_listing_with_an_error() {
         json!({"tools": [tool("a")], "nextCursor": "again"}),
     );
     let client = handshake_client(&server, conn, json!({"tools": {}})).await;
-    let e = client.list_tools().await.err().expect("endless");
+    let e = client.list_tools().await.expect_err("endless");
     assert!(matches!(e, ClientError::RepeatedCursor { .. }), "{e}");
     assert_eq!(server.requests("tools/list").len(), 2);
 }
@@ -488,7 +488,7 @@ async fn a_cursor_given_twice_ends_the_listing_with_an_error() {
 async fn a_list_the_server_did_not_declare_is_refused_without_asking() {
     let (server, conn) = FakeServer::start();
     let client = handshake_client(&server, conn, json!({})).await;
-    let e = client.list_prompts().await.err().expect("not declared");
+    let e = client.list_prompts().await.expect_err("not declared");
     assert!(
         matches!(e, ClientError::CapabilityNotDeclared { .. }),
         "{e}"
@@ -598,8 +598,7 @@ async fn a_server_that_never_stops_asking_for_input_is_given_up_on() {
     let e = client
         .call_tool("t", None, CallOptions::default())
         .await
-        .err()
-        .expect("abandoned");
+        .expect_err("abandoned");
     assert!(e.to_string().contains("asked for input"), "{e}");
     assert_eq!(server.requests("tools/call").len(), MAX_INPUT_ROUNDS);
 }
@@ -615,8 +614,7 @@ async fn input_the_client_did_not_declare_is_refused_without_asking_the_host() {
     let e = client
         .call_tool("t", None, CallOptions::default())
         .await
-        .err()
-        .expect("sampling was not declared");
+        .expect_err("sampling was not declared");
     assert!(e.to_string().contains("was not declared"), "{e}");
     assert_eq!(server.requests("tools/call").len(), 1);
 }
