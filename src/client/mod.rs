@@ -4,6 +4,12 @@
 //! `serverInfo`, `instructions`), refuses locally what the server did not
 //! declare, follows pagination, and re-lists when the server says a list
 //! changed. The protocol era is decided here and never leaks to callers.
+//!
+//! By era: `probe` asks `server/discover` and reads its outcome,
+//! `handshake` speaks `initialize` (2024-11-05 … 2025-11-25), `stateless`
+//! the 2026-07-28 revision (`_meta`, the `input_required` rounds, `ttlMs`,
+//! `subscriptions/listen`), `listing` follows pages and re-lists. Each part
+//! is an `impl Link` of its own over the one connected server.
 
 pub mod attribution;
 mod eras;
