@@ -11,6 +11,7 @@ use std::time::Duration;
 use common::*;
 use mcphost::client::{CallOptions, ClientError, ClientOptions, EraCache, ServerEvent};
 use mcphost::protocol::{Era, RawValue};
+use mcphost::registry::ServerOptions;
 
 fn raw(s: &str) -> Box<RawValue> {
     RawValue::from_string(s.to_owned()).unwrap()
@@ -71,9 +72,9 @@ async fn a_legacy_server_that_exits_on_the_probe_is_started_again_with_initializ
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("eras.json");
     let cfg = config_with(&[("dies", &args)]);
-    let opts = ClientOptions {
+    let opts = ServerOptions {
         eras: Arc::new(EraCache::at(file.clone())),
-        ..quick_opts()
+        ..ServerOptions::from(quick_opts())
     };
     let reg = mcphost::registry::Registry::start(&cfg, opts, quick_policy(), None);
     let st = wait_ready(&reg, "dies").await;
@@ -95,17 +96,17 @@ async fn a_legacy_server_that_exits_on_the_probe_is_started_again_with_initializ
         &log.arg(),
     ];
     let cfg = config_with(&[("dies", &args2)]);
-    let opts = ClientOptions {
+    let opts = ServerOptions {
         eras: Arc::new(EraCache::at(file.clone())),
-        ..quick_opts()
+        ..ServerOptions::from(quick_opts())
     };
     // Another command line is another configuration: probed again.
     let reg = mcphost::registry::Registry::start(&cfg, opts, quick_policy(), None);
     wait_ready(&reg, "dies").await;
     reg.shutdown().await;
-    let opts = ClientOptions {
+    let opts = ServerOptions {
         eras: Arc::new(EraCache::at(file)),
-        ..quick_opts()
+        ..ServerOptions::from(quick_opts())
     };
     let log_before = log.lines().len();
     let reg = mcphost::registry::Registry::start(&cfg, opts, quick_policy(), None);

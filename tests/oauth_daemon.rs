@@ -175,7 +175,7 @@ async fn a_registered_host_app_is_handed_the_sign_in_page_as_a_url_elicitation()
         attempts: Default::default(),
     };
     let engine = mcphost::engine::EngineBuilder::new(cfg)
-        .client_options(mcphost::client::ClientOptions {
+        .server_options(mcphost::registry::ServerOptions {
             auth: Some(Arc::new(auth)),
             ..Default::default()
         })

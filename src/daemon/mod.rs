@@ -116,7 +116,7 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     let (host_browser, host_slot) = crate::auth::browser::HostBrowser::unbound();
     let auth = crate::auth::AuthContext::for_host(host_browser);
     let engine = EngineBuilder::new(cfg.clone())
-        .client_options(crate::client::ClientOptions {
+        .server_options(crate::registry::ServerOptions {
             eras: Arc::new(eras),
             auth: auth.clone(),
             catalogs: crate::registry::stored::CatalogStore::default_dir()

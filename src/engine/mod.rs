@@ -30,7 +30,7 @@ use crate::config::HostConfig;
 use crate::config::store::Edited;
 use crate::protocol::{ErrorObject, error_codes, methods, raw_field, to_raw};
 use crate::registry::supervisor::RestartPolicy;
-use crate::registry::{Registry, RegistryError};
+use crate::registry::{Registry, RegistryError, ServerOptions};
 use crate::transport::{BoxFuture, Connection};
 use broker::Broker;
 use session::Call;
@@ -208,7 +208,7 @@ pub struct Engine {
 /// daemon, `--direct` and the C library.
 pub struct EngineBuilder {
     config: HostConfig,
-    client: ClientOptions,
+    servers: ServerOptions,
     restart: RestartPolicy,
     shell_path: Option<String>,
     fallback: PolicyHost,
@@ -223,7 +223,7 @@ impl EngineBuilder {
     pub fn new(config: HostConfig) -> EngineBuilder {
         EngineBuilder {
             config,
-            client: ClientOptions::default(),
+            servers: ServerOptions::default(),
             restart: RestartPolicy::default(),
             shell_path: None,
             fallback: PolicyHost::new(
@@ -238,7 +238,15 @@ impl EngineBuilder {
     /// Client options of every server (`host` is ignored: the broker is
     /// every server's host).
     pub fn client_options(mut self, opts: ClientOptions) -> Self {
-        self.client = opts;
+        self.servers.client = opts;
+        self
+    }
+
+    /// The registry's options of every server (the era cache, OAuth,
+    /// stored catalogs) with the client's; `client.host` is ignored as in
+    /// [`EngineBuilder::client_options`].
+    pub fn server_options(mut self, opts: ServerOptions) -> Self {
+        self.servers = opts;
         self
     }
 
@@ -279,14 +287,12 @@ impl EngineBuilder {
             .roots()
             .update(&[], roots::Event::Configured(configured));
         let shape = arc_swap::ArcSwap::from_pointee(self.config.shape.clone());
-        let client = ClientOptions {
-            host: Arc::new(broker.clone()),
-            ..self.client
-        };
+        let mut servers = self.servers;
+        servers.client.host = Arc::new(broker.clone());
         let started = Instant::now();
-        let stats = client.stats.clone();
-        let attribution = client.attribution.clone();
-        let registry = Registry::start(&self.config, client, self.restart, self.shell_path);
+        let stats = servers.client.stats.clone();
+        let attribution = servers.client.attribution.clone();
+        let registry = Registry::start(&self.config, servers, self.restart, self.shell_path);
         let settled_after = Arc::new(std::sync::OnceLock::new());
         let (settling, slot) = (registry.clone(), settled_after.clone());
         tokio::spawn(async move {

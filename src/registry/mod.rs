@@ -15,10 +15,13 @@
 pub mod catalog;
 mod lazy;
 mod logs;
+mod options;
 mod resources;
 pub mod stored;
 pub mod supervisor;
 pub mod uri;
+
+pub use options::ServerOptions;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,7 +33,7 @@ use tokio::sync::broadcast;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
-use crate::client::{CallOptions, ClientError, ClientOptions, ServerClient, ServerEvent};
+use crate::client::{CallOptions, ClientError, ServerClient, ServerEvent};
 use crate::config::{HostConfig, ServerConfig, Share, TransportConfig};
 use crate::jsonrpc::Origin;
 use crate::protocol::{Prompt, Resource, ResourceTemplate, Tool, ToolResult};
@@ -360,7 +363,7 @@ struct Inner {
     /// `builders`, then `state`.
     builders: std::sync::Mutex<Builders>,
     published: Published,
-    base: ClientOptions,
+    base: ServerOptions,
     /// PATH from the user's login shell, for servers without their own.
     shell_path: Option<String>,
     policy: RestartPolicy,
@@ -402,7 +405,7 @@ impl Registry {
     /// Start every enabled server in `cfg`, all at once.
     pub fn start(
         cfg: &HostConfig,
-        base: ClientOptions,
+        base: impl Into<ServerOptions>,
         policy: RestartPolicy,
         shell_path: Option<String>,
     ) -> Registry {
@@ -414,11 +417,12 @@ impl Registry {
     #[doc(hidden)]
     pub fn start_with_event_capacity(
         cfg: &HostConfig,
-        base: ClientOptions,
+        base: impl Into<ServerOptions>,
         policy: RestartPolicy,
         shell_path: Option<String>,
         capacity: usize,
     ) -> Registry {
+        let base = base.into();
         let (supervisor_events, sup_rx) = broadcast::channel(capacity.max(1));
         let (events, _) = broadcast::channel(1024);
         let rules = rules_of(cfg);
@@ -478,7 +482,7 @@ impl Registry {
     ) -> SupervisorHandle {
         self.launch_with(
             sc,
-            self.inner.base.host.clone(),
+            self.inner.base.client.host.clone(),
             &self.inner.supervisor_events,
             start,
         )
@@ -488,7 +492,7 @@ impl Registry {
     /// session's, and its events are nobody's (the shared instance lists).
     fn launch_for_session(&self, sc: &ServerConfig, session: u64) -> SupervisorHandle {
         let host = Arc::new(SessionHost {
-            host: self.inner.base.host.clone(),
+            host: self.inner.base.client.host.clone(),
             session,
         });
         let (events, _) = broadcast::channel(1);
@@ -502,7 +506,8 @@ impl Registry {
         events: &broadcast::Sender<SupervisorEvent>,
         start: supervisor::StartPolicy,
     ) -> SupervisorHandle {
-        let mut opts = self.inner.base.clone();
+        let mut server = self.inner.base.clone();
+        let opts = &mut server.client;
         opts.protocol_version = sc.protocol_version.or(opts.protocol_version);
         opts.host = if sc.offer == crate::config::Offer::default() {
             host
@@ -522,7 +527,7 @@ impl Registry {
             }),
             TransportConfig::Http(h) => {
                 let mut cfg = h.to_http_config(&sc.timeouts);
-                if let Some(auth) = &opts.auth {
+                if let Some(auth) = &server.auth {
                     match auth.authorizer(&sc.name, h) {
                         Some(Ok(a)) => cfg.credentials = Some(a),
                         Some(Err(e)) => {
@@ -537,7 +542,7 @@ impl Registry {
         supervisor::spawn_with(
             &sc.name,
             launch,
-            opts,
+            server,
             self.inner.policy.clone(),
             sc.disabled,
             events.clone(),
@@ -878,14 +883,14 @@ impl Registry {
                         debug!(server = %sc.name, "config changed; restarting");
                         to_stop.extend(e.all_handles());
                         // Another program, maybe: how it asks is learnt anew.
-                        self.inner.base.attribution.forget(&sc.name);
+                        self.inner.base.client.attribution.forget(&sc.name);
                         entries.push(self.new_entry(sc));
                     }
                     None => entries.push(self.new_entry(sc)),
                 }
             }
             for name in old.keys() {
-                self.inner.base.attribution.forget(name);
+                self.inner.base.client.attribution.forget(name);
             }
             to_stop.extend(old.into_values().flat_map(Entry::all_handles));
             st.entries = entries;
@@ -1416,7 +1421,7 @@ mod tests {
     async fn reads_and_routing_do_not_wait_on_a_rebuild() {
         let reg = Registry::start(
             &HostConfig::default(),
-            ClientOptions::default(),
+            ServerOptions::default(),
             RestartPolicy::default(),
             None,
         );

@@ -20,7 +20,8 @@ use tokio::sync::{broadcast, mpsc, watch};
 use tokio::time::Instant;
 use tracing::{Instrument, info, info_span, warn};
 
-use crate::client::{ClientError, ClientOptions, ServerClient, ServerEvent};
+use super::ServerOptions;
+use crate::client::{ClientError, ServerClient, ServerEvent};
 use crate::jsonrpc::PeerError;
 use crate::transport::http::{self, HttpConfig, HttpError};
 use crate::transport::stdio::{self, StdioConfig};
@@ -437,7 +438,7 @@ impl SupervisorHandle {
 pub fn spawn(
     name: &str,
     launch: Launch,
-    opts: ClientOptions,
+    opts: impl Into<ServerOptions>,
     policy: RestartPolicy,
     disabled: bool,
     events: broadcast::Sender<SupervisorEvent>,
@@ -458,12 +459,13 @@ pub fn spawn(
 pub fn spawn_with(
     name: &str,
     launch: Launch,
-    opts: ClientOptions,
+    opts: impl Into<ServerOptions>,
     policy: RestartPolicy,
     disabled: bool,
     events: broadcast::Sender<SupervisorEvent>,
     start: StartPolicy,
 ) -> SupervisorHandle {
+    let opts = opts.into();
     let initial = if disabled {
         ServerState::Disabled
     } else if start.lazy {
@@ -510,7 +512,7 @@ pub fn spawn_with(
 struct Supervisor {
     name: String,
     launch: Launch,
-    opts: ClientOptions,
+    opts: ServerOptions,
     policy: RestartPolicy,
     status: watch::Sender<Arc<ServerStatus>>,
     client: watch::Sender<Option<Arc<ServerClient>>>,
@@ -888,7 +890,7 @@ impl Supervisor {
         let pid = conn.control.server_pid();
         let control = conn.control.clone();
         self.update(|s| s.pid = pid);
-        let mut opts = self.opts.clone();
+        let mut opts = self.opts.client.clone();
         opts.remembered_era = self.opts.eras.get(&self.name, &self.config_hash);
         let client = ServerClient::connect(&self.name, conn, opts)
             .await

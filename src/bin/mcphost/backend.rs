@@ -109,7 +109,7 @@ impl Backend {
         }
         let engine = EngineBuilder::new(cfg)
             .fallback(fallback)
-            .client_options(ClientOptions {
+            .server_options(mcphost::registry::ServerOptions {
                 auth: Some(Arc::new(auth)),
                 ..Default::default()
             })

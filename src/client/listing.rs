@@ -1,0 +1,281 @@
+//! Paged listings, and re-listing when the server says a list changed.
+
+use super::*;
+
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ListTtl {
+    pub(super) until: tokio::time::Instant,
+    pub(super) fetched: tokio::time::Instant,
+}
+
+impl Link {
+    pub(super) async fn list_tools(&self) -> Result<Vec<Tool>, ClientError> {
+        let mut tools: Vec<Tool> = self
+            .list(methods::TOOLS_LIST, "tools", Some(Cap::Tools))
+            .await?;
+        // Only HTTP mirrors parameters into headers; the spec lets other
+        // transports ignore the annotations.
+        if self.era == Era::Stateless && self.http {
+            let mut map = std::collections::HashMap::new();
+            tools.retain(|t| match modern::header_params(t) {
+                Ok(p) => {
+                    if !p.is_empty() {
+                        map.insert(t.name.clone(), Arc::new(p));
+                    }
+                    true
+                }
+                // A tool whose annotations break the rules is not offered.
+                Err(why) => {
+                    warn!(tool = %t.name, "tool left out: {why}");
+                    false
+                }
+            });
+            *self
+                .stateless
+                .header_params
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = map;
+        }
+        Ok(tools)
+    }
+
+    /// Follow `nextCursor` to the end; a repeated cursor is an error.
+    pub(super) async fn list<T: DeserializeOwned>(
+        &self,
+        method: &'static str,
+        field: &str,
+        cap: Option<Cap>,
+    ) -> Result<Vec<T>, ClientError> {
+        let mut out = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..self.opts.max_pages {
+            let params = match &cursor {
+                Some(c) => {
+                    Some(self.build(method, [("cursor".to_owned(), self.encode(method, c)?)])?)
+                }
+                None => None,
+            };
+            let page = self
+                .request(method, cap, params, &CallOptions::default())
+                .await?;
+            let items: Vec<T> = raw_field(&page, field)
+                .map_err(|e| ClientError::invalid(&self.name, method, e))?
+                .unwrap_or_default();
+            out.extend(items);
+            if self.era == Era::Stateless {
+                // Absent or negative is 0: stale at once.
+                let ttl = raw_field::<i64>(&page, "ttlMs").ok().flatten().unwrap_or(0);
+                let ttl = Duration::from_millis(u64::try_from(ttl).unwrap_or(0));
+                let now = tokio::time::Instant::now();
+                let until = now.checked_add(ttl).unwrap_or(now);
+                let mut f = self
+                    .stateless
+                    .freshness
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                let e = f.entry(method).or_insert(ListTtl {
+                    until,
+                    fetched: now,
+                });
+                // Each page is fresh for its own TTL: the list, for the
+                // shortest (a first page restarts it).
+                if cursor.is_none() || until < e.until {
+                    e.until = until;
+                }
+                e.fetched = now;
+            }
+            let next: Option<String> = raw_field::<Option<String>>(&page, "nextCursor")
+                .map_err(|e| ClientError::invalid(&self.name, method, e))?
+                .flatten();
+            match next {
+                None => return Ok(out),
+                Some(c) if !seen.insert(c.clone()) => {
+                    return Err(ClientError::RepeatedCursor {
+                        server: self.name.clone(),
+                        method,
+                        cursor: c,
+                    });
+                }
+                Some(c) => cursor = Some(c),
+            }
+        }
+        Err(ClientError::TooManyPages {
+            server: self.name.clone(),
+            method,
+            pages: self.opts.max_pages,
+        })
+    }
+}
+
+#[derive(Default)]
+pub(super) struct StaleLists {
+    pub(super) tools: bool,
+    pub(super) resources: bool,
+    pub(super) prompts: bool,
+}
+
+impl StaleLists {
+    pub(super) fn mark(&mut self, n: &Notification) -> bool {
+        match n.method.as_str() {
+            methods::NOTIFICATION_TOOLS_LIST_CHANGED => self.tools = true,
+            methods::NOTIFICATION_RESOURCES_LIST_CHANGED => self.resources = true,
+            methods::NOTIFICATION_PROMPTS_LIST_CHANGED => self.prompts = true,
+            _ => return false,
+        }
+        true
+    }
+}
+
+/// Turns server notifications into [`ServerEvent`]s, re-listing on change.
+/// `waker` only says that something came; the notifications are taken, in
+/// order, from `link.notes`.
+pub(super) async fn watch_notifications(
+    link: Arc<Link>,
+    mut waker: broadcast::Receiver<Arc<Notification>>,
+    mut renewals: Option<tokio::sync::watch::Receiver<Option<Arc<str>>>>,
+    events: broadcast::Sender<ServerEvent>,
+    relist_on_change: bool,
+) {
+    loop {
+        let renewed = async {
+            match renewals.as_mut() {
+                Some(r) => match r.changed().await {
+                    Ok(()) => r.borrow_and_update().clone(),
+                    Err(_) => std::future::pending().await,
+                },
+                None => std::future::pending().await,
+            }
+        };
+        let woke = tokio::select! {
+            Some(frame) = renewed => {
+                match link.renewed(&frame) {
+                    Ok(()) => drop(events.send(ServerEvent::SessionRenewed)),
+                    Err(e) => warn!("the renewed session's initialize answer: {e}; keeping what was negotiated before"),
+                }
+                continue;
+            }
+            w = waker.recv() => w,
+            _ = link.peer.closed() => {
+                if let Some(reason) = link.peer.close_reason() {
+                    let _ = events.send(ServerEvent::Closed(reason));
+                }
+                return;
+            }
+        };
+        if let Err(broadcast::error::RecvError::Closed) = woke {
+            return;
+        }
+        // Wakes for what is taken below are spent now; one for a later
+        // notification stays.
+        while !matches!(
+            waker.try_recv(),
+            Err(broadcast::error::TryRecvError::Empty | broadcast::error::TryRecvError::Closed)
+        ) {}
+        let mut dirty = StaleLists::default();
+        let handle = |n: Arc<Notification>, callers: Option<Arc<[u64]>>, dirty: &mut StaleLists| {
+            if !link.current_subscription(&n) {
+                debug!(method = %n.method, "dropped: it belongs to a closed subscriptions/listen");
+                return;
+            }
+            if dirty.mark(&n) {
+                return;
+            }
+            match n.method.as_str() {
+                methods::NOTIFICATION_RESOURCES_UPDATED => {
+                    let uri = n
+                        .params
+                        .as_deref()
+                        .and_then(|p| raw_field::<String>(p, "uri").ok().flatten());
+                    if let Some(uri) = uri {
+                        let _ = events.send(ServerEvent::ResourceUpdated { uri });
+                    }
+                }
+                methods::NOTIFICATION_MESSAGE => {
+                    if let Some(p) = &n.params {
+                        let _ = events.send(ServerEvent::Log(LogMessage {
+                            params: p.clone(),
+                            callers: callers.unwrap_or_else(|| Arc::from(Vec::new())),
+                        }));
+                    }
+                }
+                methods::NOTIFICATION_ELICITATION_COMPLETE => {
+                    if let Some(p) = &n.params {
+                        let _ = events.send(ServerEvent::ElicitationComplete(p.clone()));
+                    }
+                }
+                other => debug!(method = other, "unhandled notification"),
+            }
+        };
+        // Coalesce a burst of change notifications into one re-list each.
+        loop {
+            match link.notes.next() {
+                notes::Next::Note(n, callers) => handle(n, callers, &mut dirty),
+                notes::Next::Lagged(k) => {
+                    warn!(
+                        missed = k,
+                        "notifications were dropped; re-listing everything"
+                    );
+                    dirty = StaleLists {
+                        tools: true,
+                        resources: true,
+                        prompts: true,
+                    };
+                }
+                notes::Next::Empty => break,
+                notes::Next::Closed => return,
+            }
+        }
+        if relist_on_change {
+            relist(&link, &events, dirty).await;
+        }
+    }
+}
+
+pub(super) async fn relist(
+    link: &Link,
+    events: &broadcast::Sender<ServerEvent>,
+    dirty: StaleLists,
+) {
+    let failed = |what, e: ClientError| {
+        warn!("re-listing {what} failed: {e}");
+        let _ = events.send(ServerEvent::RelistFailed {
+            what,
+            error: e.to_string(),
+        });
+    };
+    if dirty.tools {
+        match link.list_tools().await {
+            Ok(t) => drop(events.send(ServerEvent::ToolsChanged(Arc::new(t)))),
+            Err(e) => failed("tools", e),
+        }
+    }
+    if dirty.resources {
+        let r = link
+            .list::<Resource>(methods::RESOURCES_LIST, "resources", Some(Cap::Resources))
+            .await;
+        let t = link
+            .list::<ResourceTemplate>(
+                methods::RESOURCES_TEMPLATES_LIST,
+                "resourceTemplates",
+                Some(Cap::Resources),
+            )
+            .await;
+        match (r, t) {
+            (Ok(resources), Ok(templates)) => drop(events.send(ServerEvent::ResourcesChanged {
+                resources: Arc::new(resources),
+                templates: Arc::new(templates),
+            })),
+            (Err(e), _) | (_, Err(e)) => failed("resources", e),
+        }
+    }
+    if dirty.prompts {
+        match link
+            .list::<Prompt>(methods::PROMPTS_LIST, "prompts", Some(Cap::Prompts))
+            .await
+        {
+            Ok(p) => drop(events.send(ServerEvent::PromptsChanged(Arc::new(p)))),
+            Err(e) => failed("prompts", e),
+        }
+    }
+}
