@@ -54,4 +54,5 @@ pub mod protocol;
 pub mod registry;
 pub mod runtime;
 pub mod shape;
+pub mod statefile;
 pub mod transport;

@@ -11,6 +11,7 @@ use mcphost::config::{
     ServerConfig, StdioServer, Timeouts, ToolFilter, TransportConfig, default_config_path, load,
     load_from, parse, resolve_config_path_with,
 };
+use mcphost::registry::from_config::{apply_timeouts, stdio_config, stdio_config_with_path};
 
 const FILE: &str = "/cfg/config.json";
 
@@ -426,7 +427,7 @@ fn conversion_to_transport_and_client_options() {
         max_request: Duration::from_secs(7),
         shutdown: Duration::from_millis(800),
     };
-    let cfg = s.to_stdio_config(&timeouts);
+    let cfg = stdio_config(&s, &timeouts);
     assert_eq!(cfg.command, "npx");
     assert_eq!(cfg.args, ["-y", "x"]);
     assert_eq!(cfg.env, map(&[("A", "1")]));
@@ -435,16 +436,16 @@ fn conversion_to_transport_and_client_options() {
     assert_eq!(cfg.stdin_close_grace, Duration::from_millis(800));
     assert_eq!(cfg.sigterm_grace, Duration::from_millis(800));
 
-    let with_path = s.to_stdio_config_with_path(&timeouts, "/login/bin:/usr/bin");
+    let with_path = stdio_config_with_path(&s, &timeouts, "/login/bin:/usr/bin");
     assert_eq!(with_path.env["PATH"], "/login/bin:/usr/bin");
     s.env.insert("PATH".into(), "/mine".into());
     assert_eq!(
-        s.to_stdio_config_with_path(&timeouts, "/login/bin").env["PATH"],
+        stdio_config_with_path(&s, &timeouts, "/login/bin").env["PATH"],
         "/mine"
     );
 
     let mut options = ClientOptions::default();
-    timeouts.apply_to(&mut options);
+    apply_timeouts(&timeouts, &mut options);
     assert_eq!(options.request_timeout, Duration::from_secs(5));
     assert_eq!(options.init_timeout, Duration::from_secs(6));
     assert_eq!(options.max_request_timeout, Duration::from_secs(7));

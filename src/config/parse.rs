@@ -132,7 +132,6 @@ pub(crate) fn parse(
     }
     // Cross-checks run last; report in document order.
     ctx.errors.sort_by_key(|issue| issue.line);
-    say_once(&ctx.warnings);
     config.warnings = ctx.warnings;
     if ctx.errors.is_empty() {
         tracing::debug!(
@@ -143,22 +142,6 @@ pub(crate) fn parse(
         Ok(config)
     } else {
         Err(ConfigError::Invalid(Issues(ctx.errors)))
-    }
-}
-
-/// Logs each warning the first time this process meets it. One command (or
-/// one daemon) parses the same file several times: opening it, checking an
-/// edit before and after, reloading it; the person is told once. Keyed
-/// without the line, which an edit above the entry moves.
-fn say_once(warnings: &[Issue]) {
-    static SAID: std::sync::LazyLock<std::sync::Mutex<HashSet<String>>> =
-        std::sync::LazyLock::new(Default::default);
-    let mut said = SAID.lock().unwrap_or_else(|p| p.into_inner());
-    for w in warnings {
-        let key = format!("{}\0{}\0{}", w.path.display(), w.field, w.message);
-        if said.insert(key) {
-            tracing::warn!("{w}");
-        }
     }
 }
 
@@ -1071,7 +1054,7 @@ impl<'a> Ctx<'a> {
             return OAuthSetting::default();
         };
         self.keys(obj, field, OAUTH_KEYS);
-        let mut c = crate::auth::OAuthConfig::default();
+        let mut c = super::oauth::OAuthConfig::default();
         for prop in &obj.properties {
             let key = prop_name(prop);
             let f = child(field, key);
@@ -1088,7 +1071,7 @@ impl<'a> Ctx<'a> {
             match key {
                 "clientId" => c.client_id = Some(v),
                 "issuer" => match url::Url::parse(&v) {
-                    Ok(u) if crate::auth::discovery::is_secure(&u) => c.issuer = Some(v),
+                    Ok(u) if super::oauth::is_secure(&u) => c.issuer = Some(v),
                     _ => self.error(
                         prop.value.start(),
                         &f,
@@ -1160,7 +1143,7 @@ impl<'a> Ctx<'a> {
                     "workloadIdentity needs the clientId its token is exchanged for",
                 );
             }
-            c.grant_type = Some(crate::auth::grant::JWT_BEARER.into());
+            c.grant_type = Some(super::oauth::JWT_BEARER.into());
         }
         if c.grant_type.as_deref() == Some("client_credentials") && c.client_id.is_none() {
             self.error(
@@ -1180,7 +1163,7 @@ impl<'a> Ctx<'a> {
         field: &str,
         server: &str,
         lenient: bool,
-    ) -> Option<crate::auth::wif::WorkloadToken> {
+    ) -> Option<super::oauth::WorkloadToken> {
         let obj = self.object(value, field)?;
         self.keys(obj, field, WORKLOAD_KEYS);
         let mut found = Vec::new();
@@ -1191,7 +1174,7 @@ impl<'a> Ctx<'a> {
                 "tokenFile" => {
                     let raw = self.non_empty_string(&prop.value, &f)?;
                     let v = self.interpolated(raw, prop.value.start(), &f, server, lenient)?;
-                    found.push(crate::auth::wif::WorkloadToken::File(self.base_dir.join(v)));
+                    found.push(super::oauth::WorkloadToken::File(self.base_dir.join(v)));
                 }
                 "tokenCommand" => {
                     let items = self.array(&prop.value, &f)?;
@@ -1205,7 +1188,7 @@ impl<'a> Ctx<'a> {
                         self.error(prop.value.start(), &f, "must name a program");
                         return None;
                     }
-                    found.push(crate::auth::wif::WorkloadToken::Command(argv));
+                    found.push(super::oauth::WorkloadToken::Command(argv));
                 }
                 _ => {}
             }
