@@ -32,7 +32,7 @@ use browser::Browser;
 use challenge::BearerChallenge;
 use discovery::ServerMetadata;
 use grant::{ClientAuth, Grant};
-use store::{Entry, Registration, TokenKey, TokenStore, Tokens};
+use store::{Registration, StoredSignIn, TokenKey, TokenStore, Tokens};
 
 pub use crate::config::oauth::{CLIENT_ENV, CLIENT_METADATA_ENV, OAuthConfig};
 
@@ -591,7 +591,7 @@ impl Authorizer {
         Ok(found)
     }
 
-    fn entry(&self, key: &TokenKey) -> Option<Entry> {
+    fn entry(&self, key: &TokenKey) -> Option<StoredSignIn> {
         let store = self.store.as_ref()?;
         match store.load(key) {
             Ok(e) => e,
@@ -602,7 +602,11 @@ impl Authorizer {
         }
     }
 
-    fn save(&self, key: &TokenKey, update: impl FnOnce(&mut Entry)) -> Result<(), AuthError> {
+    fn save(
+        &self,
+        key: &TokenKey,
+        update: impl FnOnce(&mut StoredSignIn),
+    ) -> Result<(), AuthError> {
         let Some(store) = &self.store else {
             return Ok(());
         };
@@ -1373,7 +1377,7 @@ fn union_scopes(lists: &[Option<&str>]) -> Option<String> {
 }
 
 /// Takes a stored entry's tokens, and the key they are bound to.
-fn hold(st: &mut State, key: &TokenKey, e: Entry) {
+fn hold(st: &mut State, key: &TokenKey, e: StoredSignIn) {
     st.tokens = e.tokens;
     st.issued_at = e.updated_at;
     st.tokens_key = Some(key.clone());

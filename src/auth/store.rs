@@ -86,8 +86,10 @@ impl std::fmt::Debug for Registration {
     }
 }
 
+/// What the store keeps of one sign-in (one issuer and resource): the
+/// tokens, the client they were issued to, the DPoP key they are bound to.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Entry {
+pub struct StoredSignIn {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens: Option<Tokens>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -138,7 +140,7 @@ pub enum StoreError {
 }
 
 /// One file of [`TokenStore::scan`]: its entry, or why it is unusable.
-pub type ScannedEntry = Result<(TokenKey, Entry), StoreError>;
+pub type ScannedSignIn = Result<(TokenKey, StoredSignIn), StoreError>;
 
 /// Where the secrets of new entries go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -201,7 +203,7 @@ impl std::fmt::Debug for TokenStore {
 struct Stored {
     version: u32,
     key: TokenKey,
-    entry: Entry,
+    entry: StoredSignIn,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     keyring: Option<KeyringRef>,
 }
@@ -351,7 +353,7 @@ impl TokenStore {
 
     /// The entry of `key`, or `None`. With secrets in the keyring this calls
     /// the keyring (blocking this thread for at most a few seconds).
-    pub fn load(&self, key: &TokenKey) -> Result<Option<Entry>, StoreError> {
+    pub fn load(&self, key: &TokenKey) -> Result<Option<StoredSignIn>, StoreError> {
         let path = self.file(key);
         // A reader between the keyring write and the index write of a save
         // sees two stamps; the save finishes within moments.
@@ -379,7 +381,7 @@ impl TokenStore {
 
     /// Replaces the entry of `key` atomically and sets its `updated_at`. Does
     /// not take the lock: hold [`TokenStore::lock`] around load-modify-save.
-    pub fn save(&self, key: &TokenKey, entry: &Entry) -> Result<(), StoreError> {
+    pub fn save(&self, key: &TokenKey, entry: &StoredSignIn) -> Result<(), StoreError> {
         if self.fallback.is_some()
             && !PLAIN_FILES_WARNED.swap(true, std::sync::atomic::Ordering::Relaxed)
         {
@@ -499,7 +501,7 @@ impl TokenStore {
 
     /// Every readable entry; an unusable file is logged and skipped (see
     /// [`TokenStore::scan`] to report them).
-    pub fn list(&self) -> Result<Vec<(TokenKey, Entry)>, StoreError> {
+    pub fn list(&self) -> Result<Vec<(TokenKey, StoredSignIn)>, StoreError> {
         Ok(self
             .scan()?
             .into_iter()
@@ -514,7 +516,7 @@ impl TokenStore {
     }
 
     /// Every entry file of the directory, each loaded or its error.
-    pub fn scan(&self) -> Result<Vec<ScannedEntry>, StoreError> {
+    pub fn scan(&self) -> Result<Vec<ScannedSignIn>, StoreError> {
         let read = std::fs::read_dir(&self.dir).map_err(|e| io_err(&self.dir, e))?;
         let mut names = Vec::new();
         for dirent in read {
@@ -536,7 +538,7 @@ impl TokenStore {
         Ok(out)
     }
 
-    fn load_listed(&self, path: &Path, hash: &str) -> Result<(TokenKey, Entry), StoreError> {
+    fn load_listed(&self, path: &Path, hash: &str) -> Result<(TokenKey, StoredSignIn), StoreError> {
         let Some(stored) = self.read_stored(path, None)? else {
             return Err(StoreError::Corrupt {
                 path: path.to_path_buf(),
@@ -698,7 +700,7 @@ fn is_key_hash(s: &str) -> bool {
     s.len() == 32 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
-fn split(mut entry: Entry) -> (Entry, Secrets) {
+fn split(mut entry: StoredSignIn) -> (StoredSignIn, Secrets) {
     let mut secrets = Secrets::default();
     if let Some(t) = &mut entry.tokens {
         secrets.access_token = Some(std::mem::take(&mut t.access_token));
@@ -711,7 +713,7 @@ fn split(mut entry: Entry) -> (Entry, Secrets) {
     (entry, secrets)
 }
 
-fn merge(mut entry: Entry, secrets: Secrets) -> Entry {
+fn merge(mut entry: StoredSignIn, secrets: Secrets) -> StoredSignIn {
     if let Some(t) = &mut entry.tokens {
         t.access_token = secrets.access_token.unwrap_or_default();
         t.refresh_token = secrets.refresh_token;
@@ -981,8 +983,8 @@ mod tests {
         }
     }
 
-    fn entry(tag: &str) -> Entry {
-        Entry {
+    fn entry(tag: &str) -> StoredSignIn {
+        StoredSignIn {
             tokens: Some(Tokens {
                 access_token: format!("AT-{tag}"),
                 token_type: "Bearer".into(),
@@ -1004,7 +1006,7 @@ mod tests {
         }
     }
 
-    fn without_stamp(mut e: Entry) -> Entry {
+    fn without_stamp(mut e: StoredSignIn) -> StoredSignIn {
         e.updated_at = 0;
         e
     }

@@ -12,6 +12,7 @@ use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tracing::{Instrument, error, info, info_span, warn};
 
+use crate::auth::process_env;
 use crate::client::PolicyHost;
 use crate::config::location::ConfigLocation;
 use crate::config::shell_path::login_shell_path;
@@ -20,6 +21,7 @@ use crate::engine::{BUSY, Engine, EngineBuilder, EngineInfo, SessionLimits};
 use crate::ipc::{self, ListenOptions};
 use crate::jsonrpc::{Incoming, decode};
 use crate::protocol::{ErrorObject, Message, Response};
+use crate::registry::sign_in::HostSignIn;
 use crate::transport::{Connection, TransportEvent};
 
 #[derive(Debug, thiserror::Error)]
@@ -93,10 +95,8 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     let mut sigterm = signal(SignalKind::terminate()).map_err(DaemonError::Signals)?;
     let mut sigint = signal(SignalKind::interrupt()).map_err(DaemonError::Signals)?;
 
-    let store = Arc::new(ConfigStore::open(
-        opts.config.clone(),
-        Arc::new(crate::auth::process_env),
-    )?);
+    let store = ConfigStore::open(opts.config.clone(), Arc::new(process_env))?;
+    let store = Arc::new(store);
     let cfg = store.current();
     let one_per_config = config_lock(&opts.config.path, &opts.socket).await?;
     let listen = ListenOptions::new(opts.socket.clone());
@@ -142,9 +142,7 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
         .editor(Arc::new(StoreEditor(store.clone())))
         .start();
     let registry = engine.registry().clone();
-    let _ = host_slot.set(Arc::new(crate::registry::sign_in::HostSignIn(
-        engine.host(),
-    )));
+    let _ = host_slot.set(Arc::new(HostSignIn(engine.host())));
     let _signed_in = auth.as_ref().and_then(|a| {
         let store = a.store.clone()?;
         Some(tokio::spawn(
