@@ -741,3 +741,39 @@ fn daemon_autostart_defaults_on_and_is_a_checked_boolean() {
         cfg.warnings
     );
 }
+
+/// The config's own HTTP mode reaches the transport as the same mode, and an
+/// entry that sends its own Authorization header, or says `"oauth": false`,
+/// has no OAuth client to sign in with.
+#[test]
+fn an_http_entry_becomes_the_transports_config_and_its_oauth_client() {
+    use mcphost::transport::http::HttpMode as Wire;
+    let config = parse_ok(
+        r#"{ "servers": {
+    "own": {"type": "sse", "url": "https://a.example/sse", "headers": {"authorization": "Bearer x"}},
+    "off": {"type": "streamable-http", "url": "https://b.example/mcp", "oauth": false},
+    "signs_in": {"url": "https://c.example/mcp", "oauth": {"clientId": "c1"}}
+  } }"#,
+    );
+    let http = |name: &str| match &config.server(name).unwrap().transport {
+        TransportConfig::Http(h) => h.clone(),
+        other => panic!("{other:?}"),
+    };
+    let timeouts = Timeouts::default();
+    let wire = |name: &str| mcphost::registry::from_config::http_config(&http(name), &timeouts);
+    assert_eq!(wire("own").mode, Wire::Sse);
+    assert_eq!(wire("off").mode, Wire::Streamable);
+    assert_eq!(wire("signs_in").mode, Wire::Auto);
+    assert_eq!(
+        wire("own").headers,
+        [("authorization".to_owned(), "Bearer x".to_owned())]
+    );
+    assert!(http("own").oauth_client().is_none());
+    assert!(http("off").oauth_client().is_none());
+    assert_eq!(
+        http("signs_in")
+            .oauth_client()
+            .and_then(|c| c.client_id.as_deref()),
+        Some("c1")
+    );
+}
