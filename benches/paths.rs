@@ -220,7 +220,7 @@ async fn engine(dir: &Path, log: Option<&Path>) -> BenchResult<Arc<Engine>> {
     let cfg = mcphost::config::parse(
         &config_json(&server_args(log))?,
         &path,
-        &mcphost::config::process_env,
+        &mcphost::auth::process_env,
     )?;
     let engine = EngineBuilder::new(cfg).start();
     let registry = engine.registry();

@@ -30,9 +30,15 @@
 //!            and its version, for `mcphost doctor`
 //! ```
 //!
-//! [`lockfile`] (one exclusive file lock, across processes and tasks) is a
-//! leaf that any layer may use: the token store's refresh and the CLI's
-//! daemon start-up take it.
+//! [`lockfile`] (one exclusive file lock, across processes and tasks) and
+//! [`statefile`] (private, atomically replaced state files) are leaves that
+//! any layer may use: the token store's refresh and the CLI's daemon
+//! start-up take the lock; the token store and the stored catalogs write
+//! through `statefile`, in directories their caller hands them.
+//!
+//! The config model is a leaf too: `auth` reads its OAuth settings, and the
+//! registry turns its entries into the transport's and the client's
+//! configs (`registry::from_config`).
 //!
 //! `config` is parsed into a checked [`config::HostConfig`] before anything
 //! below the daemon sees it; nothing below `engine` knows about files,
@@ -52,6 +58,7 @@ pub mod lockfile;
 pub mod registry;
 pub mod runtime;
 pub mod shape;
+pub mod statefile;
 
 // The layers below the client are crates of their own; their paths stay.
 pub use mcphost_jsonrpc as jsonrpc;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mcphost::auth::store::{Entry, Registration, StoreError, TokenKey, TokenStore, Tokens};
+use mcphost::auth::store::{Registration, StoreError, StoredSignIn, TokenKey, TokenStore, Tokens};
 
 const CHILD_ENV: &str = "MCPHOST_STORE_TEST_CHILD";
 
@@ -24,8 +24,8 @@ fn other_key() -> TokenKey {
     }
 }
 
-fn entry(tag: &str) -> Entry {
-    Entry {
+fn entry(tag: &str) -> StoredSignIn {
+    StoredSignIn {
         tokens: Some(Tokens {
             access_token: format!("access-{tag}-s3cr3t"),
             token_type: "Bearer".into(),
@@ -47,7 +47,7 @@ fn entry(tag: &str) -> Entry {
 }
 
 /// `save` stamps `updated_at`; compare the rest.
-fn unstamped(mut e: Entry) -> Entry {
+fn unstamped(mut e: StoredSignIn) -> StoredSignIn {
     e.updated_at = 0;
     e
 }

@@ -291,10 +291,13 @@ async fn two_stores_editing_one_file_lose_no_edit() {
     std::fs::write(&path, "{ \"mcpServers\": {} }\n").unwrap();
     let open = || {
         std::sync::Arc::new(
-            ConfigStore::open(ConfigLocation {
-                path: path.clone(),
-                source: ConfigSource::Flag,
-            })
+            ConfigStore::open(
+                ConfigLocation {
+                    path: path.clone(),
+                    source: ConfigSource::Flag,
+                },
+                std::sync::Arc::new(mcphost::auth::process_env),
+            )
             .unwrap(),
         )
     };
@@ -329,6 +332,7 @@ async fn an_in_memory_store_edits_and_validates_like_a_file() {
     let store = ConfigStore::in_memory(
         r#"{ "servers": { "a": { "command": "echo" } } }"#,
         anchor.clone(),
+        std::sync::Arc::new(mcphost::auth::process_env),
     )
     .unwrap();
     let names = |c: &HostConfig| c.servers.iter().map(|s| s.name.clone()).collect::<Vec<_>>();
@@ -356,5 +360,7 @@ async fn an_in_memory_store_edits_and_validates_like_a_file() {
         std::fs::read_dir(dir.path()).unwrap().next().is_none(),
         "nothing was written"
     );
-    assert!(ConfigStore::in_memory("{ not json", anchor).is_err());
+    assert!(
+        ConfigStore::in_memory("{ not json", anchor, std::sync::Arc::new(|_: &str| None)).is_err()
+    );
 }

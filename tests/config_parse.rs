@@ -11,6 +11,7 @@ use mcphost::config::{
     ServerConfig, StdioServer, Timeouts, ToolFilter, TransportConfig, default_config_path, load,
     load_from, parse, resolve_config_path_with,
 };
+use mcphost::registry::from_config::{apply_timeouts, stdio_config, stdio_config_with_path};
 
 const FILE: &str = "/cfg/config.json";
 
@@ -426,7 +427,7 @@ fn conversion_to_transport_and_client_options() {
         max_request: Duration::from_secs(7),
         shutdown: Duration::from_millis(800),
     };
-    let cfg = s.to_stdio_config(&timeouts);
+    let cfg = stdio_config(&s, &timeouts);
     assert_eq!(cfg.command, "npx");
     assert_eq!(cfg.args, ["-y", "x"]);
     assert_eq!(cfg.env, map(&[("A", "1")]));
@@ -435,16 +436,16 @@ fn conversion_to_transport_and_client_options() {
     assert_eq!(cfg.stdin_close_grace, Duration::from_millis(800));
     assert_eq!(cfg.sigterm_grace, Duration::from_millis(800));
 
-    let with_path = s.to_stdio_config_with_path(&timeouts, "/login/bin:/usr/bin");
+    let with_path = stdio_config_with_path(&s, &timeouts, "/login/bin:/usr/bin");
     assert_eq!(with_path.env["PATH"], "/login/bin:/usr/bin");
     s.env.insert("PATH".into(), "/mine".into());
     assert_eq!(
-        s.to_stdio_config_with_path(&timeouts, "/login/bin").env["PATH"],
+        stdio_config_with_path(&s, &timeouts, "/login/bin").env["PATH"],
         "/mine"
     );
 
     let mut options = ClientOptions::default();
-    timeouts.apply_to(&mut options);
+    apply_timeouts(&timeouts, &mut options);
     assert_eq!(options.request_timeout, Duration::from_secs(5));
     assert_eq!(options.init_timeout, Duration::from_secs(6));
     assert_eq!(options.max_request_timeout, Duration::from_secs(7));
@@ -738,5 +739,41 @@ fn daemon_autostart_defaults_on_and_is_a_checked_boolean() {
             .any(|w| w.to_string().contains("autostrat")),
         "{:?}",
         cfg.warnings
+    );
+}
+
+/// The config's own HTTP mode reaches the transport as the same mode, and an
+/// entry that sends its own Authorization header, or says `"oauth": false`,
+/// has no OAuth client to sign in with.
+#[test]
+fn an_http_entry_becomes_the_transports_config_and_its_oauth_client() {
+    use mcphost::transport::http::HttpMode as Wire;
+    let config = parse_ok(
+        r#"{ "servers": {
+    "own": {"type": "sse", "url": "https://a.example/sse", "headers": {"authorization": "Bearer x"}},
+    "off": {"type": "streamable-http", "url": "https://b.example/mcp", "oauth": false},
+    "signs_in": {"url": "https://c.example/mcp", "oauth": {"clientId": "c1"}}
+  } }"#,
+    );
+    let http = |name: &str| match &config.server(name).unwrap().transport {
+        TransportConfig::Http(h) => h.clone(),
+        other => panic!("{other:?}"),
+    };
+    let timeouts = Timeouts::default();
+    let wire = |name: &str| mcphost::registry::from_config::http_config(&http(name), &timeouts);
+    assert_eq!(wire("own").mode, Wire::Sse);
+    assert_eq!(wire("off").mode, Wire::Streamable);
+    assert_eq!(wire("signs_in").mode, Wire::Auto);
+    assert_eq!(
+        wire("own").headers,
+        [("authorization".to_owned(), "Bearer x".to_owned())]
+    );
+    assert!(http("own").oauth_client().is_none());
+    assert!(http("off").oauth_client().is_none());
+    assert_eq!(
+        http("signs_in")
+            .oauth_client()
+            .and_then(|c| c.client_id.as_deref()),
+        Some("c1")
     );
 }

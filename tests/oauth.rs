@@ -19,7 +19,7 @@ use common::oauth_server::{
     OAuthServer, RS256_PRIVATE_PEM, RS256_PUBLIC_PEM, WRONG_ISS, s256,
 };
 use common::{Daemon, Run, Sandbox, js, servers_config};
-use mcphost::auth::store::{Entry, Registration, TokenKey, TokenStore, Tokens};
+use mcphost::auth::store::{Registration, StoredSignIn, TokenKey, TokenStore, Tokens};
 
 /// Generous on a loaded 2-core machine; a healthy run takes a few seconds.
 const RUN_LIMIT: Duration = Duration::from_secs(120);
@@ -436,8 +436,8 @@ fn stored_entry(
     access: &str,
     refresh: &str,
     expires_at: u64,
-) -> Entry {
-    Entry {
+) -> StoredSignIn {
+    StoredSignIn {
         tokens: Some(Tokens {
             access_token: access.into(),
             token_type: "Bearer".into(),

@@ -180,7 +180,9 @@ async fn a_registered_host_app_is_handed_the_sign_in_page_as_a_url_elicitation()
             ..Default::default()
         })
         .start();
-    let _ = slot.set(engine.host());
+    let _ = slot.set(Arc::new(mcphost::registry::sign_in::HostSignIn(
+        engine.host(),
+    )));
     // No host yet: the fallback declines the page, the server waits.
     let reg = engine.registry().clone();
     let waiting = async {

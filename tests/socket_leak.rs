@@ -75,7 +75,7 @@ async fn closed_socket_connections_leave_no_session_task_or_memory_behind() {
     let cfg = mcphost::config::parse(
         r#"{"mcpServers":{},"loginShellPath":false}"#,
         &path,
-        &mcphost::config::process_env,
+        &mcphost::auth::process_env,
     )
     .unwrap();
     let engine = EngineBuilder::new(cfg).start();

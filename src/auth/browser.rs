@@ -222,24 +222,51 @@ impl Browser for Chain {
     }
 }
 
-/// The host app: the sign-in page goes to it as a URL-mode elicitation
-/// (`elicitation/create`, `mode: "url"`) from the asking server, through
-/// the engine's broker, so it reaches the host registered for requests no
-/// call caused (`mcphost/host/register`). Declined, or no such host: the
-/// next in the chain.
+/// One sign-in page for the person at a host app to open.
+#[derive(Debug, Clone, Copy)]
+pub struct SignInPage<'a> {
+    /// The server that asks for the sign-in.
+    pub server: &'a str,
+    /// What the person is told.
+    pub message: &'a str,
+    /// An `https` (or loopback) URL, checked before it is handed over.
+    pub url: &'a str,
+    /// Unique per page (the elicitation's id).
+    pub id: &'a str,
+}
+
+/// "Ask the user to open this URL": auth's way to a host app. Whoever can
+/// reach the hosts adapts it (the engine's broker, as a URL-mode
+/// elicitation: `registry::sign_in::HostSignIn`); auth never sees them.
+pub trait SignInPrompt: Send + Sync + 'static {
+    /// `Ok` once the host took the page; `Err` (why) when it declined or
+    /// cannot, for the next in the chain.
+    fn show<'a>(&'a self, page: SignInPage<'a>) -> BoxFuture<'a, Result<(), String>>;
+}
+
+/// The slot a [`HostBrowser`] reads its prompt from, set once the hosts
+/// can be reached.
+pub type PromptSlot = Arc<std::sync::OnceLock<Arc<dyn SignInPrompt>>>;
+
+/// The host app: the sign-in page goes to it through a [`SignInPrompt`],
+/// so it reaches the host registered for requests no call caused
+/// (`mcphost/host/register`). Declined, or no such host: the next in the
+/// chain.
 pub struct HostBrowser {
-    host: Arc<std::sync::OnceLock<Arc<dyn crate::client::Host>>>,
+    prompt: PromptSlot,
 }
 
 impl HostBrowser {
     /// Unbound until the slot it returns is set: the engine that routes to hosts
     /// is built after its servers' authorizers.
-    pub fn unbound() -> (
-        HostBrowser,
-        Arc<std::sync::OnceLock<Arc<dyn crate::client::Host>>>,
-    ) {
-        let slot = Arc::new(std::sync::OnceLock::new());
-        (HostBrowser { host: slot.clone() }, slot)
+    pub fn unbound() -> (HostBrowser, PromptSlot) {
+        let slot: PromptSlot = Arc::new(std::sync::OnceLock::new());
+        (
+            HostBrowser {
+                prompt: slot.clone(),
+            },
+            slot,
+        )
     }
 }
 
@@ -247,35 +274,17 @@ impl Browser for HostBrowser {
     fn open<'a>(&'a self, server: &'a str, url: &'a str) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
             openable(url)?;
-            let host = self.host.get().ok_or("no host yet")?.clone();
+            let prompt = self.prompt.get().ok_or("no host yet")?.clone();
             let id = super::flow::random_token().map_err(|e| e.to_string())?;
-            let params = serde_json::json!({
-                "mode": "url",
-                "message": format!("Sign in to '{server}' to use its tools."),
-                "url": url,
-                "elicitationId": id,
-            });
-            let params = serde_json::value::to_raw_value(&params).map_err(|e| e.to_string())?;
-            let answer = host
-                .handle(crate::client::HostRequest {
-                    server: server.to_owned(),
-                    method: crate::protocol::methods::ELICITATION_CREATE.to_owned(),
-                    params: Some(params),
-                    relation: crate::jsonrpc::Relation::Unrelated,
-                    asker: crate::client::Asker::Shared,
+            let message = format!("Sign in to '{server}' to use its tools.");
+            prompt
+                .show(SignInPage {
+                    server,
+                    message: &message,
+                    url,
+                    id: &id,
                 })
                 .await
-                .map_err(|e| format!("the host: {}", e.message))?;
-            let action: Option<String> = serde_json::from_str::<serde_json::Value>(answer.get())
-                .ok()
-                .and_then(|v| v["action"].as_str().map(str::to_owned));
-            match action.as_deref() {
-                Some("accept") => Ok(()),
-                other => Err(format!(
-                    "the host answered {}",
-                    other.unwrap_or("nothing usable")
-                )),
-            }
         })
     }
     fn describe(&self) -> String {

@@ -94,15 +94,7 @@ pub fn resource_matches(declared: &str, prm_url: &Url, server: &Url) -> bool {
 
 pub use crate::protocol::escape_controls;
 
-/// A loopback host (RFC 8252 §7.3): `127.0.0.0/8`, `::1`, `localhost`.
-pub fn is_loopback(url: &Url) -> bool {
-    match url.host() {
-        Some(url::Host::Ipv4(a)) => a.is_loopback(),
-        Some(url::Host::Ipv6(a)) => a.is_loopback(),
-        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
-        None => false,
-    }
-}
+pub use crate::config::oauth::{is_loopback, is_secure};
 
 /// A link-local or cloud metadata address (169.254.0.0/16 with AWS, GCP
 /// and Azure's 169.254.169.254, fe80::/10, AWS's fd00:ec2::254, Alibaba's
@@ -146,16 +138,6 @@ pub fn require_not_metadata(url: &Url, server: &Url, what: &str) -> Result<(), A
         });
     }
     Ok(())
-}
-
-/// `https`, or `http` on loopback: what sign-in may talk to or open
-/// (OAuth 2.1 §1.5, the MCP authorization spec).
-pub fn is_secure(url: &Url) -> bool {
-    match url.scheme() {
-        "https" => url.host().is_some(),
-        "http" => is_loopback(url),
-        _ => false,
-    }
 }
 
 /// [`is_secure`], or the error naming `what` (the metadata field) and the URL.

@@ -209,7 +209,7 @@ pub enum Grant<'a> {
     },
 }
 
-pub const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
+pub use crate::config::oauth::JWT_BEARER;
 const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
 const ID_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:id_token";
 const ID_JAG_TYPE: &str = "urn:ietf:params:oauth:token-type:id-jag";
@@ -334,27 +334,7 @@ pub async fn request(
     timeout: Duration,
     dpop: Option<Dpop<'_>>,
 ) -> Result<Tokens, AuthError> {
-    let mut form: Vec<(&'static str, String)> = vec![("grant_type", grant.name().into())];
-    match &grant {
-        Grant::Code {
-            code,
-            redirect_uri,
-            verifier,
-        } => {
-            form.push(("code", (*code).into()));
-            form.push(("redirect_uri", (*redirect_uri).into()));
-            form.push(("code_verifier", (*verifier).into()));
-        }
-        Grant::Refresh { refresh_token } => form.push(("refresh_token", (*refresh_token).into())),
-        Grant::ClientCredentials => {}
-        Grant::JwtBearer { assertion } => form.push(("assertion", (*assertion).into())),
-    }
-    form.push(("resource", resource.into()));
-    if let Some(s) = scope.filter(|s| !s.is_empty())
-        && !matches!(grant, Grant::Code { .. })
-    {
-        form.push(("scope", s.into()));
-    }
+    let form = form_of(&grant, resource, scope);
     let mut nonce_tries = 0u8;
     let (status, body) = loop {
         let req = http
@@ -394,19 +374,7 @@ pub async fn request(
         break (status, body);
     };
     if !status.is_success() {
-        let reason = match serde_json::from_str::<ErrorResponse>(&body) {
-            Ok(e) => super::discovery::escape_controls(&match e.error_description {
-                Some(d) => format!("{}: {d}", e.error),
-                None => e.error,
-            }),
-            Err(_) => format!("HTTP {status}"),
-        };
-        return Err(AuthError::Token {
-            grant: grant.name(),
-            url: endpoint.to_string(),
-            reason,
-            invalid_grant: body.contains("\"invalid_grant\""),
-        });
+        return Err(token_error(&grant, endpoint, status, &body));
     }
     let t: TokenResponse = serde_json::from_str(&body).map_err(|e| AuthError::Token {
         grant: grant.name(),
@@ -414,10 +382,70 @@ pub async fn request(
         reason: format!("not a token response: {e}"),
         invalid_grant: false,
     })?;
+    tokens_from(t, &grant, endpoint, scope, dpop.is_some())
+}
+
+/// The form of a token request, without the client's credentials.
+fn form_of(grant: &Grant<'_>, resource: &str, scope: Option<&str>) -> Vec<(&'static str, String)> {
+    let mut form: Vec<(&'static str, String)> = vec![("grant_type", grant.name().into())];
+    match grant {
+        Grant::Code {
+            code,
+            redirect_uri,
+            verifier,
+        } => {
+            form.push(("code", (*code).into()));
+            form.push(("redirect_uri", (*redirect_uri).into()));
+            form.push(("code_verifier", (*verifier).into()));
+        }
+        Grant::Refresh { refresh_token } => form.push(("refresh_token", (*refresh_token).into())),
+        Grant::ClientCredentials => {}
+        Grant::JwtBearer { assertion } => form.push(("assertion", (*assertion).into())),
+    }
+    form.push(("resource", resource.into()));
+    if let Some(s) = scope.filter(|s| !s.is_empty())
+        && !matches!(grant, Grant::Code { .. })
+    {
+        form.push(("scope", s.into()));
+    }
+    form
+}
+
+/// A token endpoint's refusal: its OAuth error, else the status.
+fn token_error(
+    grant: &Grant<'_>,
+    endpoint: &Url,
+    status: reqwest::StatusCode,
+    body: &str,
+) -> AuthError {
+    let reason = match serde_json::from_str::<ErrorResponse>(body) {
+        Ok(e) => super::discovery::escape_controls(&match e.error_description {
+            Some(d) => format!("{}: {d}", e.error),
+            None => e.error,
+        }),
+        Err(_) => format!("HTTP {status}"),
+    };
+    AuthError::Token {
+        grant: grant.name(),
+        url: endpoint.to_string(),
+        reason,
+        invalid_grant: body.contains("\"invalid_grant\""),
+    }
+}
+
+/// The tokens of a successful response; `dpop_asked` when the request
+/// carried a DPoP proof (a DPoP token is taken only then).
+fn tokens_from(
+    t: TokenResponse,
+    grant: &Grant<'_>,
+    endpoint: &Url,
+    scope: Option<&str>,
+    dpop_asked: bool,
+) -> Result<Tokens, AuthError> {
     let token_type = t.token_type.unwrap_or_else(|| "Bearer".into());
     let token_type = if token_type.eq_ignore_ascii_case("bearer") {
         "Bearer"
-    } else if token_type.eq_ignore_ascii_case("dpop") && dpop.is_some() {
+    } else if token_type.eq_ignore_ascii_case("dpop") && dpop_asked {
         "DPoP"
     } else {
         return Err(AuthError::Token {

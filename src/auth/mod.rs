@@ -17,6 +17,8 @@ pub mod grant;
 pub mod store;
 pub mod wif;
 
+pub use store::process_env;
+
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -30,12 +32,9 @@ use browser::Browser;
 use challenge::BearerChallenge;
 use discovery::ServerMetadata;
 use grant::{ClientAuth, Grant};
-use store::{Entry, Registration, TokenKey, TokenStore, Tokens};
+use store::{Registration, StoredSignIn, TokenKey, TokenStore, Tokens};
 
-/// The scripted client (`MCPHOST_OAUTH_CLIENT`): a JSON object.
-pub const CLIENT_ENV: &str = "MCPHOST_OAUTH_CLIENT";
-/// A Client ID Metadata Document URL to use as our client id.
-pub const CLIENT_METADATA_ENV: &str = "MCPHOST_OAUTH_CLIENT_METADATA_URL";
+pub use crate::config::oauth::{CLIENT_ENV, CLIENT_METADATA_ENV, OAuthConfig};
 
 /// Refresh this long before a token expires, or at half its life when
 /// that is sooner ([`refresh_due`]).
@@ -246,236 +245,6 @@ pub enum AuthError {
         source_desc: String,
         reason: String,
     },
-}
-
-/// A server's `oauth` settings (config, else `MCPHOST_OAUTH_CLIENT`).
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct OAuthConfig {
-    pub client_id: Option<String>,
-    /// The authorization server `client_id` is registered at: the client
-    /// (its secret, its key) is used there only.
-    pub issuer: Option<String>,
-    /// `MCPHOST_OAUTH_CLIENT` only: the servers it is for.
-    pub servers: Option<Vec<String>>,
-    pub client_secret: Option<String>,
-    /// `client_secret_basic`, `client_secret_post`, `none`, `private_key_jwt`.
-    pub token_endpoint_auth_method: Option<String>,
-    /// `authorization_code` (default) or `client_credentials`.
-    pub grant_type: Option<String>,
-    pub private_key_pem: Option<String>,
-    pub signing_algorithm: Option<String>,
-    /// Scopes to ask for instead of what the server suggests.
-    pub scope: Option<String>,
-    pub client_metadata_url: Option<String>,
-    /// Enterprise-managed authorization (`grant_type` the JWT bearer
-    /// grant): the IdP's token endpoint, the user's ID token from it, and
-    /// our client there.
-    pub idp_token_endpoint: Option<String>,
-    pub idp_id_token: Option<String>,
-    pub idp_client_id: Option<String>,
-    pub idp_client_secret: Option<String>,
-    /// Workload identity federation: where the workload's own token comes
-    /// from, for a JWT bearer grant with it.
-    pub workload: Option<wif::WorkloadToken>,
-}
-
-impl std::fmt::Debug for OAuthConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OAuthConfig")
-            .field("client_id", &self.client_id)
-            .field("issuer", &self.issuer)
-            .field("servers", &self.servers)
-            .field(
-                "client_secret",
-                &self.client_secret.as_ref().map(|_| "<redacted>"),
-            )
-            .field(
-                "token_endpoint_auth_method",
-                &self.token_endpoint_auth_method,
-            )
-            .field("grant_type", &self.grant_type)
-            .field(
-                "private_key_pem",
-                &self.private_key_pem.as_ref().map(|_| "<redacted>"),
-            )
-            .field("signing_algorithm", &self.signing_algorithm)
-            .field("scope", &self.scope)
-            .field("client_metadata_url", &self.client_metadata_url)
-            .field("idp_token_endpoint", &self.idp_token_endpoint)
-            .field(
-                "idp_id_token",
-                &self.idp_id_token.as_ref().map(|_| "<redacted>"),
-            )
-            .field("idp_client_id", &self.idp_client_id)
-            .field(
-                "idp_client_secret",
-                &self.idp_client_secret.as_ref().map(|_| "<redacted>"),
-            )
-            .field("workload", &self.workload)
-            .finish()
-    }
-}
-
-impl OAuthConfig {
-    /// `MCPHOST_OAUTH_CLIENT` and `MCPHOST_OAUTH_CLIENT_METADATA_URL`.
-    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<OAuthConfig, String> {
-        let mut c = OAuthConfig::default();
-        if let Some(text) = env(CLIENT_ENV).filter(|s| !s.trim().is_empty()) {
-            let v: serde_json::Value = serde_json::from_str(&text)
-                .map_err(|e| format!("{CLIENT_ENV} is not JSON: {e}"))?;
-            let obj = v
-                .as_object()
-                .ok_or_else(|| format!("{CLIENT_ENV} must be a JSON object"))?;
-            let s = |k: &str| -> Result<Option<String>, String> {
-                match obj.get(k) {
-                    None | Some(serde_json::Value::Null) => Ok(None),
-                    Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
-                    Some(_) => Err(format!("{CLIENT_ENV}: {k} must be a string")),
-                }
-            };
-            c.client_id = s("client_id")?;
-            c.issuer = s("issuer")?;
-            c.servers = match obj.get("servers") {
-                None | Some(serde_json::Value::Null) => None,
-                Some(serde_json::Value::Array(v)) => Some(
-                    v.iter()
-                        .map(|x| {
-                            x.as_str().map(str::to_owned).ok_or_else(|| {
-                                format!("{CLIENT_ENV}: servers must be an array of server names")
-                            })
-                        })
-                        .collect::<Result<Vec<_>, _>>()?,
-                ),
-                Some(_) => {
-                    return Err(format!(
-                        "{CLIENT_ENV}: servers must be an array of server names"
-                    ));
-                }
-            };
-            c.client_secret = s("client_secret")?;
-            c.grant_type = s("grant_type")?;
-            c.token_endpoint_auth_method = s("token_endpoint_auth_method")?;
-            c.private_key_pem = s("private_key_pem")?;
-            c.signing_algorithm = s("signing_algorithm")?;
-            c.scope = s("scope")?;
-            c.idp_token_endpoint = s("idp_token_endpoint")?;
-            c.idp_id_token = s("idp_id_token")?;
-            c.idp_client_id = s("idp_client_id")?;
-            c.idp_client_secret = s("idp_client_secret")?;
-            c.workload = match (s("workload_token_file")?, obj.get("workload_token_command")) {
-                (Some(f), None) => Some(wif::WorkloadToken::File(f.into())),
-                (None, None) | (None, Some(serde_json::Value::Null)) => None,
-                (None, Some(serde_json::Value::Array(v))) if !v.is_empty() => {
-                    Some(wif::WorkloadToken::Command(
-                        v.iter()
-                            .map(|x| x.as_str().map(str::to_owned))
-                            .collect::<Option<Vec<_>>>()
-                            .ok_or_else(|| {
-                                format!("{CLIENT_ENV}: workload_token_command must be an array of strings")
-                            })?,
-                    ))
-                }
-                (None, Some(_)) => {
-                    return Err(format!(
-                        "{CLIENT_ENV}: workload_token_command must be a non-empty array of strings"
-                    ));
-                }
-                (Some(_), Some(_)) => {
-                    return Err(format!(
-                        "{CLIENT_ENV}: workload_token_file or workload_token_command, not both"
-                    ));
-                }
-            };
-            if c.workload.is_some() {
-                if c.client_id.is_none() {
-                    return Err(format!(
-                        "{CLIENT_ENV}: a workload identity token needs the client_id it is exchanged for"
-                    ));
-                }
-                c.grant_type.get_or_insert_with(|| grant::JWT_BEARER.into());
-            }
-            // A scripted enterprise sign-in names its IdP; that is the grant.
-            if c.grant_type.is_none() && c.idp_id_token.is_some() {
-                c.grant_type = Some(grant::JWT_BEARER.into());
-            }
-        }
-        c.client_metadata_url = env(CLIENT_METADATA_ENV).filter(|s| !s.trim().is_empty());
-        if c.names_client() && c.issuer.is_none() && c.servers.is_none() {
-            // Given to every server, it would reach whatever authorization
-            // server a hostile one names.
-            warn!(
-                "{CLIENT_ENV} names neither the \"issuer\" its client is registered at nor the \"servers\" it is for; it is not used"
-            );
-            c = c.without_client();
-        }
-        Ok(c)
-    }
-
-    /// The config's settings, with the environment's for what it leaves out.
-    pub fn or(self, other: OAuthConfig) -> OAuthConfig {
-        // A secret belongs to its client id.
-        let client_secret = if self.client_id.is_some() {
-            self.client_secret
-        } else {
-            self.client_secret.or(other.client_secret)
-        };
-        let issuer = if self.client_id.is_some() {
-            self.issuer
-        } else {
-            self.issuer.or(other.issuer)
-        };
-        let workload = if self.client_id.is_some() {
-            self.workload
-        } else {
-            self.workload.or(other.workload)
-        };
-        OAuthConfig {
-            client_id: self.client_id.or(other.client_id),
-            issuer,
-            servers: self.servers.or(other.servers),
-            client_secret,
-            token_endpoint_auth_method: self
-                .token_endpoint_auth_method
-                .or(other.token_endpoint_auth_method),
-            grant_type: self.grant_type.or(other.grant_type),
-            private_key_pem: self.private_key_pem.or(other.private_key_pem),
-            signing_algorithm: self.signing_algorithm.or(other.signing_algorithm),
-            scope: self.scope.or(other.scope),
-            client_metadata_url: self.client_metadata_url.or(other.client_metadata_url),
-            idp_token_endpoint: self.idp_token_endpoint.or(other.idp_token_endpoint),
-            idp_id_token: self.idp_id_token.or(other.idp_id_token),
-            idp_client_id: self.idp_client_id.or(other.idp_client_id),
-            idp_client_secret: self.idp_client_secret.or(other.idp_client_secret),
-            workload,
-        }
-    }
-
-    /// The settings that are not a client: what every server may use.
-    fn without_client(&self) -> OAuthConfig {
-        OAuthConfig {
-            scope: self.scope.clone(),
-            client_metadata_url: self.client_metadata_url.clone(),
-            ..OAuthConfig::default()
-        }
-    }
-
-    /// Holds a client or the means to act as one (secret, key, ID token).
-    fn names_client(&self) -> bool {
-        self.client_id.is_some()
-            || self.client_secret.is_some()
-            || self.private_key_pem.is_some()
-            || self.idp_id_token.is_some()
-            || self.idp_client_secret.is_some()
-            || self.workload.is_some()
-    }
-
-    /// A grant with no person in it.
-    fn machine(&self) -> bool {
-        matches!(
-            self.grant_type.as_deref(),
-            Some("client_credentials") | Some(grant::JWT_BEARER)
-        )
-    }
 }
 
 /// Whether `t`, issued at `issued_at` (Unix seconds), is to be refreshed
@@ -822,7 +591,7 @@ impl Authorizer {
         Ok(found)
     }
 
-    fn entry(&self, key: &TokenKey) -> Option<Entry> {
+    fn entry(&self, key: &TokenKey) -> Option<StoredSignIn> {
         let store = self.store.as_ref()?;
         match store.load(key) {
             Ok(e) => e,
@@ -833,7 +602,11 @@ impl Authorizer {
         }
     }
 
-    fn save(&self, key: &TokenKey, update: impl FnOnce(&mut Entry)) -> Result<(), AuthError> {
+    fn save(
+        &self,
+        key: &TokenKey,
+        update: impl FnOnce(&mut StoredSignIn),
+    ) -> Result<(), AuthError> {
         let Some(store) = &self.store else {
             return Ok(());
         };
@@ -1163,7 +936,7 @@ impl Authorizer {
         let grant = if let Some(w) = &c.workload {
             // Read afresh for every grant (platforms rotate it); sent only
             // to the issuer check_client_issuer let through.
-            jag = w.read(&self.server).await?;
+            jag = wif::read(w, &self.server).await?;
             Grant::JwtBearer { assertion: &jag }
         } else if c.grant_type.as_deref() == Some(grant::JWT_BEARER) {
             let (Some(idp), Some(id_token)) = (&c.idp_token_endpoint, &c.idp_id_token) else {
@@ -1604,7 +1377,7 @@ fn union_scopes(lists: &[Option<&str>]) -> Option<String> {
 }
 
 /// Takes a stored entry's tokens, and the key they are bound to.
-fn hold(st: &mut State, key: &TokenKey, e: Entry) {
+fn hold(st: &mut State, key: &TokenKey, e: StoredSignIn) {
     st.tokens = e.tokens;
     st.issued_at = e.updated_at;
     st.tokens_key = Some(key.clone());
@@ -1782,24 +1555,16 @@ impl AuthContext {
         })
     }
 
-    /// The authorizer of one HTTP server, unless it signs in some other way
-    /// (its own `Authorization` header) or `oauth` is `false`.
+    /// The authorizer of the HTTP server `server` at `url` with these
+    /// settings (a config entry's [`crate::config::HttpServer::oauth_client`]),
+    /// completed from `MCPHOST_OAUTH_CLIENT` where it may be.
     pub fn authorizer(
         &self,
         server: &str,
-        http: &crate::config::HttpServer,
-    ) -> Option<Result<Arc<Authorizer>, AuthError>> {
-        let crate::config::OAuthSetting::Client(cfg) = &http.oauth else {
-            return None;
-        };
-        if http
-            .headers
-            .keys()
-            .any(|k| k.eq_ignore_ascii_case("authorization"))
-        {
-            return None;
-        }
-        let own = cfg.as_ref().clone();
+        url: &str,
+        oauth: &OAuthConfig,
+    ) -> Result<Arc<Authorizer>, AuthError> {
+        let own = oauth.clone();
         let env = &self.env;
         let named = env
             .servers
@@ -1813,27 +1578,25 @@ impl AuthContext {
         } else {
             own.clone().or(env.without_client())
         };
-        Some(
-            Authorizer::new(
-                server,
-                &http.url,
-                self.store.clone(),
-                config,
-                self.browser.clone(),
-            )
-            .map(|a| {
-                let a = if by_issuer {
-                    a.with_env_for_issuer(own.or(env.without_client()))
-                } else {
-                    a
-                };
-                // One count per server for the whole process, across its
-                // restarts (a new authorizer each time).
-                a.with_login_timeout(self.login_timeout)
-                    .with_attempts(self.attempts.clone())
-                    .into_shared()
-            }),
+        Authorizer::new(
+            server,
+            url,
+            self.store.clone(),
+            config,
+            self.browser.clone(),
         )
+        .map(|a| {
+            let a = if by_issuer {
+                a.with_env_for_issuer(own.or(env.without_client()))
+            } else {
+                a
+            };
+            // One count per server for the whole process, across its
+            // restarts (a new authorizer each time).
+            a.with_login_timeout(self.login_timeout)
+                .with_attempts(self.attempts.clone())
+                .into_shared()
+        })
     }
 }
 

@@ -17,7 +17,7 @@
 //! themselves, so a refresh can run `lock; load; refresh; save` under it.
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -86,8 +86,10 @@ impl std::fmt::Debug for Registration {
     }
 }
 
+/// What the store keeps of one sign-in (one issuer and resource): the
+/// tokens, the client they were issued to, the DPoP key they are bound to.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Entry {
+pub struct StoredSignIn {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens: Option<Tokens>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -138,7 +140,7 @@ pub enum StoreError {
 }
 
 /// One file of [`TokenStore::scan`]: its entry, or why it is unusable.
-pub type ScannedEntry = Result<(TokenKey, Entry), StoreError>;
+pub type ScannedSignIn = Result<(TokenKey, StoredSignIn), StoreError>;
 
 /// Where the secrets of new entries go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -201,7 +203,7 @@ impl std::fmt::Debug for TokenStore {
 struct Stored {
     version: u32,
     key: TokenKey,
-    entry: Entry,
+    entry: StoredSignIn,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     keyring: Option<KeyringRef>,
 }
@@ -305,7 +307,7 @@ impl TokenStore {
         dir: PathBuf,
         secrets: Option<Arc<dyn SecretStore>>,
     ) -> Result<Self, StoreError> {
-        ensure_private_dir(&dir)?;
+        crate::statefile::ensure_private_dir(&dir)?;
         let backend = if secrets.is_some() {
             Backend::Keyring
         } else {
@@ -351,7 +353,7 @@ impl TokenStore {
 
     /// The entry of `key`, or `None`. With secrets in the keyring this calls
     /// the keyring (blocking this thread for at most a few seconds).
-    pub fn load(&self, key: &TokenKey) -> Result<Option<Entry>, StoreError> {
+    pub fn load(&self, key: &TokenKey) -> Result<Option<StoredSignIn>, StoreError> {
         let path = self.file(key);
         // A reader between the keyring write and the index write of a save
         // sees two stamps; the save finishes within moments.
@@ -379,7 +381,7 @@ impl TokenStore {
 
     /// Replaces the entry of `key` atomically and sets its `updated_at`. Does
     /// not take the lock: hold [`TokenStore::lock`] around load-modify-save.
-    pub fn save(&self, key: &TokenKey, entry: &Entry) -> Result<(), StoreError> {
+    pub fn save(&self, key: &TokenKey, entry: &StoredSignIn) -> Result<(), StoreError> {
         if self.fallback.is_some()
             && !PLAIN_FILES_WARNED.swap(true, std::sync::atomic::Ordering::Relaxed)
         {
@@ -438,7 +440,7 @@ impl TokenStore {
             path: path.clone(),
             reason: e.to_string(),
         })?;
-        write_atomic(&self.dir, &path, &text)?;
+        crate::statefile::write_atomic(&path, &text)?;
         if let Some(kr) = previous_ref {
             match os_keyring() {
                 Ok(k) => {
@@ -489,7 +491,7 @@ impl TokenStore {
         }
         if exists {
             match std::fs::remove_file(&path) {
-                Ok(()) => sync_dir(&self.dir)?,
+                Ok(()) => crate::statefile::sync_dir(&self.dir)?,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(io_err(&path, e)),
             }
@@ -499,7 +501,7 @@ impl TokenStore {
 
     /// Every readable entry; an unusable file is logged and skipped (see
     /// [`TokenStore::scan`] to report them).
-    pub fn list(&self) -> Result<Vec<(TokenKey, Entry)>, StoreError> {
+    pub fn list(&self) -> Result<Vec<(TokenKey, StoredSignIn)>, StoreError> {
         Ok(self
             .scan()?
             .into_iter()
@@ -514,7 +516,7 @@ impl TokenStore {
     }
 
     /// Every entry file of the directory, each loaded or its error.
-    pub fn scan(&self) -> Result<Vec<ScannedEntry>, StoreError> {
+    pub fn scan(&self) -> Result<Vec<ScannedSignIn>, StoreError> {
         let read = std::fs::read_dir(&self.dir).map_err(|e| io_err(&self.dir, e))?;
         let mut names = Vec::new();
         for dirent in read {
@@ -536,7 +538,7 @@ impl TokenStore {
         Ok(out)
     }
 
-    fn load_listed(&self, path: &Path, hash: &str) -> Result<(TokenKey, Entry), StoreError> {
+    fn load_listed(&self, path: &Path, hash: &str) -> Result<(TokenKey, StoredSignIn), StoreError> {
         let Some(stored) = self.read_stored(path, None)? else {
             return Err(StoreError::Corrupt {
                 path: path.to_path_buf(),
@@ -602,7 +604,7 @@ impl TokenStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(io_err(path, e)),
         };
-        tighten(&file, path, 0o600)?;
+        crate::statefile::tighten(&file, path, 0o600)?;
         let mut bytes = Vec::new();
         (&file)
             .take(MAX_FILE_BYTES.saturating_add(1))
@@ -698,7 +700,7 @@ fn is_key_hash(s: &str) -> bool {
     s.len() == 32 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
-fn split(mut entry: Entry) -> (Entry, Secrets) {
+fn split(mut entry: StoredSignIn) -> (StoredSignIn, Secrets) {
     let mut secrets = Secrets::default();
     if let Some(t) = &mut entry.tokens {
         secrets.access_token = Some(std::mem::take(&mut t.access_token));
@@ -711,7 +713,7 @@ fn split(mut entry: Entry) -> (Entry, Secrets) {
     (entry, secrets)
 }
 
-fn merge(mut entry: Entry, secrets: Secrets) -> Entry {
+fn merge(mut entry: StoredSignIn, secrets: Secrets) -> StoredSignIn {
     if let Some(t) = &mut entry.tokens {
         t.access_token = secrets.access_token.unwrap_or_default();
         t.refresh_token = secrets.refresh_token;
@@ -761,87 +763,13 @@ fn io_err(path: &Path, e: std::io::Error) -> StoreError {
     }
 }
 
-/// Temp file in the same directory (0600 from creation), fsync, rename over
-/// `path`, fsync the directory: a reader sees the old file or the new one.
-pub(crate) fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".tmp-")
-        .suffix(".json")
-        .tempfile_in(dir)
-        .map_err(|e| io_err(dir, e))?;
-    tmp.write_all(bytes).map_err(|e| io_err(tmp.path(), e))?;
-    tmp.as_file()
-        .sync_all()
-        .map_err(|e| io_err(tmp.path(), e))?;
-    tmp.persist(path).map_err(|e| io_err(path, e.error))?;
-    sync_dir(dir)
-}
-
-fn sync_dir(dir: &Path) -> Result<(), StoreError> {
-    #[cfg(unix)]
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| io_err(dir, e))?;
-    #[cfg(not(unix))]
-    let _ = dir;
-    Ok(())
-}
-
-/// Creates `dir` 0700 (with its missing parents), or tightens an existing
-/// one that group or others can use: it is ours, and refusing would only
-/// leave the user to run the chmod. A directory we cannot chmod (another
-/// user's) is refused.
-pub(crate) fn ensure_private_dir(dir: &Path) -> Result<(), StoreError> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        builder.mode(0o700);
-    }
-    builder.create(dir).map_err(|e| io_err(dir, e))?;
-    let meta = std::fs::metadata(dir).map_err(|e| io_err(dir, e))?;
-    if !meta.is_dir() {
-        return Err(StoreError::Io {
-            path: dir.to_path_buf(),
-            reason: "not a directory".into(),
-        });
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::{MetadataExt, PermissionsExt};
-        if meta.uid() != nix::unistd::geteuid().as_raw() {
-            return Err(StoreError::Io {
-                path: dir.to_path_buf(),
-                reason: format!("owned by uid {}, not by this user", meta.uid()),
-            });
-        }
-        let mode = meta.permissions().mode() & 0o777;
-        if mode & 0o077 != 0 {
-            tracing::warn!(path = %dir.display(), mode = format!("{mode:o}"), "token store: directory open to others, setting 0700");
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-                .map_err(|e| io_err(dir, e))?;
+impl From<crate::statefile::StateFileError> for StoreError {
+    fn from(e: crate::statefile::StateFileError) -> StoreError {
+        StoreError::Io {
+            path: e.path,
+            reason: e.reason,
         }
     }
-    Ok(())
-}
-
-/// Takes group and other permissions off an open file of the store.
-fn tighten(file: &File, path: &Path, mode: u32) -> Result<(), StoreError> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let meta = file.metadata().map_err(|e| io_err(path, e))?;
-        let current = meta.permissions().mode() & 0o777;
-        if current & 0o077 != 0 {
-            tracing::warn!(path = %path.display(), mode = format!("{current:o}"), "token store: file open to others, tightening");
-            file.set_permissions(std::fs::Permissions::from_mode(mode))
-                .map_err(|e| io_err(path, e))?;
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = (file, path, mode);
-    Ok(())
 }
 
 /// Where the keyring backend keeps secrets: the OS keyring, or a fake in
@@ -876,6 +804,21 @@ fn config_secret_user(name: &str) -> String {
 /// cannot be asked.
 pub fn config_secret(name: &str) -> Result<Option<String>, String> {
     os_keyring()?.get(&config_secret_user(name))
+}
+
+/// The process environment, for `config::load` and `config::parse`; `keyring:NAME` is
+/// the OS keyring's config secret NAME ([`config_secret`]).
+pub fn process_env(name: &str) -> Option<String> {
+    if let Some(secret) = name.strip_prefix("keyring:") {
+        return match config_secret(secret) {
+            Ok(value) => value,
+            Err(reason) => {
+                tracing::warn!(secret, %reason, "cannot read a config secret from the OS keyring");
+                None
+            }
+        };
+    }
+    std::env::var(name).ok()
 }
 
 /// Stores `value` as the config secret `NAME` (read back by
@@ -1040,8 +983,8 @@ mod tests {
         }
     }
 
-    fn entry(tag: &str) -> Entry {
-        Entry {
+    fn entry(tag: &str) -> StoredSignIn {
+        StoredSignIn {
             tokens: Some(Tokens {
                 access_token: format!("AT-{tag}"),
                 token_type: "Bearer".into(),
@@ -1063,7 +1006,7 @@ mod tests {
         }
     }
 
-    fn without_stamp(mut e: Entry) -> Entry {
+    fn without_stamp(mut e: StoredSignIn) -> StoredSignIn {
         e.updated_at = 0;
         e
     }

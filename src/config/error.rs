@@ -125,3 +125,26 @@ fn origin(path: Option<&Path>) -> String {
         None => "<text>".to_owned(),
     }
 }
+
+/// The config warnings a process has said. One command (or one daemon)
+/// parses the same file several times: opening it, checking an edit before
+/// and after, reloading it; the person is told once. Parsing only returns
+/// warnings ([`super::HostConfig::warnings`]); whoever shows them to a
+/// person keeps one of these (the daemon's [`super::store::ConfigStore`], a
+/// CLI command) and says them through it.
+#[derive(Debug, Default)]
+pub struct SaidOnce(std::sync::Mutex<std::collections::HashSet<String>>);
+
+impl SaidOnce {
+    /// Logs each of `warnings` not said before. Keyed without the line,
+    /// which an edit above the entry moves.
+    pub fn say(&self, warnings: &[Issue]) {
+        let mut said = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        for w in warnings {
+            let key = format!("{}\0{}\0{}", w.path.display(), w.field, w.message);
+            if said.insert(key) {
+                tracing::warn!("{w}");
+            }
+        }
+    }
+}

@@ -31,7 +31,7 @@ pub struct ConfigLocation {
 /// every process of the user reads the same file. `None` when no home
 /// directory is known.
 pub fn default_config_path() -> Option<PathBuf> {
-    let home = crate::ipc::user_home_dir()?;
+    let home = crate::statefile::user_home_dir()?;
     #[cfg(target_os = "macos")]
     let dir = home.join("Library/Application Support/mcphost");
     #[cfg(not(target_os = "macos"))]
@@ -41,7 +41,7 @@ pub fn default_config_path() -> Option<PathBuf> {
 
 /// The flag, then `MCPHOST_CONFIG`, then [`default_config_path`].
 pub fn resolve_config_path(cli: Option<PathBuf>) -> Result<ConfigLocation, ConfigError> {
-    resolve_config_path_with(cli, &super::process_env, default_config_path())
+    resolve_config_path_with(cli, &|name| std::env::var(name).ok(), default_config_path())
 }
 
 /// [`resolve_config_path`] with the environment and default injected (tests).

@@ -21,6 +21,7 @@ mod error;
 pub mod import;
 mod interpolate;
 pub mod location;
+pub mod oauth;
 mod parse;
 pub use parse::did_you_mean;
 pub mod shell_path;
@@ -32,10 +33,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::client::ClientOptions;
-use crate::transport::stdio::StdioConfig;
-
-pub use error::{ConfigError, Issue, Issues};
+pub use error::{ConfigError, Issue, Issues, SaidOnce};
 pub use location::{
     CONFIG_ENV, ConfigLocation, ConfigSource, default_config_path, load_from, resolve_config_path,
     resolve_config_path_with,
@@ -45,29 +43,14 @@ pub use tools::ToolFilter;
 /// Reads a variable from the environment used for `${VAR}` interpolation;
 /// `${keyring:NAME}` asks it for `keyring:NAME`.
 ///
-/// Injected so tests (and embedders) control it; [`process_env`] is the
-/// daemon's.
+/// Injected so tests (and embedders) control it; `auth::process_env` is
+/// the daemon's.
 pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 /// An [`EnvLookup`] told which server's entry asks (`""` outside any):
 /// the daemon answers from the values a CLI gave for that server first
 /// (see [`store::ConfigStore::give`]).
 pub type ServerEnvLookup<'a> = &'a dyn Fn(&str, &str) -> Option<String>;
-
-/// The process environment, for [`load`] and [`parse`]; `keyring:NAME` is
-/// the OS keyring's config secret NAME (`auth::store::config_secret`).
-pub fn process_env(name: &str) -> Option<String> {
-    if let Some(secret) = name.strip_prefix("keyring:") {
-        return match crate::auth::store::config_secret(secret) {
-            Ok(value) => value,
-            Err(reason) => {
-                tracing::warn!(secret, %reason, "cannot read a config secret from the OS keyring");
-                None
-            }
-        };
-    }
-    std::env::var(name).ok()
-}
 
 /// Everything the daemon takes from one config file.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,8 +70,8 @@ pub struct HostConfig {
     pub shape: crate::shape::Settings,
     /// How the CLI and the bridge treat the daemon (`daemon` in the file).
     pub daemon: DaemonSettings,
-    /// Non-fatal findings (unknown keys, problems in disabled servers); each
-    /// was also logged.
+    /// Non-fatal findings (unknown keys, problems in disabled servers), not
+    /// logged: the caller says them, once ([`SaidOnce`]).
     pub warnings: Vec<Issue>,
     /// Server entries with errors, left out of `servers` (only from
     /// [`parse_lenient`]; [`parse`] refuses the file instead).
@@ -297,34 +280,6 @@ pub struct StdioServer {
     pub inherit_env: bool,
 }
 
-impl StdioServer {
-    /// The transport's view of this server. `shutdown` bounds both the wait
-    /// after closing stdin and the wait after SIGTERM.
-    pub fn to_stdio_config(&self, timeouts: &Timeouts) -> StdioConfig {
-        StdioConfig {
-            command: self.command.clone(),
-            args: self.args.clone(),
-            env: self.env.clone(),
-            cwd: self.cwd.clone(),
-            inherit_env: self.inherit_env,
-            stdin_close_grace: timeouts.shutdown,
-            sigterm_grace: timeouts.shutdown,
-            ..StdioConfig::default()
-        }
-    }
-
-    /// [`Self::to_stdio_config`] with `PATH` set to `path` (the login shell's)
-    /// unless the server's own `env` sets one.
-    pub fn to_stdio_config_with_path(&self, timeouts: &Timeouts, path: &str) -> StdioConfig {
-        let mut config = self.to_stdio_config(timeouts);
-        config
-            .env
-            .entry("PATH".to_owned())
-            .or_insert_with(|| path.to_owned());
-        config
-    }
-}
-
 impl fmt::Debug for StdioServer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("StdioServer")
@@ -353,7 +308,7 @@ pub struct HttpServer {
 /// or never (`false`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OAuthSetting {
-    Client(Box<crate::auth::OAuthConfig>),
+    Client(Box<oauth::OAuthConfig>),
     Disabled,
 }
 
@@ -380,25 +335,31 @@ impl fmt::Debug for HttpServer {
 }
 
 impl HttpServer {
-    pub fn to_http_config(&self, timeouts: &Timeouts) -> crate::transport::http::HttpConfig {
-        let mut c = crate::transport::http::HttpConfig::new(self.url.clone());
-        c.headers = self
+    /// Its OAuth settings, unless it signs in some other way (its own
+    /// `Authorization` header) or `oauth` is `false`.
+    pub fn oauth_client(&self) -> Option<&oauth::OAuthConfig> {
+        let OAuthSetting::Client(cfg) = &self.oauth else {
+            return None;
+        };
+        let own_header = self
             .headers
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        c.mode = self.kind;
-        // One slow connect must not eat the whole handshake budget.
-        c.connect_timeout = timeouts.init.min(c.connect_timeout);
-        c.init_timeout = timeouts.init;
-        c.send_timeout = timeouts.request;
-        c
+            .keys()
+            .any(|k| k.eq_ignore_ascii_case("authorization"));
+        (!own_header).then_some(cfg.as_ref())
     }
 }
 
 /// Which HTTP transport an entry asks for: `type: "http"` (or none)
 /// auto-detects, `"streamable-http"` and `"sse"` do not.
-pub use crate::transport::http::HttpMode;
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HttpMode {
+    /// Streamable HTTP, falling back to legacy HTTP+SSE.
+    #[default]
+    Auto,
+    Streamable,
+    /// Legacy HTTP+SSE (2024-11-05), without detection.
+    Sse,
+}
 
 /// Map values are secrets (tokens in env and headers): print names only.
 struct Redacted<'a>(&'a BTreeMap<String, String>);
@@ -431,15 +392,6 @@ impl Default for Timeouts {
             max_request: Duration::from_secs(600),
             shutdown: Duration::from_secs(2),
         }
-    }
-}
-
-impl Timeouts {
-    /// Sets the client's request, init and maximum timeouts.
-    pub fn apply_to(&self, options: &mut ClientOptions) {
-        options.request_timeout = self.request;
-        options.init_timeout = self.init;
-        options.max_request_timeout = self.max_request;
     }
 }
 
@@ -512,10 +464,9 @@ pub fn variables_of(text: &str, path: &Path, server: &str) -> std::collections::
         }
         None
     };
-    // Every variable reads as unset here: the warnings that makes are not the user's.
-    tracing::subscriber::with_default(tracing::subscriber::NoSubscriber::default(), || {
-        let _ = parse::parse(text, path, &lookup, true);
-    });
+    // Every variable reads as unset here: the warnings that makes are not
+    // the user's, and are dropped.
+    let _ = parse::parse(text, path, &lookup, true);
     asked.into_inner()
 }
 

@@ -132,7 +132,6 @@ pub(crate) fn parse(
     }
     // Cross-checks run last; report in document order.
     ctx.errors.sort_by_key(|issue| issue.line);
-    say_once(&ctx.warnings);
     config.warnings = ctx.warnings;
     if ctx.errors.is_empty() {
         tracing::debug!(
@@ -143,22 +142,6 @@ pub(crate) fn parse(
         Ok(config)
     } else {
         Err(ConfigError::Invalid(Issues(ctx.errors)))
-    }
-}
-
-/// Logs each warning the first time this process meets it. One command (or
-/// one daemon) parses the same file several times: opening it, checking an
-/// edit before and after, reloading it; the person is told once. Keyed
-/// without the line, which an edit above the entry moves.
-fn say_once(warnings: &[Issue]) {
-    static SAID: std::sync::LazyLock<std::sync::Mutex<HashSet<String>>> =
-        std::sync::LazyLock::new(Default::default);
-    let mut said = SAID.lock().unwrap_or_else(|p| p.into_inner());
-    for w in warnings {
-        let key = format!("{}\0{}\0{}", w.path.display(), w.field, w.message);
-        if said.insert(key) {
-            tracing::warn!("{w}");
-        }
     }
 }
 
@@ -662,19 +645,7 @@ impl<'a> Ctx<'a> {
             None => None,
         };
 
-        let alias = obj.get("alias").and_then(|p| {
-            let field = child(field, "alias");
-            let alias = self.string(&p.value, &field)?;
-            let valid = !alias.is_empty()
-                && alias
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-            if !valid {
-                self.error(p.value.start(), &field, "must match [A-Za-z0-9_-]+");
-                return None;
-            }
-            Some(alias.to_owned())
-        });
+        let alias = obj.get("alias").and_then(|p| self.alias(p, field));
 
         let tools = match obj.get("tools") {
             Some(p) => self.tools(&p.value, &child(field, "tools")),
@@ -701,46 +672,12 @@ impl<'a> Ctx<'a> {
             None => Offer::default(),
         };
 
-        let protocol_version = obj.get("protocolVersion").and_then(|p| {
-            let field = child(field, "protocolVersion");
-            let text = self.string(&p.value, &field)?;
-            match text.parse::<crate::protocol::ProtocolVersion>() {
-                Ok(v) => Some(v),
-                Err(_) => {
-                    let known: Vec<&str> = crate::protocol::ProtocolVersion::ALL
-                        .iter()
-                        .map(|v| v.as_str())
-                        .collect();
-                    self.error(
-                        p.value.start(),
-                        &field,
-                        format!(
-                            "{text:?} is not a revision mcphost knows ({})",
-                            known.join(", ")
-                        ),
-                    );
-                    None
-                }
-            }
-        });
+        let protocol_version = obj
+            .get("protocolVersion")
+            .and_then(|p| self.protocol_version(p, field));
 
         let share = match obj.get("share") {
-            Some(p) => {
-                let field = child(field, "share");
-                match self.string(&p.value, &field) {
-                    Some("shared") => Share::Shared,
-                    Some("per-session") => Share::PerSession,
-                    Some(other) => {
-                        self.error(
-                            p.value.start(),
-                            &field,
-                            format!("{other:?} is not one of \"shared\", \"per-session\""),
-                        );
-                        Share::Shared
-                    }
-                    None => Share::Shared,
-                }
-            }
+            Some(p) => self.share(&p.value, &child(field, "share")),
             None => Share::Shared,
         };
 
@@ -748,15 +685,9 @@ impl<'a> Ctx<'a> {
             Some(p) => self.start_mode(&p.value, &child(field, "start")),
             None => defaults.start,
         };
-        let idle_timeout = obj.get("idleTimeout").and_then(|p| {
-            let field = child(field, "idleTimeout");
-            let d = self.duration(&p.value, &field)?;
-            if d.is_zero() {
-                self.error(p.value.start(), &field, "must be longer than 0s");
-                return None;
-            }
-            Some(d)
-        });
+        let idle_timeout = obj
+            .get("idleTimeout")
+            .and_then(|p| self.idle_timeout(p, field));
 
         if self.errors.len() > errors_before {
             return None;
@@ -775,6 +706,77 @@ impl<'a> Ctx<'a> {
             start,
             idle_timeout,
         })
+    }
+
+    /// `alias`: `[A-Za-z0-9_-]+`.
+    fn alias(&mut self, p: &ObjectProp<'_>, field: &str) -> Option<String> {
+        let field = child(field, "alias");
+        let alias = self.string(&p.value, &field)?;
+        let valid = !alias.is_empty()
+            && alias
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !valid {
+            self.error(p.value.start(), &field, "must match [A-Za-z0-9_-]+");
+            return None;
+        }
+        Some(alias.to_owned())
+    }
+
+    /// `protocolVersion`: a revision mcphost knows.
+    fn protocol_version(
+        &mut self,
+        p: &ObjectProp<'_>,
+        field: &str,
+    ) -> Option<crate::protocol::ProtocolVersion> {
+        let field = child(field, "protocolVersion");
+        let text = self.string(&p.value, &field)?;
+        match text.parse::<crate::protocol::ProtocolVersion>() {
+            Ok(v) => Some(v),
+            Err(_) => {
+                let known: Vec<&str> = crate::protocol::ProtocolVersion::ALL
+                    .iter()
+                    .map(|v| v.as_str())
+                    .collect();
+                self.error(
+                    p.value.start(),
+                    &field,
+                    format!(
+                        "{text:?} is not a revision mcphost knows ({})",
+                        known.join(", ")
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    /// `share`: `"shared"` or `"per-session"`.
+    fn share(&mut self, value: &Value<'_>, field: &str) -> Share {
+        match self.string(value, field) {
+            Some("shared") => Share::Shared,
+            Some("per-session") => Share::PerSession,
+            Some(other) => {
+                self.error(
+                    value.start(),
+                    field,
+                    format!("{other:?} is not one of \"shared\", \"per-session\""),
+                );
+                Share::Shared
+            }
+            None => Share::Shared,
+        }
+    }
+
+    /// `idleTimeout`: a duration longer than zero.
+    fn idle_timeout(&mut self, p: &ObjectProp<'_>, field: &str) -> Option<Duration> {
+        let field = child(field, "idleTimeout");
+        let d = self.duration(&p.value, &field)?;
+        if d.is_zero() {
+            self.error(p.value.start(), &field, "must be longer than 0s");
+            return None;
+        }
+        Some(d)
     }
 
     /// `start`: `"eager"` or `"lazy"`.
@@ -1071,7 +1073,7 @@ impl<'a> Ctx<'a> {
             return OAuthSetting::default();
         };
         self.keys(obj, field, OAUTH_KEYS);
-        let mut c = crate::auth::OAuthConfig::default();
+        let mut c = super::oauth::OAuthConfig::default();
         for prop in &obj.properties {
             let key = prop_name(prop);
             let f = child(field, key);
@@ -1085,91 +1087,109 @@ impl<'a> Ctx<'a> {
             let Some(v) = self.interpolated(raw, prop.value.start(), &f, server, lenient) else {
                 continue;
             };
-            match key {
-                "clientId" => c.client_id = Some(v),
-                "issuer" => match url::Url::parse(&v) {
-                    Ok(u) if crate::auth::discovery::is_secure(&u) => c.issuer = Some(v),
-                    _ => self.error(
-                        prop.value.start(),
-                        &f,
-                        "must be the https:// URL of the authorization server the client is registered at (http only on loopback)",
-                    ),
-                },
-                "clientSecret" => c.client_secret = Some(v),
-                "tokenEndpointAuthMethod" => {
-                    const METHODS: [&str; 4] = [
-                        "client_secret_basic",
-                        "client_secret_post",
-                        "none",
-                        "private_key_jwt",
-                    ];
-                    if METHODS.contains(&v.as_str()) {
-                        c.token_endpoint_auth_method = Some(v);
-                    } else {
-                        self.error(
-                            prop.value.start(),
-                            &f,
-                            format!("must be one of {}", METHODS.join(", ")),
-                        );
-                    }
-                }
-                "grantType" => {
-                    if v == "authorization_code" || v == "client_credentials" {
-                        c.grant_type = Some(v);
-                    } else {
-                        self.error(
-                            prop.value.start(),
-                            &f,
-                            "must be \"authorization_code\" or \"client_credentials\"",
-                        );
-                    }
-                }
-                "privateKeyPem" => c.private_key_pem = Some(v),
-                "privateKeyFile" => match std::fs::read_to_string(self.base_dir.join(&v)) {
-                    Ok(pem) => c.private_key_pem = Some(pem),
-                    Err(e) => self.error(prop.value.start(), &f, format!("cannot read {v:?}: {e}")),
-                },
-                "signingAlgorithm" => c.signing_algorithm = Some(v),
-                "scope" => c.scope = Some(v),
-                "clientMetadataUrl" => {
-                    if v.starts_with("https://") {
-                        c.client_metadata_url = Some(v);
-                    } else {
-                        self.error(
-                            prop.value.start(),
-                            &f,
-                            "must be an https:// URL (a client ID metadata document)",
-                        );
-                    }
-                }
-                _ => {}
-            }
+            self.oauth_field(&mut c, key, v, prop.value.start(), &f);
         }
+        self.oauth_cross_checks(&mut c, obj.start(), field);
+        OAuthSetting::Client(Box::new(c))
+    }
+
+    /// One string setting of `oauth`, interpolated.
+    fn oauth_field(
+        &mut self,
+        c: &mut super::oauth::OAuthConfig,
+        key: &str,
+        v: String,
+        start: usize,
+        f: &str,
+    ) {
+        match key {
+            "clientId" => c.client_id = Some(v),
+            "issuer" => match url::Url::parse(&v) {
+                Ok(u) if super::oauth::is_secure(&u) => c.issuer = Some(v),
+                _ => self.error(
+                    start,
+                    f,
+                    "must be the https:// URL of the authorization server the client is registered at (http only on loopback)",
+                ),
+            },
+            "clientSecret" => c.client_secret = Some(v),
+            "tokenEndpointAuthMethod" => {
+                const METHODS: [&str; 4] = [
+                    "client_secret_basic",
+                    "client_secret_post",
+                    "none",
+                    "private_key_jwt",
+                ];
+                if METHODS.contains(&v.as_str()) {
+                    c.token_endpoint_auth_method = Some(v);
+                } else {
+                    self.error(
+                        start,
+                        f,
+                        format!("must be one of {}", METHODS.join(", ")),
+                    );
+                }
+            }
+            "grantType" => {
+                if v == "authorization_code" || v == "client_credentials" {
+                    c.grant_type = Some(v);
+                } else {
+                    self.error(
+                        start,
+                        f,
+                        "must be \"authorization_code\" or \"client_credentials\"",
+                    );
+                }
+            }
+            "privateKeyPem" => c.private_key_pem = Some(v),
+            "privateKeyFile" => match std::fs::read_to_string(self.base_dir.join(&v)) {
+                Ok(pem) => c.private_key_pem = Some(pem),
+                Err(e) => self.error(start, f, format!("cannot read {v:?}: {e}")),
+            },
+            "signingAlgorithm" => c.signing_algorithm = Some(v),
+            "scope" => c.scope = Some(v),
+            "clientMetadataUrl" => {
+                if v.starts_with("https://") {
+                    c.client_metadata_url = Some(v);
+                } else {
+                    self.error(
+                        start,
+                        f,
+                        "must be an https:// URL (a client ID metadata document)",
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// What the `oauth` settings together must be: a workload identity is
+    /// its own grant and needs a client, as does `client_credentials`.
+    fn oauth_cross_checks(&mut self, c: &mut super::oauth::OAuthConfig, start: usize, field: &str) {
         if c.workload.is_some() {
             if c.grant_type.is_some() {
                 self.error(
-                    obj.start(),
+                    start,
                     field,
                     "workloadIdentity is its own grant (a JWT bearer grant); leave grantType out",
                 );
             }
             if c.client_id.is_none() {
                 self.error(
-                    obj.start(),
+                    start,
                     field,
                     "workloadIdentity needs the clientId its token is exchanged for",
                 );
             }
-            c.grant_type = Some(crate::auth::grant::JWT_BEARER.into());
+            c.grant_type = Some(super::oauth::JWT_BEARER.into());
         }
         if c.grant_type.as_deref() == Some("client_credentials") && c.client_id.is_none() {
             self.error(
-                obj.start(),
+                start,
                 field,
                 "grantType \"client_credentials\" needs a clientId",
             );
         }
-        OAuthSetting::Client(Box::new(c))
     }
 
     /// `oauth.workloadIdentity`: `{"tokenFile": PATH}` (relative to the
@@ -1180,7 +1200,7 @@ impl<'a> Ctx<'a> {
         field: &str,
         server: &str,
         lenient: bool,
-    ) -> Option<crate::auth::wif::WorkloadToken> {
+    ) -> Option<super::oauth::WorkloadToken> {
         let obj = self.object(value, field)?;
         self.keys(obj, field, WORKLOAD_KEYS);
         let mut found = Vec::new();
@@ -1191,7 +1211,7 @@ impl<'a> Ctx<'a> {
                 "tokenFile" => {
                     let raw = self.non_empty_string(&prop.value, &f)?;
                     let v = self.interpolated(raw, prop.value.start(), &f, server, lenient)?;
-                    found.push(crate::auth::wif::WorkloadToken::File(self.base_dir.join(v)));
+                    found.push(super::oauth::WorkloadToken::File(self.base_dir.join(v)));
                 }
                 "tokenCommand" => {
                     let items = self.array(&prop.value, &f)?;
@@ -1205,7 +1225,7 @@ impl<'a> Ctx<'a> {
                         self.error(prop.value.start(), &f, "must name a program");
                         return None;
                     }
-                    found.push(crate::auth::wif::WorkloadToken::Command(argv));
+                    found.push(super::oauth::WorkloadToken::Command(argv));
                 }
                 _ => {}
             }

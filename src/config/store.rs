@@ -20,8 +20,8 @@ use tokio::sync::OwnedMutexGuard;
 use super::interpolate::is_variable_name;
 use super::location::{ConfigLocation, load_lenient_from};
 use super::{
-    ConfigError, HostConfig, Issue, Issues, ServerEnvLookup, edit, parse, parse_lenient_for,
-    process_env,
+    ConfigError, HostConfig, Issue, Issues, SaidOnce, ServerEnvLookup, edit, parse,
+    parse_lenient_for,
 };
 
 /// How long an edit waits for another process's edit of the same file.
@@ -37,14 +37,18 @@ struct State {
 /// value), from their own environment; kept in memory only.
 type Given = BTreeMap<String, BTreeMap<String, String>>;
 
-/// A server's `${VAR}`: the values given for it, then the daemon's own
-/// environment (and `${keyring:…}` from the keyring, never given).
-fn lookup(given: &Given, server: &str, name: &str) -> Option<String> {
+/// Where `${VAR}` values come from when no CLI gave one: the daemon's
+/// environment and `${keyring:…}` from the keyring (`auth::process_env`).
+pub type EnvSource = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// A server's `${VAR}`: the values given for it, then `env` (and
+/// `${keyring:…}` from there, never given).
+fn lookup(given: &Given, env: &EnvSource, server: &str, name: &str) -> Option<String> {
     given
         .get(server)
         .and_then(|vars| vars.get(name))
         .cloned()
-        .or_else(|| process_env(name))
+        .or_else(|| env(name))
 }
 
 pub struct ConfigStore {
@@ -53,6 +57,9 @@ pub struct ConfigStore {
     memory: Option<Mutex<String>>,
     state: Mutex<State>,
     given: Mutex<Given>,
+    env: EnvSource,
+    /// The config's warnings are logged once per store (the daemon's).
+    said: Arc<SaidOnce>,
     /// One edit at a time, from its read until its config is applied.
     turn: Arc<tokio::sync::Mutex<()>>,
 }
@@ -69,14 +76,18 @@ impl ConfigStore {
     /// Load the config. A file that cannot be read or parsed is an error;
     /// a server entry with errors is not (it is in `broken`, and is
     /// [`Self::last_error`]).
-    pub fn open(location: ConfigLocation) -> Result<ConfigStore, ConfigError> {
-        let mut current = load_lenient_from(&location, &|_, name| process_env(name))?;
+    pub fn open(location: ConfigLocation, env: EnvSource) -> Result<ConfigStore, ConfigError> {
+        let mut current = load_lenient_from(&location, &|_, name| env(name))?;
+        let said = Arc::new(SaidOnce::default());
+        said.say(&current.warnings);
         let error = keep_last_good(&mut current, &HostConfig::default());
         Ok(ConfigStore {
             location,
             memory: None,
             state: Mutex::new(State { current, error }),
             given: Mutex::new(Given::new()),
+            env,
+            said,
             turn: Arc::new(tokio::sync::Mutex::new(())),
         })
     }
@@ -85,8 +96,14 @@ impl ConfigStore {
     /// go through the same text-preserving editor and validation as a
     /// file's, and nothing is written. `path` names it in messages and
     /// anchors relative paths.
-    pub fn in_memory(text: &str, path: PathBuf) -> Result<ConfigStore, ConfigError> {
-        let current = parse(text, &path, &process_env)?;
+    pub fn in_memory(
+        text: &str,
+        path: PathBuf,
+        env: EnvSource,
+    ) -> Result<ConfigStore, ConfigError> {
+        let current = parse(text, &path, &*env)?;
+        let said = Arc::new(SaidOnce::default());
+        said.say(&current.warnings);
         Ok(ConfigStore {
             location: ConfigLocation {
                 path,
@@ -98,6 +115,8 @@ impl ConfigStore {
                 error: None,
             }),
             given: Mutex::new(Given::new()),
+            env,
+            said,
             turn: Arc::new(tokio::sync::Mutex::new(())),
         })
     }
@@ -153,8 +172,11 @@ impl ConfigStore {
             return Ok(None);
         }
         let given = self.given();
-        match load_lenient_from(&self.location, &|server, name| lookup(&given, server, name)) {
+        match load_lenient_from(&self.location, &|server, name| {
+            lookup(&given, &self.env, server, name)
+        }) {
             Ok(mut cfg) => {
+                self.said.say(&cfg.warnings);
                 let mut st = self.lock();
                 st.error = keep_last_good(&mut cfg, &st.current);
                 if let Some(e) = &st.error {
@@ -185,7 +207,7 @@ impl ConfigStore {
         let turn = self.turn.clone().lock_owned().await;
         let path = &self.location.path;
         let given = self.given();
-        let env = |server: &str, name: &str| lookup(&given, server, name);
+        let env = |server: &str, name: &str| lookup(&given, &self.env, server, name);
         if let Some(memory) = &self.memory {
             let mut text = memory.lock().unwrap_or_else(|p| p.into_inner());
             let new_text = f(&text)?;
@@ -221,6 +243,7 @@ impl ConfigStore {
     }
 
     fn edited(&self, mut cfg: HostConfig, turn: OwnedMutexGuard<()>) -> Edited {
+        self.said.say(&cfg.warnings);
         let mut st = self.lock();
         st.error = keep_last_good(&mut cfg, &st.current);
         st.current = cfg.clone();

@@ -1,6 +1,9 @@
 //! The daemon: config, registry and engine behind the local socket, hot
 //! config reload, and a graceful stop on SIGINT/SIGTERM.
 
+mod editor;
+pub use editor::StoreEditor;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,14 +12,16 @@ use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tracing::{Instrument, error, info, info_span, warn};
 
+use crate::auth::process_env;
 use crate::client::PolicyHost;
 use crate::config::location::ConfigLocation;
 use crate::config::shell_path::login_shell_path;
 use crate::config::store::ConfigStore;
-use crate::engine::{BUSY, Engine, EngineBuilder, EngineInfo, SessionLimits, StoreEditor};
+use crate::engine::{BUSY, Engine, EngineBuilder, EngineInfo, SessionLimits};
 use crate::ipc::{self, ListenOptions};
 use crate::jsonrpc::{Incoming, decode};
 use crate::protocol::{ErrorObject, Message, Response};
+use crate::registry::sign_in::HostSignIn;
 use crate::transport::{Connection, TransportEvent};
 
 #[derive(Debug, thiserror::Error)]
@@ -90,7 +95,8 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     let mut sigterm = signal(SignalKind::terminate()).map_err(DaemonError::Signals)?;
     let mut sigint = signal(SignalKind::interrupt()).map_err(DaemonError::Signals)?;
 
-    let store = Arc::new(ConfigStore::open(opts.config.clone())?);
+    let store = ConfigStore::open(opts.config.clone(), Arc::new(process_env))?;
+    let store = Arc::new(store);
     let cfg = store.current();
     let one_per_config = config_lock(&opts.config.path, &opts.socket).await?;
     let listen = ListenOptions::new(opts.socket.clone());
@@ -136,7 +142,7 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
         .editor(Arc::new(StoreEditor(store.clone())))
         .start();
     let registry = engine.registry().clone();
-    let _ = host_slot.set(engine.host());
+    let _ = host_slot.set(Arc::new(HostSignIn(engine.host())));
     let _signed_in = auth.as_ref().and_then(|a| {
         let store = a.store.clone()?;
         Some(tokio::spawn(

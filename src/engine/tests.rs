@@ -32,7 +32,7 @@ fn engine() -> Arc<Engine> {
     let cfg = crate::config::parse(
         r#"{"mcpServers":{"a":{"command":"a","disabled":true},"b":{"command":"b","disabled":true}},"loginShellPath":false}"#,
         std::path::Path::new("/nonexistent/config.json"),
-        &crate::config::process_env,
+        &crate::auth::process_env,
     )
     .unwrap();
     EngineBuilder::new(cfg).start()
@@ -322,7 +322,7 @@ async fn daemon_shutdown_is_refused_without_a_daemon_and_waits_for_being_alone_w
     let cfg = crate::config::parse(
         r#"{"loginShellPath":false}"#,
         std::path::Path::new("/nonexistent/config.json"),
-        &crate::config::process_env,
+        &crate::auth::process_env,
     )
     .unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
@@ -411,7 +411,7 @@ async fn a_session_configured_before_its_first_message_keeps_the_options_in_eith
     let cfg = crate::config::parse(
         r#"{"loginShellPath":false,"profiles":{"find":{"toolMode":"search"}}}"#,
         std::path::Path::new("/nonexistent/config.json"),
-        &crate::config::process_env,
+        &crate::auth::process_env,
     )
     .unwrap();
     let engine = EngineBuilder::new(cfg).start();

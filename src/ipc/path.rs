@@ -50,23 +50,7 @@ fn owned_dir(dir: &std::path::Path, uid: u32) -> bool {
     std::fs::metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == uid)
 }
 
-/// The user's home directory as the password database has it, not `$HOME`
-/// (which a host may drop or set to a sandbox of its own); `None` when the
-/// database has no absolute one.
-pub fn user_home_dir() -> Option<PathBuf> {
-    #[cfg(unix)]
-    {
-        nix::unistd::User::from_uid(nix::unistd::geteuid())
-            .ok()
-            .flatten()
-            .map(|u| u.dir)
-            .filter(|d| d.is_absolute())
-    }
-    #[cfg(not(unix))]
-    {
-        directories::BaseDirs::new().map(|d| d.home_dir().to_owned())
-    }
-}
+pub use crate::statefile::user_home_dir;
 
 /// Environment variable naming the daemon's state directory.
 pub const STATE_DIR_ENV: &str = "MCPHOST_STATE_DIR";

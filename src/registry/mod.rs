@@ -13,10 +13,12 @@
 //! stop; [`Registry::shutdown`] does.
 
 pub mod catalog;
+pub mod from_config;
 mod lazy;
 mod logs;
 mod options;
 mod resources;
+pub mod sign_in;
 pub mod stored;
 pub mod supervisor;
 pub mod uri;
@@ -517,23 +519,20 @@ impl Registry {
                 offer: sc.offer,
             })
         };
-        opts.init_timeout = sc.timeouts.init;
-        opts.request_timeout = sc.timeouts.request;
-        opts.max_request_timeout = sc.timeouts.max_request;
+        from_config::apply_timeouts(&sc.timeouts, opts);
         let launch = match &sc.transport {
             TransportConfig::Stdio(s) => Launch::Stdio(match &self.inner.shell_path {
-                Some(path) => s.to_stdio_config_with_path(&sc.timeouts, path),
-                None => s.to_stdio_config(&sc.timeouts),
+                Some(path) => from_config::stdio_config_with_path(s, &sc.timeouts, path),
+                None => from_config::stdio_config(s, &sc.timeouts),
             }),
             TransportConfig::Http(h) => {
-                let mut cfg = h.to_http_config(&sc.timeouts);
-                if let Some(auth) = &server.auth {
-                    match auth.authorizer(&sc.name, h) {
-                        Some(Ok(a)) => cfg.credentials = Some(a),
-                        Some(Err(e)) => {
+                let mut cfg = from_config::http_config(h, &sc.timeouts);
+                if let (Some(auth), Some(oauth)) = (&server.auth, h.oauth_client()) {
+                    match auth.authorizer(&sc.name, &h.url, oauth) {
+                        Ok(a) => cfg.credentials = Some(a),
+                        Err(e) => {
                             tracing::warn!(server = %sc.name, "OAuth is off for this server: {e}")
                         }
-                        None => {}
                     }
                 }
                 Launch::Http(cfg)

@@ -5,7 +5,7 @@
 //! being 32 hex digits of SHA-256 of the server's name. The file names the
 //! config it was listed with (a hash of the launch config, never secret
 //! values) and the `serverInfo` the server gave; a file of another config
-//! is not used. Files are replaced atomically (the token store's helper) by
+//! is not used. Files are replaced atomically ([`crate::statefile`]) by
 //! one writer thread, so listings never wait on the disk; a file that cannot
 //! be read or parsed is logged and ignored.
 
@@ -136,12 +136,12 @@ fn writer(dir: &Path, rx: &mpsc::Receiver<(PathBuf, Vec<u8>)>) {
         while let Ok((file, bytes)) = rx.try_recv() {
             batch.insert(file, bytes);
         }
-        if let Err(e) = crate::auth::store::ensure_private_dir(dir) {
+        if let Err(e) = crate::statefile::ensure_private_dir(dir) {
             warn!(dir = %dir.display(), "cannot store catalogs: {e}");
             continue;
         }
         for (file, bytes) in batch {
-            match crate::auth::store::write_atomic(dir, &file, &bytes) {
+            match crate::statefile::write_atomic(&file, &bytes) {
                 Ok(()) => debug!(file = %file.display(), "catalog stored"),
                 Err(e) => warn!(file = %file.display(), "cannot store the catalog: {e}"),
             }
@@ -180,7 +180,7 @@ pub fn config_key(sc: &ServerConfig) -> String {
             for k in t.headers.keys() {
                 put(k);
             }
-            put(t.kind.label());
+            put(super::from_config::http_mode(t.kind).label());
         }
     }
     put(&format!("{:?}", sc.tools));

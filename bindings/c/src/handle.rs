@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use mcphost_core::client::{CallOptions, ClientError, ClientInfo, ClientOptions, ServerClient};
 use mcphost_core::config::store::ConfigStore;
-use mcphost_core::engine::{Engine, EngineBuilder, HostPort, Session, SessionLimits, StoreEditor};
+use mcphost_core::daemon::StoreEditor;
+use mcphost_core::engine::{Engine, EngineBuilder, HostPort, Session, SessionLimits};
 use mcphost_core::jsonrpc::{PeerError, Progress};
 use mcphost_core::protocol::{
     Era, ErrorObject, Id, RawValue, methods, raw_field, set_fields, to_raw,
@@ -235,7 +236,8 @@ impl Inner {
             .unwrap_or_default()
             .join("<embedded config>");
         let store =
-            ConfigStore::in_memory(&config, anchor).map_err(|e| Error::Config(e.to_string()))?;
+            ConfigStore::in_memory(&config, anchor, Arc::new(mcphost_core::auth::process_env))
+                .map_err(|e| Error::Config(e.to_string()))?;
         let cfg = store.current();
         // Apps started from a desktop get a bare PATH; servers need the
         // user's (as the daemon does).
@@ -249,7 +251,9 @@ impl Inner {
         // CLI); a sign-in page goes to this host's elicitation callback as a
         // URL elicitation, then to MCPHOST_BROWSER.
         let (host_browser, slot) = mcphost_core::auth::browser::HostBrowser::unbound();
-        let _ = slot.set(Arc::new(CHost(host.clone())));
+        let _ = slot.set(Arc::new(mcphost_core::registry::sign_in::HostSignIn(
+            Arc::new(CHost(host.clone())),
+        )));
         let engine = EngineBuilder::new(cfg)
             .client_options(ClientOptions {
                 auth: mcphost_core::auth::AuthContext::for_host(host_browser),

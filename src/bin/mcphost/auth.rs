@@ -24,8 +24,10 @@ fn authorizer(cfg: &HostConfig, name: &str) -> Result<std::sync::Arc<mcphost::au
         bail!("server '{name}' has \"oauth\": false in the config");
     }
     let ctx = crate::backend::auth_context(true)?;
-    match ctx.authorizer(name, http) {
-        Some(a) => a.map_err(|e| anyhow!("server '{name}': {e}")),
+    match http.oauth_client() {
+        Some(oauth) => ctx
+            .authorizer(name, &http.url, oauth)
+            .map_err(|e| anyhow!("server '{name}': {e}")),
         None => bail!(
             "server '{name}' sends its own Authorization header (its \"headers\"); it does not sign in with OAuth"
         ),

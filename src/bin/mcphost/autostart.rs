@@ -94,8 +94,11 @@ impl Autostart {
         let Ok(loc) = mcphost::config::location::resolve_config_path(self.config.clone()) else {
             return true;
         };
-        match mcphost::config::location::load_from(&loc, &mcphost::config::process_env) {
-            Ok(cfg) => cfg.daemon.autostart,
+        match mcphost::config::location::load_from(&loc, &mcphost::auth::process_env) {
+            Ok(cfg) => {
+                crate::say_config_warnings(&cfg.warnings);
+                cfg.daemon.autostart
+            }
             Err(_) => true,
         }
     }

@@ -503,9 +503,12 @@ async fn probe_name(t: &TransportConfig) -> Option<String> {
             .and_then(|r| r.split(['/', ':']).next())
             .map(sanitize);
     };
-    let conn = mcphost::transport::stdio::spawn("probe", &s.to_stdio_config(&Timeouts::default()))
-        .await
-        .ok()?;
+    let conn = mcphost::transport::stdio::spawn(
+        "probe",
+        &mcphost::registry::from_config::stdio_config(s, &Timeouts::default()),
+    )
+    .await
+    .ok()?;
     let client = ServerClient::connect("probe", conn, ClientOptions::default())
         .await
         .ok()?;

@@ -383,8 +383,9 @@ fn load(opts: &Options) -> Result<Loaded> {
         issue
     };
     for _ in 0..8 {
-        match mcphost::config::parse(&text, &path, &mcphost::config::process_env) {
+        match mcphost::config::parse(&text, &path, &mcphost::auth::process_env) {
             Ok(cfg) => {
+                crate::say_config_warnings(&cfg.warnings);
                 for w in &cfg.warnings {
                     let w = original(w.clone(), &cuts);
                     loaded.warnings.push((server_of_field(&w.field), w));
@@ -708,7 +709,7 @@ async fn check_stdio(
 
     p.stage("resolving the command");
     let (path, from) = paths.for_server(s);
-    let mut cfg = s.to_stdio_config_with_path(&sc.timeouts, &path);
+    let mut cfg = mcphost::registry::from_config::stdio_config_with_path(s, &sc.timeouts, &path);
     // Quick to stop: doctor only looks.
     cfg.stdin_close_grace = cfg.stdin_close_grace.min(Duration::from_secs(1));
     cfg.sigterm_grace = cfg.sigterm_grace.min(Duration::from_secs(1));
@@ -1280,12 +1281,13 @@ async fn check_http(
 
     p.stage("waiting for initialize");
     let left = budget.saturating_sub(started.elapsed());
-    let mut cfg = h.to_http_config(&sc.timeouts);
+    let mut cfg = mcphost::registry::from_config::http_config(h, &sc.timeouts);
     cfg.init_timeout = left;
     cfg.connect_timeout = cfg.connect_timeout.min(left);
     // Stored tokens are used and refreshed; no sign-in page is ever shown.
     if let Ok(ctx) = mcphost::auth::AuthContext::from_env(None)
-        && let Some(Ok(a)) = ctx.authorizer(name, h)
+        && let Some(oauth) = h.oauth_client()
+        && let Ok(a) = ctx.authorizer(name, &h.url, oauth)
     {
         cfg.credentials = Some(a);
     }

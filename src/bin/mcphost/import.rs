@@ -190,7 +190,7 @@ pub async fn run(
         rename_prefix: args.rename_prefix.clone(),
     };
     let servers: Vec<Imported> = picked.iter().map(|(s, _)| s.clone()).collect();
-    let env = mcphost::config::process_env;
+    let env = mcphost::auth::process_env;
     let report = if args.dry_run {
         let text = match std::fs::read_to_string(&location.path) {
             Ok(t) => t,
@@ -203,6 +203,10 @@ pub async fn run(
         // Secrets a dry run would move are not stored: count them as there.
         let dry_env =
             |name: &str| env(name).or_else(|| name.starts_with("keyring:").then(String::new));
+        // What the config says about itself, as a run that writes says it.
+        if let Ok(cfg) = mcphost::config::parse_lenient(&text, &location.path, &dry_env) {
+            crate::say_config_warnings(&cfg.warnings);
+        }
         import::merge(&text, &location.path, &servers, &opts, &dry_env, &mut |s| {
             secrets.prepare(s)
         })?
@@ -213,7 +217,7 @@ pub async fn run(
         if !open_at.path.exists() {
             open_at.source = mcphost::config::ConfigSource::Default;
         }
-        let store = ConfigStore::open(open_at)?;
+        let store = ConfigStore::open(open_at, std::sync::Arc::new(env))?;
         let mut report = None;
         let edited = store
             .edit_text(|text| {

@@ -691,10 +691,9 @@ async fn run_command(
             refuse_policy_flags(&policy, "auth")?;
             let config = || -> Result<mcphost::config::HostConfig> {
                 let loc = mcphost::config::location::resolve_config_path(cli.config.clone())?;
-                Ok(mcphost::config::load(
-                    &loc.path,
-                    &mcphost::config::process_env,
-                )?)
+                let cfg = mcphost::config::load(&loc.path, &mcphost::auth::process_env)?;
+                say_config_warnings(&cfg.warnings);
+                Ok(cfg)
             };
             let cfg = match (&action, cli.direct.is_empty()) {
                 (AuthAction::Status, _) => None,
@@ -1031,4 +1030,12 @@ mod help_audit {
             found.join("\n")
         );
     }
+}
+
+/// Logs the config's warnings this command has not said yet: it may read
+/// the config more than once, and the person is told once.
+pub(crate) fn say_config_warnings(warnings: &[mcphost::config::Issue]) {
+    static SAID: std::sync::LazyLock<mcphost::config::SaidOnce> =
+        std::sync::LazyLock::new(Default::default);
+    SAID.say(warnings);
 }

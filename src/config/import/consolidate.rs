@@ -98,7 +98,7 @@ pub fn bridge_entry(dialect: Dialect, exe: &Path, global: &[String]) -> String {
 
 /// Whether an imported entry is an mcphost bridge (a consolidated app's own
 /// entry): importing it would have the daemon serve itself.
-pub fn is_bridge(entry: &super::Entry) -> bool {
+pub fn is_bridge(entry: &super::ServerEntry) -> bool {
     let runs_mcphost = entry.command.as_deref().is_some_and(|c| {
         Path::new(c)
             .file_name()
@@ -118,16 +118,11 @@ pub fn rewrite_goose(
     remove: &[String],
     bridge: Option<&str>,
 ) -> Result<Rewritten, ConfigError> {
-    let refuse = |why: &str| ConfigError::Edit {
-        reason: format!("its extensions cannot be rewritten: {why}"),
-    };
+    let refuse = refuse_goose;
     let newline = if text.contains("\r\n") { "\r\n" } else { "\n" };
     let mut lines: Vec<String> = text.split_inclusive('\n').map(str::to_owned).collect();
-    let content = |l: &str| {
-        let t = l.trim();
-        !t.is_empty() && !t.starts_with('#')
-    };
-    let indent = |l: &str| l.len() - l.trim_start_matches(' ').len();
+    let content = yaml_content;
+    let indent = yaml_indent;
     if lines
         .iter()
         .any(|l| content(l) && l[..l.len() - l.trim_start().len()].contains('\t'))
@@ -163,24 +158,7 @@ pub fn rewrite_goose(
         .find(|&i| content(&lines[i]))
         .map(|i| indent(&lines[i]))
         .unwrap_or(2);
-    // Each entry: its key line, then every line up to its last deeper one.
-    let mut entries: Vec<(String, usize, usize)> = Vec::new();
-    for (i, line) in lines.iter().enumerate().take(end).skip(start) {
-        if !content(line) {
-            continue;
-        }
-        match indent(line) {
-            n if n == child => {
-                let key = yaml_key(line).ok_or_else(|| refuse("an entry is not `NAME:`"))?;
-                entries.push((key, i, i + 1));
-            }
-            n if n > child => match entries.last_mut() {
-                Some(e) => e.2 = i + 1,
-                None => return Err(refuse("its first line is not an entry")),
-            },
-            _ => return Err(refuse("its indentation is uneven")),
-        }
-    }
+    let entries = goose_entries(&lines, start..end, child)?;
     let mut removed = Vec::new();
     let mut cut: Vec<(usize, usize)> = Vec::new();
     for name in remove {
@@ -201,24 +179,7 @@ pub fn rewrite_goose(
     if let Some(entry) = bridge
         && !has_bridge
     {
-        let v: serde_json::Value = serde_json::from_str(entry).map_err(|e| ConfigError::Edit {
-            reason: format!("the bridge entry: {e}"),
-        })?;
-        let pad = " ".repeat(child);
-        let field = " ".repeat(child + 2);
-        let block = format!(
-            "{pad}{BRIDGE_NAME}:{newline}\
-             {field}name: {BRIDGE_NAME}{newline}\
-             {field}description: every server of mcphost, through mcphost bridge{newline}\
-             {field}type: stdio{newline}\
-             {field}cmd: {}{newline}\
-             {field}args: {}{newline}\
-             {field}envs: {{}}{newline}\
-             {field}enabled: true{newline}\
-             {field}timeout: 300{newline}",
-            v["command"], v["args"],
-        );
-        added = Some(block);
+        added = Some(goose_bridge(entry, child, newline)?);
     }
     let mut out = String::with_capacity(text.len());
     for (i, line) in lines.iter().enumerate() {
@@ -241,6 +202,78 @@ pub fn rewrite_goose(
         removed,
         bridge_added: added.is_some(),
     })
+}
+
+fn refuse_goose(why: &str) -> ConfigError {
+    ConfigError::Edit {
+        reason: format!("its extensions cannot be rewritten: {why}"),
+    }
+}
+
+/// A line that is neither blank nor a comment.
+fn yaml_content(l: &str) -> bool {
+    let t = l.trim();
+    !t.is_empty() && !t.starts_with('#')
+}
+
+fn yaml_indent(l: &str) -> usize {
+    l.len() - l.trim_start_matches(' ').len()
+}
+
+/// The entries of the `extensions` map in `lines_in`, whose keys are
+/// indented by `child`: each its key, its key line and the line after its
+/// last deeper one.
+fn goose_entries(
+    lines: &[String],
+    lines_in: std::ops::Range<usize>,
+    child: usize,
+) -> Result<Vec<(String, usize, usize)>, ConfigError> {
+    let mut entries: Vec<(String, usize, usize)> = Vec::new();
+    for (i, line) in lines
+        .iter()
+        .enumerate()
+        .take(lines_in.end)
+        .skip(lines_in.start)
+    {
+        if !yaml_content(line) {
+            continue;
+        }
+        match yaml_indent(line) {
+            n if n == child => {
+                let key = yaml_key(line).ok_or_else(|| refuse_goose("an entry is not `NAME:`"))?;
+                entries.push((key, i, i + 1));
+            }
+            n if n > child => match entries.last_mut() {
+                Some(e) => e.2 = i + 1,
+                None => return Err(refuse_goose("its first line is not an entry")),
+            },
+            _ => return Err(refuse_goose("its indentation is uneven")),
+        }
+    }
+    Ok(entries)
+}
+
+/// The [`BRIDGE_NAME`] extension for the bridge `entry` (JSON), its key
+/// indented by `child`.
+fn goose_bridge(entry: &str, child: usize, newline: &str) -> Result<String, ConfigError> {
+    let v: serde_json::Value = serde_json::from_str(entry).map_err(|e| ConfigError::Edit {
+        reason: format!("the bridge entry: {e}"),
+    })?;
+    let pad = " ".repeat(child);
+    let field = " ".repeat(child + 2);
+    let block = format!(
+        "{pad}{BRIDGE_NAME}:{newline}\
+         {field}name: {BRIDGE_NAME}{newline}\
+         {field}description: every server of mcphost, through mcphost bridge{newline}\
+         {field}type: stdio{newline}\
+         {field}cmd: {}{newline}\
+         {field}args: {}{newline}\
+         {field}envs: {{}}{newline}\
+         {field}enabled: true{newline}\
+         {field}timeout: 300{newline}",
+        v["command"], v["args"],
+    );
+    Ok(block)
 }
 
 /// The key of a `KEY: …` (or `"KEY": …`) line, unquoted.

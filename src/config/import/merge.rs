@@ -84,63 +84,13 @@ pub fn merge(
     for server in servers {
         let entry = server.entry.to_value();
         let identity = runs(&entry, env);
-        let mut name = server.name.clone();
-        let mut replace = false;
-        let result = |name: &str, action, reason: Option<String>| Merged {
-            name: name.to_owned(),
-            from: server.name.clone(),
-            action,
-            reason,
-            same_as: None,
-        };
-        let same_name = known.iter().find(|k| k.name == name);
-        if same_name.is_some_and(|k| same(&k.entry, &entry)) {
-            results.push(result(&name, Action::Duplicate, None));
-            continue;
-        }
-        // The one of that name first: the user may have changed its tools.
-        let runner = same_name
-            .filter(|k| identity.is_some() && k.runs == identity)
-            .or_else(|| {
-                known
-                    .iter()
-                    .find(|k| identity.is_some() && k.runs == identity)
-            });
-        if let Some(k) = runner {
-            let mut r = result(&name, Action::Duplicate, None);
-            r.same_as = Some(k.name.clone());
-            results.push(r);
-            continue;
-        }
-        if same_name.is_some() {
-            if opts.overwrite {
-                replace = true;
-            } else if let Some(prefix) = &opts.rename_prefix {
-                name = format!("{prefix}{name}");
-                match known.iter().find(|k| k.name == name) {
-                    Some(k) if same(&k.entry, &entry) => {
-                        results.push(result(&name, Action::Duplicate, None));
-                        continue;
-                    }
-                    Some(_) => {
-                        results.push(result(
-                            &name,
-                            Action::Conflict,
-                            Some(format!("\"{name}\" is taken too, by a different entry")),
-                        ));
-                        continue;
-                    }
-                    None => {}
-                }
-            } else {
-                results.push(result(
-                    &name,
-                    Action::Conflict,
-                    Some("a different entry has this name".to_owned()),
-                ));
+        let (name, replace) = match place(&known, server, &entry, identity.as_ref(), opts) {
+            Placement::At { name, replace } => (name, replace),
+            Placement::Not(merged) => {
+                results.push(merged);
                 continue;
             }
-        }
+        };
         let mut server = server.clone();
         prepare(&mut server);
         let base = if replace {
@@ -148,60 +98,147 @@ pub fn merge(
         } else {
             text.clone()
         };
-        let added = match edit::add_server(&base, &name, &server.entry.to_json()) {
-            Ok(t) => t,
-            // An entry the editor refuses (an empty name) is this server's
-            // problem, not the whole import's.
-            Err(e) => {
-                results.push(result(&name, Action::Invalid, Some(e.to_string())));
-                continue;
-            }
-        };
-        let first_error = match parse(&added, path, env) {
-            Ok(_) => {
-                text = added;
-                let action = if replace {
-                    Action::Replaced
-                } else {
-                    Action::Added
-                };
-                results.push(result(&name, action, None));
-                known.retain(|k| k.name != name);
-                known.push(Known {
-                    name,
-                    entry,
-                    runs: identity,
-                });
-                continue;
-            }
-            Err(e) => issues_of(&e),
-        };
-        // A disabled server may lack its variables; anything else it may not.
-        let mut parked = server.entry.clone();
-        parked.disabled = true;
-        match edit::add_server(&base, &name, &parked.to_json())
-            .and_then(|added| parse(&added, path, env).map(|_| added))
-        {
-            Ok(added) if !server.entry.disabled => {
-                text = added;
-                results.push(result(
-                    &name,
-                    Action::AddedDisabled,
-                    Some(format!(
-                        "{first_error}; enable it once that is fixed (mcphost servers enable {name})"
-                    )),
-                ));
-                known.retain(|k| k.name != name);
-                known.push(Known {
-                    name,
-                    entry,
-                    runs: identity,
-                });
-            }
-            _ => results.push(result(&name, Action::Invalid, Some(first_error))),
+        let (added, merged) = add(&base, &name, &server, replace, path, env);
+        if let Some(added) = added {
+            text = added;
+            known.retain(|k| k.name != name);
+            known.push(Known {
+                name,
+                entry,
+                runs: identity,
+            });
         }
+        results.push(merged);
     }
     Ok(MergeReport { text, results })
+}
+
+/// Where an imported server goes: under `name` (over the entry of that
+/// name when `replace`), or nowhere, and why.
+enum Placement {
+    At { name: String, replace: bool },
+    Not(Merged),
+}
+
+fn merged(name: &str, from: &Imported, action: Action, reason: Option<String>) -> Merged {
+    Merged {
+        name: name.to_owned(),
+        from: from.name.clone(),
+        action,
+        reason,
+        same_as: None,
+    }
+}
+
+/// A duplicate (by name and entry, or by what it runs), a conflict, or the
+/// name it is added under.
+fn place(
+    known: &[Known],
+    server: &Imported,
+    entry: &Value,
+    identity: Option<&Value>,
+    opts: &MergeOptions,
+) -> Placement {
+    let name = server.name.clone();
+    let same_name = known.iter().find(|k| k.name == name);
+    if same_name.is_some_and(|k| same(&k.entry, entry)) {
+        return Placement::Not(merged(&name, server, Action::Duplicate, None));
+    }
+    // The one of that name first: the user may have changed its tools.
+    let runs_it = |k: &&Known| identity.is_some() && k.runs.as_ref() == identity;
+    if let Some(k) = same_name
+        .filter(runs_it)
+        .or_else(|| known.iter().find(runs_it))
+    {
+        let mut r = merged(&name, server, Action::Duplicate, None);
+        r.same_as = Some(k.name.clone());
+        return Placement::Not(r);
+    }
+    if same_name.is_none() {
+        return Placement::At {
+            name,
+            replace: false,
+        };
+    }
+    if opts.overwrite {
+        return Placement::At {
+            name,
+            replace: true,
+        };
+    }
+    let Some(prefix) = &opts.rename_prefix else {
+        let why = "a different entry has this name".to_owned();
+        return Placement::Not(merged(&name, server, Action::Conflict, Some(why)));
+    };
+    let name = format!("{prefix}{name}");
+    match known.iter().find(|k| k.name == name) {
+        Some(k) if same(&k.entry, entry) => {
+            Placement::Not(merged(&name, server, Action::Duplicate, None))
+        }
+        Some(_) => {
+            let why = format!("\"{name}\" is taken too, by a different entry");
+            Placement::Not(merged(&name, server, Action::Conflict, Some(why)))
+        }
+        None => Placement::At {
+            name,
+            replace: false,
+        },
+    }
+}
+
+/// `server` (prepared) added to `base` under `name`: the new text, if it
+/// went in (disabled, when it is invalid only while enabled), and what
+/// became of it.
+fn add(
+    base: &str,
+    name: &str,
+    server: &Imported,
+    replace: bool,
+    path: &Path,
+    env: EnvLookup<'_>,
+) -> (Option<String>, Merged) {
+    let added = match edit::add_server(base, name, &server.entry.to_json()) {
+        Ok(t) => t,
+        // An entry the editor refuses (an empty name) is this server's
+        // problem, not the whole import's.
+        Err(e) => {
+            return (
+                None,
+                merged(name, server, Action::Invalid, Some(e.to_string())),
+            );
+        }
+    };
+    let first_error = match parse(&added, path, env) {
+        Ok(_) => {
+            let action = if replace {
+                Action::Replaced
+            } else {
+                Action::Added
+            };
+            return (Some(added), merged(name, server, action, None));
+        }
+        Err(e) => issues_of(&e),
+    };
+    // A disabled server may lack its variables; anything else it may not.
+    let mut parked = server.entry.clone();
+    parked.disabled = true;
+    match edit::add_server(base, name, &parked.to_json())
+        .and_then(|added| parse(&added, path, env).map(|_| added))
+    {
+        Ok(added) if !server.entry.disabled => {
+            let why = format!(
+                "{first_error}; enable it once that is fixed (mcphost servers enable {name})"
+            );
+            (
+                Some(added),
+                merged(name, server, Action::AddedDisabled, Some(why)),
+            )
+        }
+        _ => (
+            None,
+            merged(name, server, Action::Invalid, Some(first_error)),
+        ),
+    }
 }
 
 /// An entry of the config (or one this merge added, as imported, before
@@ -350,15 +387,15 @@ fn normal(v: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::import::{Entry, Transport};
+    use crate::config::import::{ServerEntry, Transport};
 
     fn server(name: &str, command: &str) -> Imported {
         Imported {
             name: name.to_owned(),
             transport: Transport::Stdio,
-            entry: Entry {
+            entry: ServerEntry {
                 command: Some(command.to_owned()),
-                ..Entry::default()
+                ..ServerEntry::default()
             },
             dropped: Vec::new(),
             notes: Vec::new(),

@@ -1,7 +1,7 @@
 //! Reading the MCP server sections of other hosts' configs (`mcphost import`).
 //!
 //! Each dialect is read from its documented places ([`paths`]), never
-//! written, and mapped into our server entry shape ([`Entry`]). What cannot
+//! written, and mapped into our server entry shape ([`ServerEntry`]). What cannot
 //! be mapped is reported: a server that cannot be imported at all is a
 //! [`Problem`] of its [`Found`], a field that is left behind is named in the
 //! server's [`Imported::dropped`]. [`merge`] adds the servers to our config
@@ -215,7 +215,7 @@ pub struct Imported {
     /// The name it had there.
     pub name: String,
     pub transport: Transport,
-    pub entry: Entry,
+    pub entry: ServerEntry,
     /// Fields left behind, each with the reason.
     pub dropped: Vec<String>,
     /// What was changed on the way (a reference rewritten, a path made absolute).
@@ -246,7 +246,7 @@ impl Imported {
 /// order the keys are written in.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Entry {
+pub struct ServerEntry {
     /// Only when not inferred: `sse` or `streamable-http`.
     #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
@@ -289,7 +289,7 @@ pub struct TimeoutsEntry {
     pub max_request: Option<String>,
 }
 
-impl Entry {
+impl ServerEntry {
     /// The entry as JSON text, keys in order.
     pub fn to_json(&self) -> String {
         // A struct of strings, vectors and string maps always serializes.
@@ -618,7 +618,7 @@ impl Ctx<'_> {
 struct Server<'a> {
     vars: vars::Rules<'a>,
     name: String,
-    entry: Entry,
+    entry: ServerEntry,
     dropped: Vec<String>,
     notes: Vec<String>,
     inputs: Vec<String>,
@@ -630,7 +630,7 @@ impl<'a> Server<'a> {
         Server {
             vars,
             name: name.to_owned(),
-            entry: Entry::default(),
+            entry: ServerEntry::default(),
             dropped: Vec::new(),
             notes: Vec::new(),
             inputs: Vec::new(),
@@ -810,9 +810,9 @@ mod tests {
 
     #[test]
     fn moving_secrets_leaves_references_and_other_values() {
-        let mut entry = Entry {
+        let mut entry = ServerEntry {
             command: Some("x".into()),
-            ..Entry::default()
+            ..ServerEntry::default()
         };
         for (k, v) in [
             ("API_KEY", "k3y"),
