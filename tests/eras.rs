@@ -9,8 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use mcphost::client::{CallOptions, ClientError, ClientOptions, EraCache, ServerEvent};
+use mcphost::client::{CallOptions, ClientError, ClientOptions, ServerEvent};
 use mcphost::protocol::{Era, RawValue};
+use mcphost::registry::EraCache;
 use mcphost::registry::ServerOptions;
 
 fn raw(s: &str) -> Box<RawValue> {

@@ -12,7 +12,6 @@
 //! is an `impl Link` of its own over the one connected server.
 
 pub mod attribution;
-mod eras;
 mod error;
 mod handshake;
 mod host;
@@ -36,7 +35,6 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info_span, warn};
 
-pub use eras::EraCache;
 pub use error::ClientError;
 pub use host::{Asker, ElicitationPolicy, Host, HostRequest, NoHost, PolicyHost, SamplingPolicy};
 pub use notes::LogMessage;

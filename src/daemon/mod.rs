@@ -112,8 +112,8 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     // `mcphost/daemon/shutdown` cancels it: the same stop as SIGTERM.
     let stop = tokio_util::sync::CancellationToken::new();
     let eras = match crate::ipc::default_state_dir() {
-        Some(dir) => crate::client::EraCache::at(dir.join("eras.json")),
-        None => crate::client::EraCache::in_memory(),
+        Some(dir) => crate::registry::EraCache::at(dir.join("eras.json")),
+        None => crate::registry::EraCache::in_memory(),
     };
     // A daemon never pops up a browser on its own: a sign-in page goes to
     // the registered host app (a URL elicitation), else MCPHOST_BROWSER if

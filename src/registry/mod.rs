@@ -13,6 +13,7 @@
 //! stop; [`Registry::shutdown`] does.
 
 pub mod catalog;
+mod eras;
 pub mod from_config;
 mod lazy;
 mod logs;
@@ -23,6 +24,7 @@ pub mod stored;
 pub mod supervisor;
 pub mod uri;
 
+pub use eras::EraCache;
 pub use options::ServerOptions;
 
 use std::collections::HashMap;

@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
+use super::EraCache;
 use crate::auth::AuthContext;
-use crate::client::{ClientOptions, EraCache};
+use crate::client::ClientOptions;
 
 use super::stored::CatalogStore;
 

@@ -3,13 +3,14 @@
 //! once per configuration and not at every start.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 use tracing::{debug, warn};
 
 use crate::protocol::Era;
+use crate::statefile::{self, StateFileError};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Entry {
@@ -104,13 +105,15 @@ impl EraCache {
     }
 }
 
-fn write_atomically(file: &std::path::Path, map: &BTreeMap<String, Entry>) -> std::io::Result<()> {
-    let dir = file.parent().unwrap_or(std::path::Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    serde_json::to_writer_pretty(&mut tmp, map)?;
-    tmp.persist(file).map_err(|e| e.error)?;
-    Ok(())
+fn write_atomically(file: &Path, map: &BTreeMap<String, Entry>) -> Result<(), StateFileError> {
+    if let Some(dir) = file.parent() {
+        statefile::ensure_private_dir(dir)?;
+    }
+    let text = serde_json::to_vec_pretty(map).map_err(|e| StateFileError {
+        path: file.to_owned(),
+        reason: e.to_string(),
+    })?;
+    statefile::write_atomic(file, &text)
 }
 
 #[cfg(test)]
