@@ -2,8 +2,10 @@
 #![allow(dead_code)]
 
 pub mod http_fault;
+pub mod http_server;
 pub mod oauth_server;
 pub mod uid;
+pub mod wire;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -123,8 +125,8 @@ pub fn raw(s: &str) -> Box<mcphost::protocol::RawValue> {
 }
 
 // ---------------------------------------------------------------------------
-// The real `mcphost` binary: a daemon guard and CLI runners (tests/daemon.rs,
-// tests/cli.rs).
+// The real `mcphost` binary: a daemon guard and CLI runners (tests/it/daemon.rs,
+// tests/it/cli.rs).
 
 pub const MCPHOST: &str = env!("CARGO_BIN_EXE_mcphost");
 
@@ -143,7 +145,7 @@ pub fn poll<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) ->
     }
 }
 
-/// Where the pinned real servers are (see tests/interop.rs), or `None` to
+/// Where the pinned real servers are (see tests/it/interop.rs), or `None` to
 /// skip; a missing install fails instead under MCPHOST_INTEROP_REQUIRED.
 pub struct Interop {
     pub dir: PathBuf,
@@ -311,7 +313,7 @@ impl Sandbox {
             .env_remove("DISPLAY")
             .env_remove("WAYLAND_DISPLAY")
             // A command that finds no daemon fails rather than leave one
-            // behind; tests/autostart.rs turns this off.
+            // behind; tests/it/autostart.rs turns this off.
             .env("MCPHOST_NO_AUTOSTART", "1")
             .env_remove("MCPHOST_TEST_FAKE_VERSION")
             .stdin(std::process::Stdio::null());

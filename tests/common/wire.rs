@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use super::common::{Daemon, lenient_json};
+use super::{Daemon, lenient_json};
 
 /// One answer.
 pub const WAIT: Duration = Duration::from_secs(30);

@@ -366,7 +366,7 @@ fn spawn_child(mode: &str, store: &Path, marks: &Path, vars: &[(&str, String)]) 
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
         "--exact",
-        "child_process_helper",
+        "auth_store::child_process_helper",
         "--ignored",
         "--nocapture",
         "--test-threads=1",
@@ -613,7 +613,7 @@ fn backend_choice_from_the_environment() {
 /// The real OS keyring, on a desktop or under a throwaway Secret Service:
 /// `dbus-run-session -- sh -c 'echo -n pw | gnome-keyring-daemon --unlock
 /// --components=secrets >/dev/null; MCPHOST_TEST_REAL_KEYRING=1 cargo test
-/// --test auth_store -- --ignored real_keyring'`. Runs on a runtime worker
+/// --test it -- --ignored auth_store::real_keyring`. Runs on a runtime worker
 /// thread, where a blocking Secret Service client would panic.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs an OS keyring (see the comment)"]

@@ -4,7 +4,7 @@
 //! config switch keep the old error, and `mcphost service install` writes
 //! the unit. Every daemon a test starts is stopped when its sandbox drops.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};

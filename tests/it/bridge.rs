@@ -1,7 +1,7 @@
 //! `mcphost bridge` without the interop install: raw JSON-RPC on its stdio
 //! relayed to a daemon that runs the bundled test server.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Write};

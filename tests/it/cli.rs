@@ -1,7 +1,7 @@
 //! The `mcphost` command line as a contract: `--direct` mode, exit codes,
 //! JSON errors, flag placement and the no-daemon hint.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

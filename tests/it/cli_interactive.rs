@@ -2,10 +2,10 @@
 //! form filled in, a URL consent refused (and given), a sampling reply
 //! typed, Esc and Ctrl-C, against the bundled test server and
 //! `@modelcontextprotocol/server-everything`, with `--direct`. With a policy
-//! flag the terminal does not prompt (tests/cli_policy.rs covers runs
+//! flag the terminal does not prompt (tests/it/cli_policy.rs covers runs
 //! without a terminal).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -3,7 +3,7 @@
 //! against a server that floods stderr. With `--direct`, and through a
 //! daemon.
 
-mod common;
+use crate::common;
 
 use std::io::BufRead as _;
 use std::process::{Child, Stdio};

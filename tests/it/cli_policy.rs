@@ -4,7 +4,7 @@
 //! capability) and the bundled test server (whose `elicit` tool takes any
 //! schema), in `--direct` mode, `inspect` and through a daemon.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 

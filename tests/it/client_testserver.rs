@@ -1,7 +1,7 @@
 //! ServerClient against the scriptable test server: handshake for every
 //! revision, capability gating, pagination, faults.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -5,9 +5,9 @@
 //! Every test gets its own HOME, socket and config file (`common::Sandbox`);
 //! `common::Daemon` SIGTERMs and reaps its daemon on drop. Tests with npm and
 //! PyPI servers skip themselves when those are not installed, and fail under
-//! MCPHOST_INTEROP_REQUIRED (as tests/interop.rs).
+//! MCPHOST_INTEROP_REQUIRED (as tests/it/interop.rs).
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -851,7 +851,7 @@ impl Wire {
     }
 }
 
-/// The test server's `lossless` result, byte for byte (tests/client_testserver.rs).
+/// The test server's `lossless` result, byte for byte (tests/it/client_testserver.rs).
 const LOSSLESS: &str = concat!(
     r#"{"x-unknown":{"nested":[1.0,2.50]},"#,
     r#""structuredContent":{"zeta":12345678901234567890123,"alpha":1.10,"huge":1e400,"list":[1.0,2.50,-0.0,1E+2]},"#,

@@ -3,7 +3,7 @@
 //! a hung server within the bound, config errors per server, and the
 //! `--json` shape field by field.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;

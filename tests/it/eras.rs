@@ -3,7 +3,7 @@
 //! the probe, its fallbacks, the restart of a server that dies on it, the
 //! era cache, -32022 / -32020 retries and a dropped `subscriptions/listen`.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -46,7 +46,7 @@ fn every_fuzz_target_has_a_corpus_replayed_here() {
         let name = path.file_stem().unwrap().to_string_lossy().into_owned();
         assert!(
             TARGETS.iter().any(|t| t.0 == name),
-            "fuzz target {name} is not replayed by tests/fuzz_corpus.rs"
+            "fuzz target {name} is not replayed by tests/it/fuzz_corpus.rs"
         );
     }
 }

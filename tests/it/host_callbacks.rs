@@ -16,9 +16,8 @@
 //! Needs the interop install (scripts/setup-interop.sh); skips without it,
 //! and fails under MCPHOST_INTEROP_REQUIRED.
 
-mod common;
-#[path = "common/http_server.rs"]
-mod http_server;
+use crate::common;
+use crate::common::http_server;
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;

@@ -8,7 +8,7 @@
 //! the same server sends later, which the host does get (one server's logs
 //! reach a host in the order the server sent them).
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;

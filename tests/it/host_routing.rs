@@ -2,7 +2,7 @@
 //! it carries, and what answers when no session can. Our test server sends
 //! its sampling, elicitation and roots requests during a `tools/call`.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

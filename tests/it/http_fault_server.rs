@@ -1,7 +1,7 @@
 //! The HTTP fault server itself, driven with plain reqwest: the transport
 //! tests are only as good as the peer they run against.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -15,9 +15,8 @@
 //! MCPHOST_INTEROP_REQUIRED, which turns a missing server into a failure
 //! instead of a skip.
 
-mod common;
-#[path = "common/http_server.rs"]
-mod http_server;
+use crate::common;
+use crate::common::http_server;
 
 use std::collections::BTreeSet;
 use std::process::Command;

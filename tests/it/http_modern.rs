@@ -6,9 +6,8 @@
 //! raw [`Connection`] and through `ServerClient` pinned to 2026-07-28; then
 //! end to end against the Python `mcp` SDK and fastmcp servers.
 
-mod common;
-#[path = "common/http_server.rs"]
-mod http_server;
+use crate::common;
+use crate::common::http_server;
 
 use std::process::Command;
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //! GET stream, DELETE, errors, limits, auth, and the legacy HTTP+SSE
 //! fallback; then the same server through `--direct` and the daemon.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

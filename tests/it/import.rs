@@ -9,7 +9,7 @@
 //! `expected.txt` the report, with `@HOME@`/`@PROJECT@` for the temp paths.
 //! `UPDATE_GOLDEN=1` rewrites them.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

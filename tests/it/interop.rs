@@ -5,7 +5,7 @@
 //! `scripts/test.sh` installs them (pinned) and sets MCPHOST_INTEROP_REQUIRED,
 //! which turns a missing server into a failure instead of a skip.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-mod common;
+use crate::common;
 
 use common::uid::{self, OtherUid, our_uid};
 use mcphost::ipc::{IpcError, ListenOptions, Listener, connect, listen};

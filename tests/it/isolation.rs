@@ -7,9 +7,8 @@
 //! `--collide-ids` it picks its own request ids to collide with ours and
 //! sends late cancels).
 
-mod common;
-#[path = "common/wire.rs"]
-mod wire;
+use crate::common;
+use crate::common::wire;
 
 use std::time::{Duration, Instant};
 

@@ -10,7 +10,7 @@
 //! values are not part of a server's catalog key, so both daemons see the
 //! same server config. No request logged means no process was spawned.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;

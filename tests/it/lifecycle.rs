@@ -2,7 +2,7 @@
 //! start, signals, restarts, failed listings and lost events. The first
 //! part drives the real `mcphost daemon`; the second the registry in-process.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::Path;

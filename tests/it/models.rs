@@ -2,7 +2,7 @@
 //! lists, search mode and provider schema profiles, through the engine
 //! (the method set every door serves) and the CLI.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

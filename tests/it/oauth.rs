@@ -7,7 +7,7 @@
 //! opens the URL itself (following redirects back to mcphost's loopback
 //! listener), or not.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -2,7 +2,7 @@
 //! waits in `auth_required`, says what fixes it, and gets ready by itself
 //! once `mcphost auth login` (another process) stores a token.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! (tests/common/oauth_server.rs), driven by hand with reqwest: the OAuth
 //! client tests are only as good as the peer they run against.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@
 //! the bundled test server, through the daemon's socket, `--direct` and the
 //! registry in-process.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;

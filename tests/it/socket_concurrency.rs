@@ -2,7 +2,7 @@
 //! call that waits on its server must not hold up the others on the same
 //! connection, and cancelling it reaches the server.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

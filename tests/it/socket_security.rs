@@ -1,7 +1,7 @@
 //! The real `mcphost daemon`'s socket: a private directory and file, and
 //! other users refused by their peer credentials and logged.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;

@@ -10,9 +10,8 @@
 //! `mcp.Client` (tests/interop/stateless_client.py), which probes
 //! `server/discover` and goes stateless on its own.
 
-mod common;
-#[path = "common/wire.rs"]
-mod wire;
+use crate::common;
+use crate::common::wire;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -224,7 +224,12 @@ fn owner_helper() {
 #[test]
 fn no_orphans_when_the_owner_is_killed() {
     let mut owner = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "owner_helper", "--ignored", "--nocapture"])
+        .args([
+            "--exact",
+            "stdio_process::owner_helper",
+            "--ignored",
+            "--nocapture",
+        ])
         .env(OWNER_HELPER_ENV, "1")
         .stdout(std::process::Stdio::piped())
         .spawn()

@@ -1,7 +1,7 @@
 //! The supervisor: restarts after crashes, gives up on broken starts, and
 //! stops cleanly.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

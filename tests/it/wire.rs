@@ -1,7 +1,7 @@
 //! The wire level through real processes: what a server prints on stdout
 //! that is not JSON-RPC, and ids the way servers send them.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
