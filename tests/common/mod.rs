@@ -145,15 +145,18 @@ pub fn poll<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) ->
     }
 }
 
-/// Where the pinned real servers are (see tests/it/interop.rs), or `None` to
-/// skip; a missing install fails instead under MCPHOST_INTEROP_REQUIRED.
+/// Where the pinned real servers are (see tests/it/interop.rs).
 pub struct Interop {
     pub dir: PathBuf,
     pub python: PathBuf,
     pub node: String,
 }
 
-pub fn interop() -> Option<Interop> {
+/// The installed real servers. The tests that use them are
+/// `#[ignore = "needs the interop servers: …"]`, so a clone without them
+/// lists them as ignored; run on purpose (`--run-ignored all`, as
+/// scripts/test.sh does), a missing install is a failure, never a pass.
+pub fn interop() -> Interop {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let dir = std::env::var_os("MCPHOST_INTEROP_DIR")
         .map(PathBuf::from)
@@ -162,23 +165,15 @@ pub fn interop() -> Option<Interop> {
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join(".venv/bin/python"));
     let node = std::env::var("MCPHOST_NODE").unwrap_or_else(|_| "node".to_owned());
-    if dir
-        .join("node_modules/@modelcontextprotocol/server-memory")
-        .exists()
-        && python.exists()
-    {
-        return Some(Interop { dir, python, node });
-    }
-    let msg = format!(
+    assert!(
+        dir.join("node_modules/@modelcontextprotocol/server-memory")
+            .exists()
+            && python.exists(),
         "interop servers are not installed ({} / {}); run scripts/setup-interop.sh",
         dir.display(),
         python.display()
     );
-    if std::env::var_os("MCPHOST_INTEROP_REQUIRED").is_some() {
-        panic!("{msg}");
-    }
-    eprintln!("skipping: {msg}");
-    None
+    Interop { dir, python, node }
 }
 
 impl Interop {

@@ -372,8 +372,9 @@ fn raw_result(text: &str) -> Value {
 }
 
 #[test]
+#[ignore = "needs the interop servers: scripts/setup-interop.sh"]
 fn server_everything_url_consent_refused() {
-    let Some(env) = interop() else { return };
+    let env = interop();
     let sb = Sandbox::new();
     let opened = sb.dir.path().join("opened");
     let opener = recording_opener(&opened);
@@ -409,8 +410,9 @@ fn server_everything_url_consent_refused() {
 }
 
 #[test]
+#[ignore = "needs the interop servers: scripts/setup-interop.sh"]
 fn server_everything_url_elicitation_required_error_shows_its_urls() {
-    let Some(env) = interop() else { return };
+    let env = interop();
     let sb = Sandbox::new();
     let ev = everything(&env);
     let args = json!({"url": "https://example.com/verify", "errorPath": true}).to_string();
@@ -432,8 +434,9 @@ fn server_everything_url_elicitation_required_error_shows_its_urls() {
 }
 
 #[test]
+#[ignore = "needs the interop servers: scripts/setup-interop.sh"]
 fn server_everything_sampling_reply_typed() {
-    let Some(env) = interop() else { return };
+    let env = interop();
     let sb = Sandbox::new();
     let ev = everything(&env);
     let args = json!({"prompt": "Name a colour.", "maxTokens": 20}).to_string();
@@ -473,8 +476,9 @@ fn server_everything_sampling_reply_typed() {
 }
 
 #[test]
+#[ignore = "needs the interop servers: scripts/setup-interop.sh"]
 fn server_everything_elicitation_form_filled_in() {
-    let Some(env) = interop() else { return };
+    let env = interop();
     let sb = Sandbox::new();
     let ev = everything(&env);
     let mut p = spawn(

@@ -489,8 +489,9 @@ async fn an_input_required_loop_that_never_completes_is_bounded() {
 }
 
 #[tokio::test]
+#[ignore = "needs the interop servers: scripts/setup-interop.sh"]
 async fn both_eras_side_by_side_server_everything_beside_stateless_python_sdk_and_fastmcp() {
-    let Some(env) = common::interop() else { return };
+    let env = common::interop();
     let ev = env
         .dir
         .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");

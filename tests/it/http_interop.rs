@@ -11,9 +11,9 @@
 //! CLI's `--direct URL`, and the daemon (config mixing HTTP and stdio
 //! entries, the socket, `mcphost bridge` with the Python SDK's client).
 //!
-//! `scripts/test.sh` installs the servers (pinned) and sets
-//! MCPHOST_INTEROP_REQUIRED, which turns a missing server into a failure
-//! instead of a skip.
+//! The tests are ignored unless asked for: `scripts/test.sh` installs the
+//! servers (pinned) and runs them with `--run-ignored all`; a missing server
+//! is then a failure.
 
 use crate::common;
 use crate::common::http_server;
@@ -282,8 +282,9 @@ async fn exercise_everything(c: &ServerClient, srv: &HttpServer) {
 }
 
 #[tokio::test]
+#[ignore = "needs the interop servers: scripts/setup-interop.sh"]
 async fn everything_over_streamable_http() {
-    let Some(env) = interop() else { return };
+    let env = interop();
     let srv = everything(&env, "streamableHttp");
     let conn = mcphost::transport::http::connect(
         "everything",
@@ -326,8 +327,9 @@ async fn everything_over_streamable_http() {
 }
 
 #[tokio::test]
+#[ignore = "needs the interop servers: scripts/setup-interop.sh"]
 async fn everything_with_explicit_streamable_mode() {
-    let Some(env) = interop() else { return };
+    let env = interop();
     let srv = everything(&env, "streamableHttp");
     let (c, control) = start(&srv, "/mcp", HttpMode::Streamable, opts()).await;
     assert_eq!(control.kind(), "streamable-http");
@@ -344,8 +346,9 @@ async fn everything_with_explicit_streamable_mode() {
 }
 
 #[tokio::test]
+#[ignore = "needs the interop servers: scripts/setup-interop.sh"]
 async fn everything_over_legacy_sse() {
-    let Some(env) = interop() else { return };
+    let env = interop();
     let srv = everything(&env, "sse");
     let (c, control) = start(&srv, "/sse", HttpMode::Sse, opts()).await;
     assert_eq!(control.kind(), "sse");
@@ -357,8 +360,9 @@ async fn everything_over_legacy_sse() {
 }
 
 #[tokio::test]
+#[ignore = "needs the interop servers: scripts/setup-interop.sh"]
 async fn auto_detection_falls_back_to_legacy_sse_and_streamable_mode_does_not() {
-    let Some(env) = interop() else { return };
+    let env = interop();
     let srv = everything(&env, "sse");
 
     // A plain URL: Streamable HTTP is tried first, the POST to /sse gets a
@@ -406,8 +410,9 @@ async fn auto_detection_falls_back_to_legacy_sse_and_streamable_mode_does_not() 
 /// arrive on the POST's event stream and the answers go back as POSTs; in
 /// legacy mode both go through the one SSE stream and the message endpoint.
 #[tokio::test]
+#[ignore = "needs the interop servers: scripts/setup-interop.sh"]
 async fn everything_calls_back_into_the_host_over_both_transports() {
-    let Some(env) = interop() else { return };
+    let env = interop();
     for (mode, path, http_mode) in [
         ("streamableHttp", "/mcp", HttpMode::Streamable),
         ("sse", "/sse", HttpMode::Sse),
@@ -457,8 +462,9 @@ async fn everything_calls_back_into_the_host_over_both_transports() {
 /// The SDK serves both eras on one endpoint; unpinned, the probe finds the
 /// stateless one.
 #[tokio::test]
+#[ignore = "needs the interop servers: scripts/setup-interop.sh"]
 async fn python_sdk_server_over_streamable_http() {
-    let Some(env) = interop() else { return };
+    let env = interop();
     let srv = python_server(&env, "py_server.py");
     let (c, control) = start(&srv, "/mcp", HttpMode::Auto, opts()).await;
     assert_eq!(control.kind(), "streamable-http");
@@ -474,8 +480,9 @@ async fn python_sdk_server_over_streamable_http() {
 
 /// The same server pinned to the handshake: a session, and the GET stream.
 #[tokio::test]
+#[ignore = "needs the interop servers: scripts/setup-interop.sh"]
 async fn python_sdk_server_over_streamable_http_handshake() {
-    let Some(env) = interop() else { return };
+    let env = interop();
     let srv = python_server(&env, "py_server.py");
     let (c, control) = start(&srv, "/mcp", HttpMode::Auto, handshake_opts()).await;
     assert_eq!(control.kind(), "streamable-http");
@@ -494,8 +501,9 @@ async fn python_sdk_server_over_streamable_http_handshake() {
 /// to the request, code -32000) where the spec says 404: the client takes
 /// that as a lost session, renews it and the call goes through.
 #[tokio::test]
+#[ignore = "needs the interop servers: scripts/setup-interop.sh"]
 async fn everything_restarted_on_its_port_renews_the_session_on_its_400() {
-    let Some(env) = interop() else { return };
+    let env = interop();
     let make = everything_command(&env, "streamableHttp");
     let srv = HttpServer::start("everything", START, &make).unwrap_or_else(|e| panic!("{e}"));
     let port = srv.port;
@@ -588,8 +596,9 @@ async fn end_sessions(srv: &HttpServer) -> u64 {
 /// renews the session and retries, without the caller noticing; messages the
 /// server sends on its own reach the new session too.
 #[tokio::test]
+#[ignore = "needs the interop servers: scripts/setup-interop.sh"]
 async fn python_sdk_server_session_ended_by_the_server_is_renewed() {
-    let Some(env) = interop() else { return };
+    let env = interop();
     let srv = python_server(&env, "py_server.py");
     let (c, _) = start(&srv, "/mcp", HttpMode::Streamable, handshake_opts()).await;
     let mut events = c.subscribe();
@@ -620,8 +629,9 @@ async fn python_sdk_server_session_ended_by_the_server_is_renewed() {
 }
 
 #[tokio::test]
+#[ignore = "needs the interop servers: scripts/setup-interop.sh"]
 async fn fastmcp_server_over_streamable_http() {
-    let Some(env) = interop() else { return };
+    let env = interop();
     let srv = python_server(&env, "fastmcp_server.py");
     let (c, control) = start(&srv, "/mcp", HttpMode::Auto, opts()).await;
     assert_eq!(control.kind(), "streamable-http");
@@ -704,8 +714,9 @@ fn tool_names(tools: &Value) -> BTreeSet<String> {
 }
 
 #[test]
+#[ignore = "needs the interop servers: scripts/setup-interop.sh"]
 fn cli_direct_over_streamable_http_and_sse() {
-    let Some(env) = interop() else { return };
+    let env = interop();
     let http = everything(&env, "streamableHttp");
     let sse = everything(&env, "sse");
     let sb = Sandbox::new(); // no daemon: its socket does not exist
@@ -781,8 +792,9 @@ fn cli_direct_over_streamable_http_and_sse() {
 }
 
 #[test]
+#[ignore = "needs the interop servers: scripts/setup-interop.sh"]
 fn cli_direct_to_python_servers() {
-    let Some(env) = interop() else { return };
+    let env = interop();
     let py = python_server(&env, "py_server.py");
     let fm = python_server(&env, "fastmcp_server.py");
     let sb = Sandbox::new();
@@ -817,8 +829,9 @@ fn cli_direct_to_python_servers() {
 // The daemon
 
 #[test]
+#[ignore = "needs the interop servers: scripts/setup-interop.sh"]
 fn daemon_serves_http_and_stdio_servers_side_by_side() {
-    let Some(env) = interop() else { return };
+    let env = interop();
     let http = everything(&env, "streamableHttp");
     let sse = everything(&env, "sse");
     let py = python_server(&env, "py_server.py");
@@ -963,8 +976,9 @@ fn daemon_serves_http_and_stdio_servers_side_by_side() {
 /// A server that goes away: calls fail at once saying why, and once it is
 /// back on its port the daemon reconnects by itself.
 #[test]
+#[ignore = "needs the interop servers: scripts/setup-interop.sh"]
 fn daemon_reconnects_when_an_http_server_comes_back() {
-    let Some(env) = interop() else { return };
+    let env = interop();
     let make = everything_command(&env, "streamableHttp");
     let srv = HttpServer::start("everything", START, &make).unwrap_or_else(|e| panic!("{e}"));
     let port = srv.port;
@@ -1022,8 +1036,9 @@ fn daemon_reconnects_when_an_http_server_comes_back() {
 // failure above is mcphost's, not the server's).
 
 #[test]
+#[ignore = "needs the interop servers: scripts/setup-interop.sh"]
 fn python_sdk_client_reaches_every_server() {
-    let Some(env) = interop() else { return };
+    let env = interop();
     let http = everything(&env, "streamableHttp");
     let sse = everything(&env, "sse");
     let py = python_server(&env, "py_server.py");
@@ -1097,8 +1112,9 @@ fn python_sdk_client_reaches_every_server() {
 /// each negotiates its own era, and a tool of each is called in the same
 /// run, through the socket and through `--direct`.
 #[test]
+#[ignore = "needs the interop servers: scripts/setup-interop.sh"]
 fn both_eras_in_one_daemon_on_stdio_and_http_through_the_socket_and_direct() {
-    let Some(env) = interop() else { return };
+    let env = interop();
     let evh = everything(&env, "streamableHttp");
     let pyh = python_server(&env, "py_server.py");
     let fmh = python_server(&env, "fastmcp_server.py");

@@ -657,8 +657,9 @@ fn move_secrets_plans_references_and_without_a_keyring_writes_nothing() {
 }
 
 #[test]
+#[ignore = "needs the interop servers: scripts/setup-interop.sh"]
 fn imported_server_everything_serves_its_tools_through_the_daemon() {
-    let Some(env) = interop() else { return };
+    let env = interop();
     let s = Setup::new("none");
     let dir = s.sb.home.join(".config/Claude");
     std::fs::create_dir_all(&dir).unwrap();

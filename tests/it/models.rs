@@ -552,23 +552,18 @@ async fn a_stateless_connection_configures_once_and_its_requests_follow() {
 }
 
 #[tokio::test]
+#[ignore = "needs the interop servers: scripts/setup-interop.sh"]
 async fn search_mode_over_the_live_reference_servers_finds_every_query_in_the_top_3() {
-    let Some(env) = common::interop() else { return };
+    let env = common::interop();
     let python = env.python.display().to_string();
     let fetch = std::process::Command::new(&python)
         .args(["-c", "import mcp_server_fetch"])
         .status()
         .is_ok_and(|s| s.success());
-    if !fetch {
-        let msg =
-            format!("mcp-server-fetch is not installed in {python}; run scripts/setup-interop.sh");
-        assert!(
-            std::env::var_os("MCPHOST_INTEROP_REQUIRED").is_none(),
-            "{msg}"
-        );
-        eprintln!("skipping: {msg}");
-        return;
-    }
+    assert!(
+        fetch,
+        "mcp-server-fetch is not installed in {python}; run scripts/setup-interop.sh"
+    );
     let dir = tempfile::tempdir().unwrap();
     let py = js(&python);
     let servers = format!(
