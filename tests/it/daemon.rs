@@ -7,9 +7,10 @@
 //! PyPI servers are ignored unless asked for (as tests/it/interop.rs).
 
 use crate::common;
+use crate::common::wire::Wire;
 
 use std::collections::{BTreeSet, HashMap};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -725,8 +726,8 @@ fn configured_separator_reaches_instructions_and_cli_hints() {
         "{tools}"
     );
 
-    let mut w = Wire::connect(&d.socket);
-    let init = w.initialize();
+    let mut w = Wire::connect(&d);
+    let init = w.initialize_at("2025-06-18", json!({}));
     let instructions = init["result"]["instructions"].as_str().unwrap();
     assert!(instructions.contains("<server>-<tool>"), "{instructions}");
     assert!(!instructions.contains("__"), "{instructions}");
@@ -763,95 +764,6 @@ fn servers_pid_is_the_server_process_not_its_watchdog() {
 // ---------------------------------------------------------------------------
 // The socket protocol, raw
 
-/// A JSON-lines client on the daemon's socket.
-struct Wire {
-    reader: BufReader<UnixStream>,
-    writer: UnixStream,
-    next_id: i64,
-    notes: Vec<Value>,
-}
-
-impl Wire {
-    fn connect(path: &Path) -> Wire {
-        let s = UnixStream::connect(path).unwrap();
-        s.set_read_timeout(Some(SOON)).unwrap();
-        Wire {
-            reader: BufReader::new(s.try_clone().unwrap()),
-            writer: s,
-            next_id: 1,
-            notes: Vec::new(),
-        }
-    }
-
-    fn send(&mut self, line: &str) {
-        self.writer.write_all(line.as_bytes()).unwrap();
-        self.writer.write_all(b"\n").unwrap();
-    }
-
-    fn line(&mut self) -> String {
-        let mut l = String::new();
-        let n = self
-            .reader
-            .read_line(&mut l)
-            .unwrap_or_else(|e| panic!("no line from the daemon: {e}"));
-        assert!(n > 0, "the daemon closed the connection");
-        l
-    }
-
-    /// The raw line answering `id`; notifications on the way are kept.
-    fn response_line(&mut self, id: &Value) -> String {
-        loop {
-            let l = self.line();
-            let v = lenient_json(&l);
-            if v.get("method").is_some() && v.get("id").is_none() {
-                self.notes.push(v);
-            } else if v["id"] == *id {
-                return l;
-            } else {
-                panic!("unexpected message waiting for {id}: {l}");
-            }
-        }
-    }
-
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = json!(self.next_id);
-        self.next_id += 1;
-        self.send(
-            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(),
-        );
-        lenient_json(&self.response_line(&id))
-    }
-
-    fn initialize(&mut self) -> Value {
-        let r = self.request(
-            "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "tests/daemon.rs", "version": "0"}}),
-        );
-        self.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-        r
-    }
-
-    /// Waits for a notification with this method (and matching `pick`).
-    fn wait_note(&mut self, method: &str, pick: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + SOON;
-        loop {
-            if let Some(i) = self
-                .notes
-                .iter()
-                .position(|n| n["method"] == method && pick(n))
-            {
-                return self.notes.remove(i);
-            }
-            assert!(Instant::now() < deadline, "no {method} within {SOON:?}");
-            let l = self.line();
-            let v = lenient_json(&l);
-            assert!(v.get("id").is_none(), "unexpected response {l}");
-            self.notes.push(v);
-        }
-    }
-}
-
 /// The test server's `lossless` result, byte for byte (tests/it/client_testserver.rs).
 const LOSSLESS: &str = concat!(
     r#"{"x-unknown":{"nested":[1.0,2.50]},"#,
@@ -867,7 +779,7 @@ fn socket_protocol_pages_routes_and_relays_bytes() {
         ("small", ts_entry(&["--tools", "2"])),
     ]));
     d.wait_ready(&["big", "small"], SOON);
-    let mut w = Wire::connect(&d.socket);
+    let mut w = Wire::connect(&d);
 
     // Before initialize.
     let r = w.request("tools/list", json!({}));
@@ -880,16 +792,16 @@ fn socket_protocol_pages_routes_and_relays_bytes() {
     let r = w.request("ping", json!({}));
     assert_eq!(r["result"], json!({}), "{r}");
     // Malformed lines get an error and the connection stays up.
-    w.send("{not json");
-    let r: Value = serde_json::from_str(&w.line()).unwrap();
+    w.send_raw("{not json\n");
+    let r: Value = serde_json::from_str(&w.next_line("the parse error")).unwrap();
     assert_eq!(r["error"]["code"], -32700, "{r}");
     assert_eq!(r["id"], Value::Null, "{r}");
-    w.send(r#"{"jsonrpc":"2.0","id":"bad","params":{}}"#);
-    let r: Value = serde_json::from_str(&w.line()).unwrap();
+    w.send_raw("{\"jsonrpc\":\"2.0\",\"id\":\"bad\",\"params\":{}}\n");
+    let r: Value = serde_json::from_str(&w.next_line("the invalid request's error")).unwrap();
     assert_eq!(r["error"]["code"], -32600, "{r}");
     assert_eq!(r["id"], "bad", "{r}");
-    w.send("[]");
-    let r: Value = serde_json::from_str(&w.line()).unwrap();
+    w.send_raw("[]\n");
+    let r: Value = serde_json::from_str(&w.next_line("the empty batch's error")).unwrap();
     assert_eq!(
         (&r["error"]["code"], &r["id"]),
         (&json!(-32600), &Value::Null),
@@ -898,7 +810,7 @@ fn socket_protocol_pages_routes_and_relays_bytes() {
     let r = w.request("ping", json!({}));
     assert_eq!(r["result"], json!({}), "{r}");
 
-    let init = w.initialize();
+    let init = w.initialize_at("2025-06-18", json!({}));
     assert_eq!(init["result"]["protocolVersion"], "2025-06-18", "{init}");
     assert_eq!(init["result"]["serverInfo"]["name"], "mcphost", "{init}");
     assert_eq!(
@@ -964,20 +876,11 @@ fn socket_protocol_pages_routes_and_relays_bytes() {
     assert_eq!(r["error"]["code"], -32602, "{r}");
 
     // Byte-exact relaying of a result a lossy JSON model would change.
-    let id = json!("lossless-1");
-    w.send(
-        &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                "params": {"name": "big__lossless", "arguments": {}}})
-        .to_string(),
+    let result = w.result_text(
+        "tools/call",
+        json!({"name": "big__lossless", "arguments": {}}),
     );
-    let line = w.response_line(&id);
-    #[derive(serde::Deserialize)]
-    struct Resp<'a> {
-        #[serde(borrow)]
-        result: &'a serde_json::value::RawValue,
-    }
-    let resp: Resp<'_> = serde_json::from_str(&line).unwrap();
-    assert_eq!(resp.result.get(), LOSSLESS);
+    assert_eq!(result, LOSSLESS);
 }
 
 #[test]
@@ -995,9 +898,9 @@ fn list_changed_and_server_state_reach_socket_clients() {
         ("calm", ts_entry(&[])),
     ]));
     d.wait_ready(&["dyn", "calm"], SOON);
-    let mut w = Wire::connect(&d.socket);
-    w.initialize();
-    w.wait_note("notifications/tools/list_changed", |_| true);
+    let mut w = Wire::connect(&d);
+    w.initialize_at("2025-06-18", json!({}));
+    w.notification("notifications/tools/list_changed", |_| true);
     let r = w.request("tools/list", json!({}));
     let tools = r["result"]["tools"].as_array().unwrap();
     assert!(
@@ -1011,7 +914,7 @@ fn list_changed_and_server_state_reach_socket_clients() {
     let calm = d.server("calm").unwrap();
     let r = d.run(&["servers", "restart", "calm"]);
     assert_eq!((r.code, r.stdout.trim()), (0, "restarting calm"), "{r:?}");
-    let n = w.wait_note("notifications/mcphost/server_state", |n| {
+    let n = w.notification("notifications/mcphost/server_state", |n| {
         n["params"]["name"] == "calm"
             && n["params"]["state"] == "ready"
             && n["params"]["pid"] != calm["pid"]
@@ -1026,8 +929,8 @@ fn notifications_flow_steadily_while_a_server_churns() {
         ts_entry(&["--list-changed-after-ms", "5"]),
     )]));
     d.wait_ready(&["churn"], SOON);
-    let mut w = Wire::connect(&d.socket);
-    w.initialize();
+    let mut w = Wire::connect(&d);
+    w.initialize_at("2025-06-18", json!({}));
     // The server changes its lists every 5 ms; its re-lists are announced
     // as they happen, not in bursts a second or more apart. Counted by
     // notifications, not by a fixed window: a loaded machine only slows
@@ -1041,7 +944,7 @@ fn notifications_flow_steadily_while_a_server_churns() {
             "{} notifications in 30 s",
             gaps.len()
         );
-        let v = lenient_json(&w.line());
+        let v = lenient_json(&w.next_line("a notification"));
         assert!(v["method"].is_string(), "{v}");
         gaps.push(last.elapsed());
         last = Instant::now();
@@ -1084,8 +987,8 @@ fn a_client_that_never_reads_is_cut_off_and_others_stay_fast() {
     }
     mute.write_all(burst.as_bytes()).unwrap();
 
-    let mut w = Wire::connect(&d.socket);
-    w.initialize();
+    let mut w = Wire::connect(&d);
+    w.initialize_at("2025-06-18", json!({}));
     let mut times = Vec::new();
     let mut call = |w: &mut Wire, i: usize| {
         let t = Instant::now();
@@ -1095,7 +998,7 @@ fn a_client_that_never_reads_is_cut_off_and_others_stay_fast() {
         );
         times.push(t.elapsed());
         assert_eq!(text_of(&r["result"]), format!("call {i}"), "{r}");
-        w.notes.clear();
+        w.held.clear();
     };
     for i in 0..25 {
         call(&mut w, i);

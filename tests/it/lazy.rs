@@ -11,11 +11,10 @@
 //! same server config. No request logged means no process was spawned.
 
 use crate::common;
+use crate::common::wire::Wire;
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{Daemon, RequestLog, Sandbox, alive, interop, js, lenient_json, poll, ts_entry};
 use serde_json::{Value, json};
@@ -96,8 +95,8 @@ fn lazy_server_is_listed_from_the_store_and_started_by_its_first_call() {
     let s = d.server("ts").unwrap();
     assert_eq!(s["state"], "idle", "{s}");
     assert_eq!(s["cached"], true, "{s}");
-    let mut w = Wire::connect(&d.socket);
-    w.initialize();
+    let mut w = Wire::connect(&d);
+    w.initialize(json!({}));
     let r = w.request("tools/list", json!({}));
     let names: Vec<&str> = r["result"]["tools"]
         .as_array()
@@ -132,8 +131,8 @@ fn stale_stored_catalog_is_replaced_and_list_changed_sent() {
     let members = ts_server(&log, 3, r#", "start": "lazy""#);
     let d = Daemon::start_in(sandbox_with_home(home.path()), &config(&members));
     wait_state(&d, "ts", "idle");
-    let mut w = Wire::connect(&d.socket);
-    w.initialize();
+    let mut w = Wire::connect(&d);
+    w.initialize(json!({}));
     let r = w.request("tools/list", json!({}));
     assert!(!r.to_string().contains("tool_0000"), "{r}");
     let r = w.request(
@@ -141,7 +140,7 @@ fn stale_stored_catalog_is_replaced_and_list_changed_sent() {
         json!({"name": "ts__echo", "arguments": {"text": "x"}}),
     );
     assert!(r.get("result").is_some(), "{r}");
-    w.wait_note("notifications/tools/list_changed", |_| true);
+    w.notification("notifications/tools/list_changed", |_| true);
     let r = w.request("tools/list", json!({}));
     assert!(r.to_string().contains("ts__tool_0002"), "{r}");
     poll("the store to hold the live lists", SOON, || {
@@ -225,8 +224,8 @@ fn real_node_server_configured_lazily() {
     let s = d.server("mem").unwrap();
     assert_eq!(s["state"], "idle", "{s}");
     assert_eq!(s["cached"], true, "{s}");
-    let mut w = Wire::connect(&d.socket);
-    w.initialize();
+    let mut w = Wire::connect(&d);
+    w.initialize(json!({}));
     let r = w.request("tools/list", json!({}));
     assert!(r.to_string().contains("mem__read_graph"), "{r}");
     let r = w.request(
@@ -236,78 +235,4 @@ fn real_node_server_configured_lazily() {
     assert!(r.get("result").is_some(), "{r}");
     let s = wait_state(&d, "mem", "ready");
     assert!(alive(s["pid"].as_u64().unwrap() as u32));
-}
-
-struct Wire {
-    reader: BufReader<UnixStream>,
-    writer: UnixStream,
-    next_id: i64,
-    notes: Vec<Value>,
-}
-
-impl Wire {
-    fn connect(path: &Path) -> Wire {
-        let s = UnixStream::connect(path).unwrap();
-        s.set_read_timeout(Some(SOON)).unwrap();
-        Wire {
-            reader: BufReader::new(s.try_clone().unwrap()),
-            writer: s,
-            next_id: 1,
-            notes: Vec::new(),
-        }
-    }
-
-    fn send(&mut self, line: &str) {
-        self.writer.write_all(line.as_bytes()).unwrap();
-        self.writer.write_all(b"\n").unwrap();
-    }
-
-    fn line(&mut self) -> String {
-        let mut l = String::new();
-        let n = self.reader.read_line(&mut l).unwrap();
-        assert!(n > 0, "the daemon closed the connection");
-        l
-    }
-
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = json!(self.next_id);
-        self.next_id += 1;
-        self.send(
-            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(),
-        );
-        loop {
-            let v = lenient_json(&self.line());
-            if v.get("id").is_none() {
-                self.notes.push(v);
-            } else if v["id"] == id {
-                return v;
-            }
-        }
-    }
-
-    fn initialize(&mut self) -> Value {
-        let r = self.request(
-            "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "tests/lazy.rs", "version": "0"}}),
-        );
-        self.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-        r
-    }
-
-    fn wait_note(&mut self, method: &str, pick: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + SOON;
-        loop {
-            if let Some(i) = self
-                .notes
-                .iter()
-                .position(|n| n["method"] == method && pick(n))
-            {
-                return self.notes.remove(i);
-            }
-            assert!(Instant::now() < deadline, "no {method} within {SOON:?}");
-            let v = lenient_json(&self.line());
-            self.notes.push(v);
-        }
-    }
 }

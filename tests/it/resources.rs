@@ -6,15 +6,13 @@
 //! registry in-process.
 
 use crate::common;
+use crate::common::wire::Wire;
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::{
-    Daemon, Interop, Sandbox, TESTSERVER, interop, js, lenient_json, poll, servers_config, text_of,
-    ts_entry,
+    Daemon, Interop, Sandbox, TESTSERVER, interop, js, poll, servers_config, text_of, ts_entry,
 };
 use mcphost::client::CallOptions;
 use mcphost::config::HostConfig;
@@ -64,58 +62,23 @@ fn logged_uris(path: &Path, method: &str) -> Vec<String> {
 // ---------------------------------------------------------------------------
 // A raw MCP client on the daemon's socket.
 
-struct Wire {
-    reader: BufReader<UnixStream>,
-    writer: UnixStream,
-    next_id: i64,
+/// A raw MCP client on the daemon's socket, initialized.
+fn wire(d: &Daemon) -> Wire {
+    let mut w = Wire::connect(d);
+    let init = w.initialize(json!({}));
+    assert!(init["result"].is_object(), "{init}");
+    w
 }
 
-impl Wire {
-    fn connect(path: &Path) -> Wire {
-        let s = UnixStream::connect(path).unwrap();
-        s.set_read_timeout(Some(SOON)).unwrap();
-        let mut w = Wire {
-            reader: BufReader::new(s.try_clone().unwrap()),
-            writer: s,
-            next_id: 1,
-        };
-        let init = w.request(
-            "initialize",
-            json!({"protocolVersion": "2025-11-25", "capabilities": {},
-                   "clientInfo": {"name": "tests/resources.rs", "version": "0"}}),
-        );
-        assert!(init["result"].is_object(), "{init}");
-        w.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-        w
-    }
+/// Resource calls over a raw client.
+trait ResourceCalls {
+    fn ok(&mut self, method: &str, params: Value) -> Value;
+    fn ok_raw(&mut self, method: &str, params: Value) -> String;
+    fn read(&mut self, uri: &str) -> Value;
+    fn all(&mut self, method: &str, field: &str) -> (Vec<Value>, Vec<String>);
+}
 
-    fn send(&mut self, line: &str) {
-        self.writer.write_all(line.as_bytes()).unwrap();
-        self.writer.write_all(b"\n").unwrap();
-    }
-
-    /// The raw response line for one request; notifications are skipped.
-    fn request_line(&mut self, method: &str, params: Value) -> String {
-        let id = json!(self.next_id);
-        self.next_id += 1;
-        self.send(
-            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(),
-        );
-        loop {
-            let mut l = String::new();
-            let n = self.reader.read_line(&mut l).unwrap();
-            assert!(n > 0, "the daemon closed the connection");
-            let v = lenient_json(&l);
-            if v.get("id") == Some(&id) {
-                return l;
-            }
-        }
-    }
-
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        lenient_json(&self.request_line(method, params))
-    }
-
+impl ResourceCalls for Wire {
     /// A result that must succeed.
     fn ok(&mut self, method: &str, params: Value) -> Value {
         let r = self.request(method, params.clone());
@@ -130,7 +93,8 @@ impl Wire {
             #[serde(borrow)]
             result: Option<&'a serde_json::value::RawValue>,
         }
-        let line = self.request_line(method, params.clone());
+        let id = self.start(method, params.clone());
+        let line = self.answer_raw(id);
         let resp: Resp<'_> = serde_json::from_str(&line).unwrap();
         resp.result
             .unwrap_or_else(|| panic!("{method} {params}: {line}"))
@@ -194,7 +158,7 @@ fn two_everything_instances_keep_every_copy_readable_through_its_server() {
     let ev = everything_entry(&env);
     let d = Daemon::start(&servers_config(&[("a", ev.clone()), ("b", ev)]));
     d.wait_ready(&["a", "b"], SOON);
-    let mut w = Wire::connect(&d.socket);
+    let mut w = wire(&d);
 
     // The same URIs on both servers: every copy under its server's form.
     let (resources, _) = w.all("resources/list", "resources");
@@ -385,7 +349,7 @@ fn one_everything_keeps_its_own_uris_and_links_byte_for_byte() {
     let env = interop();
     let d = Daemon::start(&servers_config(&[("ev", everything_entry(&env))]));
     d.wait_ready(&["ev"], SOON);
-    let mut w = Wire::connect(&d.socket);
+    let mut w = wire(&d);
 
     let (resources, _) = w.all("resources/list", "resources");
     assert!(
@@ -449,7 +413,7 @@ fn each_form_reaches_the_right_server_with_its_own_uri() {
         ]),
     );
     d.wait_ready(&["one", "two"], SOON);
-    let mut w = Wire::connect(&d.socket);
+    let mut w = wire(&d);
     let reads = |p: &Path| logged_uris(p, "resources/read");
 
     let (uri, text) = read_text(&w.read("mcphost://one/test://static/1"));
@@ -745,7 +709,7 @@ fn every_list_pages_in_a_stable_order_across_calls_and_restarts() {
         ("small", ts_entry(&[])),
     ]));
     d.wait_ready(&["big", "small"], SOON);
-    let mut w = Wire::connect(&d.socket);
+    let mut w = wire(&d);
     let lists = [
         ("tools/list", "tools"),
         ("prompts/list", "prompts"),
