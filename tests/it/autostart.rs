@@ -5,10 +5,11 @@
 //! the unit. Every daemon a test starts is stopped when its sandbox drops.
 
 use crate::common;
+use crate::common::bridge::Bridge;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -147,141 +148,6 @@ fn session_of(pid: u32) -> i64 {
     rest.split_whitespace().nth(3).unwrap().parse().unwrap()
 }
 
-/// A `mcphost bridge` on piped stdio; every stdout line is kept.
-struct Bridge {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<String>,
-    /// Everything it wrote to stdout so far.
-    seen: Vec<String>,
-}
-
-impl Bridge {
-    fn start(mut cmd: Command) -> Bridge {
-        let mut child = cmd
-            .arg("bridge")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Bridge {
-            child,
-            stdin: Some(stdin),
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    fn send(&mut self, msg: &str) {
-        let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{msg}").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    /// The answer to request `id`.
-    fn request(&mut self, id: u64, method: &str, params: &str) -> Value {
-        self.send(&format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{params}}}"#
-        ));
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = match self.lines.recv_timeout(left) {
-                Ok(line) => line,
-                Err(_) => {
-                    let _ = self.child.kill();
-                    let out = self.child.wait_with_output_stderr();
-                    panic!(
-                        "no answer to {method} (id {id}); stdout so far {:?}; stderr {out}",
-                        self.seen
-                    );
-                }
-            };
-            self.seen.push(line.clone());
-            let v = lenient_json(&line);
-            if v["id"] == id {
-                return v;
-            }
-        }
-    }
-
-    fn initialize(&mut self) -> Value {
-        let r = self.request(
-            1,
-            "initialize",
-            r#"{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}"#,
-        );
-        self.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-        r
-    }
-
-    /// Lists tools (ids from 10) until `name` is among them.
-    fn tools_until(&mut self, name: &str) -> Value {
-        let deadline = Instant::now() + WAIT;
-        for id in 10.. {
-            let r = self.request(id, "tools/list", "{}");
-            let tools = &r["result"]["tools"];
-            if tools
-                .as_array()
-                .is_some_and(|t| t.iter().any(|t| t["name"] == name))
-            {
-                return r;
-            }
-            assert!(Instant::now() < deadline, "{name} never listed: {r}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        unreachable!()
-    }
-
-    /// Closes stdin and waits for the exit: its status and stderr.
-    fn finish(&mut self) -> (std::process::ExitStatus, String) {
-        drop(self.stdin.take());
-        let status = self.child.wait().unwrap();
-        let mut err = String::new();
-        if let Some(mut e) = self.child.stderr.take() {
-            let _ = std::io::Read::read_to_string(&mut e, &mut err);
-        }
-        for line in self.lines.try_iter() {
-            self.seen.push(line);
-        }
-        (status, err)
-    }
-}
-
-trait StderrText {
-    fn wait_with_output_stderr(&mut self) -> String;
-}
-
-impl StderrText for Child {
-    fn wait_with_output_stderr(&mut self) -> String {
-        let _ = self.wait();
-        let mut err = String::new();
-        if let Some(mut e) = self.stderr.take() {
-            let _ = std::io::Read::read_to_string(&mut e, &mut err);
-        }
-        err
-    }
-}
-
-impl Drop for Bridge {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Every line a bridge wrote to stdout is a JSON-RPC message.
 fn only_mcp(lines: &[String]) {
     for line in lines {
@@ -338,9 +204,7 @@ fn a_command_with_no_daemon_starts_one_detached_that_outlives_it_and_answers() {
 /// given as arguments the way an app's entry names them.
 fn desktop(sb: &Sandbox) -> Command {
     let mut c = Command::new(MCPHOST);
-    c.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", &sb.home)
+    common::desktop_env(&mut c, &sb.home)
         .arg("--socket")
         .arg(&sb.socket)
         .arg("--config")
@@ -445,9 +309,7 @@ fn a_desktop_app_without_xdg_runtime_dir_and_a_terminal_with_it_find_the_same_so
     std::fs::create_dir(&runtime).unwrap();
     let status = |runtime: Option<&Path>| {
         let mut c = Command::new(MCPHOST);
-        c.env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", &sb.home)
+        common::desktop_env(&mut c, &sb.home)
             .env("MCPHOST_NO_AUTOSTART", "1")
             .arg("--config")
             .arg(&sb.config)
@@ -491,10 +353,7 @@ fn a_command_whose_config_is_not_the_running_daemons_says_so() {
         common::servers_config(&[("else", common::ts_entry(&[]))]),
     )
     .unwrap();
-    let out = Command::new(MCPHOST)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", &a.home)
+    let out = common::desktop_env(&mut Command::new(MCPHOST), &a.home)
         .arg("--socket")
         .arg(&a.socket)
         .arg("--config")
@@ -602,10 +461,7 @@ fn a_second_daemon_for_the_same_config_is_refused_naming_the_first() {
     let first = a.daemons();
     assert_eq!(first.len(), 1, "{first:?}");
     let other = a.dir.path().join("run2/mcphost.sock");
-    let out = Command::new(MCPHOST)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", &a.home)
+    let out = common::desktop_env(&mut Command::new(MCPHOST), &a.home)
         .arg("--socket")
         .arg(&other)
         .arg("--config")

@@ -2,120 +2,25 @@
 //! relayed to a daemon that runs the bundled test server.
 
 use crate::common;
+use crate::common::bridge::Bridge;
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::io::Write;
+use std::process::Stdio;
+use std::time::Duration;
 
-use common::{Daemon, TESTSERVER, lenient_json, poll, ts_config};
+use common::{Daemon, TESTSERVER, poll, ts_config};
 use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(30);
-
-/// A running `mcphost bridge`: lines to its stdin, JSON from its stdout.
-struct Bridge {
-    child: Child,
-    /// `None` once closed.
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Bridge {
-    fn start(d: &Daemon) -> Bridge {
-        Bridge::start_with(d, &[], &[])
-    }
-
-    /// With these arguments after `bridge`, and these environment variables.
-    fn start_with(d: &Daemon, args: &[&str], env: &[(&str, &str)]) -> Bridge {
-        let mut child = d
-            .command()
-            .arg("bridge")
-            .args(args)
-            .envs(env.iter().copied())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Bridge {
-            child,
-            stdin: Some(stdin),
-            lines,
-        }
-    }
-
-    fn send(&mut self, msg: &str) {
-        let stdin = self.stdin.as_mut().expect("stdin is closed");
-        writeln!(stdin, "{msg}").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    /// Close the bridge's stdin and wait for it to exit: its status, and
-    /// how long that took.
-    fn close_and_wait(&mut self) -> (std::process::ExitStatus, Duration) {
-        let closed = Instant::now();
-        self.stdin = None;
-        let status = self.child.wait().unwrap();
-        (status, closed.elapsed())
-    }
-
-    /// The next message that `wanted` accepts; others (notifications) are
-    /// skipped.
-    fn until(&self, what: &str, wanted: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + WAIT;
-        let mut skipped = Vec::new();
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    let msg = lenient_json(&line);
-                    if wanted(&msg) {
-                        return msg;
-                    }
-                    skipped.push(line);
-                }
-                Err(e) => panic!("no {what} from the bridge ({e}); got instead: {skipped:#?}"),
-            }
-        }
-    }
-
-    fn request(&mut self, id: u64, method: &str, params: &str) -> Value {
-        self.send(&format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{params}}}"#
-        ));
-        let reply = self.until(&format!("answer to {method}"), |m| m["id"] == id);
-        assert!(reply.get("result").is_some(), "{method}: {reply}");
-        reply["result"].clone()
-    }
-}
-
-impl Drop for Bridge {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 #[test]
 fn bridge_relays_a_session_and_exits_nonzero_when_the_daemon_dies() {
     let mut d = Daemon::start(&ts_config(&["--tools", "250"]));
     d.wait_ready(&["ts"], WAIT);
-    let mut b = Bridge::start(&d);
+    let mut b = Bridge::start(d.command());
 
-    let init = b.request(
+    let init = b.result(
         1,
         "initialize",
         r#"{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bridge-test","version":"0"}}"#,
@@ -133,7 +38,7 @@ fn bridge_relays_a_session_and_exits_nonzero_when_the_daemon_dies() {
             Some(c) => serde_json::json!({ "cursor": c }).to_string(),
             None => "{}".to_owned(),
         };
-        let page = b.request(id, "tools/list", &params);
+        let page = b.result(id, "tools/list", &params);
         pages += 1;
         names.extend(
             page["tools"]
@@ -158,7 +63,7 @@ fn bridge_relays_a_session_and_exits_nonzero_when_the_daemon_dies() {
         names.len()
     );
 
-    let result = b.request(
+    let result = b.result(
         20,
         "tools/call",
         r#"{"name":"ts__echo","arguments":{"text":"through the bridge"}}"#,
@@ -204,14 +109,14 @@ fn bridge_relays_a_session_and_exits_nonzero_when_the_daemon_dies() {
 fn a_bridge_keeps_its_hosts_session_when_the_daemon_is_killed_and_started_again() {
     let mut d = Daemon::start(&ts_config(&[]));
     d.wait_ready(&["ts"], WAIT);
-    let mut b = Bridge::start(&d);
-    b.request(
+    let mut b = Bridge::start(d.command());
+    b.result(
         1,
         "initialize",
         r#"{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"kept-host","version":"0"}}"#,
     );
     b.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-    b.request(2, "logging/setLevel", r#"{"level":"debug"}"#);
+    b.result(2, "logging/setLevel", r#"{"level":"debug"}"#);
     // In flight when the daemon dies: a slow call, and a call whose
     // server asked this host a question it has not answered.
     b.send(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"ts__slow","arguments":{"ms":60000}}}"#);
@@ -247,7 +152,7 @@ fn a_bridge_keeps_its_hosts_session_when_the_daemon_is_killed_and_started_again(
     }
     // The session is back without a new initialize from the host: the next
     // call works (the daemon refuses calls before initialize).
-    let r = b.request(
+    let r = b.result(
         5,
         "tools/call",
         r#"{"name":"ts__echo","arguments":{"text":"still here"}}"#,
@@ -284,8 +189,8 @@ fn a_bridge_whose_client_is_done_leaves_at_once_and_one_still_waiting_gets_its_a
 
     // Everything answered: stdin closing ends the bridge without a linger,
     // so the daemon sees the client go at once.
-    let mut b = Bridge::start(&d);
-    b.request(1, "initialize", init);
+    let mut b = Bridge::start(d.command());
+    b.result(1, "initialize", init);
     b.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
     let (status, took) = b.close_and_wait();
     eprintln!("an idle bridge left {took:?} after its stdin closed");
@@ -296,8 +201,8 @@ fn a_bridge_whose_client_is_done_leaves_at_once_and_one_still_waiting_gets_its_a
     );
 
     // A request still in flight when stdin closes is answered first.
-    let mut b = Bridge::start(&d);
-    b.request(1, "initialize", init);
+    let mut b = Bridge::start(d.command());
+    b.result(1, "initialize", init);
     b.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
     b.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ts__slow","arguments":{"ms":300}}}"#);
     b.stdin = None;
@@ -311,13 +216,13 @@ fn a_bridge_relays_big_messages_split_writes_batches_and_a_last_frame_without_ne
     let d = Daemon::start(&ts_config(&[]));
     d.wait_ready(&["ts"], WAIT);
     let init = r#"{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bridge-test","version":"0"}}"#;
-    let mut b = Bridge::start(&d);
-    b.request(1, "initialize", init);
+    let mut b = Bridge::start(d.command());
+    b.result(1, "initialize", init);
     b.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
 
     // A 1 MB argument, answered whole.
     let big = "x".repeat(1 << 20);
-    let result = b.request(
+    let result = b.result(
         2,
         "tools/call",
         &format!(r#"{{"name":"ts__echo","arguments":{{"text":"{big}"}}}}"#),
@@ -391,16 +296,16 @@ fn a_bridge_profile_shapes_the_hosts_session_by_flag_or_env_and_an_unknown_one_f
     };
 
     // Search mode by flag: three meta-tools, and calls through call_tool.
-    let mut b = Bridge::start_with(&d, &["--profile", "find"], &[]);
-    let r = b.request(1, "initialize", init);
+    let mut b = Bridge::start_with(d.command(), &["--profile", "find"]);
+    let r = b.result(1, "initialize", init);
     assert_eq!(r["protocolVersion"], "2025-11-25", "{r}");
     b.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-    let listed = b.request(2, "tools/list", "{}");
+    let listed = b.result(2, "tools/list", "{}");
     assert_eq!(
         names(&listed),
         ["search_tools", "describe_tool", "call_tool"]
     );
-    let r = b.request(
+    let r = b.result(
         3,
         "tools/call",
         r#"{"name":"call_tool","arguments":{"name":"ts__echo","arguments":{"text":"via call_tool"}}}"#,
@@ -410,8 +315,12 @@ fn a_bridge_profile_shapes_the_hosts_session_by_flag_or_env_and_an_unknown_one_f
     assert!(status.success(), "{status}");
 
     // A budget by environment: two tools, and the cut is in the host's log.
-    let mut b = Bridge::start_with(&d, &[], &[("MCPHOST_PROFILE", "few")]);
-    b.request(1, "initialize", init);
+    let mut b = {
+        let mut cmd = d.command();
+        cmd.env("MCPHOST_PROFILE", "few");
+        Bridge::start(cmd)
+    };
+    b.result(1, "initialize", init);
     b.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
     // The warning comes with the first listing (not before initialize,
     // where a host must get nothing but its answers).
@@ -477,14 +386,14 @@ fn hosts_that_connect_while_the_daemon_starts_its_servers_get_them_all_in_their_
         let all: Vec<_> = (0..3)
             .map(|_| {
                 s.spawn(|| {
-                    let mut b = Bridge::start(&d);
-                    b.request(
+                    let mut b = Bridge::start(d.command());
+                    b.result(
                         1,
                         "initialize",
                         r#"{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"early","version":"0"}}"#,
                     );
                     b.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-                    let r = b.request(2, "tools/list", "{}");
+                    let r = b.result(2, "tools/list", "{}");
                     r["tools"]
                         .as_array()
                         .unwrap()

@@ -6,16 +6,8 @@ use crate::common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::{Daemon, Sandbox, TESTSERVER, interop, js, poll, text_of};
+use common::{Daemon, Sandbox, TESTSERVER, interop, js, poll, text_of, ts_config};
 use serde_json::{Value, json};
-
-fn ts_config(args: &[&str]) -> String {
-    format!(
-        r#"{{ "loginShellPath": false, "mcpServers": {{ "ts": {{ "command": {}, "args": {} }} }} }}"#,
-        js(TESTSERVER),
-        serde_json::to_string(args).unwrap()
-    )
-}
 
 fn names(tools: &Value) -> BTreeSet<String> {
     tools
