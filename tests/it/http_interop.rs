@@ -17,16 +17,16 @@
 
 use crate::common;
 use crate::common::http_server;
+use crate::everything;
 
 use std::collections::BTreeSet;
 use std::process::Command;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::{
-    Daemon, FullHost, Interop, MCPHOST, Sandbox, TESTSERVER, interop, js, output_within,
-    progress_counter as counter, raw, raw_text_of as text_of,
+    Daemon, FullHost, Interop, MCPHOST, Sandbox, TESTSERVER, interop, js, output_within, raw,
+    raw_text_of as text_of,
 };
 use http_server::HttpServer;
 use mcphost::client::{CallOptions, ClientOptions, ServerClient, ServerEvent};
@@ -38,7 +38,6 @@ use serde_json::{Value, json};
 /// machine).
 const START: Duration = Duration::from_secs(60);
 const READY: Duration = Duration::from_secs(60);
-const EVENT: Duration = Duration::from_secs(15);
 
 // ---------------------------------------------------------------------------
 // Servers
@@ -122,165 +121,6 @@ async fn start(
     (c, control)
 }
 
-/// Waits for the first event `pick` accepts.
-async fn wait_event(
-    events: &mut tokio::sync::broadcast::Receiver<ServerEvent>,
-    what: &str,
-    pick: impl Fn(&ServerEvent) -> bool,
-) {
-    let deadline = tokio::time::Instant::now() + EVENT;
-    loop {
-        match tokio::time::timeout_at(deadline, events.recv()).await {
-            Ok(Ok(e)) if pick(&e) => return,
-            Ok(Ok(_)) | Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => {}
-            Ok(Err(e)) => panic!("events ended while waiting for {what}: {e}"),
-            Err(_) => panic!("no {what} within {EVENT:?}"),
-        }
-    }
-}
-
-/// What server-everything does the same way over both HTTP transports.
-async fn exercise_everything(c: &ServerClient, srv: &HttpServer) {
-    let n = c.negotiated();
-    assert_eq!(n.protocol_version.as_str(), "2025-11-25");
-    assert_eq!(n.server_name.as_deref(), Some("mcp-servers/everything"));
-    assert!(n.instructions.is_some());
-    assert!(n.capabilities.completions.is_some() && n.capabilities.logging.is_some());
-
-    let tools = c.list_tools().await.unwrap();
-    let names: Vec<_> = tools.iter().map(|t| t.name.as_str()).collect();
-    for t in [
-        "echo",
-        "get-structured-content",
-        "trigger-long-running-operation",
-    ] {
-        assert!(names.contains(&t), "{t} missing from {names:?}");
-    }
-    assert!(
-        !names.contains(&"trigger-sampling-request"),
-        "no sampling advertised: {names:?}"
-    );
-
-    let r = c
-        .call_tool(
-            "echo",
-            Some(raw(r#"{"message":"over http"}"#)),
-            CallOptions::default(),
-        )
-        .await
-        .unwrap();
-    assert_eq!(text_of(&r.raw), "Echo: over http");
-    assert!(!r.is_error);
-    let r = c
-        .call_tool(
-            "get-structured-content",
-            Some(raw(r#"{"location":"Chicago"}"#)),
-            CallOptions::default(),
-        )
-        .await
-        .unwrap();
-    let sc: Value = serde_json::from_str(r.structured_content().unwrap().get()).unwrap();
-    assert!(sc["temperature"].is_number(), "{sc}");
-    let r = c
-        .call_tool("echo", Some(raw(r#"{"wrong":1}"#)), CallOptions::default())
-        .await
-        .unwrap();
-    assert!(
-        r.is_error,
-        "bad arguments are a tool error: {}",
-        r.raw.get()
-    );
-
-    // Progress arrives on the request's own stream, before its response.
-    let (seen, o) = counter();
-    let r = c
-        .call_tool(
-            "trigger-long-running-operation",
-            Some(raw(r#"{"duration":0.4,"steps":4}"#)),
-            o,
-        )
-        .await
-        .unwrap();
-    assert!(!r.is_error, "{}", r.raw.get());
-    assert_eq!(seen.load(Ordering::SeqCst), 4, "one progress per step");
-
-    // Several requests in flight on one session.
-    let calls = (0..8).map(|i| {
-        let args = format!(r#"{{"message":"m{i}"}}"#);
-        async move {
-            c.call_tool("echo", Some(raw(&args)), CallOptions::default())
-                .await
-                .map(|r| text_of(&r.raw))
-        }
-    });
-    let got = futures_util::future::join_all(calls).await;
-    for (i, r) in got.into_iter().enumerate() {
-        assert_eq!(r.unwrap(), format!("Echo: m{i}"));
-    }
-
-    assert_eq!(c.list_resources().await.unwrap().len(), 7);
-    assert_eq!(c.list_resource_templates().await.unwrap().len(), 2);
-    let read = c
-        .read_resource("demo://resource/dynamic/text/1", CallOptions::default())
-        .await
-        .unwrap();
-    assert!(read.get().contains("Resource 1"), "{}", read.get());
-    let e = c
-        .read_resource("demo://nope", CallOptions::default())
-        .await
-        .unwrap_err();
-    assert!(e.rpc_error().is_some(), "{e}");
-
-    assert_eq!(c.list_prompts().await.unwrap().len(), 4);
-    let p = c
-        .get_prompt(
-            "args-prompt",
-            Some(raw(r#"{"city":"Paris","state":"TX"}"#)),
-            CallOptions::default(),
-        )
-        .await
-        .unwrap();
-    assert!(p.get().contains("Paris"));
-    let comp = c
-        .complete(raw(r#"{"ref":{"type":"ref/prompt","name":"completable-prompt"},"argument":{"name":"department","value":"E"}}"#))
-        .await
-        .unwrap();
-    assert!(comp.get().contains("Engineering"));
-    c.ping().await.unwrap();
-
-    // Messages the server sends on its own, outside any request (the GET
-    // stream over Streamable HTTP, the one SSE stream in legacy mode):
-    // resource updates, sent at once and then every 5 s.
-    let uri = "demo://resource/dynamic/text/1";
-    let mut events = c.subscribe();
-    c.subscribe_resource(uri).await.unwrap();
-    let r = c
-        .call_tool(
-            "toggle-subscriber-updates",
-            Some(raw("{}")),
-            CallOptions::default(),
-        )
-        .await
-        .unwrap();
-    assert!(text_of(&r.raw).starts_with("Started"), "{}", r.raw.get());
-    wait_event(
-        &mut events,
-        "notifications/resources/updated",
-        |e| matches!(e, ServerEvent::ResourceUpdated { uri: u } if u == uri),
-    )
-    .await;
-    c.call_tool(
-        "toggle-subscriber-updates",
-        Some(raw("{}")),
-        CallOptions::default(),
-    )
-    .await
-    .unwrap();
-    c.unsubscribe_resource(uri).await.unwrap();
-    c.set_log_level("error").await.unwrap();
-    assert!(c.close_reason().is_none(), "{:?}", srv.log_text());
-}
-
 #[tokio::test]
 #[ignore = "needs the interop servers: scripts/setup-interop.sh"]
 async fn everything_over_streamable_http() {
@@ -300,7 +140,7 @@ async fn everything_over_streamable_http() {
         .unwrap_or_else(|e| panic!("{e}\nserver log:\n{}", srv.log_text()));
     assert_eq!(control.kind(), "streamable-http");
 
-    exercise_everything(&c, &srv).await;
+    everything::exercise(&c, || srv.log_text()).await;
 
     // One session for everything above (the id went on every request), and
     // the optional GET stream was opened for it.
@@ -352,7 +192,7 @@ async fn everything_over_legacy_sse() {
     let srv = everything(&env, "sse");
     let (c, control) = start(&srv, "/sse", HttpMode::Sse, opts()).await;
     assert_eq!(control.kind(), "sse");
-    exercise_everything(&c, &srv).await;
+    everything::exercise(&c, || srv.log_text()).await;
     // No Streamable HTTP attempt was made: one SSE connection, no POST to /sse.
     let log = srv.log_text();
     assert_eq!(log.matches("Client Connected").count(), 1, "{log}");
@@ -423,38 +263,7 @@ async fn everything_calls_back_into_the_host_over_both_transports() {
             ..opts()
         };
         let (c, _) = start(&srv, path, http_mode, o).await;
-        let tools = c.list_tools().await.unwrap();
-        assert!(
-            tools.iter().any(|t| t.name == "trigger-sampling-request"),
-            "{mode}: sampling tools appear once advertised"
-        );
-        let r = c
-            .call_tool(
-                "trigger-sampling-request",
-                Some(raw(r#"{"prompt":"hello","maxTokens":10}"#)),
-                CallOptions::default(),
-            )
-            .await
-            .unwrap();
-        assert!(
-            r.raw.get().contains("sampled by the host"),
-            "{mode}: {}",
-            r.raw.get()
-        );
-        let r = c
-            .call_tool(
-                "trigger-elicitation-request",
-                Some(raw("{}")),
-                CallOptions::default(),
-            )
-            .await
-            .unwrap();
-        assert!(r.raw.get().contains("decline"), "{mode}: {}", r.raw.get());
-        let r = c
-            .call_tool("get-roots-list", Some(raw("{}")), CallOptions::default())
-            .await
-            .unwrap();
-        assert!(!r.is_error, "{mode}: {}", r.raw.get());
+        everything::calls_back_into_the_host(&c, mode).await;
         c.shutdown().await;
     }
 }
@@ -641,63 +450,7 @@ async fn fastmcp_server_over_streamable_http() {
     );
     // fastmcp serves both eras; the probe finds the stateless one.
     assert_eq!(c.negotiated().protocol_version.as_str(), "2026-07-28");
-    let tools: Vec<_> = c
-        .list_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name)
-        .collect();
-    assert_eq!(tools, ["echo", "add", "fail", "slow"]);
-    assert_eq!(c.list_resources().await.unwrap().len(), 3);
-    assert_eq!(c.list_resource_templates().await.unwrap().len(), 1);
-    assert_eq!(c.list_prompts().await.unwrap().len(), 2);
-    let r = c
-        .call_tool(
-            "echo",
-            Some(raw(r#"{"text":"héllo ✓"}"#)),
-            CallOptions::default(),
-        )
-        .await
-        .unwrap();
-    assert_eq!(text_of(&r.raw), "héllo ✓");
-    let r = c
-        .call_tool(
-            "add",
-            Some(raw(r#"{"a":2,"b":3.5}"#)),
-            CallOptions::default(),
-        )
-        .await
-        .unwrap();
-    assert!(r.structured_content().unwrap().get().contains("5.5"));
-    let r = c
-        .call_tool(
-            "fail",
-            Some(raw(r#"{"message":"boom"}"#)),
-            CallOptions::default(),
-        )
-        .await
-        .unwrap();
-    assert!(r.is_error);
-    let (seen, o) = common::progress_recorder();
-    c.call_tool("slow", Some(raw(r#"{"ms":300,"steps":3}"#)), o)
-        .await
-        .unwrap();
-    common::assert_three_steps(&seen.lock().unwrap());
-    let read = c
-        .read_resource("fastmcp://item/7", CallOptions::default())
-        .await
-        .unwrap();
-    assert!(read.get().contains("item-7"), "{}", read.get());
-    let p = c
-        .get_prompt(
-            "greet",
-            Some(raw(r#"{"name":"Ada"}"#)),
-            CallOptions::default(),
-        )
-        .await
-        .unwrap();
-    assert!(p.get().contains("Ada"));
+    common::exercise_fastmcp(&c).await;
     c.shutdown().await;
 }
 

@@ -7,14 +7,12 @@
 //! is then a failure.
 
 use crate::common;
+use crate::everything;
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::{
-    FullHost, Interop, interop, progress_counter as counter, raw, raw_text_of as text_of,
-};
+use common::{FullHost, Interop, interop, raw, raw_text_of as text_of};
 use mcphost::client::{CallOptions, ClientError, ClientOptions, ServerClient, ServerEvent};
 use mcphost::protocol::ProtocolVersion;
 use mcphost::transport::stdio::{StdioConfig, spawn};
@@ -71,109 +69,7 @@ async fn everything_server() {
         opts(),
     )
     .await;
-    let n = c.negotiated();
-    assert_eq!(n.protocol_version.as_str(), "2025-11-25");
-    assert_eq!(n.server_name.as_deref(), Some("mcp-servers/everything"));
-    assert!(n.instructions.is_some());
-    assert!(n.capabilities.completions.is_some() && n.capabilities.logging.is_some());
-
-    let tools = c.list_tools().await.unwrap();
-    let names: Vec<_> = tools.iter().map(|t| t.name.as_str()).collect();
-    assert!(
-        names.contains(&"echo") && names.contains(&"get-structured-content"),
-        "{names:?}"
-    );
-    assert!(
-        !names.contains(&"trigger-sampling-request"),
-        "no sampling advertised: {names:?}"
-    );
-
-    let r = c
-        .call_tool(
-            "echo",
-            Some(raw(r#"{"message":"hi"}"#)),
-            CallOptions::default(),
-        )
-        .await
-        .unwrap();
-    assert_eq!(text_of(&r.raw), "Echo: hi");
-    assert!(!r.is_error);
-    let r = c
-        .call_tool(
-            "get-structured-content",
-            Some(raw(r#"{"location":"Chicago"}"#)),
-            CallOptions::default(),
-        )
-        .await
-        .unwrap();
-    let sc: serde_json::Value =
-        serde_json::from_str(r.structured_content().unwrap().get()).unwrap();
-    assert!(sc["temperature"].is_number(), "{sc}");
-    let r = c
-        .call_tool("echo", Some(raw(r#"{"wrong":1}"#)), CallOptions::default())
-        .await
-        .unwrap();
-    assert!(
-        r.is_error,
-        "bad arguments are a tool error: {}",
-        r.raw.get()
-    );
-
-    let (seen, o) = counter();
-    let r = c
-        .call_tool(
-            "trigger-long-running-operation",
-            Some(raw(r#"{"duration":0.4,"steps":4}"#)),
-            o,
-        )
-        .await
-        .unwrap();
-    assert!(!r.is_error);
-    assert_eq!(seen.load(Ordering::SeqCst), 4, "one progress per step");
-
-    assert_eq!(c.list_resources().await.unwrap().len(), 7);
-    assert_eq!(c.list_resource_templates().await.unwrap().len(), 2);
-    let read = c
-        .read_resource("demo://resource/dynamic/text/1", CallOptions::default())
-        .await
-        .unwrap();
-    assert!(read.get().contains("Resource 1"), "{}", read.get());
-    let e = c
-        .read_resource("demo://nope", CallOptions::default())
-        .await
-        .unwrap_err();
-    assert!(e.rpc_error().is_some(), "{e}");
-
-    assert_eq!(c.list_prompts().await.unwrap().len(), 4);
-    let p = c
-        .get_prompt(
-            "args-prompt",
-            Some(raw(r#"{"city":"Paris","state":"TX"}"#)),
-            CallOptions::default(),
-        )
-        .await
-        .unwrap();
-    assert!(p.get().contains("Paris"));
-    assert!(
-        c.get_prompt("args-prompt", None, CallOptions::default())
-            .await
-            .unwrap_err()
-            .rpc_error()
-            .is_some()
-    );
-    let comp = c
-        .complete(raw(r#"{"ref":{"type":"ref/prompt","name":"completable-prompt"},"argument":{"name":"department","value":"E"}}"#))
-        .await
-        .unwrap();
-    assert!(comp.get().contains("Engineering"));
-    c.set_log_level("error").await.unwrap();
-    c.subscribe_resource("demo://resource/dynamic/text/1")
-        .await
-        .unwrap();
-    c.unsubscribe_resource("demo://resource/dynamic/text/1")
-        .await
-        .unwrap();
-    c.ping().await.unwrap();
+    everything::exercise(&c, String::new).await;
     c.shutdown().await;
 }
 
@@ -191,33 +87,7 @@ async fn everything_server_calls_back_into_the_host() {
         o,
     )
     .await;
-    let tools = c.list_tools().await.unwrap();
-    assert!(
-        tools.iter().any(|t| t.name == "trigger-sampling-request"),
-        "sampling tools appear once advertised"
-    );
-    let r = c
-        .call_tool(
-            "trigger-sampling-request",
-            Some(raw(r#"{"prompt":"hello","maxTokens":10}"#)),
-            CallOptions::default(),
-        )
-        .await
-        .unwrap();
-    assert!(
-        r.raw.get().contains("sampled by the host"),
-        "{}",
-        r.raw.get()
-    );
-    let r = c
-        .call_tool(
-            "trigger-elicitation-request",
-            Some(raw("{}")),
-            CallOptions::default(),
-        )
-        .await
-        .unwrap();
-    assert!(r.raw.get().contains("decline"), "{}", r.raw.get());
+    everything::calls_back_into_the_host(&c, "stdio").await;
     c.shutdown().await;
 }
 
@@ -478,49 +348,7 @@ async fn fastmcp_server() {
         c.negotiated().server_name.as_deref(),
         Some("mcphost-interop-fastmcp")
     );
-    let tools: Vec<_> = c
-        .list_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name)
-        .collect();
-    assert_eq!(tools, ["echo", "add", "fail", "slow"]);
-    assert_eq!(c.list_resources().await.unwrap().len(), 3);
-    assert_eq!(c.list_resource_templates().await.unwrap().len(), 1);
-    assert_eq!(c.list_prompts().await.unwrap().len(), 2);
-    let r = c
-        .call_tool(
-            "add",
-            Some(raw(r#"{"a":2,"b":3.5}"#)),
-            CallOptions::default(),
-        )
-        .await
-        .unwrap();
-    assert!(r.structured_content().unwrap().get().contains("5.5"));
-    let r = c
-        .call_tool(
-            "fail",
-            Some(raw(r#"{"message":"boom"}"#)),
-            CallOptions::default(),
-        )
-        .await
-        .unwrap();
-    assert!(r.is_error);
-    let (seen, o) = common::progress_recorder();
-    c.call_tool("slow", Some(raw(r#"{"ms":300,"steps":3}"#)), o)
-        .await
-        .unwrap();
-    common::assert_three_steps(&seen.lock().unwrap());
-    let p = c
-        .get_prompt(
-            "greet",
-            Some(raw(r#"{"name":"Ada"}"#)),
-            CallOptions::default(),
-        )
-        .await
-        .unwrap();
-    assert!(p.get().contains("Ada"));
+    common::exercise_fastmcp(&c).await;
     c.shutdown().await;
 }
 

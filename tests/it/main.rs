@@ -22,6 +22,7 @@ mod config_shell_path;
 mod daemon;
 mod doctor;
 mod eras;
+mod everything;
 mod fuzz_corpus;
 mod host_callbacks;
 mod host_logs;
