@@ -1,6 +1,6 @@
 //! One client's line-delimited JSON-RPC, written by hand: over the daemon's
 //! socket or through `mcphost bridge`. Shared by the tests that play raw
-//! hosts (`#[path = "common/wire.rs"] mod wire;`).
+//! hosts (`common::wire`).
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Write};
