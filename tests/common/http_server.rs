@@ -1,5 +1,5 @@
 //! Real MCP servers listening on HTTP, each on a free port of its own, for
-//! tests/http_interop.rs and benches/http.rs (included there with `#[path]`).
+//! the tests (tests/it/http_interop.rs and others) and benches/http.rs (there with `#[path]`).
 //!
 //! A port is picked by binding 127.0.0.1:0 and closing the socket, then given
 //! to the server. Readiness is polled: a TCP connect to the port must succeed

@@ -1,14 +1,17 @@
 //! Helpers shared by integration tests.
 #![allow(dead_code)]
 
+pub mod bridge;
 pub mod http_fault;
+pub mod http_server;
 pub mod oauth_server;
 pub mod uid;
+pub mod wire;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use mcphost::client::{ClientError, ClientOptions, ServerClient};
+use mcphost::client::{CallOptions, ClientError, ClientOptions, ServerClient};
 use mcphost::transport::stdio::{StdioConfig, spawn};
 
 pub const TESTSERVER: &str = env!("CARGO_BIN_EXE_mcphost-testserver");
@@ -123,8 +126,8 @@ pub fn raw(s: &str) -> Box<mcphost::protocol::RawValue> {
 }
 
 // ---------------------------------------------------------------------------
-// The real `mcphost` binary: a daemon guard and CLI runners (tests/daemon.rs,
-// tests/cli.rs).
+// The real `mcphost` binary: a daemon guard and CLI runners (tests/it/daemon.rs,
+// tests/it/cli.rs).
 
 pub const MCPHOST: &str = env!("CARGO_BIN_EXE_mcphost");
 
@@ -143,15 +146,18 @@ pub fn poll<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) ->
     }
 }
 
-/// Where the pinned real servers are (see tests/interop.rs), or `None` to
-/// skip; a missing install fails instead under MCPHOST_INTEROP_REQUIRED.
+/// Where the pinned real servers are (see tests/it/interop.rs).
 pub struct Interop {
     pub dir: PathBuf,
     pub python: PathBuf,
     pub node: String,
 }
 
-pub fn interop() -> Option<Interop> {
+/// The installed real servers. The tests that use them are
+/// `#[ignore = "needs the interop servers: …"]`, so a clone without them
+/// lists them as ignored; run on purpose (`--run-ignored all`, as
+/// scripts/test.sh does), a missing install is a failure, never a pass.
+pub fn interop() -> Interop {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let dir = std::env::var_os("MCPHOST_INTEROP_DIR")
         .map(PathBuf::from)
@@ -160,23 +166,15 @@ pub fn interop() -> Option<Interop> {
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join(".venv/bin/python"));
     let node = std::env::var("MCPHOST_NODE").unwrap_or_else(|_| "node".to_owned());
-    if dir
-        .join("node_modules/@modelcontextprotocol/server-memory")
-        .exists()
-        && python.exists()
-    {
-        return Some(Interop { dir, python, node });
-    }
-    let msg = format!(
+    assert!(
+        dir.join("node_modules/@modelcontextprotocol/server-memory")
+            .exists()
+            && python.exists(),
         "interop servers are not installed ({} / {}); run scripts/setup-interop.sh",
         dir.display(),
         python.display()
     );
-    if std::env::var_os("MCPHOST_INTEROP_REQUIRED").is_some() {
-        panic!("{msg}");
-    }
-    eprintln!("skipping: {msg}");
-    None
+    Interop { dir, python, node }
 }
 
 impl Interop {
@@ -198,6 +196,17 @@ impl Interop {
             serde_json::json!(self.python.display().to_string())
         )
     }
+}
+
+/// `cmd` with the environment a desktop app gives what it spawns: this
+/// PATH and `home` as HOME, nothing else (no XDG_RUNTIME_DIR, no MCPHOST_*).
+pub fn desktop_env<'a>(
+    cmd: &'a mut std::process::Command,
+    home: &std::path::Path,
+) -> &'a mut std::process::Command {
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
 }
 
 /// A config with the bundled test server as `ts` (these args) and no
@@ -311,7 +320,7 @@ impl Sandbox {
             .env_remove("DISPLAY")
             .env_remove("WAYLAND_DISPLAY")
             // A command that finds no daemon fails rather than leave one
-            // behind; tests/autostart.rs turns this off.
+            // behind; tests/it/autostart.rs turns this off.
             .env("MCPHOST_NO_AUTOSTART", "1")
             .env_remove("MCPHOST_TEST_FAKE_VERSION")
             .stdin(std::process::Stdio::null());
@@ -675,11 +684,72 @@ impl PyRelisted {
     }
 }
 
+/// What tests/interop/fastmcp_server.py does the same way over every
+/// transport (stdio, Streamable HTTP).
+pub async fn exercise_fastmcp(c: &ServerClient) {
+    let tools: Vec<_> = c
+        .list_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(tools, ["echo", "add", "fail", "slow"]);
+    assert_eq!(c.list_resources().await.unwrap().len(), 3);
+    assert_eq!(c.list_resource_templates().await.unwrap().len(), 1);
+    assert_eq!(c.list_prompts().await.unwrap().len(), 2);
+    let r = c
+        .call_tool(
+            "echo",
+            Some(raw(r#"{"text":"héllo ✓"}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(raw_text_of(&r.raw), "héllo ✓");
+    let r = c
+        .call_tool(
+            "add",
+            Some(raw(r#"{"a":2,"b":3.5}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(r.structured_content().unwrap().get().contains("5.5"));
+    let r = c
+        .call_tool(
+            "fail",
+            Some(raw(r#"{"message":"boom"}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(r.is_error);
+    let (seen, o) = progress_recorder();
+    c.call_tool("slow", Some(raw(r#"{"ms":300,"steps":3}"#)), o)
+        .await
+        .unwrap();
+    assert_three_steps(&seen.lock().unwrap());
+    let read = c
+        .read_resource("fastmcp://item/7", CallOptions::default())
+        .await
+        .unwrap();
+    assert!(read.get().contains("item-7"), "{}", read.get());
+    let p = c
+        .get_prompt(
+            "greet",
+            Some(raw(r#"{"name":"Ada"}"#)),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(p.get().contains("Ada"));
+}
+
 /// What tests/interop/py_server.py (Python `mcp` SDK) offers, over any
 /// transport: every list paged two at a time, structured output, isError,
 /// progress, resources, prompts and completion.
 pub async fn exercise_py_server(c: &ServerClient, version: &str) {
-    use mcphost::client::CallOptions;
     use std::sync::atomic::Ordering;
     assert_eq!(
         c.negotiated().server_name.as_deref(),

@@ -1,6 +1,6 @@
 //! One client's line-delimited JSON-RPC, written by hand: over the daemon's
 //! socket or through `mcphost bridge`. Shared by the tests that play raw
-//! hosts (`#[path = "common/wire.rs"] mod wire;`).
+//! hosts (`common::wire`).
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Write};
@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use super::common::{Daemon, lenient_json};
+use super::{Daemon, lenient_json};
 
 /// One answer.
 pub const WAIT: Duration = Duration::from_secs(30);
@@ -23,6 +23,9 @@ pub struct Wire {
     pub lines: mpsc::Receiver<String>,
     /// Messages read while waiting for something else.
     pub held: Vec<String>,
+    /// Requests sent and not yet answered: an answer to any other id is
+    /// a failure, not something to hold or drop.
+    outstanding: Vec<Value>,
     pub next_id: i64,
     child: Option<Child>,
     /// The socket, to hang up (the reader thread holds a clone).
@@ -50,6 +53,7 @@ impl Wire {
             out: Box::new(s.try_clone().unwrap()),
             lines,
             held: Vec::new(),
+            outstanding: Vec::new(),
             next_id: 100,
             child: None,
             socket: Some(s),
@@ -71,19 +75,33 @@ impl Wire {
             out: Box::new(child.stdin.take().unwrap()),
             lines,
             held: Vec::new(),
+            outstanding: Vec::new(),
             next_id: 100,
             child: Some(child),
             socket: None,
         }
     }
 
+    /// Notes the requests among `lines` as waiting for an answer.
+    fn track(&mut self, msg: &Value) {
+        if msg.get("method").is_some() && msg.get("id").is_some() {
+            self.outstanding.push(msg["id"].clone());
+        }
+    }
+
     /// `text` as it is, in one write (several lines at once, say).
     pub fn send_raw(&mut self, text: &str) {
+        for line in text.lines() {
+            if let Ok(msg) = serde_json::from_str::<Value>(line) {
+                self.track(&msg);
+            }
+        }
         self.out.write_all(text.as_bytes()).unwrap();
         self.out.flush().unwrap();
     }
 
     pub fn send(&mut self, msg: &Value) {
+        self.track(msg);
         writeln!(self.out, "{msg}").unwrap();
         self.out.flush().unwrap();
     }
@@ -121,11 +139,24 @@ impl Wire {
         id
     }
 
-    /// The answer to request `id`, raw.
+    /// The answer to request `id`, raw. Notifications, server requests and
+    /// answers to this client's other outstanding requests on the way are
+    /// held (`until`, `notification`); an answer to an id no request of
+    /// this client is waiting for fails the test.
     pub fn answer_raw(&mut self, id: i64) -> String {
-        self.until(&format!("the answer to {id}"), |m| {
-            m["id"] == id && m.get("method").is_none()
-        })
+        let outstanding = self.outstanding.clone();
+        let line = self.until(&format!("the answer to {id}"), |m| {
+            if m.get("method").is_some() {
+                return false;
+            }
+            assert!(
+                outstanding.contains(&m["id"]),
+                "an answer to a request nobody sent or already answered, waiting for {id}: {m}"
+            );
+            m["id"] == id
+        });
+        self.outstanding.retain(|o| *o != id);
+        line
     }
 
     pub fn answer(&mut self, id: i64) -> Value {
@@ -151,13 +182,25 @@ impl Wire {
     }
 
     pub fn initialize(&mut self, caps: Value) -> Value {
+        self.initialize_at("2025-11-25", caps)
+    }
+
+    /// The handshake, asking for revision `version`.
+    pub fn initialize_at(&mut self, version: &str, caps: Value) -> Value {
         let r = self.request(
             "initialize",
-            json!({"protocolVersion": "2025-11-25", "capabilities": caps,
+            json!({"protocolVersion": version, "capabilities": caps,
                    "clientInfo": {"name": "tests/wire", "version": "0"}}),
         );
         self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         r
+    }
+
+    /// The next notification `method` that `pick` accepts (held ones first).
+    pub fn notification(&mut self, method: &str, pick: impl Fn(&Value) -> bool) -> Value {
+        lenient_json(&self.until(&format!("a {method} notification"), |m| {
+            m["method"] == method && m.get("id").is_none() && pick(m)
+        }))
     }
 
     /// Nothing but what `ignore` accepts arrives within `quiet`.

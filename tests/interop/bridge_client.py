@@ -1,5 +1,5 @@
 """A client on the official Python MCP SDK that reaches the mcphost daemon
-through `mcphost bridge` (stdio), for tests/daemon.rs.
+through `mcphost bridge` (stdio), for tests/it/daemon.rs.
 
     python bridge_client.py MCPHOST SOCKET TOOL ARGS_JSON
 

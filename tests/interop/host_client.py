@@ -1,5 +1,5 @@
 """A host on the official Python MCP SDK that reaches the mcphost daemon
-through `mcphost bridge`, for tests/host_callbacks.rs.
+through `mcphost bridge`, for tests/it/host_callbacks.rs.
 
     python host_client.py MCPHOST SOCKET [options]
 

@@ -1,5 +1,5 @@
 """A client on the official Python MCP SDK (mcp 2.x) that calls one tool over
-HTTP, for tests/http_interop.rs and benches/http.rs.
+HTTP, for tests/it/http_interop.rs and benches/http.rs.
 
     python http_client.py URL [--sse] [--tool echo] [--args JSON] [--calls N] [--serve]
 

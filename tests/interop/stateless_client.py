@@ -1,5 +1,5 @@
 """The official Python SDK's high-level `mcp.Client` reaching the mcphost
-daemon through `mcphost bridge` (stdio), for tests/socket_stateless.rs.
+daemon through `mcphost bridge` (stdio), for tests/it/socket_stateless.rs.
 
     python stateless_client.py MCPHOST SOCKET
 
