@@ -105,16 +105,7 @@ impl Fix<'_> {
                 names.join(", "),
                 names.first().map_or("VAR", String::as_str)
             ),
-            Fix::ConfigIssue(i) => format!(
-                "edit {} line {}{}",
-                i.path.display(),
-                i.line,
-                if i.field.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", i.field)
-                }
-            ),
+            Fix::ConfigIssue(i) => config_issue(i),
             Fix::ConfigUnreadable(p) => format!(
                 "create {} (`mcphost servers add NAME -- COMMAND ARGS…` writes one), or name \
                  another with --config / MCPHOST_CONFIG",
@@ -125,22 +116,9 @@ impl Fix<'_> {
                  see all of it: {line}"
             ),
             Fix::Hung {
-                command_line: Some(line),
+                command_line,
                 limit,
-            } => format!(
-                "it did not answer within {}: run it by hand to see what it waits for \
-                 (`mcphost inspect -- {line}`), or give it longer with --timeout (a first npx/uvx \
-                 run downloads packages)",
-                humantime::format_duration(*limit)
-            ),
-            Fix::Hung {
-                command_line: None,
-                limit,
-            } => format!(
-                "the server took the connection but did not answer within {}: check that the URL \
-                 is its MCP endpoint, or give it longer with --timeout",
-                humantime::format_duration(*limit)
-            ),
+            } => hung(command_line.as_deref(), *limit),
             Fix::NotMcp(Some(line)) => format!(
                 "it answered, but not as an MCP server over stdio should; `mcphost -vv inspect -- {line}` \
                  shows the exchange (something else writing to its stdout is a common cause)"
@@ -173,6 +151,38 @@ impl Fix<'_> {
                 "doctor's overall limit (--total-timeout) ran out first: check it alone with `mcphost doctor {name}`"
             ),
         }
+    }
+}
+
+/// Edit the config where the issue is.
+fn config_issue(i: &Issue) -> String {
+    format!(
+        "edit {} line {}{}",
+        i.path.display(),
+        i.line,
+        if i.field.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", i.field)
+        }
+    )
+}
+
+/// A server that did not answer in time: a command to run by hand, or
+/// (HTTP) the URL to check.
+fn hung(command_line: Option<&str>, limit: Duration) -> String {
+    match command_line {
+        Some(line) => format!(
+            "it did not answer within {}: run it by hand to see what it waits for \
+             (`mcphost inspect -- {line}`), or give it longer with --timeout (a first npx/uvx \
+             run downloads packages)",
+            humantime::format_duration(limit)
+        ),
+        None => format!(
+            "the server took the connection but did not answer within {}: check that the URL \
+             is its MCP endpoint, or give it longer with --timeout",
+            humantime::format_duration(limit)
+        ),
     }
 }
 

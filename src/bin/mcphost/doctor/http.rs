@@ -10,6 +10,8 @@ use super::Check;
 use super::fixes::Fix;
 use super::start::{Progress, answered, client_options, lock, ms, start_failure};
 
+/// The stages in order; each says what it found, and a failed one ends
+/// the check (its `Check` says why).
 pub(super) async fn check_http(
     name: &str,
     sc: &ServerConfig,
@@ -18,30 +20,83 @@ pub(super) async fn check_http(
     budget: Duration,
     started: Instant,
 ) {
-    let url = match url::Url::parse(&h.url) {
-        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => u,
-        Ok(u) => {
-            p.push(Check::problem(
-                "url",
-                format!("{}: the scheme is {:?}", redact(&h.url), u.scheme()),
-                Fix::BadUrl,
-            ));
-            return;
-        }
-        Err(e) => {
-            p.push(Check::problem(
-                "url",
-                format!("{}: {e}", redact(&h.url)),
-                Fix::BadUrl,
-            ));
-            return;
-        }
+    let url = match parse_url(&h.url) {
+        Ok(u) => u,
+        Err(c) => return p.push(c),
     };
     let host = url.host_str().unwrap_or("").to_owned();
     let port = url.port_or_known_default().unwrap_or(80);
     let step = Duration::from_secs(5).min(budget);
 
     p.stage("resolving the host name");
+    let Some(addrs) = resolve(&host, port, step, p).await else {
+        return;
+    };
+    p.stage("connecting");
+    if !connect(&addrs, &host, port, step, p).await {
+        return;
+    }
+    // What the server answers without our token: a 401 says what it wants.
+    p.stage("asking without a token");
+    let resp = match probe(h, &url, step).await {
+        Ok(r) => r,
+        Err(e) => return p.push(probe_failure(e, url.scheme() == "https", step)),
+    };
+    if url.scheme() == "https" {
+        p.push(Check::ok("tls", tls_detail(resp.certificate.as_ref())));
+    }
+    let own_header = h
+        .headers
+        .keys()
+        .any(|k| k.eq_ignore_ascii_case("authorization"));
+    let oauth_off = matches!(h.oauth, OAuthSetting::Disabled);
+    let signed_in = sign_in_checks(name, &resp, own_header, oauth_off, p, || {
+        token_state(name, &url)
+    });
+    if !signed_in {
+        p.push(Check::problem(
+            "start",
+            "not tried, for the problems above",
+            Fix::Above,
+        ));
+        return;
+    }
+    p.stage("waiting for initialize");
+    start(
+        name,
+        sc,
+        h,
+        resp.status,
+        budget.saturating_sub(started.elapsed()),
+        p,
+    )
+    .await;
+}
+
+/// The URL, if it is one doctor can check.
+fn parse_url(text: &str) -> Result<url::Url, Check> {
+    match url::Url::parse(text) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => Ok(u),
+        Ok(u) => Err(Check::problem(
+            "url",
+            format!("{}: the scheme is {:?}", redact(text), u.scheme()),
+            Fix::BadUrl,
+        )),
+        Err(e) => Err(Check::problem(
+            "url",
+            format!("{}: {e}", redact(text)),
+            Fix::BadUrl,
+        )),
+    }
+}
+
+/// DNS: the host's addresses (an IP address is its own).
+async fn resolve(
+    host: &str,
+    port: u16,
+    step: Duration,
+    p: &Progress,
+) -> Option<Vec<std::net::SocketAddr>> {
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     let addrs: Vec<std::net::SocketAddr> =
         match tokio::time::timeout(step, tokio::net::lookup_host((bare, port))).await {
@@ -54,17 +109,17 @@ pub(super) async fn check_http(
                 p.push(Check::problem(
                     "dns",
                     format!("{host}: {e}"),
-                    Fix::Dns(&host),
+                    Fix::Dns(host),
                 ));
-                return;
+                return None;
             }
             Err(_) => {
                 p.push(Check::problem(
                     "dns",
                     format!("{host}: no answer within {step:?}"),
-                    Fix::Dns(&host),
+                    Fix::Dns(host),
                 ));
-                return;
+                return None;
             }
         };
     if bare.parse::<std::net::IpAddr>().is_ok() {
@@ -76,143 +131,154 @@ pub(super) async fn check_http(
         let shown: Vec<String> = addrs.iter().take(4).map(|a| a.ip().to_string()).collect();
         p.push(Check::ok("dns", format!("{host} → {}", shown.join(", "))));
     }
+    Some(addrs)
+}
 
-    p.stage("connecting");
-    let mut connected = None;
+/// TCP to the first address that takes it; whether one did.
+async fn connect(
+    addrs: &[std::net::SocketAddr],
+    host: &str,
+    port: u16,
+    step: Duration,
+    p: &Progress,
+) -> bool {
     let mut last_error = String::from("no addresses");
-    for a in &addrs {
+    for a in addrs {
         let t0 = Instant::now();
         match tokio::time::timeout(step, tokio::net::TcpStream::connect(a)).await {
             Ok(Ok(_)) => {
-                connected = Some((*a, t0.elapsed()));
-                break;
+                p.push(Check::ok(
+                    "connect",
+                    format!("TCP to {a} in {} ms", ms(t0.elapsed())),
+                ));
+                return true;
             }
             Ok(Err(e)) => last_error = format!("{a}: {e}"),
             Err(_) => last_error = format!("{a}: no answer within {step:?}"),
         }
     }
-    let Some((at, took)) = connected else {
-        p.push(Check::problem(
-            "connect",
-            last_error,
-            Fix::Connect(format!("{host}:{port}")),
-        ));
-        return;
-    };
-    p.push(Check::ok(
+    p.push(Check::problem(
         "connect",
-        format!("TCP to {at} in {} ms", ms(took)),
+        last_error,
+        Fix::Connect(format!("{host}:{port}")),
     ));
+    false
+}
 
-    // What the server answers without our token: a 401 says what it wants.
-    p.stage("asking without a token");
-    let probe = probe(h, &url, step).await;
-    let tls = url.scheme() == "https";
-    let resp = match probe {
-        Ok(r) => {
-            if tls {
-                p.push(Check::ok(
-                    "tls",
-                    match &r.certificate {
-                        Some(c) => format!("TLS handshake ok; certificate {}", c.describe()),
-                        None => "TLS handshake ok".to_owned(),
-                    },
-                ));
-            }
-            r
+/// Why the unauthenticated request failed. TCP went through a moment
+/// before: a failed connect is the TLS layer.
+fn probe_failure(e: ProbeError, tls: bool, step: Duration) -> Check {
+    match e {
+        ProbeError::Connect(e) if tls || looks_like_tls(&e) => Check::problem("tls", e, Fix::Tls),
+        ProbeError::Timeout(e) => Check::problem(
+            "http",
+            e,
+            Fix::Hung {
+                command_line: None,
+                limit: step,
+            },
+        ),
+        ProbeError::Connect(e) | ProbeError::Other(e) => {
+            Check::problem("http", e, Fix::NotMcp(None))
         }
-        // TCP went through a moment ago: a failed connect is the TLS layer.
-        Err(ProbeError::Connect(e)) if tls || looks_like_tls(&e) => {
-            p.push(Check::problem("tls", e, Fix::Tls));
-            return;
-        }
-        Err(ProbeError::Timeout(e)) => {
-            p.push(Check::problem(
-                "http",
-                e,
-                Fix::Hung {
-                    command_line: None,
-                    limit: step,
-                },
-            ));
-            return;
-        }
-        Err(ProbeError::Connect(e) | ProbeError::Other(e)) => {
-            p.push(Check::problem("http", e, Fix::NotMcp(None)));
-            return;
-        }
-    };
-    let own_header = h
-        .headers
-        .keys()
-        .any(|k| k.eq_ignore_ascii_case("authorization"));
-    let mut signed_in = true;
-    match resp.status {
-        401 | 403 => {
-            let c = mcphost::auth::challenge::BearerChallenge::find(
-                resp.www_authenticate.iter().map(String::as_str),
-            );
-            let asks = match &c {
-                Some(c) => format!(
-                    "Bearer; resource_metadata={}; scope={}{}",
-                    c.resource_metadata.as_deref().unwrap_or("(none)"),
-                    c.scope.as_deref().unwrap_or("(none)"),
-                    c.error
-                        .as_deref()
-                        .map(|e| format!("; error={e}"))
-                        .unwrap_or_default()
-                ),
-                None if resp.www_authenticate.is_empty() => "no WWW-Authenticate header".to_owned(),
-                None => resp.www_authenticate.join(", "),
-            };
-            let detail = format!("HTTP {} without a token: asks for {asks}", resp.status);
-            if own_header {
-                p.push(Check::problem("auth", detail, Fix::HeaderRefused));
-                signed_in = false;
-            } else if matches!(h.oauth, OAuthSetting::Disabled) {
-                p.push(Check::problem("auth", detail, Fix::OAuthOff));
-                signed_in = false;
-            } else {
-                p.push(Check::ok("auth", detail));
-                let (has, state) = token_state(name, &url);
-                if has && resp.status == 403 {
-                    signed_in = false;
-                    p.push(Check::problem("token", state, Fix::Forbidden(name)));
-                } else if has {
-                    p.push(Check::ok("token", state));
-                } else {
-                    signed_in = false;
-                    p.push(Check::problem("token", state, Fix::Login(name)));
-                }
-            }
-        }
-        s => p.push(Check::ok(
+    }
+}
+
+fn tls_detail(certificate: Option<&cert::Summary>) -> String {
+    match certificate {
+        Some(c) => format!("TLS handshake ok; certificate {}", c.describe()),
+        None => "TLS handshake ok".to_owned(),
+    }
+}
+
+/// What a 401/403's `WWW-Authenticate` asks for.
+fn challenge_text(www_authenticate: &[String]) -> String {
+    let c = mcphost::auth::challenge::BearerChallenge::find(
+        www_authenticate.iter().map(String::as_str),
+    );
+    match &c {
+        Some(c) => format!(
+            "Bearer; resource_metadata={}; scope={}{}",
+            c.resource_metadata.as_deref().unwrap_or("(none)"),
+            c.scope.as_deref().unwrap_or("(none)"),
+            c.error
+                .as_deref()
+                .map(|e| format!("; error={e}"))
+                .unwrap_or_default()
+        ),
+        None if www_authenticate.is_empty() => "no WWW-Authenticate header".to_owned(),
+        None => www_authenticate.join(", "),
+    }
+}
+
+/// The "auth" and "token" checks for what the server answered without a
+/// token, given whether the config sends its own Authorization header or
+/// turns OAuth off; whether a start may follow. `token` is the token
+/// store's state for this server, asked only when a sign-in is wanted.
+fn sign_in_checks(
+    name: &str,
+    resp: &Probed,
+    own_header: bool,
+    oauth_off: bool,
+    p: &Progress,
+    token: impl FnOnce() -> (bool, String),
+) -> bool {
+    if !matches!(resp.status, 401 | 403) {
+        p.push(Check::ok(
             "auth",
             format!(
-                "no sign-in asked (HTTP {s} to an unauthenticated ping){}",
+                "no sign-in asked (HTTP {} to an unauthenticated ping){}",
+                resp.status,
                 if own_header {
                     "; sends its own Authorization header"
                 } else {
                     ""
                 }
             ),
-        )),
-    }
-    if !signed_in {
-        p.push(Check::problem(
-            "start",
-            "not tried, for the problems above",
-            Fix::Above,
         ));
-        return;
+        return true;
     }
+    let detail = format!(
+        "HTTP {} without a token: asks for {}",
+        resp.status,
+        challenge_text(&resp.www_authenticate)
+    );
+    if own_header {
+        p.push(Check::problem("auth", detail, Fix::HeaderRefused));
+        return false;
+    }
+    if oauth_off {
+        p.push(Check::problem("auth", detail, Fix::OAuthOff));
+        return false;
+    }
+    p.push(Check::ok("auth", detail));
+    let (has, state) = token();
+    if has && resp.status == 403 {
+        p.push(Check::problem("token", state, Fix::Forbidden(name)));
+        false
+    } else if has {
+        p.push(Check::ok("token", state));
+        true
+    } else {
+        p.push(Check::problem("token", state, Fix::Login(name)));
+        false
+    }
+}
 
-    p.stage("waiting for initialize");
-    let left = budget.saturating_sub(started.elapsed());
+/// A real start within `left`, with the stored token (used and refreshed;
+/// no sign-in page is ever shown). `status` is what the unauthenticated
+/// ping got: a 404/405 there makes a failed start a wrong path.
+async fn start(
+    name: &str,
+    sc: &ServerConfig,
+    h: &HttpServer,
+    status: u16,
+    left: Duration,
+    p: &Progress,
+) {
     let mut cfg = h.to_http_config(&sc.timeouts);
     cfg.init_timeout = left;
     cfg.connect_timeout = cfg.connect_timeout.min(left);
-    // Stored tokens are used and refreshed; no sign-in page is ever shown.
     if let Ok(ctx) = mcphost::auth::AuthContext::from_env(None)
         && let Some(Ok(a)) = ctx.authorizer(name, h)
     {
@@ -225,8 +291,7 @@ pub(super) async fn check_http(
             return;
         }
     };
-    let control = conn.control.clone();
-    *lock(&p.control) = Some(control.clone());
+    *lock(&p.control) = Some(conn.control.clone());
     let t0 = Instant::now();
     match ServerClient::connect(name, conn, client_options(left, None)).await {
         Ok(client) => {
@@ -235,7 +300,7 @@ pub(super) async fn check_http(
         }
         Err(e) => {
             let mut c = start_failure(name, &e, None, None, left);
-            if matches!(resp.status, 404 | 405) && c.name == "start" {
+            if matches!(status, 404 | 405) && c.name == "start" {
                 c.fix = Some(Fix::HttpPath.text());
             }
             p.push(c);
@@ -482,5 +547,150 @@ mod cert {
             }
             assert_eq!(super::summary(b"not der"), None);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answered(status: u16, www_authenticate: &[&str]) -> Probed {
+        Probed {
+            certificate: None,
+            status,
+            www_authenticate: www_authenticate.iter().map(|s| (*s).to_owned()).collect(),
+        }
+    }
+
+    /// The checks `sign_in_checks` pushed as (name, ok), whether it let the
+    /// start go ahead, and the checks themselves.
+    fn sign_in(
+        resp: &Probed,
+        own_header: bool,
+        oauth_off: bool,
+        token: Option<&str>,
+    ) -> (Vec<(&'static str, bool)>, bool, Vec<Check>) {
+        let p = Progress::default();
+        let go = sign_in_checks("gh", resp, own_header, oauth_off, &p, || match token {
+            Some(t) => (true, t.to_owned()),
+            None => (false, "no stored token for gh".to_owned()),
+        });
+        let checks = std::mem::take(&mut *lock(&p.checks));
+        let short = checks.iter().map(|c| (c.name, c.ok)).collect();
+        (short, go, checks)
+    }
+
+    #[test]
+    fn a_server_that_asks_for_no_sign_in_is_started_without_looking_at_tokens() {
+        let p = Progress::default();
+        let go = sign_in_checks("gh", &answered(200, &[]), true, false, &p, || {
+            panic!("the token store is not asked when no sign-in is wanted")
+        });
+        assert!(go);
+        let checks = lock(&p.checks);
+        assert_eq!(checks.len(), 1);
+        assert_eq!(
+            checks[0].detail,
+            "no sign-in asked (HTTP 200 to an unauthenticated ping); sends its own Authorization header"
+        );
+    }
+
+    #[test]
+    fn a_401_is_classified_by_the_config_and_the_stored_token() {
+        let asks = answered(
+            401,
+            &[r#"Bearer resource_metadata="https://a/prm", scope="read""#],
+        );
+        // The config's own header was refused.
+        let (short, go, checks) = sign_in(&asks, true, false, Some("valid"));
+        assert_eq!((short, go), (vec![("auth", false)], false));
+        assert_eq!(checks[0].fix, Some(Fix::HeaderRefused.text()));
+        assert_eq!(
+            checks[0].detail,
+            "HTTP 401 without a token: asks for Bearer; resource_metadata=https://a/prm; scope=read"
+        );
+        // OAuth turned off for it.
+        let (short, go, checks) = sign_in(&asks, false, true, Some("valid"));
+        assert_eq!((short, go), (vec![("auth", false)], false));
+        assert_eq!(checks[0].fix, Some(Fix::OAuthOff.text()));
+        // Signed in: both ok.
+        let (short, go, _) = sign_in(&asks, false, false, Some("token from a valid"));
+        assert_eq!((short, go), (vec![("auth", true), ("token", true)], true));
+        // Not signed in: log in.
+        let (short, go, checks) = sign_in(&asks, false, false, None);
+        assert_eq!((short, go), (vec![("auth", true), ("token", false)], false));
+        assert_eq!(checks[1].fix, Some(Fix::Login("gh").text()));
+    }
+
+    #[test]
+    fn a_403_with_a_stored_token_says_the_token_is_not_allowed() {
+        let (short, go, checks) = sign_in(&answered(403, &[]), false, false, Some("valid"));
+        assert_eq!((short, go), (vec![("auth", true), ("token", false)], false));
+        assert_eq!(
+            checks[0].detail,
+            "HTTP 403 without a token: asks for no WWW-Authenticate header"
+        );
+        assert_eq!(checks[1].fix, Some(Fix::Forbidden("gh").text()));
+    }
+
+    #[test]
+    fn a_challenge_that_is_not_bearer_is_shown_as_sent() {
+        assert_eq!(
+            challenge_text(&["Basic realm=\"x\"".to_owned(), "Digest".to_owned()]),
+            "Basic realm=\"x\", Digest"
+        );
+        assert_eq!(
+            challenge_text(&[r#"Bearer error="invalid_token""#.to_owned()]),
+            "Bearer; resource_metadata=(none); scope=(none); error=invalid_token"
+        );
+    }
+
+    #[test]
+    fn a_failed_unauthenticated_request_is_named_after_the_layer_that_failed() {
+        let step = Duration::from_secs(5);
+        let named = |e, tls| {
+            let c = probe_failure(e, tls, step);
+            (c.name, c.fix)
+        };
+        // TCP worked a moment before: over https a failed connect is TLS.
+        assert_eq!(
+            named(ProbeError::Connect("reset".into()), true),
+            ("tls", Some(Fix::Tls.text()))
+        );
+        assert_eq!(
+            named(ProbeError::Connect("invalid certificate".into()), false),
+            ("tls", Some(Fix::Tls.text()))
+        );
+        assert_eq!(
+            named(ProbeError::Connect("reset".into()), false),
+            ("http", Some(Fix::NotMcp(None).text()))
+        );
+        assert_eq!(
+            named(ProbeError::Timeout("slow".into()), true),
+            (
+                "http",
+                Some(
+                    Fix::Hung {
+                        command_line: None,
+                        limit: step
+                    }
+                    .text()
+                )
+            )
+        );
+        assert_eq!(
+            named(ProbeError::Other("bad body".into()), false),
+            ("http", Some(Fix::NotMcp(None).text()))
+        );
+    }
+
+    #[test]
+    fn a_url_doctor_cannot_check_is_a_bad_url_with_its_query_hidden() {
+        let c = parse_url("ftp://host/x?key=secret").unwrap_err();
+        assert_eq!(c.name, "url");
+        assert_eq!(c.detail, "ftp://host/x?…: the scheme is \"ftp\"");
+        assert_eq!(c.fix, Some(Fix::BadUrl.text()));
+        assert!(parse_url("not a url").is_err());
+        assert!(parse_url("https://example.com/mcp").is_ok());
     }
 }

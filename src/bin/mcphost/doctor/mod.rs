@@ -159,8 +159,71 @@ pub async fn run(opts: Options) -> Result<u8> {
 }
 
 async fn examine(opts: &Options, loaded: Loaded) -> Result<Report> {
-    let mut config_checks = Vec::new();
+    let mut config_checks = config_checks(&loaded);
     let path_text = loaded.path.as_ref().map(|p| p.display().to_string());
+    let empty = HostConfig::default();
+    let cfg = loaded.cfg.as_ref().unwrap_or(&empty);
+
+    let (names, configured) = server_names(opts, &loaded, cfg)?;
+    if loaded.cfg.is_some() && loaded.unreadable.is_none() && loaded.general.is_empty() {
+        config_checks.insert(0, config_summary(path_text.as_deref(), cfg, configured));
+    }
+    let picked: Vec<&ServerConfig> = cfg
+        .servers
+        .iter()
+        .filter(|s| names.contains(&s.name))
+        .collect();
+    let checked = |s: &ServerConfig| !s.disabled || opts.names.contains(&s.name);
+    let (paths, auth_failed) = path_ctx(opts, cfg, &picked, &checked).await;
+
+    let deadline = Instant::now().checked_add(opts.total);
+    let jobs = opts.jobs.max(1);
+    let mut results: Vec<(usize, ServerReport)> =
+        futures_util::stream::iter(picked.iter().enumerate())
+            .map(|(i, sc)| {
+                let paths = &paths;
+                async move {
+                    let r = match checked(sc) {
+                        true => check_server(sc, paths, opts.timeout, deadline).await,
+                        false => disabled_report(sc),
+                    };
+                    (i, r)
+                }
+            })
+            .buffer_unordered(jobs)
+            .collect()
+            .await;
+    results.sort_by_key(|(i, _)| *i);
+    let mut servers: Vec<ServerReport> = results.into_iter().map(|(_, r)| r).collect();
+
+    // Entries that could not be used at all.
+    for name in &names {
+        if !servers.iter().any(|s| s.name == *name) {
+            servers.push(unusable_report(name));
+        }
+    }
+    attach_config_findings(&mut servers, &loaded, &auth_failed);
+    flag_duplicates(&mut servers, &picked);
+    for s in &mut servers {
+        s.ok = s.checks.iter().all(|c| c.ok);
+    }
+    let ok = config_checks.iter().all(|c| c.ok) && servers.iter().all(|s| s.ok);
+    Ok(Report {
+        ok,
+        config: path_text,
+        config_checks,
+        paths: paths_report(&paths),
+        token_store: mcphost::auth::store::TokenStore::open_default()
+            .ok()
+            .map(|s| s.describe_backend()),
+        servers,
+    })
+}
+
+/// What the config as a whole has: unreadable, its general issues, and
+/// warnings that belong to no one server.
+fn config_checks(loaded: &Loaded) -> Vec<Check> {
+    let mut checks = Vec::new();
     if let Some(why) = &loaded.unreadable {
         let fix = match &loaded.path {
             Some(p) if !p.exists() => Fix::ConfigUnreadable(p),
@@ -171,20 +234,22 @@ async fn examine(opts: &Options, loaded: Loaded) -> Result<Report> {
                 message: why.clone(),
             }),
         };
-        config_checks.push(Check::problem("config", why.clone(), fix));
+        checks.push(Check::problem("config", why.clone(), fix));
     }
     for issue in &loaded.general {
-        config_checks.push(issue_check(issue));
+        checks.push(issue_check(issue));
     }
     for (server, w) in &loaded.warnings {
         if server.is_none() {
-            config_checks.push(Check::ok("config", format!("warning: {w}")));
+            checks.push(Check::ok("config", format!("warning: {w}")));
         }
     }
-    let empty = HostConfig::default();
-    let cfg = loaded.cfg.as_ref().unwrap_or(&empty);
+    checks
+}
 
-    // Every server named in the config, in file order, broken ones too.
+/// The servers to report on, in file order, broken ones too; and how many
+/// the config names. An unknown name asked for is an error.
+fn server_names(opts: &Options, loaded: &Loaded, cfg: &HostConfig) -> Result<(Vec<String>, usize)> {
     let mut names: Vec<String> = cfg.servers.iter().map(|s| s.name.clone()).collect();
     for (n, _) in &loaded.errors {
         if !names.contains(n) {
@@ -203,35 +268,35 @@ async fn examine(opts: &Options, loaded: Loaded) -> Result<Report> {
         }
         names.retain(|n| opts.names.contains(n));
     }
-    if loaded.cfg.is_some() && loaded.unreadable.is_none() && loaded.general.is_empty() {
-        let disabled = cfg.servers.iter().filter(|s| s.disabled).count();
-        let hint = if configured == 0 {
-            "; add one with `mcphost servers add NAME -- COMMAND ARGS…` (or `--url URL`)"
-        } else {
-            ""
-        };
-        config_checks.insert(
-            0,
-            Check::ok(
-                "config",
-                format!(
-                    "{}{} ({disabled} disabled){hint}",
-                    path_text
-                        .as_ref()
-                        .map(|p| format!("{p}: "))
-                        .unwrap_or_default(),
-                    servers_n(configured),
-                ),
-            ),
-        );
-    }
-    let picked: Vec<&ServerConfig> = cfg
-        .servers
-        .iter()
-        .filter(|s| names.contains(&s.name))
-        .collect();
-    let checked = |s: &ServerConfig| !s.disabled || opts.names.contains(&s.name);
+    Ok((names, configured))
+}
 
+/// The config's first line: where it is and how many servers it has.
+fn config_summary(path: Option<&str>, cfg: &HostConfig, configured: usize) -> Check {
+    let disabled = cfg.servers.iter().filter(|s| s.disabled).count();
+    let hint = if configured == 0 {
+        "; add one with `mcphost servers add NAME -- COMMAND ARGS…` (or `--url URL`)"
+    } else {
+        ""
+    };
+    Check::ok(
+        "config",
+        format!(
+            "{}{} ({disabled} disabled){hint}",
+            path.map(|p| format!("{p}: ")).unwrap_or_default(),
+            servers_n(configured),
+        ),
+    )
+}
+
+/// The PATHs commands are looked up in, and the servers the running
+/// daemon stopped signing in to.
+async fn path_ctx(
+    opts: &Options,
+    cfg: &HostConfig,
+    picked: &[&ServerConfig],
+    checked: &impl Fn(&ServerConfig) -> bool,
+) -> (PathCtx, std::collections::BTreeMap<String, String>) {
     // Asked even with loginShellPath off: a command found only there is
     // worth saying so. Not asked when no stdio server is checked.
     let needs_login = picked.iter().any(|s| {
@@ -258,48 +323,35 @@ async fn examine(opts: &Options, loaded: Loaded) -> Result<Report> {
         daemon_pid,
         daemon,
     };
+    (paths, auth_failed)
+}
 
-    let deadline = Instant::now().checked_add(opts.total);
-    let jobs = opts.jobs.max(1);
-    let mut results: Vec<(usize, ServerReport)> =
-        futures_util::stream::iter(picked.iter().enumerate())
-            .map(|(i, sc)| {
-                let paths = &paths;
-                async move {
-                    let r = match checked(sc) {
-                        true => check_server(sc, paths, opts.timeout, deadline).await,
-                        false => disabled_report(sc),
-                    };
-                    (i, r)
-                }
-            })
-            .buffer_unordered(jobs)
-            .collect()
-            .await;
-    results.sort_by_key(|(i, _)| *i);
-    let mut servers: Vec<ServerReport> = results.into_iter().map(|(_, r)| r).collect();
-
-    // Entries that could not be used at all.
-    for name in &names {
-        if servers.iter().any(|s| s.name == *name) {
-            continue;
-        }
-        servers.push(ServerReport {
-            name: name.clone(),
-            transport: "-",
-            target: String::new(),
-            disabled: false,
-            ok: false,
-            timed_out: false,
-            elapsed_ms: 0,
-            path: None,
-            path_from: None,
-            server: None,
-            checks: Vec::new(),
-        });
+/// A server whose entry could not be used at all (its config issues are
+/// attached after).
+fn unusable_report(name: &str) -> ServerReport {
+    ServerReport {
+        name: name.to_owned(),
+        transport: "-",
+        target: String::new(),
+        disabled: false,
+        ok: false,
+        timed_out: false,
+        elapsed_ms: 0,
+        path: None,
+        path_from: None,
+        server: None,
+        checks: Vec::new(),
     }
-    // Attach config findings to their servers.
-    for s in &mut servers {
+}
+
+/// Each server's config errors and warnings, and the daemon's sign-in
+/// failure, ahead of its own checks.
+fn attach_config_findings(
+    servers: &mut [ServerReport],
+    loaded: &Loaded,
+    auth_failed: &std::collections::BTreeMap<String, String>,
+) {
+    for s in servers {
         let mut first = Vec::new();
         for (n, issue) in &loaded.errors {
             if *n == s.name {
@@ -323,14 +375,16 @@ async fn examine(opts: &Options, loaded: Loaded) -> Result<Report> {
             s.checks = first;
         }
     }
-    // The same server twice under two names.
+}
+
+/// The same server twice under two names: the later entry is flagged.
+fn flag_duplicates(servers: &mut [ServerReport], picked: &[&ServerConfig]) {
     let enabled: Vec<&ServerConfig> = picked.iter().copied().filter(|s| !s.disabled).collect();
-    for s in &mut servers {
+    for s in servers {
         let Some(at) = enabled.iter().position(|c| c.name == s.name) else {
             continue;
         };
         let me = enabled[at];
-        // The later entry is the one flagged.
         if let Some(other) = enabled[..at].iter().find(|c| c.transport == me.transport) {
             s.checks.push(Check::problem(
                 "duplicate",
@@ -342,29 +396,19 @@ async fn examine(opts: &Options, loaded: Loaded) -> Result<Report> {
             ));
         }
     }
-    for s in &mut servers {
-        s.ok = s.checks.iter().all(|c| c.ok);
+}
+
+fn paths_report(paths: &PathCtx) -> Paths {
+    Paths {
+        process: paths.process.clone(),
+        login_shell: paths.login.as_ref().map(|l| l.path.clone()),
+        login_shell_from: paths.login.as_ref().map(|l| match l.origin {
+            PathOrigin::LoginShell => "login shell",
+            PathOrigin::Fallback => "fallback",
+        }),
+        daemon_pid: paths.daemon_pid,
+        daemon: paths.daemon.clone(),
     }
-    let ok = config_checks.iter().all(|c| c.ok) && servers.iter().all(|s| s.ok);
-    Ok(Report {
-        ok,
-        config: path_text,
-        config_checks,
-        paths: Paths {
-            process: paths.process.clone(),
-            login_shell: paths.login.as_ref().map(|l| l.path.clone()),
-            login_shell_from: paths.login.as_ref().map(|l| match l.origin {
-                PathOrigin::LoginShell => "login shell",
-                PathOrigin::Fallback => "fallback",
-            }),
-            daemon_pid: paths.daemon_pid,
-            daemon: paths.daemon.clone(),
-        },
-        token_store: mcphost::auth::store::TokenStore::open_default()
-            .ok()
-            .map(|s| s.describe_backend()),
-        servers,
-    })
 }
 
 fn servers_n(n: usize) -> String {

@@ -7,13 +7,15 @@ use mcphost::client::{ClientError, ServerClient};
 use mcphost::config::{ServerConfig, StdioServer};
 use mcphost::protocol::Era;
 use mcphost::runtime::{self, Runtime};
-use mcphost::transport::stdio::StdioError;
+use mcphost::transport::stdio::{StdioConfig, StdioError};
 
 use super::Check;
 use super::fixes::Fix;
 use super::paths::{PathCtx, PathFrom};
 use super::start::{Progress, answered, client_options, command_line, lock, start_failure};
 
+/// The stages in order: the cwd and env, the command, its runtime, then a
+/// real start when nothing above stops it.
 pub(super) async fn check_stdio(
     name: &str,
     sc: &ServerConfig,
@@ -24,23 +26,7 @@ pub(super) async fn check_stdio(
     started: Instant,
 ) {
     p.stage("checking the cwd");
-    let mut cwd_ok = true;
-    if let Some(dir) = &s.cwd {
-        if dir.is_dir() {
-            p.push(Check::ok("cwd", dir.display().to_string()));
-        } else {
-            cwd_ok = false;
-            p.push(Check::problem(
-                "cwd",
-                format!("{} does not exist or is not a directory", dir.display()),
-                Fix::Cwd(dir),
-            ));
-        }
-    }
-    if !s.env.is_empty() {
-        let names: Vec<&str> = s.env.keys().map(String::as_str).collect();
-        p.push(Check::ok("env", format!("sets {}", names.join(", "))));
-    }
+    let cwd_ok = check_cwd_and_env(s, p);
 
     p.stage("resolving the command");
     let (path, from) = paths.for_server(s);
@@ -82,74 +68,7 @@ pub(super) async fn check_stdio(
     }
 
     p.stage("checking the runtime");
-    // A launcher that is its own runtime (uvx, docker) and was not found
-    // has been reported already.
-    let detected = runtime::detect(&s.command, resolved.as_deref())
-        .filter(|d| resolved.is_some() || d.program != s.command);
-    if let Some(d) = detected {
-        let how = match &d.via {
-            runtime::Via::Command
-                if d.program == s.command || Some(Path::new(&d.program)) == resolved.as_deref() =>
-            {
-                "the command itself".to_owned()
-            }
-            runtime::Via::Command => format!("{} needs it", s.command),
-            runtime::Via::Shebang(i) => format!("its #! line runs {i}"),
-        };
-        let limit = Duration::from_secs(5).min(budget);
-        match runtime::version(&d.program, &path, limit).await {
-            Ok(v) if v.too_old(d.runtime) => p.push(Check::problem(
-                "runtime",
-                format!(
-                    "{} {} at {} is too old ({how})",
-                    d.runtime.name(),
-                    bare_version(&v.text, d.runtime),
-                    v.program.display()
-                ),
-                Fix::UpgradeRuntime(d.runtime),
-            )),
-            Ok(v) if d.runtime == Runtime::Docker => {
-                let engine = runtime::docker_engine(&d.program, &path, limit).await;
-                p.push(match engine {
-                    Ok(server) => Check::ok(
-                        "runtime",
-                        format!(
-                            "Docker {} at {}, engine {server} ({how})",
-                            bare_version(&v.text, d.runtime),
-                            v.program.display()
-                        ),
-                    ),
-                    Err(e) => Check::problem(
-                        "runtime",
-                        format!(
-                            "Docker {} is installed but its engine does not answer ({how}): {e}",
-                            bare_version(&v.text, d.runtime)
-                        ),
-                        Fix::DockerEngine,
-                    ),
-                });
-            }
-            Ok(v) => p.push(Check::ok(
-                "runtime",
-                format!(
-                    "{} {} at {} ({how})",
-                    d.runtime.name(),
-                    bare_version(&v.text, d.runtime),
-                    v.program.display()
-                ),
-            )),
-            Err(e @ runtime::RuntimeError::NotFound { .. }) => p.push(Check::problem(
-                "runtime",
-                format!("{} is missing ({how}): {e}", d.runtime.name()),
-                Fix::InstallRuntime(d.runtime),
-            )),
-            Err(e) => p.push(Check::problem(
-                "runtime",
-                format!("{} does not run ({how}): {e}", d.runtime.name()),
-                Fix::InstallRuntime(d.runtime),
-            )),
-        }
-    }
+    check_runtime(s, resolved.as_deref(), &path, budget, p).await;
     if resolved.is_none() || !cwd_ok {
         p.push(Check::problem(
             "start",
@@ -158,14 +77,127 @@ pub(super) async fn check_stdio(
         ));
         return;
     }
+    start(name, s, &cfg, p, budget, started).await;
+}
 
+/// The cwd (whether it is usable) and the names `env` sets.
+fn check_cwd_and_env(s: &StdioServer, p: &Progress) -> bool {
+    let mut cwd_ok = true;
+    if let Some(dir) = &s.cwd {
+        if dir.is_dir() {
+            p.push(Check::ok("cwd", dir.display().to_string()));
+        } else {
+            cwd_ok = false;
+            p.push(Check::problem(
+                "cwd",
+                format!("{} does not exist or is not a directory", dir.display()),
+                Fix::Cwd(dir),
+            ));
+        }
+    }
+    if !s.env.is_empty() {
+        let names: Vec<&str> = s.env.keys().map(String::as_str).collect();
+        p.push(Check::ok("env", format!("sets {}", names.join(", "))));
+    }
+    cwd_ok
+}
+
+/// The runtime the command needs (node, python, docker…): there, recent
+/// enough, and (docker) its engine answering.
+async fn check_runtime(
+    s: &StdioServer,
+    resolved: Option<&Path>,
+    path: &str,
+    budget: Duration,
+    p: &Progress,
+) {
+    // A launcher that is its own runtime (uvx, docker) and was not found
+    // has been reported already.
+    let Some(d) = runtime::detect(&s.command, resolved)
+        .filter(|d| resolved.is_some() || d.program != s.command)
+    else {
+        return;
+    };
+    let how = match &d.via {
+        runtime::Via::Command
+            if d.program == s.command || Some(Path::new(&d.program)) == resolved =>
+        {
+            "the command itself".to_owned()
+        }
+        runtime::Via::Command => format!("{} needs it", s.command),
+        runtime::Via::Shebang(i) => format!("its #! line runs {i}"),
+    };
+    let limit = Duration::from_secs(5).min(budget);
+    match runtime::version(&d.program, path, limit).await {
+        Ok(v) if v.too_old(d.runtime) => p.push(Check::problem(
+            "runtime",
+            format!(
+                "{} {} at {} is too old ({how})",
+                d.runtime.name(),
+                bare_version(&v.text, d.runtime),
+                v.program.display()
+            ),
+            Fix::UpgradeRuntime(d.runtime),
+        )),
+        Ok(v) if d.runtime == Runtime::Docker => {
+            let engine = runtime::docker_engine(&d.program, path, limit).await;
+            p.push(match engine {
+                Ok(server) => Check::ok(
+                    "runtime",
+                    format!(
+                        "Docker {} at {}, engine {server} ({how})",
+                        bare_version(&v.text, d.runtime),
+                        v.program.display()
+                    ),
+                ),
+                Err(e) => Check::problem(
+                    "runtime",
+                    format!(
+                        "Docker {} is installed but its engine does not answer ({how}): {e}",
+                        bare_version(&v.text, d.runtime)
+                    ),
+                    Fix::DockerEngine,
+                ),
+            });
+        }
+        Ok(v) => p.push(Check::ok(
+            "runtime",
+            format!(
+                "{} {} at {} ({how})",
+                d.runtime.name(),
+                bare_version(&v.text, d.runtime),
+                v.program.display()
+            ),
+        )),
+        Err(e @ runtime::RuntimeError::NotFound { .. }) => p.push(Check::problem(
+            "runtime",
+            format!("{} is missing ({how}): {e}", d.runtime.name()),
+            Fix::InstallRuntime(d.runtime),
+        )),
+        Err(e) => p.push(Check::problem(
+            "runtime",
+            format!("{} does not run ({how}): {e}", d.runtime.name()),
+            Fix::InstallRuntime(d.runtime),
+        )),
+    }
+}
+
+/// A real start within what is left of `budget`. A handshake-era server
+/// may exit on the server/discover probe; the daemon then starts it again
+/// and speaks initialize: so does doctor.
+async fn start(
+    name: &str,
+    s: &StdioServer,
+    cfg: &StdioConfig,
+    p: &Progress,
+    budget: Duration,
+    started: Instant,
+) {
     let line = command_line(s);
     let mut known_era = None;
-    // A handshake-era server may exit on the server/discover probe; the
-    // daemon then starts it again and speaks initialize: so does doctor.
     for attempt in 0..2 {
         p.stage("starting the server");
-        let conn = match mcphost::transport::stdio::spawn(name, &cfg).await {
+        let conn = match mcphost::transport::stdio::spawn(name, cfg).await {
             Ok(c) => c,
             Err(e) => {
                 p.push(Check::problem("start", e.to_string(), Fix::Crashed(line)));
