@@ -3,7 +3,7 @@
 //! VS Code input prompts and the report.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use mcphost::config::import::{
@@ -98,80 +98,10 @@ pub async fn run(
         return restore(dialect, &places, out);
     }
     // Each file read, and whether it is the user's or the project's.
-    let mut files: Vec<(PathBuf, Scope)> = Vec::new();
-    let found = match (&args.from, source) {
-        (Some(path), _) => {
-            let format: Dialect = args.format.as_deref().unwrap_or_default().parse()?;
-            let abs = std::path::absolute(path).unwrap_or_else(|_| path.clone());
-            let scope = if abs.starts_with(&places.project) {
-                Scope::Project
-            } else {
-                Scope::User
-            };
-            files.push((abs.clone(), scope));
-            import::read(format, &abs, scope, &places)?
-        }
-        (None, Some(dialect)) => {
-            let (located, searched) = import::locate(dialect, &places);
-            if located.is_empty() {
-                bail!(
-                    "no {dialect} config found; looked in:\n  {}",
-                    paths_text(&searched)
-                );
-            }
-            let mut all = Vec::new();
-            for l in located {
-                files.push((l.path.clone(), l.scope));
-                all.extend(l.result?);
-            }
-            all
-        }
-        (None, None) => bail!(
-            "name a SOURCE (claude-desktop, claude-code, vscode, cursor, windsurf, zed, goose, \
-             continue, mark3labs), or --from PATH --format SOURCE; `mcphost import --list` shows what is there"
-        ),
-    };
+    let (found, files) = read_source(&args, source, &places)?;
 
     // Which servers, from which file.
-    let mut picked: Vec<(Imported, &Found)> = Vec::new();
-    for f in &found {
-        // A consolidated app's own entry: the daemon must not serve itself.
-        for s in f.servers.iter().filter(|s| !import::is_bridge(&s.entry)) {
-            if args.only.is_empty() || args.only.contains(&s.name) {
-                picked.push((s.clone(), f));
-            }
-        }
-    }
-    let mut skipped: Vec<(String, &Found, String)> = Vec::new();
-    for f in &found {
-        for p in &f.problems {
-            match &p.server {
-                Some(name) if args.only.is_empty() || args.only.contains(name) => {
-                    skipped.push((name.clone(), f, p.reason.clone()));
-                }
-                Some(_) => {}
-                None => skipped.push((String::new(), f, p.reason.clone())),
-            }
-        }
-    }
-    for name in &args.only {
-        let known = picked.iter().any(|(s, _)| &s.name == name)
-            || skipped.iter().any(|(n, _, _)| n == name);
-        if !known {
-            let names: Vec<&str> = found
-                .iter()
-                .flat_map(|f| f.servers.iter().map(|s| s.name.as_str()))
-                .collect();
-            bail!(
-                "--only {name}: no such server in the source (it has: {})",
-                if names.is_empty() {
-                    "none".to_owned()
-                } else {
-                    names.join(", ")
-                }
-            );
-        }
-    }
+    let (mut picked, skipped) = pick(&found, &args.only)?;
     let passwords = fill_inputs(&mut picked, &args.inputs)?;
     let mut secrets = Secrets {
         plain: args.plain_secrets,
@@ -185,61 +115,8 @@ pub async fn run(
 
     // Into our config.
     let location = mcphost::config::location::resolve_config_path(config)?;
-    let opts = MergeOptions {
-        overwrite: args.overwrite,
-        rename_prefix: args.rename_prefix.clone(),
-    };
     let servers: Vec<Imported> = picked.iter().map(|(s, _)| s.clone()).collect();
-    let env = mcphost::auth::process_env;
-    let report = if args.dry_run {
-        let text = match std::fs::read_to_string(&location.path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(e) => {
-                return Err(e)
-                    .with_context(|| format!("{}: cannot read it", location.path.display()));
-            }
-        };
-        // Secrets a dry run would move are not stored: count them as there.
-        let dry_env =
-            |name: &str| env(name).or_else(|| name.starts_with("keyring:").then(String::new));
-        // What the config says about itself, as a run that writes says it.
-        if let Ok(cfg) = mcphost::config::parse_lenient(&text, &location.path, &dry_env) {
-            crate::say_config_warnings(&cfg.warnings);
-        }
-        import::merge(&text, &location.path, &servers, &opts, &dry_env, &mut |s| {
-            secrets.prepare(s)
-        })?
-    } else {
-        // A config named by --config or MCPHOST_CONFIG that does not exist
-        // yet is created, as at the default place.
-        let mut open_at = location.clone();
-        if !open_at.path.exists() {
-            open_at.source = mcphost::config::ConfigSource::Default;
-        }
-        let store = ConfigStore::open(open_at, std::sync::Arc::new(env))?;
-        let mut report = None;
-        let edited = store
-            .edit_text(|text| {
-                let r = import::merge(text, &location.path, &servers, &opts, &env, &mut |s| {
-                    secrets.prepare(s)
-                })?;
-                if let Some(reason) = &secrets.error {
-                    return Err(mcphost::config::ConfigError::Edit {
-                        reason: reason.clone(),
-                    });
-                }
-                let new_text = r.text.clone();
-                report = Some(r);
-                Ok(new_text)
-            })
-            .await;
-        if let Some(reason) = secrets.error.take() {
-            bail!("{reason}");
-        }
-        edited?;
-        report.context("the merge did not run")?
-    };
+    let report = merge_into_config(&args, &location, &servers, &mut secrets).await?;
     for (s, _) in picked.iter_mut() {
         if let Some(notes) = secrets.notes.get(&s.name) {
             s.notes.extend(notes.iter().cloned());
@@ -281,6 +158,169 @@ pub async fn run(
     Ok(code)
 }
 
+/// The source's config files (each with its scope) and what they hold.
+fn read_source(
+    args: &ImportArgs,
+    source: Option<Dialect>,
+    places: &Places,
+) -> Result<(Vec<Found>, Vec<SourceFile>)> {
+    let mut files: Vec<SourceFile> = Vec::new();
+    let found = match (&args.from, source) {
+        (Some(path), _) => {
+            let format: Dialect = args.format.as_deref().unwrap_or_default().parse()?;
+            let abs = std::path::absolute(path).unwrap_or_else(|_| path.clone());
+            let scope = if abs.starts_with(&places.project) {
+                Scope::Project
+            } else {
+                Scope::User
+            };
+            files.push((abs.clone(), scope));
+            import::read(format, &abs, scope, places)?
+        }
+        (None, Some(dialect)) => {
+            let (located, searched) = import::locate(dialect, places);
+            if located.is_empty() {
+                bail!(
+                    "no {dialect} config found; looked in:\n  {}",
+                    paths_text(&searched)
+                );
+            }
+            let mut all = Vec::new();
+            for l in located {
+                files.push((l.path.clone(), l.scope));
+                all.extend(l.result?);
+            }
+            all
+        }
+        (None, None) => bail!(
+            "name a SOURCE (claude-desktop, claude-code, vscode, cursor, windsurf, zed, goose, \
+             continue, mark3labs), or --from PATH --format SOURCE; `mcphost import --list` shows what is there"
+        ),
+    };
+    Ok((found, files))
+}
+
+/// A config file read, and whether it is the user's or the project's.
+type SourceFile = (PathBuf, Scope);
+
+/// A server picked, and the file it is from.
+type Picked<'a> = (Imported, &'a Found);
+/// A server (empty: the whole file) that cannot be imported, and why.
+type Skipped<'a> = (String, &'a Found, String);
+
+/// The servers to import (all, or those `--only` names) and those that
+/// cannot be; a name `--only` gives that the source lacks is an error.
+fn pick<'a>(found: &'a [Found], only: &[String]) -> Result<(Vec<Picked<'a>>, Vec<Skipped<'a>>)> {
+    let mut picked: Vec<Picked<'a>> = Vec::new();
+    for f in found {
+        // A consolidated app's own entry: the daemon must not serve itself.
+        for s in f.servers.iter().filter(|s| !import::is_bridge(&s.entry)) {
+            if only.is_empty() || only.contains(&s.name) {
+                picked.push((s.clone(), f));
+            }
+        }
+    }
+    let mut skipped: Vec<Skipped<'a>> = Vec::new();
+    for f in found {
+        for p in &f.problems {
+            match &p.server {
+                Some(name) if only.is_empty() || only.contains(name) => {
+                    skipped.push((name.clone(), f, p.reason.clone()));
+                }
+                Some(_) => {}
+                None => skipped.push((String::new(), f, p.reason.clone())),
+            }
+        }
+    }
+    for name in only {
+        let known = picked.iter().any(|(s, _)| &s.name == name)
+            || skipped.iter().any(|(n, _, _)| n == name);
+        if !known {
+            let names: Vec<&str> = found
+                .iter()
+                .flat_map(|f| f.servers.iter().map(|s| s.name.as_str()))
+                .collect();
+            bail!(
+                "--only {name}: no such server in the source (it has: {})",
+                if names.is_empty() {
+                    "none".to_owned()
+                } else {
+                    names.join(", ")
+                }
+            );
+        }
+    }
+    Ok((picked, skipped))
+}
+
+/// The servers merged into our config (a dry run only reads it), their
+/// secrets moved on the way.
+async fn merge_into_config(
+    args: &ImportArgs,
+    location: &mcphost::config::location::ConfigLocation,
+    servers: &[Imported],
+    secrets: &mut Secrets,
+) -> Result<import::MergeReport> {
+    let opts = MergeOptions {
+        overwrite: args.overwrite,
+        rename_prefix: args.rename_prefix.clone(),
+    };
+    let env = mcphost::auth::process_env;
+    if args.dry_run {
+        let text = match std::fs::read_to_string(&location.path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("{}: cannot read it", location.path.display()));
+            }
+        };
+        // Secrets a dry run would move are not stored: count them as there.
+        let dry_env =
+            |name: &str| env(name).or_else(|| name.starts_with("keyring:").then(String::new));
+        // What the config says about itself, as a run that writes says it.
+        if let Ok(cfg) = mcphost::config::parse_lenient(&text, &location.path, &dry_env) {
+            crate::say_config_warnings(&cfg.warnings);
+        }
+        return Ok(import::merge(
+            &text,
+            &location.path,
+            servers,
+            &opts,
+            &dry_env,
+            &mut |s| secrets.prepare(s),
+        )?);
+    }
+    // A config named by --config or MCPHOST_CONFIG that does not exist
+    // yet is created, as at the default place.
+    let mut open_at = location.clone();
+    if !open_at.path.exists() {
+        open_at.source = mcphost::config::ConfigSource::Default;
+    }
+    let store = ConfigStore::open(open_at, std::sync::Arc::new(env))?;
+    let mut report = None;
+    let edited = store
+        .edit_text(|text| {
+            let r = import::merge(text, &location.path, servers, &opts, &env, &mut |s| {
+                secrets.prepare(s)
+            })?;
+            if let Some(reason) = &secrets.error {
+                return Err(mcphost::config::ConfigError::Edit {
+                    reason: reason.clone(),
+                });
+            }
+            let new_text = r.text.clone();
+            report = Some(r);
+            Ok(new_text)
+        })
+        .await;
+    if let Some(reason) = secrets.error.take() {
+        bail!("{reason}");
+    }
+    edited?;
+    report.context("the merge did not run")
+}
+
 /// A UTC time for backup names, `20261203T173713Z` (no `:`, which Windows
 /// refuses in file names).
 fn stamp() -> String {
@@ -293,7 +333,7 @@ fn stamp() -> String {
 struct Consolidation<'a> {
     dialect: Dialect,
     found: &'a [Found],
-    files: &'a [(PathBuf, Scope)],
+    files: &'a [SourceFile],
     picked: &'a [(Imported, &'a Found)],
     report: &'a import::MergeReport,
     config: &'a mcphost::config::location::ConfigLocation,
@@ -301,28 +341,40 @@ struct Consolidation<'a> {
     dry_run: bool,
 }
 
+/// A server that leaves the app, and the section it was in.
+type Gone<'a> = (&'a Found, &'a str);
+/// A server kept in the app: its section, its name and why.
+type Kept<'a> = (&'a Found, String, String);
+
+/// What consolidating one file came to.
+enum Rewritten {
+    Unchanged,
+    /// It cannot be rewritten (why, and what to do by hand).
+    Refused(String),
+    Changed {
+        text: String,
+        removed: Vec<String>,
+        bridge_added: bool,
+    },
+}
+
 impl Consolidation<'_> {
     /// Rewrites each file; returns what was done (for --json) and whether
     /// some file could not be rewritten.
     fn run(&self, out: &Out) -> Result<(Vec<Value>, bool)> {
         let exe = std::env::current_exe().context("the path of this mcphost binary")?;
-        let mut global = Vec::new();
-        if self.config.source != mcphost::config::ConfigSource::Default {
-            let abs =
-                std::path::absolute(&self.config.path).unwrap_or_else(|_| self.config.path.clone());
-            global.extend(["--config".to_owned(), abs.display().to_string()]);
-        }
-        // `--socket` or MCPHOST_SOCKET: the app's bridge must find this daemon.
-        let socket = self.socket.clone().or_else(|| {
-            std::env::var_os("MCPHOST_SOCKET")
-                .filter(|s| !s.is_empty())
-                .map(PathBuf::from)
-        });
-        if let Some(socket) = socket {
-            let abs = std::path::absolute(&socket).unwrap_or(socket);
-            global.extend(["--socket".to_owned(), abs.display().to_string()]);
-        }
+        let global = self.global_args();
         let bridge = import::bridge_entry(self.dialect, &exe, &global);
+        let by_hand = format!(
+            "{} {}",
+            exe.display(),
+            global
+                .iter()
+                .chain(std::iter::once(&"bridge".to_owned()))
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
         // The one mcphost entry goes in the user's file, else the first.
         let home_file = self
             .files
@@ -330,19 +382,7 @@ impl Consolidation<'_> {
             .find(|(_, scope)| *scope == Scope::User)
             .or(self.files.first())
             .map(|(p, _)| p.clone());
-        // A server leaves the app once mcphost's config has it.
-        let mut gone: Vec<(&Found, &str)> = Vec::new();
-        let mut kept: Vec<(&Found, String, String)> = Vec::new();
-        for ((server, f), r) in self.picked.iter().zip(&self.report.results) {
-            match r.action {
-                Action::Added | Action::AddedDisabled | Action::Replaced | Action::Duplicate => {
-                    gone.push((f, server.name.as_str()))
-                }
-                Action::Conflict | Action::Invalid => {
-                    kept.push((f, server.name.clone(), r.reason.clone().unwrap_or_default()))
-                }
-            }
-        }
+        let (gone, kept) = self.leaving();
         let mut done = Vec::new();
         let mut failed = false;
         let mut paths: Vec<&PathBuf> = Vec::new();
@@ -353,94 +393,25 @@ impl Consolidation<'_> {
         }
         let stamp = stamp();
         for path in paths {
-            let sections: Vec<&Found> = self.found.iter().filter(|f| &f.path == path).collect();
-            let mut bridge_here = home_file.as_ref() == Some(path);
-            let original = std::fs::read_to_string(path)
-                .with_context(|| format!("{}: cannot read it", path.display()))?;
-            let mut text = original.clone();
-            let mut removed = Vec::new();
-            let mut bridge_added = false;
-            let mut refused = None;
-            for section in &sections {
-                let names: Vec<String> = gone
-                    .iter()
-                    .filter(|(f, _)| std::ptr::eq(*f, *section))
-                    .map(|(_, n)| (*n).to_owned())
-                    .collect();
-                if names.is_empty() && !bridge_here {
-                    continue;
+            let bridge_here = home_file.as_ref() == Some(path);
+            match self.rewrite(
+                path,
+                &gone,
+                bridge_here.then_some(bridge.as_str()),
+                &by_hand,
+            )? {
+                Rewritten::Unchanged => {}
+                Rewritten::Refused(reason) => {
+                    failed = true;
+                    outln!("not consolidated: {reason}");
+                    done.push(json!({ "path": path, "error": reason }));
                 }
-                let r = if self.dialect == Dialect::Goose {
-                    import::rewrite_goose(&text, &names, bridge_here.then_some(bridge.as_str()))
-                } else if section.servers_at.is_empty() {
-                    refused = Some(format!(
-                        "{}: cannot be rewritten (its YAML would lose its comments); replace its servers by hand with one that runs: {} {}",
-                        path.display(),
-                        exe.display(),
-                        global
-                            .iter()
-                            .chain(std::iter::once(&"bridge".to_owned()))
-                            .cloned()
-                            .collect::<Vec<_>>()
-                            .join(" ")
-                    ));
-                    break;
-                } else {
-                    import::rewrite(
-                        &text,
-                        &section.servers_at,
-                        &names,
-                        bridge_here.then_some(bridge.as_str()),
-                    )
-                };
-                let r = r.map_err(|e| e.with_path(path))?;
-                bridge_here = false;
-                text = r.text;
-                removed.extend(r.removed);
-                bridge_added |= r.bridge_added;
+                Rewritten::Changed {
+                    text,
+                    removed,
+                    bridge_added,
+                } => done.push(self.write(path, &text, &removed, bridge_added, &stamp, out)?),
             }
-            if let Some(reason) = refused {
-                failed = true;
-                outln!("not consolidated: {reason}");
-                done.push(json!({ "path": path, "error": reason }));
-                continue;
-            }
-            if text == original {
-                continue;
-            }
-            let backup = import::backup_path(path, &stamp);
-            if !self.dry_run {
-                std::fs::copy(path, &backup).with_context(|| {
-                    format!(
-                        "{}: cannot write the backup {}",
-                        path.display(),
-                        backup.display()
-                    )
-                })?;
-                mcphost::config::edit::write_atomic(path, &text)?;
-            }
-            let would = if self.dry_run { "would be " } else { "" };
-            let what = match (removed.is_empty(), bridge_added) {
-                (false, true) => {
-                    format!("{} replaced by one \"mcphost\" entry", removed.join(", "))
-                }
-                (false, false) => format!("{} taken out", removed.join(", ")),
-                (true, _) => "\"mcphost\" entry added".to_owned(),
-            };
-            if !out.json {
-                outln!(
-                    "{would}consolidated {}: {what}; backup {}",
-                    path.display(),
-                    backup.display()
-                );
-            }
-            done.push(json!({
-                "path": path,
-                "backup": backup,
-                "removed": removed,
-                "bridgeAdded": bridge_added,
-                "written": !self.dry_run,
-            }));
         }
         if !out.json {
             for (f, name, reason) in &kept {
@@ -460,6 +431,143 @@ impl Consolidation<'_> {
             }
         }
         Ok((done, failed))
+    }
+
+    /// `--config` and `--socket` for the app's bridge, when they are not
+    /// the defaults: it must find this config and this daemon.
+    fn global_args(&self) -> Vec<String> {
+        let mut global = Vec::new();
+        if self.config.source != mcphost::config::ConfigSource::Default {
+            let abs =
+                std::path::absolute(&self.config.path).unwrap_or_else(|_| self.config.path.clone());
+            global.extend(["--config".to_owned(), abs.display().to_string()]);
+        }
+        // `--socket` or MCPHOST_SOCKET: the app's bridge must find this daemon.
+        let socket = self.socket.clone().or_else(|| {
+            std::env::var_os("MCPHOST_SOCKET")
+                .filter(|s| !s.is_empty())
+                .map(PathBuf::from)
+        });
+        if let Some(socket) = socket {
+            let abs = std::path::absolute(&socket).unwrap_or(socket);
+            global.extend(["--socket".to_owned(), abs.display().to_string()]);
+        }
+        global
+    }
+
+    /// The servers that leave the app (mcphost's config has them now), by
+    /// section; and those kept, with why.
+    fn leaving(&self) -> (Vec<Gone<'_>>, Vec<Kept<'_>>) {
+        let mut gone: Vec<Gone<'_>> = Vec::new();
+        let mut kept: Vec<Kept<'_>> = Vec::new();
+        for ((server, f), r) in self.picked.iter().zip(&self.report.results) {
+            match r.action {
+                Action::Added | Action::AddedDisabled | Action::Replaced | Action::Duplicate => {
+                    gone.push((f, server.name.as_str()))
+                }
+                Action::Conflict | Action::Invalid => {
+                    kept.push((f, server.name.clone(), r.reason.clone().unwrap_or_default()))
+                }
+            }
+        }
+        (gone, kept)
+    }
+
+    /// One file's text with the servers that leave taken out of each of its
+    /// sections, and the bridge entry (`bridge`, in the first section it
+    /// goes to) added. `by_hand` is the command to put in a file that cannot
+    /// be rewritten.
+    fn rewrite(
+        &self,
+        path: &Path,
+        gone: &[Gone<'_>],
+        mut bridge: Option<&str>,
+        by_hand: &str,
+    ) -> Result<Rewritten> {
+        let sections: Vec<&Found> = self.found.iter().filter(|f| f.path == path).collect();
+        let original = std::fs::read_to_string(path)
+            .with_context(|| format!("{}: cannot read it", path.display()))?;
+        let mut text = original.clone();
+        let mut removed = Vec::new();
+        let mut bridge_added = false;
+        for section in &sections {
+            let names: Vec<String> = gone
+                .iter()
+                .filter(|(f, _)| std::ptr::eq(*f, *section))
+                .map(|(_, n)| (*n).to_owned())
+                .collect();
+            if names.is_empty() && bridge.is_none() {
+                continue;
+            }
+            let r = if self.dialect == Dialect::Goose {
+                import::rewrite_goose(&text, &names, bridge)
+            } else if section.servers_at.is_empty() {
+                return Ok(Rewritten::Refused(format!(
+                    "{}: cannot be rewritten (its YAML would lose its comments); replace its servers by hand with one that runs: {by_hand}",
+                    path.display(),
+                )));
+            } else {
+                import::rewrite(&text, &section.servers_at, &names, bridge)
+            };
+            let r = r.map_err(|e| e.with_path(path))?;
+            bridge = None;
+            text = r.text;
+            removed.extend(r.removed);
+            bridge_added |= r.bridge_added;
+        }
+        if text == original {
+            return Ok(Rewritten::Unchanged);
+        }
+        Ok(Rewritten::Changed {
+            text,
+            removed,
+            bridge_added,
+        })
+    }
+
+    /// The new text written (not on a dry run) after a backup, and said.
+    fn write(
+        &self,
+        path: &Path,
+        text: &str,
+        removed: &[String],
+        bridge_added: bool,
+        stamp: &str,
+        out: &Out,
+    ) -> Result<Value> {
+        let backup = import::backup_path(path, stamp);
+        if !self.dry_run {
+            std::fs::copy(path, &backup).with_context(|| {
+                format!(
+                    "{}: cannot write the backup {}",
+                    path.display(),
+                    backup.display()
+                )
+            })?;
+            mcphost::config::edit::write_atomic(path, text)?;
+        }
+        let would = if self.dry_run { "would be " } else { "" };
+        let what = match (removed.is_empty(), bridge_added) {
+            (false, true) => {
+                format!("{} replaced by one \"mcphost\" entry", removed.join(", "))
+            }
+            (false, false) => format!("{} taken out", removed.join(", ")),
+            (true, _) => "\"mcphost\" entry added".to_owned(),
+        };
+        if !out.json {
+            outln!(
+                "{would}consolidated {}: {what}; backup {}",
+                path.display(),
+                backup.display()
+            );
+        }
+        Ok(json!({
+            "path": path,
+            "backup": backup,
+            "removed": removed,
+            "bridgeAdded": bridge_added,
+            "written": !self.dry_run,
+        }))
     }
 }
 
@@ -656,6 +764,109 @@ fn server_json(s: &Imported) -> Value {
     })
 }
 
+/// `import --json`: each server's result and what could not be imported.
+fn report_json(
+    report: &import::MergeReport,
+    picked: &[Picked<'_>],
+    skipped: &[Skipped<'_>],
+    config: &Path,
+    dry_run: bool,
+    changed: usize,
+) -> Value {
+    let origin = |from: &str| picked.iter().find(|(s, _)| s.name == from);
+    let servers: Vec<Value> = report
+        .results
+        .iter()
+        .map(|r| {
+            let (s, f) = match origin(&r.from) {
+                Some((s, f)) => (Some(s), Some(*f)),
+                None => (None, None),
+            };
+            json!({
+                "name": r.name,
+                "from": r.from,
+                "source": f.map(|f| f.dialect.name()),
+                "path": f.map(|f| f.path.clone()),
+                "transport": s.map(|s| s.transport.name()),
+                "action": r.action,
+                "reason": r.reason,
+                "sameAs": r.same_as,
+                "dropped": s.map(|s| s.dropped.clone()).unwrap_or_default(),
+                "notes": s.map(|s| s.notes.clone()).unwrap_or_default(),
+            })
+        })
+        .collect();
+    let not_imported: Vec<Value> = skipped
+        .iter()
+        .map(|(name, f, reason)| {
+            json!({
+                "server": (!name.is_empty()).then_some(name),
+                "source": f.dialect.name(),
+                "path": f.path,
+                "reason": reason,
+            })
+        })
+        .collect();
+    json!({
+        "config": config,
+        "dryRun": dry_run,
+        "written": !dry_run && changed > 0,
+        "servers": servers,
+        "notImported": not_imported,
+    })
+}
+
+/// What happened to one server, as one line.
+fn result_line(
+    r: &import::Merged,
+    transport: &str,
+    file: &str,
+    would: &str,
+    has_option: bool,
+) -> String {
+    let renamed = if r.name != r.from {
+        format!(" (as {})", r.name)
+    } else {
+        String::new()
+    };
+    match r.action {
+        Action::Added => format!("{would}added {}{renamed} ({transport}) from {file}", r.from),
+        Action::Replaced => {
+            format!("{would}replaced {} ({transport}) from {file}", r.name)
+        }
+        Action::AddedDisabled => format!(
+            "{would}added {}{renamed} ({transport}) from {file}, DISABLED: {}",
+            r.from,
+            r.reason.as_deref().unwrap_or("")
+        ),
+        Action::Duplicate => match &r.same_as {
+            Some(other) if *other != r.name => format!(
+                "duplicate {}: the config already runs the same server as {other:?}; skipped",
+                r.from
+            ),
+            _ => format!(
+                "duplicate {}: the config already has this entry; skipped",
+                r.name
+            ),
+        },
+        Action::Conflict => format!(
+            "conflict {}: {}; skipped{}",
+            r.name,
+            r.reason.as_deref().unwrap_or(""),
+            if has_option {
+                ""
+            } else {
+                " (--overwrite replaces it, --rename-prefix PREFIX adds it under another name)"
+            }
+        ),
+        Action::Invalid => format!(
+            "not imported {}: mcphost would refuse it: {}",
+            r.from,
+            r.reason.as_deref().unwrap_or("")
+        ),
+    }
+}
+
 /// `--list`: every config found, its servers and what cannot be imported.
 fn list(source: Option<Dialect>, places: &Places, out: &Out) {
     let dialects: Vec<Dialect> = match source {
@@ -670,32 +881,7 @@ fn list(source: Option<Dialect>, places: &Places, out: &Out) {
         searched.extend(s);
     }
     if out.json {
-        let found: Vec<Value> = files
-            .iter()
-            .flat_map(|l| match &l.result {
-                Ok(sections) => sections
-                    .iter()
-                    .map(|f| {
-                        json!({
-                            "source": l.dialect.name(),
-                            "path": l.path,
-                            "scope": l.scope,
-                            "section": f.section,
-                            "servers": f.servers.iter().map(server_json).collect::<Vec<_>>(),
-                            "problems": f.problems,
-                            "inputs": f.inputs,
-                        })
-                    })
-                    .collect::<Vec<_>>(),
-                Err(e) => vec![json!({
-                    "source": l.dialect.name(),
-                    "path": l.path,
-                    "scope": l.scope,
-                    "error": e.to_string(),
-                })],
-            })
-            .collect();
-        outln!("{}", json!({ "found": found, "searched": searched }));
+        outln!("{}", list_json(&files, &searched));
         return;
     }
     if files.is_empty() {
@@ -705,6 +891,46 @@ fn list(source: Option<Dialect>, places: &Places, out: &Out) {
         );
         return;
     }
+    let (rows, notes) = list_rows(&files);
+    crate::output::table(&rows);
+    for n in notes {
+        outln!("{n}");
+    }
+}
+
+/// `import --list --json`: every file found, its sections and servers.
+fn list_json(files: &[import::Located], searched: &[PathBuf]) -> Value {
+    let found: Vec<Value> = files
+        .iter()
+        .flat_map(|l| match &l.result {
+            Ok(sections) => sections
+                .iter()
+                .map(|f| {
+                    json!({
+                        "source": l.dialect.name(),
+                        "path": l.path,
+                        "scope": l.scope,
+                        "section": f.section,
+                        "servers": f.servers.iter().map(server_json).collect::<Vec<_>>(),
+                        "problems": f.problems,
+                        "inputs": f.inputs,
+                    })
+                })
+                .collect::<Vec<_>>(),
+            Err(e) => vec![json!({
+                "source": l.dialect.name(),
+                "path": l.path,
+                "scope": l.scope,
+                "error": e.to_string(),
+            })],
+        })
+        .collect();
+    json!({ "found": found, "searched": searched })
+}
+
+/// `import --list`'s table (a header row, then a row per server) and the
+/// notes printed under it.
+fn list_rows(files: &[import::Located]) -> (Vec<Vec<String>>, Vec<String>) {
     let mut rows = vec![vec![
         "SOURCE".to_owned(),
         "SERVER".to_owned(),
@@ -712,7 +938,7 @@ fn list(source: Option<Dialect>, places: &Places, out: &Out) {
         "FILE".to_owned(),
     ]];
     let mut notes = Vec::new();
-    for l in &files {
+    for l in files {
         match &l.result {
             Err(e) => notes.push(format!("{}: cannot be read: {e}", l.dialect)),
             Ok(sections) => {
@@ -765,17 +991,14 @@ fn list(source: Option<Dialect>, places: &Places, out: &Out) {
             }
         }
     }
-    crate::output::table(&rows);
-    for n in notes {
-        outln!("{n}");
-    }
+    (rows, notes)
 }
 
 #[allow(clippy::too_many_arguments)]
 fn show_report(
     report: &import::MergeReport,
-    picked: &[(Imported, &Found)],
-    skipped: &[(String, &Found, String)],
+    picked: &[Picked<'_>],
+    skipped: &[Skipped<'_>],
     config: &std::path::Path,
     dry_run: bool,
     has_option: bool,
@@ -793,93 +1016,16 @@ fn show_report(
         })
         .count();
     if out.json {
-        let servers: Vec<Value> = report
-            .results
-            .iter()
-            .map(|r| {
-                let (s, f) = match origin(&r.from) {
-                    Some((s, f)) => (Some(s), Some(*f)),
-                    None => (None, None),
-                };
-                json!({
-                    "name": r.name,
-                    "from": r.from,
-                    "source": f.map(|f| f.dialect.name()),
-                    "path": f.map(|f| f.path.clone()),
-                    "transport": s.map(|s| s.transport.name()),
-                    "action": r.action,
-                    "reason": r.reason,
-                    "sameAs": r.same_as,
-                    "dropped": s.map(|s| s.dropped.clone()).unwrap_or_default(),
-                    "notes": s.map(|s| s.notes.clone()).unwrap_or_default(),
-                })
-            })
-            .collect();
-        let not_imported: Vec<Value> = skipped
-            .iter()
-            .map(|(name, f, reason)| {
-                json!({
-                    "server": (!name.is_empty()).then_some(name),
-                    "source": f.dialect.name(),
-                    "path": f.path,
-                    "reason": reason,
-                })
-            })
-            .collect();
-        return Some(json!({
-            "config": config,
-            "dryRun": dry_run,
-            "written": !dry_run && changed > 0,
-            "servers": servers,
-            "notImported": not_imported,
-        }));
+        return Some(report_json(
+            report, picked, skipped, config, dry_run, changed,
+        ));
     }
     let would = if dry_run { "would be " } else { "" };
     for r in &report.results {
         let from = origin(&r.from);
         let transport = from.map(|(s, _)| s.transport.name()).unwrap_or("?");
         let file = from.map(|(_, f)| f.origin()).unwrap_or_default();
-        let renamed = if r.name != r.from {
-            format!(" (as {})", r.name)
-        } else {
-            String::new()
-        };
-        match r.action {
-            Action::Added => outln!("{would}added {}{renamed} ({transport}) from {file}", r.from),
-            Action::Replaced => {
-                outln!("{would}replaced {} ({transport}) from {file}", r.name)
-            }
-            Action::AddedDisabled => outln!(
-                "{would}added {}{renamed} ({transport}) from {file}, DISABLED: {}",
-                r.from,
-                r.reason.as_deref().unwrap_or("")
-            ),
-            Action::Duplicate => match &r.same_as {
-                Some(other) if *other != r.name => outln!(
-                    "duplicate {}: the config already runs the same server as {other:?}; skipped",
-                    r.from
-                ),
-                _ => outln!(
-                    "duplicate {}: the config already has this entry; skipped",
-                    r.name
-                ),
-            },
-            Action::Conflict => outln!(
-                "conflict {}: {}; skipped{}",
-                r.name,
-                r.reason.as_deref().unwrap_or(""),
-                if has_option {
-                    ""
-                } else {
-                    " (--overwrite replaces it, --rename-prefix PREFIX adds it under another name)"
-                }
-            ),
-            Action::Invalid => outln!(
-                "not imported {}: mcphost would refuse it: {}",
-                r.from,
-                r.reason.as_deref().unwrap_or("")
-            ),
-        }
+        outln!("{}", result_line(r, transport, &file, would, has_option));
         if let Some((s, _)) = from
             && matches!(
                 r.action,

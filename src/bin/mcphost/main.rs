@@ -359,33 +359,37 @@ In Claude Desktop: \"mcphost\": {\"command\": \"/path/to/mcphost\", \"args\": [\
   mcphost inspect
   mcphost inspect --call echo --args '{\"text\":\"hi\"}'
   mcphost inspect --env KEY=VALUE -- npx -y @modelcontextprotocol/server-everything")]
-    Inspect {
-        /// The server's name in the output (default: the command's file name).
-        #[arg(long)]
-        name: Option<String>,
-        /// An environment variable for the server (repeatable).
-        #[arg(long = "env", value_name = "KEY=VALUE")]
-        env: Vec<String>,
-        /// The server's working directory.
-        #[arg(long)]
-        cwd: Option<PathBuf>,
-        /// Pass this process's whole environment to the server (default:
-        /// the minimal one of docs/config.md, plus --env).
-        #[arg(long)]
-        inherit_env: bool,
-        /// Then call this tool.
-        #[arg(long, value_name = "TOOL")]
-        call: Option<String>,
-        /// The --call's arguments, a JSON object.
-        #[arg(long, default_value = "{}", value_name = "JSON")]
-        args: String,
-        /// Hard limit for each request, progress or not.
-        #[arg(long, default_value = "60s", value_parser = parse_duration)]
-        timeout: Duration,
-        /// The server's command line, after `--`.
-        #[arg(last = true, value_name = "COMMAND")]
-        command: Vec<String>,
-    },
+    Inspect(InspectArgs),
+}
+
+/// What `mcphost inspect` is given.
+#[derive(clap::Args)]
+struct InspectArgs {
+    /// The server's name in the output (default: the command's file name).
+    #[arg(long)]
+    name: Option<String>,
+    /// An environment variable for the server (repeatable).
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    env: Vec<String>,
+    /// The server's working directory.
+    #[arg(long)]
+    cwd: Option<PathBuf>,
+    /// Pass this process's whole environment to the server (default:
+    /// the minimal one of docs/config.md, plus --env).
+    #[arg(long)]
+    inherit_env: bool,
+    /// Then call this tool.
+    #[arg(long, value_name = "TOOL")]
+    call: Option<String>,
+    /// The --call's arguments, a JSON object.
+    #[arg(long, default_value = "{}", value_name = "JSON")]
+    args: String,
+    /// Hard limit for each request, progress or not.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    timeout: Duration,
+    /// The server's command line, after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<String>,
 }
 
 #[derive(Subcommand)]
@@ -655,57 +659,19 @@ async fn run_command(
             if !cli.direct.is_empty() {
                 anyhow::bail!("`daemon` does not take --direct");
             }
-            let config = mcphost::config::location::resolve_config_path(cli.config.clone())?;
-            let service = std::env::var(service::SERVICE_ENV)
-                .ok()
-                .filter(|v| !v.is_empty());
-            let started_by = match (&service, started_by) {
-                (Some(manager), _) => manager.clone(),
-                (None, Some(who)) => who,
-                (None, None) => daemon_ctl::parent(),
-            };
-            let ran = mcphost::daemon::run(mcphost::daemon::DaemonOptions {
-                socket: socket.clone(),
-                config,
+            run_daemon(
+                cli.config.clone(),
+                socket,
+                policy,
+                started_by,
                 max_connections,
-                session: mcphost::engine::SessionLimits {
-                    max_in_flight: max_requests_per_connection,
-                },
-                fallback: policy.or_decline(),
-                // Test-only: lets tests see the CLI restart an outdated daemon.
-                report_version: std::env::var(autostart::FAKE_VERSION_ENV)
-                    .ok()
-                    .filter(|v| !v.is_empty()),
-                service,
-                started_by: Some(started_by),
-            })
-            .await;
-            match ran {
-                Err(mcphost::daemon::DaemonError::Ipc(
-                    e @ mcphost::ipc::IpcError::AlreadyRunning { .. },
-                )) => Err(daemon_ctl::already_running(e, &socket).await),
-                other => other.map(|()| 0).map_err(Into::into),
-            }
+                max_requests_per_connection,
+            )
+            .await
         }
         Command::Auth { action } => {
             refuse_policy_flags(&policy, "auth")?;
-            let config = || -> Result<mcphost::config::HostConfig> {
-                let loc = mcphost::config::location::resolve_config_path(cli.config.clone())?;
-                let cfg = mcphost::config::load(&loc.path, &mcphost::auth::process_env)?;
-                say_config_warnings(&cfg.warnings);
-                Ok(cfg)
-            };
-            let cfg = match (&action, cli.direct.is_empty()) {
-                (AuthAction::Status, _) => None,
-                (_, false) => Some(backend::direct_config(&cli.direct).await?),
-                (_, true) => Some(config()?),
-            };
-            match (action, cfg) {
-                (AuthAction::Status, _) => auth::status(out),
-                (AuthAction::Login { name }, Some(cfg)) => auth::login(&cfg, &name, out).await,
-                (AuthAction::Logout { name }, Some(cfg)) => auth::logout(&cfg, &name, out).await,
-                _ => Ok(2),
-            }
+            run_auth(cli.config.clone(), &cli.direct, action, out).await
         }
         Command::Import(args) => {
             refuse_policy_flags(&policy, "import")?;
@@ -742,42 +708,7 @@ async fn run_command(
             refuse_policy_flags(&policy, "service")?;
             service::run(action, &auto, out).await
         }
-        Command::Inspect {
-            name,
-            env,
-            cwd,
-            inherit_env,
-            call,
-            args,
-            timeout,
-            command,
-        } => {
-            let (program, rest) = match command.split_first() {
-                Some((p, r)) => (p.clone(), r.to_vec()),
-                None => (inspect::bundled_testserver()?, Vec::new()),
-            };
-            let name = name.unwrap_or_else(|| {
-                std::path::Path::new(&program)
-                    .file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| "server".to_owned())
-            });
-            let mut cfg = StdioConfig::new(program, rest);
-            cfg.cwd = cwd;
-            cfg.inherit_env = inherit_env;
-            cfg.env = key_values(&env, "--env")?;
-            let arguments = RawValue::from_string(args.clone())
-                .with_context(|| format!("--args is not valid JSON: {args}"))?;
-            let opts = mcphost::client::ClientOptions {
-                request_timeout: timeout,
-                max_request_timeout: timeout,
-                host,
-                protocol_version: cli.protocol_version,
-                ..Default::default()
-            };
-            inspect::inspect(&name, cfg, call, arguments, cli.json, opts).await?;
-            Ok(0)
-        }
+        Command::Inspect(args) => run_inspect(args, cli.json, cli.protocol_version, host).await,
         command => {
             let backend = if cli.direct.is_empty() {
                 refuse_policy_flags(&policy, "a command sent to the daemon")?;
@@ -805,6 +736,118 @@ async fn run_command(
     }
 }
 
+/// `mcphost daemon`: the daemon itself, in this process.
+async fn run_daemon(
+    config: Option<PathBuf>,
+    socket: PathBuf,
+    policy: PolicyHost,
+    started_by: Option<String>,
+    max_connections: usize,
+    max_requests_per_connection: usize,
+) -> Result<u8> {
+    let config = mcphost::config::location::resolve_config_path(config)?;
+    let service = std::env::var(service::SERVICE_ENV)
+        .ok()
+        .filter(|v| !v.is_empty());
+    let started_by = match (&service, started_by) {
+        (Some(manager), _) => manager.clone(),
+        (None, Some(who)) => who,
+        (None, None) => daemon_ctl::parent(),
+    };
+    let ran = mcphost::daemon::run(mcphost::daemon::DaemonOptions {
+        socket: socket.clone(),
+        config,
+        max_connections,
+        session: mcphost::engine::SessionLimits {
+            max_in_flight: max_requests_per_connection,
+        },
+        fallback: policy.or_decline(),
+        // Test-only: lets tests see the CLI restart an outdated daemon.
+        report_version: std::env::var(autostart::FAKE_VERSION_ENV)
+            .ok()
+            .filter(|v| !v.is_empty()),
+        service,
+        started_by: Some(started_by),
+    })
+    .await;
+    match ran {
+        Err(mcphost::daemon::DaemonError::Ipc(
+            e @ mcphost::ipc::IpcError::AlreadyRunning { .. },
+        )) => Err(daemon_ctl::already_running(e, &socket).await),
+        other => other.map(|()| 0).map_err(Into::into),
+    }
+}
+
+/// `mcphost auth status|login|logout`.
+async fn run_auth(
+    config_path: Option<PathBuf>,
+    direct: &[String],
+    action: AuthAction,
+    out: &Out,
+) -> Result<u8> {
+    let config = || -> Result<mcphost::config::HostConfig> {
+        let loc = mcphost::config::location::resolve_config_path(config_path.clone())?;
+        let cfg = mcphost::config::load(&loc.path, &mcphost::auth::process_env)?;
+        say_config_warnings(&cfg.warnings);
+        Ok(cfg)
+    };
+    let cfg = match (&action, direct.is_empty()) {
+        (AuthAction::Status, _) => None,
+        (_, false) => Some(backend::direct_config(direct).await?),
+        (_, true) => Some(config()?),
+    };
+    match (action, cfg) {
+        (AuthAction::Status, _) => auth::status(out),
+        (AuthAction::Login { name }, Some(cfg)) => auth::login(&cfg, &name, out).await,
+        (AuthAction::Logout { name }, Some(cfg)) => auth::logout(&cfg, &name, out).await,
+        _ => Ok(2),
+    }
+}
+
+/// `mcphost inspect`: one server started here, without the daemon.
+async fn run_inspect(
+    i: InspectArgs,
+    json: bool,
+    protocol_version: Option<mcphost::protocol::ProtocolVersion>,
+    host: Arc<dyn Host>,
+) -> Result<u8> {
+    let InspectArgs {
+        name,
+        env,
+        cwd,
+        inherit_env,
+        call,
+        args,
+        timeout,
+        command,
+    } = i;
+    let (program, rest) = match command.split_first() {
+        Some((p, r)) => (p.clone(), r.to_vec()),
+        None => (inspect::bundled_testserver()?, Vec::new()),
+    };
+    let name = name.unwrap_or_else(|| {
+        std::path::Path::new(&program)
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "server".to_owned())
+    });
+    let mut cfg = StdioConfig::new(program, rest);
+    cfg.cwd = cwd;
+    cfg.inherit_env = inherit_env;
+    cfg.env = key_values(&env, "--env")?;
+    let arguments = RawValue::from_string(args.clone())
+        .with_context(|| format!("--args is not valid JSON: {args}"))?;
+    let opts = mcphost::client::ClientOptions {
+        request_timeout: timeout,
+        max_request_timeout: timeout,
+        host,
+        protocol_version,
+        ..Default::default()
+    };
+    inspect::inspect(&name, cfg, call, arguments, json, opts).await?;
+    Ok(0)
+}
+
 /// The policy flags answer requests from servers this process connects to;
 /// through the daemon, the daemon's own flags decide.
 fn refuse_policy_flags(policy: &PolicyHost, what: &str) -> Result<()> {
@@ -827,93 +870,7 @@ async fn dispatch(b: &Backend, command: Command, out: &Out) -> Result<u8> {
             action,
             wait,
             stats,
-        } => match action.unwrap_or(ServersAction::List) {
-            ServersAction::List => {
-                let list = match wait {
-                    Some(limit) => wait::servers(b, limit, out.json).await?,
-                    None => b.request("mcphost/servers/list", None).await?,
-                };
-                if stats {
-                    out.stats(&list)?;
-                } else {
-                    out.servers(&list)?;
-                }
-                if wait.is_some()
-                    && !out.json
-                    && let Some(line) = wait::slowest(&list, 3)
-                {
-                    eprintln!("{line}");
-                }
-            }
-            ServersAction::Restart { name } => {
-                let env = given_env::of_server(b, &name).await?;
-                b.manage(
-                    "mcphost/servers/restart",
-                    json!({ "name": name, "env": env }),
-                )
-                .await?;
-                out.done(&format!("restarting {name}"));
-            }
-            ServersAction::Enable { name } => {
-                let env = given_env::of_server(b, &name).await?;
-                b.manage(
-                    "mcphost/servers/enable",
-                    json!({ "name": name, "env": env }),
-                )
-                .await?;
-                out.done(&format!("enabled {name}"));
-            }
-            ServersAction::Disable { name } => {
-                b.manage("mcphost/servers/disable", json!({ "name": name }))
-                    .await?;
-                out.done(&format!("disabled {name}"));
-            }
-            ServersAction::Logs { name, lines } => logs::tail(b, &name, lines, out).await?,
-            ServersAction::Add {
-                name,
-                url,
-                headers,
-                env,
-                command,
-            } => {
-                let entry = match (url, command.split_first()) {
-                    // IndexMap keeps the keys in the order people write them.
-                    (Some(url), None) => {
-                        let mut e = indexmap::IndexMap::new();
-                        e.insert("url", json!(url));
-                        if !headers.is_empty() {
-                            e.insert("headers", json!(key_values(&headers, "--header")?));
-                        }
-                        serde_json::to_string(&e)?
-                    }
-                    (None, Some((cmd, args))) => {
-                        let mut e = indexmap::IndexMap::new();
-                        e.insert("command", json!(cmd));
-                        e.insert("args", json!(args));
-                        if !env.is_empty() {
-                            e.insert("env", json!(key_values(&env, "--env")?));
-                        }
-                        serde_json::to_string(&e)?
-                    }
-                    _ => anyhow::bail!(
-                        "`servers add {name}` needs either --url URL or -- COMMAND ARGS..."
-                    ),
-                };
-                // The entry goes as an object, its keys in the order built.
-                let env = given_env::of_entry(&name, &entry);
-                let params = mcphost::protocol::set_fields(
-                    Some(&backend::params(json!({ "name": name, "env": env }))?),
-                    [("entry".to_owned(), RawValue::from_string(entry)?)],
-                )?;
-                b.manage_raw("mcphost/servers/add", params).await?;
-                out.done(&format!("added {name}"));
-            }
-            ServersAction::Remove { name } => {
-                b.manage("mcphost/servers/remove", json!({ "name": name }))
-                    .await?;
-                out.done(&format!("removed {name}"));
-            }
-        },
+        } => servers(b, action.unwrap_or(ServersAction::List), wait, stats, out).await?,
         Command::Tools { server, cost } => {
             if let Some(s) = &server {
                 b.check_server(s).await?;
@@ -978,11 +935,119 @@ async fn dispatch(b: &Backend, command: Command, out: &Out) -> Result<u8> {
         | Command::Bridge { .. }
         | Command::Import(_)
         | Command::Service { .. }
-        | Command::Inspect { .. }
+        | Command::Inspect(_)
         | Command::Doctor { .. }
         | Command::Auth { .. } => {}
     }
     Ok(0)
+}
+
+/// `mcphost servers …`.
+async fn servers(
+    b: &Backend,
+    action: ServersAction,
+    wait: Option<Duration>,
+    stats: bool,
+    out: &Out,
+) -> Result<()> {
+    match action {
+        ServersAction::List => {
+            let list = match wait {
+                Some(limit) => wait::servers(b, limit, out.json).await?,
+                None => b.request("mcphost/servers/list", None).await?,
+            };
+            if stats {
+                out.stats(&list)?;
+            } else {
+                out.servers(&list)?;
+            }
+            if wait.is_some()
+                && !out.json
+                && let Some(line) = wait::slowest(&list, 3)
+            {
+                eprintln!("{line}");
+            }
+        }
+        ServersAction::Restart { name } => {
+            let env = given_env::of_server(b, &name).await?;
+            b.manage(
+                "mcphost/servers/restart",
+                json!({ "name": name, "env": env }),
+            )
+            .await?;
+            out.done(&format!("restarting {name}"));
+        }
+        ServersAction::Enable { name } => {
+            let env = given_env::of_server(b, &name).await?;
+            b.manage(
+                "mcphost/servers/enable",
+                json!({ "name": name, "env": env }),
+            )
+            .await?;
+            out.done(&format!("enabled {name}"));
+        }
+        ServersAction::Disable { name } => {
+            b.manage("mcphost/servers/disable", json!({ "name": name }))
+                .await?;
+            out.done(&format!("disabled {name}"));
+        }
+        ServersAction::Logs { name, lines } => logs::tail(b, &name, lines, out).await?,
+        ServersAction::Add {
+            name,
+            url,
+            headers,
+            env,
+            command,
+        } => {
+            let entry = server_entry(&name, url, &headers, &env, &command)?;
+            // The entry goes as an object, its keys in the order built.
+            let env = given_env::of_entry(&name, &entry);
+            let params = mcphost::protocol::set_fields(
+                Some(&backend::params(json!({ "name": name, "env": env }))?),
+                [("entry".to_owned(), RawValue::from_string(entry)?)],
+            )?;
+            b.manage_raw("mcphost/servers/add", params).await?;
+            out.done(&format!("added {name}"));
+        }
+        ServersAction::Remove { name } => {
+            b.manage("mcphost/servers/remove", json!({ "name": name }))
+                .await?;
+            out.done(&format!("removed {name}"));
+        }
+    }
+    Ok(())
+}
+
+/// `servers add`'s entry as JSON text: a URL with its headers, or a
+/// command with its arguments and env.
+fn server_entry(
+    name: &str,
+    url: Option<String>,
+    headers: &[String],
+    env: &[String],
+    command: &[String],
+) -> Result<String> {
+    Ok(match (url, command.split_first()) {
+        // IndexMap keeps the keys in the order people write them.
+        (Some(url), None) => {
+            let mut e = indexmap::IndexMap::new();
+            e.insert("url", json!(url));
+            if !headers.is_empty() {
+                e.insert("headers", json!(key_values(headers, "--header")?));
+            }
+            serde_json::to_string(&e)?
+        }
+        (None, Some((cmd, args))) => {
+            let mut e = indexmap::IndexMap::new();
+            e.insert("command", json!(cmd));
+            e.insert("args", json!(args));
+            if !env.is_empty() {
+                e.insert("env", json!(key_values(env, "--env")?));
+            }
+            serde_json::to_string(&e)?
+        }
+        _ => anyhow::bail!("`servers add {name}` needs either --url URL or -- COMMAND ARGS..."),
+    })
 }
 
 #[cfg(test)]

@@ -54,170 +54,191 @@ pub async fn run(action: Action, auto: &Autostart, out: &Out) -> Result<u8> {
     let exe = std::env::current_exe().context("finding the mcphost executable")?;
     let file = unit_path()?;
     match action {
-        Action::Install { now } => {
-            let args = daemon_args(auto);
-            let text = unit_for_platform(&exe, &args, auto);
-            if let Some(dir) = file.parent() {
-                std::fs::create_dir_all(dir)
-                    .with_context(|| format!("creating {}", dir.display()))?;
-            }
-            std::fs::write(&file, &text).with_context(|| format!("writing {}", file.display()))?;
-            let enable = enable_commands();
-            let mut report = json!({ "path": file, "enable": join(&enable) });
-            if !out.json {
-                outln!("wrote {}:", file.display());
-                for line in text.lines() {
-                    outln!("    {line}");
-                }
-            }
-            if now {
-                // Everything that can be checked is, before anything is stopped.
-                let checked = find_tools(&[probe_command()])
-                    .and_then(|()| find_tools(&enable))
-                    .and_then(|()| manager_answers());
-                if let Err(e) = checked {
-                    let kept = match daemon_pid(auto).await {
-                        Some(pid) => format!("the daemon (pid {pid}) keeps running"),
-                        None => "no daemon was running".to_owned(),
-                    };
-                    bail!(
-                        "wrote {}, but did not enable it: {e:#}; nothing was stopped: {kept}",
-                        file.display()
-                    );
-                }
-                // The unit's daemon would find the socket taken.
-                let stopped = stop_unmanaged(auto).await?;
-                if let Some(pid) = stopped {
-                    report["stopped"] = json!(pid);
-                    if !out.json {
-                        outln!(
-                            "stopped the daemon (pid {pid}) a command had started, so that the \
-                             service's can listen"
-                        );
-                    }
-                }
-                if let Err(e) = run_all(&enable) {
-                    // Never leave less running than before.
-                    let again = match stopped {
-                        None => String::new(),
-                        Some(_) => match auto.start_settled().await {
-                            Ok(()) => match daemon_pid(auto).await {
-                                Some(pid) => format!("; started the daemon again (pid {pid})"),
-                                None => "; started the daemon again".to_owned(),
-                            },
-                            Err(e) => format!(
-                                "; starting the daemon again failed too ({e:#}): run `mcphost \
-                                 daemon`, or any command, to start it"
-                            ),
-                        },
-                    };
-                    bail!(
-                        "wrote {}, but did not enable it: {e:#}{again}",
-                        file.display()
-                    );
-                }
-                report["enabled"] = json!(true);
-                if !out.json {
-                    outln!("enabled and started: {}", join(&enable));
-                }
-            } else if !out.json {
-                outln!("enable and start it with:\n    {}", join(&enable));
-            }
-            if out.json {
-                outln!("{report}");
-            }
-            Ok(0)
-        }
-        Action::Uninstall { now } => {
-            let disable = disable_commands();
-            if now && file.exists() {
-                run_all(&disable).with_context(|| {
-                    format!(
-                        "did not remove {} (it may still be enabled)",
-                        file.display()
-                    )
-                })?;
-            }
-            let removed = match std::fs::remove_file(&file) {
-                Ok(()) => true,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
-                Err(e) => return Err(e).with_context(|| format!("removing {}", file.display())),
-            };
-            if now && removed {
-                run_all(&after_remove_commands())?;
-            }
-            if out.json {
-                outln!("{}", json!({ "path": file, "removed": removed }));
-            } else if removed {
-                outln!("removed {}", file.display());
-                if !now {
-                    outln!(
-                        "if it was enabled, stop and disable it with:\n    {}",
-                        join(&disable)
-                    );
-                }
-            } else {
-                outln!("no unit at {}; nothing to remove", file.display());
-            }
-            Ok(0)
-        }
-        Action::Status => {
-            let text = std::fs::read_to_string(&file).ok();
-            let points_at = text.as_deref().and_then(unit_exe);
-            let this_exe = points_at.as_deref().map(|p| same_file(p, &exe));
-            let daemon = daemon_status(&auto.socket).await;
-            if out.json {
-                outln!(
-                    "{}",
-                    json!({
-                        "path": file,
-                        "exists": text.is_some(),
-                        "exe": points_at,
-                        "thisExe": this_exe,
-                        "daemon": daemon,
-                    })
-                );
-                return Ok(0);
-            }
-            match (&text, &points_at, this_exe) {
-                (None, _, _) => outln!(
-                    "unit:    none at {} (`mcphost service install` writes it)",
-                    file.display()
-                ),
-                (Some(_), Some(p), Some(true)) => {
-                    outln!(
-                        "unit:    {} (runs {}, this executable)",
-                        file.display(),
-                        p.display()
-                    )
-                }
-                (Some(_), Some(p), _) => outln!(
-                    "unit:    {} runs {}, not this executable ({}); `mcphost service install` rewrites it",
-                    file.display(),
-                    p.display(),
-                    exe.display()
-                ),
-                (Some(_), None, _) => outln!(
-                    "unit:    {} (no program found in it; `mcphost service install` rewrites it)",
-                    file.display()
-                ),
-            }
-            match &daemon {
-                Value::Null => outln!("daemon:  not running on {}", auto.socket.display()),
-                d => outln!(
-                    "daemon:  up on {} (pid {}, mcphost {}, {} client(s))",
-                    auto.socket.display(),
-                    d["pid"],
-                    d["version"].as_str().unwrap_or("?"),
-                    d["clients"]
-                        .as_u64()
-                        .map(|n| n.saturating_sub(1))
-                        .unwrap_or(0)
-                ),
-            }
-            Ok(0)
+        Action::Install { now } => install(&exe, &file, now, auto, out).await,
+        Action::Uninstall { now } => uninstall(&file, now, out),
+        Action::Status => status(&exe, &file, auto, out).await,
+    }
+}
+
+/// `service install`: the unit written, and with `--now` enabled.
+async fn install(exe: &Path, file: &Path, now: bool, auto: &Autostart, out: &Out) -> Result<u8> {
+    let args = daemon_args(auto);
+    let text = unit_for_platform(exe, &args, auto);
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    std::fs::write(file, &text).with_context(|| format!("writing {}", file.display()))?;
+    let enable = enable_commands();
+    let mut report = json!({ "path": file, "enable": join(&enable) });
+    if !out.json {
+        outln!("wrote {}:", file.display());
+        for line in text.lines() {
+            outln!("    {line}");
         }
     }
+    if now {
+        enable_now(file, &enable, &mut report, auto, out).await?;
+    } else if !out.json {
+        outln!("enable and start it with:\n    {}", join(&enable));
+    }
+    if out.json {
+        outln!("{report}");
+    }
+    Ok(0)
+}
+
+/// `install --now`: the unit enabled and started, once everything that
+/// can be checked is, in place of a daemon a command had started.
+async fn enable_now(
+    file: &Path,
+    enable: &[Vec<String>],
+    report: &mut Value,
+    auto: &Autostart,
+    out: &Out,
+) -> Result<()> {
+    // Everything that can be checked is, before anything is stopped.
+    let checked = find_tools(&[probe_command()])
+        .and_then(|()| find_tools(enable))
+        .and_then(|()| manager_answers());
+    if let Err(e) = checked {
+        let kept = match daemon_pid(auto).await {
+            Some(pid) => format!("the daemon (pid {pid}) keeps running"),
+            None => "no daemon was running".to_owned(),
+        };
+        bail!(
+            "wrote {}, but did not enable it: {e:#}; nothing was stopped: {kept}",
+            file.display()
+        );
+    }
+    // The unit's daemon would find the socket taken.
+    let stopped = stop_unmanaged(auto).await?;
+    if let Some(pid) = stopped {
+        report["stopped"] = json!(pid);
+        if !out.json {
+            outln!(
+                "stopped the daemon (pid {pid}) a command had started, so that the \
+                 service's can listen"
+            );
+        }
+    }
+    if let Err(e) = run_all(enable) {
+        // Never leave less running than before.
+        let again = match stopped {
+            None => String::new(),
+            Some(_) => match auto.start_settled().await {
+                Ok(()) => match daemon_pid(auto).await {
+                    Some(pid) => format!("; started the daemon again (pid {pid})"),
+                    None => "; started the daemon again".to_owned(),
+                },
+                Err(e) => format!(
+                    "; starting the daemon again failed too ({e:#}): run `mcphost \
+                     daemon`, or any command, to start it"
+                ),
+            },
+        };
+        bail!(
+            "wrote {}, but did not enable it: {e:#}{again}",
+            file.display()
+        );
+    }
+    report["enabled"] = json!(true);
+    if !out.json {
+        outln!("enabled and started: {}", join(enable));
+    }
+    Ok(())
+}
+
+/// `service uninstall`: the unit removed, and with `--now` disabled first.
+fn uninstall(file: &Path, now: bool, out: &Out) -> Result<u8> {
+    let disable = disable_commands();
+    if now && file.exists() {
+        run_all(&disable).with_context(|| {
+            format!(
+                "did not remove {} (it may still be enabled)",
+                file.display()
+            )
+        })?;
+    }
+    let removed = match std::fs::remove_file(file) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => return Err(e).with_context(|| format!("removing {}", file.display())),
+    };
+    if now && removed {
+        run_all(&after_remove_commands())?;
+    }
+    if out.json {
+        outln!("{}", json!({ "path": file, "removed": removed }));
+    } else if removed {
+        outln!("removed {}", file.display());
+        if !now {
+            outln!(
+                "if it was enabled, stop and disable it with:\n    {}",
+                join(&disable)
+            );
+        }
+    } else {
+        outln!("no unit at {}; nothing to remove", file.display());
+    }
+    Ok(0)
+}
+
+/// `service status`: the unit, the program it runs, and the daemon.
+async fn status(exe: &Path, file: &Path, auto: &Autostart, out: &Out) -> Result<u8> {
+    let text = std::fs::read_to_string(file).ok();
+    let points_at = text.as_deref().and_then(unit_exe);
+    let this_exe = points_at.as_deref().map(|p| same_file(p, exe));
+    let daemon = daemon_status(&auto.socket).await;
+    if out.json {
+        outln!(
+            "{}",
+            json!({
+                "path": file,
+                "exists": text.is_some(),
+                "exe": points_at,
+                "thisExe": this_exe,
+                "daemon": daemon,
+            })
+        );
+        return Ok(0);
+    }
+    match (&text, &points_at, this_exe) {
+        (None, _, _) => outln!(
+            "unit:    none at {} (`mcphost service install` writes it)",
+            file.display()
+        ),
+        (Some(_), Some(p), Some(true)) => {
+            outln!(
+                "unit:    {} (runs {}, this executable)",
+                file.display(),
+                p.display()
+            )
+        }
+        (Some(_), Some(p), _) => outln!(
+            "unit:    {} runs {}, not this executable ({}); `mcphost service install` rewrites it",
+            file.display(),
+            p.display(),
+            exe.display()
+        ),
+        (Some(_), None, _) => outln!(
+            "unit:    {} (no program found in it; `mcphost service install` rewrites it)",
+            file.display()
+        ),
+    }
+    match &daemon {
+        Value::Null => outln!("daemon:  not running on {}", auto.socket.display()),
+        d => outln!(
+            "daemon:  up on {} (pid {}, mcphost {}, {} client(s))",
+            auto.socket.display(),
+            d["pid"],
+            d["version"].as_str().unwrap_or("?"),
+            d["clients"]
+                .as_u64()
+                .map(|n| n.saturating_sub(1))
+                .unwrap_or(0)
+        ),
+    }
+    Ok(0)
 }
 
 /// The running daemon's pid, if one answers.

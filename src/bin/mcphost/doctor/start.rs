@@ -1,0 +1,208 @@
+//! Starting a server: what its check has found so far, what it said once
+//! started, and why a start failed.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use mcphost::client::{ClientError, ClientOptions, ServerClient};
+use mcphost::config::StdioServer;
+use mcphost::jsonrpc::PeerError;
+use mcphost::protocol::Era;
+use mcphost::transport::TransportControl;
+
+use super::fixes::Fix;
+use super::{Answer, Check};
+
+/// What a server's check has found so far: kept when its time runs out.
+#[derive(Default)]
+pub(super) struct Progress {
+    pub(super) checks: Mutex<Vec<Check>>,
+    pub(super) stage: Mutex<&'static str>,
+    pub(super) control: Mutex<Option<Arc<dyn TransportControl>>>,
+    pub(super) answer: Mutex<Option<Answer>>,
+}
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Progress {
+    pub(super) fn push(&self, c: Check) {
+        lock(&self.checks).push(c);
+    }
+    pub(super) fn stage(&self, s: &'static str) {
+        *lock(&self.stage) = s;
+    }
+}
+
+/// The server's command line, quoted for a shell.
+pub(super) fn command_line(s: &StdioServer) -> String {
+    let mut words = vec![s.command.clone()];
+    words.extend(s.args.iter().cloned());
+    shell_words::join(words)
+}
+
+pub(super) fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The last lines of stderr, for a detail.
+pub(super) fn stderr_note(control: Option<&Arc<dyn TransportControl>>) -> String {
+    let lines = control
+        .map(|c| c.stderr_tail(STDERR_LINES))
+        .unwrap_or_default();
+    if lines.is_empty() {
+        return String::new();
+    }
+    format!("; last stderr lines:\n{}", lines.join("\n"))
+}
+
+const STDERR_LINES: usize = 8;
+
+pub(super) fn client_options(limit: Duration, known_era: Option<Era>) -> ClientOptions {
+    ClientOptions {
+        init_timeout: limit,
+        request_timeout: limit,
+        max_request_timeout: limit,
+        probe_timeout: limit.min(Duration::from_secs(3)),
+        known_era,
+        ..Default::default()
+    }
+}
+
+/// A started server: what it said, and its counts.
+/// How many items a list request gave: 0 for a kind the server did not
+/// declare (not asked), `None` with the error noted when it failed.
+async fn count<T>(
+    declared: bool,
+    method: &str,
+    list: impl std::future::Future<Output = Result<Vec<T>, ClientError>>,
+    errors: &mut Vec<String>,
+) -> Option<usize> {
+    if !declared {
+        return Some(0);
+    }
+    match list.await {
+        Ok(items) => Some(items.len()),
+        Err(e) => {
+            errors.push(format!("{method}: {e}"));
+            None
+        }
+    }
+}
+
+pub(super) async fn answered(client: &ServerClient, init: Duration, p: &Progress) {
+    let n = client.negotiated();
+    let caps = &n.capabilities;
+    let mut listing_errors = Vec::new();
+    p.stage("listing tools");
+    let tools = count(
+        caps.tools.is_some(),
+        "tools/list",
+        client.list_tools(),
+        &mut listing_errors,
+    )
+    .await;
+    p.stage("listing prompts");
+    let prompts = count(
+        caps.prompts.is_some(),
+        "prompts/list",
+        client.list_prompts(),
+        &mut listing_errors,
+    )
+    .await;
+    p.stage("listing resources");
+    let resources = count(
+        caps.resources.is_some(),
+        "resources/list",
+        client.list_resources(),
+        &mut listing_errors,
+    )
+    .await;
+    let era = match client.era() {
+        Era::Handshake => "handshake",
+        Era::Stateless => "stateless",
+    };
+    let answer = Answer {
+        initialize_ms: ms(init),
+        protocol_version: n.protocol_version.to_string(),
+        era,
+        name: n.server_name.clone(),
+        version: n.server_version.clone(),
+        tools,
+        prompts,
+        resources,
+    };
+    let count = |c: Option<usize>| c.map_or("?".to_owned(), |c| c.to_string());
+    p.push(Check::ok(
+        "start",
+        format!(
+            "initialized in {} ms: {} {}, MCP {} ({era}); {} tools, {} prompts, {} resources",
+            answer.initialize_ms,
+            answer.name.as_deref().unwrap_or("(no name)"),
+            answer.version.as_deref().unwrap_or("(no version)"),
+            answer.protocol_version,
+            count(tools),
+            count(prompts),
+            count(resources),
+        ),
+    ));
+    if !listing_errors.is_empty() {
+        p.push(Check::problem(
+            "list",
+            listing_errors.join("; "),
+            Fix::NotMcp(None),
+        ));
+    }
+    *lock(&p.answer) = Some(answer);
+}
+
+/// Why a start failed, with the server's exit and stderr.
+pub(super) fn start_failure(
+    name: &str,
+    e: &ClientError,
+    control: Option<&Arc<dyn TransportControl>>,
+    line: Option<String>,
+    limit: Duration,
+) -> Check {
+    match e {
+        ClientError::Request {
+            error: PeerError::Closed(reason),
+            ..
+        } if reason.auth_required => {
+            Check::problem("start", reason.summary.clone(), Fix::Login(name))
+        }
+        ClientError::Request {
+            error: PeerError::Closed(reason),
+            ..
+        } if line.is_some() => Check::problem(
+            "start",
+            format!("{}{}", reason.summary, stderr_note(control)),
+            Fix::Crashed(line.unwrap_or_default()),
+        ),
+        ClientError::ExitedOnProbe { reason, .. } => Check::problem(
+            "start",
+            reason.clone(),
+            Fix::Crashed(line.unwrap_or_default()),
+        ),
+        ClientError::Request {
+            error: PeerError::Timeout { method, elapsed },
+            ..
+        } => Check::problem(
+            "timeout",
+            format!(
+                "no answer to {method} within {elapsed:.1?}{}",
+                stderr_note(control)
+            ),
+            Fix::Hung {
+                command_line: line,
+                limit,
+            },
+        ),
+        other => Check::problem(
+            "start",
+            format!("{other}{}", stderr_note(control)),
+            Fix::NotMcp(line),
+        ),
+    }
+}
