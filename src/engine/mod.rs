@@ -197,7 +197,7 @@ pub struct Engine {
     broker: Broker,
     /// The config's `tokens` and `profiles` (sessions read it when they
     /// configure; costs are counted in its encoding).
-    shape: arc_swap::ArcSwap<crate::shape::Settings>,
+    model_view: arc_swap::ArcSwap<crate::config::model_view::Settings>,
     next_session: AtomicU64,
     /// The runtime the engine was started on: doors may call in from other
     /// threads (the C library, a benchmark's main thread).
@@ -278,7 +278,7 @@ impl EngineBuilder {
         broker
             .roots()
             .update(&[], roots::Event::Configured(configured));
-        let shape = arc_swap::ArcSwap::from_pointee(self.config.shape.clone());
+        let model_view = arc_swap::ArcSwap::from_pointee(self.config.model_view.clone());
         let client = ClientOptions {
             host: Arc::new(broker.clone()),
             ..self.client
@@ -315,7 +315,7 @@ impl EngineBuilder {
             attribution,
             editor: self.editor,
             broker,
-            shape,
+            model_view,
             next_session: AtomicU64::new(1),
             rt: tokio::runtime::Handle::current(),
         })
@@ -429,8 +429,8 @@ impl Engine {
     }
 
     /// The config's `tokens` and `profiles` in force.
-    pub fn shape_settings(&self) -> Arc<crate::shape::Settings> {
-        self.shape.load_full()
+    pub fn model_view_settings(&self) -> Arc<crate::config::model_view::Settings> {
+        self.model_view.load_full()
     }
 
     /// Client sessions that have not been freed yet.
@@ -596,8 +596,8 @@ impl Engine {
     /// Take up a new config: servers (see [`Registry::apply`]) and roots.
     pub fn apply(&self, cfg: &HostConfig) {
         self.broker.set_config(cfg);
-        if **self.shape.load() != cfg.shape {
-            self.shape.store(Arc::new(cfg.shape.clone()));
+        if **self.model_view.load() != cfg.model_view {
+            self.model_view.store(Arc::new(cfg.model_view.clone()));
         }
         // Told before the reload: the servers it keeps take up new roots
         // without a restart.
@@ -670,7 +670,7 @@ impl Engine {
             methods::MCPHOST_TOOLS_LIST => {
                 // Each catalog tool plus its server, own name and token cost.
                 let catalog = self.registry.catalog();
-                let enc = self.shape.load().encoding;
+                let enc = self.model_view.load().encoding;
                 let mut items = Vec::with_capacity(catalog.tools().len());
                 for t in catalog.tools() {
                     let extra = [
@@ -778,7 +778,7 @@ impl Engine {
                 .collect::<std::collections::BTreeMap<_, _>>(),
             "tools": self.registry.catalog().tools().len(),
             // What token costs are counted in (null: a build without `tokens`).
-            "tokenEncoding": crate::shape::cost::AVAILABLE.then(|| self.shape.load().encoding.as_str()),
+            "tokenEncoding": crate::registry::cost::AVAILABLE.then(|| self.model_view.load().encoding.as_str()),
             "separator": self.registry.naming().separator,
             // Per server: its tool calls so far (servers never called are left out).
             "calls": statuses
@@ -864,10 +864,10 @@ impl Engine {
     fn servers_list(&self) -> Reply {
         let catalog = self.registry.catalog();
         let resources = self.registry.resources();
-        let enc = self.shape.load().encoding;
+        let enc = self.model_view.load().encoding;
         // Per server: the tokens of its listed tools (None without `tokens`).
         let mut tokens: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
-        let counted = crate::shape::cost::AVAILABLE;
+        let counted = crate::registry::cost::AVAILABLE;
         if counted {
             for t in catalog.tools() {
                 let n = u64::from(t.tokens(enc).unwrap_or_default());

@@ -196,7 +196,7 @@ pub struct Session {
     limits: SessionLimits,
     /// `mcphost/session/configure`'s options; empty (one pointer load on
     /// `tools/*`) for a session that set none.
-    view: arc_swap::ArcSwapOption<crate::shape::View>,
+    view: arc_swap::ArcSwapOption<crate::model_view::View>,
     /// Servers' requests this client may have outstanding at once.
     host_requests: Arc<tokio::sync::Semaphore>,
 }
@@ -294,11 +294,11 @@ impl Session {
         // A config profile named `default` shapes every session until it
         // configures itself; without one, sessions keep the plain path.
         let view = engine
-            .shape_settings()
+            .model_view_settings()
             .profiles
             .get(shaped::DEFAULT_PROFILE)
             .and_then(|o| {
-                crate::shape::View::new(o.clone(), Some(shaped::DEFAULT_PROFILE.to_owned()))
+                crate::model_view::View::new(o.clone(), Some(shaped::DEFAULT_PROFILE.to_owned()))
                     .ok()
                     .flatten()
             })

@@ -84,84 +84,8 @@ use crate::protocol::{Prompt, RawValue, Resource, ResourceTemplate, Tool, set_fi
 pub const HASH_LEN: usize = 6;
 /// `_` plus the hash.
 const HASH_SUFFIX_LEN: usize = HASH_LEN + 1;
-/// Smallest usable budget: a prefix character, a separator, a tool character
-/// and the hash suffix. Smaller configured budgets are raised to this here and
-/// rejected by [`NamingRules::validate`].
-pub const MIN_BUDGET: usize = 12;
-
-/// How namespaced names are formed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NamingRules {
-    /// Between prefix and tool; `__` by default. Must use allowed characters.
-    pub separator: String,
-    /// The longest name a host accepts; 64 by default.
-    pub max_length: usize,
-    /// Characters kept free for a host's own prefix (e.g. `mcp__mcphost__`).
-    pub reserve: usize,
-}
-
-impl Default for NamingRules {
-    fn default() -> Self {
-        NamingRules {
-            separator: "__".to_owned(),
-            max_length: 64,
-            reserve: 0,
-        }
-    }
-}
-
-/// A configuration the naming rules cannot honour.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NamingError {
-    #[error("name separator {0:?} must be non-empty and use only A-Z, a-z, 0-9, '_' and '-'")]
-    Separator(String),
-    #[error(
-        "max length {max_length} minus reserve {reserve} leaves {budget} characters for names; at least {MIN_BUDGET} are needed"
-    )]
-    Budget {
-        budget: usize,
-        max_length: usize,
-        reserve: usize,
-    },
-}
-
-impl NamingRules {
-    /// Characters available to a name: `max_length - reserve`, at least
-    /// [`MIN_BUDGET`].
-    pub fn budget(&self) -> usize {
-        self.max_length.saturating_sub(self.reserve).max(MIN_BUDGET)
-    }
-
-    /// The one rule for namespacing settings, which the config layer
-    /// applies: [`build`] copes with anything, but a separator it would have
-    /// to sanitize or a budget it would have to raise to [`MIN_BUDGET`] is
-    /// a mistake the user should hear about.
-    pub fn validate(&self) -> Result<(), NamingError> {
-        Self::check_separator(&self.separator)?;
-        Self::check_budget(self.max_length, self.reserve)
-    }
-
-    /// The separator part of [`Self::validate`].
-    pub fn check_separator(separator: &str) -> Result<(), NamingError> {
-        if separator.is_empty() || !separator.chars().all(is_allowed) {
-            return Err(NamingError::Separator(separator.to_owned()));
-        }
-        Ok(())
-    }
-
-    /// The length part of [`Self::validate`].
-    pub fn check_budget(max_length: usize, reserve: usize) -> Result<(), NamingError> {
-        let budget = max_length.saturating_sub(reserve);
-        if budget < MIN_BUDGET {
-            return Err(NamingError::Budget {
-                budget,
-                max_length,
-                reserve,
-            });
-        }
-        Ok(())
-    }
-}
+use crate::config::naming::is_name_char as is_allowed;
+pub use crate::config::naming::{MIN_BUDGET, NamingError, NamingRules};
 
 /// One server's tools, as input to [`build`].
 #[derive(Debug, Clone, Copy)]
@@ -193,14 +117,14 @@ pub struct CatalogTool {
     pub tool: String,
     /// The server's object with only `"name"` replaced by [`Self::name`].
     pub raw: Box<RawValue>,
-    /// Its token cost, counted on first use (see [`crate::shape::cost`]).
-    pub cost: crate::shape::cost::TokenCache,
+    /// Its token cost, counted on first use (see [`crate::model_view::cost`]).
+    pub cost: crate::registry::cost::TokenCache,
 }
 
 impl CatalogTool {
     /// Tokens of its name, description and schema in `enc`; `None` in a
     /// build without the feature `tokens`.
-    pub fn tokens(&self, enc: crate::shape::cost::Encoding) -> Option<u32> {
+    pub fn tokens(&self, enc: crate::registry::cost::Encoding) -> Option<u32> {
         self.cost.get(&self.raw, enc)
     }
 }
@@ -930,10 +854,6 @@ fn ascii_prefix(s: &str, n: usize) -> &str {
     // `get` instead of indexing: a non-ASCII input would yield the whole
     // string rather than a panic (callers only pass sanitized text).
     s.get(..n.min(s.len())).unwrap_or(s)
-}
-
-fn is_allowed(c: char) -> bool {
-    c.is_ascii_alphanumeric() || c == '_' || c == '-'
 }
 
 /// Rule 2: each character outside `[A-Za-z0-9_-]` becomes `_`.

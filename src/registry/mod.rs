@@ -13,6 +13,7 @@
 //! stop; [`Registry::shutdown`] does.
 
 pub mod catalog;
+pub mod cost;
 mod lazy;
 mod logs;
 mod resources;

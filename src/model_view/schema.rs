@@ -10,42 +10,7 @@
 use indexmap::IndexMap;
 use serde_json::value::RawValue;
 
-/// A model provider's rules for tool input schemas.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SchemaProfile {
-    OpenAi,
-    Gemini,
-    Anthropic,
-}
-
-impl SchemaProfile {
-    pub const ALL: [SchemaProfile; 3] = [
-        SchemaProfile::OpenAi,
-        SchemaProfile::Gemini,
-        SchemaProfile::Anthropic,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SchemaProfile::OpenAi => "openai",
-            SchemaProfile::Gemini => "gemini",
-            SchemaProfile::Anthropic => "anthropic",
-        }
-    }
-}
-
-impl std::str::FromStr for SchemaProfile {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        SchemaProfile::ALL
-            .into_iter()
-            .find(|p| p.as_str() == s)
-            .ok_or_else(|| {
-                let known: Vec<&str> = SchemaProfile::ALL.iter().map(|p| p.as_str()).collect();
-                format!("unknown schema profile {s:?}; known: {}", known.join(", "))
-            })
-    }
-}
+pub use crate::config::model_view::SchemaProfile;
 
 /// How many `$ref`s deep Gemini schemas are inlined; past it a reference
 /// becomes an untyped object (recursive schemas would never end).
