@@ -666,29 +666,15 @@ impl Engine {
                 Ok(self.registry.complete(&p, opts).await?)
             }
             methods::PING => raw(&json!({})),
+            _ => self.dispatch_mcphost(method, params).await,
+        }
+    }
+
+    /// The `mcphost/*` methods past a session's gating.
+    async fn dispatch_mcphost(&self, method: &str, params: Option<Box<RawValue>>) -> Reply {
+        match method {
             methods::MCPHOST_STATUS => self.status(),
-            methods::MCPHOST_TOOLS_LIST => {
-                // Each catalog tool plus its server, own name and token cost.
-                let catalog = self.registry.catalog();
-                let enc = self.model_view.load().encoding;
-                let mut items = Vec::with_capacity(catalog.tools().len());
-                for t in catalog.tools() {
-                    let extra = [
-                        ("server".to_owned(), to_raw(&t.server).map_err(internal)?),
-                        ("tool".to_owned(), to_raw(&t.tool).map_err(internal)?),
-                        (
-                            "tokens".to_owned(),
-                            to_raw(&t.tokens(enc)).map_err(internal)?,
-                        ),
-                    ];
-                    items.push(crate::protocol::set_fields(Some(&t.raw), extra).map_err(internal)?);
-                }
-                let text = format!(
-                    "[{}]",
-                    items.iter().map(|r| r.get()).collect::<Vec<_>>().join(",")
-                );
-                RawValue::from_string(text).map_err(internal)
-            }
+            methods::MCPHOST_TOOLS_LIST => self.annotated_tools(),
             methods::MCPHOST_SERVERS_LIST => self.servers_list(),
             methods::MCPHOST_DAEMON_SHUTDOWN => self.shutdown_request(&params),
             methods::MCPHOST_RESOURCES_LIST => {
@@ -703,36 +689,63 @@ impl Engine {
                 }
                 raw(&json!({}))
             }
-            methods::MCPHOST_SERVERS_LOGS => {
-                #[derive(Deserialize)]
-                struct LogsParams {
-                    name: String,
-                    #[serde(default)]
-                    lines: Option<usize>,
-                }
-                let p: LogsParams = params_of(&params)?;
-                let n = p.lines.unwrap_or(200);
-                let lines = match self.registry.client(&p.name) {
-                    Ok(c) => c.stderr_tail(n),
-                    Err(RegistryError::UnknownServer(s)) => {
-                        return Err(RegistryError::UnknownServer(s).into());
-                    }
-                    Err(_) => self
-                        .registry
-                        .statuses()
-                        .into_iter()
-                        .find(|s| s.name == p.name)
-                        .map(|s| s.stderr_tail.clone())
-                        .unwrap_or_default(),
-                };
-                raw(&json!({ "name": p.name, "lines": lines }))
-            }
+            methods::MCPHOST_SERVERS_LOGS => self.server_logs(&params),
             methods::MCPHOST_SERVERS_ADD
             | methods::MCPHOST_SERVERS_REMOVE
             | methods::MCPHOST_SERVERS_ENABLE
             | methods::MCPHOST_SERVERS_DISABLE => self.manage(method, params).await,
             _ => Err(ErrorObject::method_not_found(method)),
         }
+    }
+
+    /// `mcphost/tools/list`: each catalog tool plus its server, own name
+    /// and token cost.
+    fn annotated_tools(&self) -> Reply {
+        let catalog = self.registry.catalog();
+        let enc = self.model_view.load().encoding;
+        let mut items = Vec::with_capacity(catalog.tools().len());
+        for t in catalog.tools() {
+            let extra = [
+                ("server".to_owned(), to_raw(&t.server).map_err(internal)?),
+                ("tool".to_owned(), to_raw(&t.tool).map_err(internal)?),
+                (
+                    "tokens".to_owned(),
+                    to_raw(&t.tokens(enc)).map_err(internal)?,
+                ),
+            ];
+            items.push(crate::protocol::set_fields(Some(&t.raw), extra).map_err(internal)?);
+        }
+        let text = format!(
+            "[{}]",
+            items.iter().map(|r| r.get()).collect::<Vec<_>>().join(",")
+        );
+        RawValue::from_string(text).map_err(internal)
+    }
+
+    /// `mcphost/servers/logs`: a server's last stderr lines.
+    fn server_logs(&self, params: &Option<Box<RawValue>>) -> Reply {
+        #[derive(Deserialize)]
+        struct LogsParams {
+            name: String,
+            #[serde(default)]
+            lines: Option<usize>,
+        }
+        let p: LogsParams = params_of(params)?;
+        let n = p.lines.unwrap_or(200);
+        let lines = match self.registry.client(&p.name) {
+            Ok(c) => c.stderr_tail(n),
+            Err(RegistryError::UnknownServer(s)) => {
+                return Err(RegistryError::UnknownServer(s).into());
+            }
+            Err(_) => self
+                .registry
+                .statuses()
+                .into_iter()
+                .find(|s| s.name == p.name)
+                .map(|s| s.stderr_tail.clone())
+                .unwrap_or_default(),
+        };
+        raw(&json!({ "name": p.name, "lines": lines }))
     }
 
     fn status(&self) -> Reply {

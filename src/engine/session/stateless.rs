@@ -510,7 +510,7 @@ impl Session {
                 // Its own call id: only calls have slots, so nothing a
                 // server asks meanwhile is routed to this request.
                 let id = self.lock().stateless.next_call();
-                self.handle_common(Id::number(id), method, params).await
+                self.handle_admitted(Id::number(id), method, params).await
             }
         }?;
         finish(method, out)

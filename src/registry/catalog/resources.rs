@@ -140,60 +140,8 @@ pub struct ResourceCatalog {
 /// The order is the servers' order (config order), then each server's own;
 /// a server listing the same URI (or template) twice keeps the first.
 pub fn build_resources(servers: &[ServerResources<'_>]) -> ResourceCatalog {
-    // Each server's distinct URIs and templates, first copy wins.
-    type Own<'a> = (
-        &'a str,
-        Vec<&'a Resource>,
-        Vec<(&'a ResourceTemplate, UriTemplate)>,
-    );
-    let mut own: Vec<Own<'_>> = Vec::new();
-    for s in servers {
-        let mut seen = HashSet::new();
-        let rs = s
-            .resources
-            .iter()
-            .filter(|r| seen.insert(r.uri.as_str()))
-            .collect();
-        let mut seen = HashSet::new();
-        let ts = s
-            .templates
-            .iter()
-            .filter(|t| seen.insert(t.uri_template.as_str()))
-            .map(|t| (t, UriTemplate::parse(&t.uri_template)))
-            .collect();
-        own.push((s.server, rs, ts));
-    }
-    // Who lists each URI and each template text, in config order.
-    let mut uri_servers: HashMap<&str, Vec<&str>> = HashMap::new();
-    let mut tpl_servers: HashMap<&str, Vec<&str>> = HashMap::new();
-    for (s, rs, ts) in &own {
-        for r in rs {
-            uri_servers.entry(r.uri.as_str()).or_default().push(s);
-        }
-        for (t, _) in ts {
-            tpl_servers
-                .entry(t.uri_template.as_str())
-                .or_default()
-                .push(s);
-        }
-    }
-    let others = |map: &HashMap<&str, Vec<&str>>, key: &str, me: &str| -> Vec<String> {
-        map.get(key)
-            .into_iter()
-            .flatten()
-            .filter(|s| **s != me)
-            .map(|s| (*s).to_owned())
-            .collect()
-    };
-    let listers = |uri: &str, me: &str| others(&uri_servers, uri, me);
-    let same_template = |t: &str, me: &str| others(&tpl_servers, t, me);
-    let producers = |uri: &str, me: &str| -> Vec<String> {
-        own.iter()
-            .filter(|(s, _, ts)| *s != me && ts.iter().any(|(_, m)| m.matches(uri)))
-            .map(|(s, _, _)| (*s).to_owned())
-            .collect()
-    };
-
+    let own = distinct_per_server(servers);
+    let listed = Listed::new(&own);
     let mut cat = ResourceCatalog {
         resources: Vec::new(),
         templates: Vec::new(),
@@ -208,17 +156,7 @@ pub fn build_resources(servers: &[ServerResources<'_>]) -> ResourceCatalog {
     };
     for (server, rs, ts) in &own {
         for r in rs {
-            let why = if is_reserved(&r.uri) {
-                Some((RenameReason::ReservedScheme, Vec::new()))
-            } else {
-                let same = listers(&r.uri, server);
-                if !same.is_empty() {
-                    Some((RenameReason::SameUri, same))
-                } else {
-                    let by = producers(&r.uri, server);
-                    (!by.is_empty()).then_some((RenameReason::TemplateMatch, by))
-                }
-            };
+            let why = listed.why_resource(&r.uri, server);
             let Some(entry) = expose_item(
                 server,
                 &r.uri,
@@ -242,12 +180,7 @@ pub fn build_resources(servers: &[ServerResources<'_>]) -> ResourceCatalog {
             });
         }
         for (t, matcher) in ts {
-            let why = if is_reserved(&t.uri_template) {
-                Some((RenameReason::ReservedScheme, Vec::new()))
-            } else {
-                let same = same_template(&t.uri_template, server);
-                (!same.is_empty()).then_some((RenameReason::SameUri, same))
-            };
+            let why = listed.why_template(&t.uri_template, server);
             let Some((exposed, raw)) = expose_item(
                 server,
                 &t.uri_template,
@@ -286,6 +219,102 @@ pub fn build_resources(servers: &[ServerResources<'_>]) -> ResourceCatalog {
         }),
     );
     cat
+}
+
+/// One server's distinct URIs and templates (with their matchers).
+type Own<'a> = (
+    &'a str,
+    Vec<&'a Resource>,
+    Vec<(&'a ResourceTemplate, UriTemplate)>,
+);
+
+/// Each server's distinct URIs and templates, first copy wins.
+fn distinct_per_server<'a>(servers: &[ServerResources<'a>]) -> Vec<Own<'a>> {
+    let mut own: Vec<Own<'_>> = Vec::new();
+    for s in servers {
+        let mut seen = HashSet::new();
+        let rs = s
+            .resources
+            .iter()
+            .filter(|r| seen.insert(r.uri.as_str()))
+            .collect();
+        let mut seen = HashSet::new();
+        let ts = s
+            .templates
+            .iter()
+            .filter(|t| seen.insert(t.uri_template.as_str()))
+            .map(|t| (t, UriTemplate::parse(&t.uri_template)))
+            .collect();
+        own.push((s.server, rs, ts));
+    }
+    own
+}
+
+/// Who lists each URI and each template text, in config order: what
+/// decides whether a server's own URI can be kept.
+struct Listed<'o, 'a> {
+    own: &'o [Own<'a>],
+    uri_servers: HashMap<&'a str, Vec<&'a str>>,
+    tpl_servers: HashMap<&'a str, Vec<&'a str>>,
+}
+
+impl<'o, 'a> Listed<'o, 'a> {
+    fn new(own: &'o [Own<'a>]) -> Self {
+        let mut uri_servers: HashMap<&str, Vec<&str>> = HashMap::new();
+        let mut tpl_servers: HashMap<&str, Vec<&str>> = HashMap::new();
+        for (s, rs, ts) in own {
+            for r in rs {
+                uri_servers.entry(r.uri.as_str()).or_default().push(s);
+            }
+            for (t, _) in ts {
+                tpl_servers
+                    .entry(t.uri_template.as_str())
+                    .or_default()
+                    .push(s);
+            }
+        }
+        Listed {
+            own,
+            uri_servers,
+            tpl_servers,
+        }
+    }
+
+    fn others(map: &HashMap<&str, Vec<&str>>, key: &str, me: &str) -> Vec<String> {
+        map.get(key)
+            .into_iter()
+            .flatten()
+            .filter(|s| **s != me)
+            .map(|s| (*s).to_owned())
+            .collect()
+    }
+
+    /// Why `me`'s resource `uri` is wrapped, and by whom; `None`: kept.
+    fn why_resource(&self, uri: &str, me: &str) -> Option<(RenameReason, Vec<String>)> {
+        if is_reserved(uri) {
+            return Some((RenameReason::ReservedScheme, Vec::new()));
+        }
+        let same = Self::others(&self.uri_servers, uri, me);
+        if !same.is_empty() {
+            return Some((RenameReason::SameUri, same));
+        }
+        let by: Vec<String> = self
+            .own
+            .iter()
+            .filter(|(s, _, ts)| *s != me && ts.iter().any(|(_, m)| m.matches(uri)))
+            .map(|(s, _, _)| (*s).to_owned())
+            .collect();
+        (!by.is_empty()).then_some((RenameReason::TemplateMatch, by))
+    }
+
+    /// Why `me`'s template text `t` is wrapped, and by whom; `None`: kept.
+    fn why_template(&self, t: &str, me: &str) -> Option<(RenameReason, Vec<String>)> {
+        if is_reserved(t) {
+            return Some((RenameReason::ReservedScheme, Vec::new()));
+        }
+        let same = Self::others(&self.tpl_servers, t, me);
+        (!same.is_empty()).then_some((RenameReason::SameUri, same))
+    }
 }
 
 /// The exposed text and raw object of one item; `None` (left out, logged)
