@@ -15,11 +15,11 @@
 //!            list_changed re-listing; hides the protocol era from callers
 //!    ▲
 //! registry   supervisor (one task per server: restart, backoff, failed state)
-//!            and the namespaced catalog (legal, bounded, stable names; routing)
+//!            and the namespaced catalog (legal, bounded, stable names; routing;
+//!            token costs kept on its entries, registry::cost)
 //!    ▲
-//! shape      what a model is shown: budgets, search mode, provider schema
-//!            profiles (per session; off by default); shape::cost (token
-//!            counts) depends on nothing and is kept on registry entries
+//! model_view what a model is shown: budgets, search mode, provider schema
+//!            profiles (per session; off by default)
 //!    ▲
 //! engine     the one method set (MCP + mcphost/*) every door uses
 //!    ▲
@@ -55,9 +55,9 @@ pub mod daemon;
 pub mod engine;
 pub mod ipc;
 pub mod lockfile;
+pub mod model_view;
 pub mod registry;
 pub mod runtime;
-pub mod shape;
 pub mod statefile;
 
 // The layers below the client are crates of their own; their paths stay.

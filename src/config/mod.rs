@@ -21,6 +21,8 @@ mod error;
 pub mod import;
 mod interpolate;
 pub mod location;
+pub mod model_view;
+pub mod naming;
 pub mod oauth;
 mod parse;
 pub use parse::did_you_mean;
@@ -38,6 +40,7 @@ pub use location::{
     CONFIG_ENV, ConfigLocation, ConfigSource, default_config_path, load_from, resolve_config_path,
     resolve_config_path_with,
 };
+pub use naming::NamingRules;
 pub use tools::ToolFilter;
 
 /// Reads a variable from the environment used for `${VAR}` interpolation;
@@ -66,8 +69,8 @@ pub struct HostConfig {
     pub roots: Vec<Root>,
     /// How long a host may take to answer a server's request.
     pub host_timeouts: HostTimeouts,
-    /// `tokens` and `profiles`: what models are shown (see [`crate::shape`]).
-    pub shape: crate::shape::Settings,
+    /// `tokens` and `profiles`: what models are shown (see [`model_view`]).
+    pub model_view: model_view::Settings,
     /// How the CLI and the bridge treat the daemon (`daemon` in the file).
     pub daemon: DaemonSettings,
     /// Non-fatal findings (unknown keys, problems in disabled servers), not
@@ -108,7 +111,7 @@ impl Default for HostConfig {
             login_shell_path: true,
             roots: Vec::new(),
             host_timeouts: HostTimeouts::default(),
-            shape: crate::shape::Settings::default(),
+            model_view: model_view::Settings::default(),
             daemon: DaemonSettings::default(),
             warnings: Vec::new(),
             broken: Vec::new(),

@@ -11,6 +11,7 @@ use jsonc_parser::ast::{Object, ObjectProp, ObjectPropName, Value};
 use jsonc_parser::common::Ranged;
 use jsonc_parser::{CollectOptions, ParseOptions, parse_to_ast};
 
+use super::NamingRules;
 use super::dotenv::parse_dotenv;
 use super::duration::{no_unit_hint, parse_duration};
 use super::interpolate::interpolate;
@@ -20,7 +21,6 @@ use super::{
     OAuthSetting, Offer, Root, ServerConfig, ServerEnvLookup, Share, StartMode, StdioServer,
     Timeouts, ToolFilter, TransportConfig,
 };
-use crate::registry::catalog::NamingRules;
 
 /// JSON plus comments and trailing commas, nothing looser: a config that
 /// other tools (Claude Desktop, VS Code) also read must stay close to JSON.
@@ -273,10 +273,10 @@ impl<'a> Ctx<'a> {
             config.roots = self.roots(&prop.value, "roots");
         }
         if let Some(prop) = root.get("tokens") {
-            self.tokens(&prop.value, &mut config.shape);
+            self.tokens(&prop.value, &mut config.model_view);
         }
         if let Some(prop) = root.get("profiles") {
-            self.profiles(&prop.value, &mut config.shape);
+            self.profiles(&prop.value, &mut config.model_view);
         }
         if let Some(prop) = root.get("hostTimeouts")
             && let Some(obj) = self.object(&prop.value, "hostTimeouts")
@@ -448,7 +448,7 @@ impl<'a> Ctx<'a> {
         ns
     }
 
-    fn tokens(&mut self, value: &Value<'_>, shape: &mut crate::shape::Settings) {
+    fn tokens(&mut self, value: &Value<'_>, view: &mut super::model_view::Settings) {
         let Some(obj) = self.object(value, "tokens") else {
             return;
         };
@@ -457,7 +457,7 @@ impl<'a> Ctx<'a> {
             && let Some(name) = self.string(&prop.value, "tokens.encoding")
         {
             match name.parse() {
-                Ok(enc) => shape.encoding = enc,
+                Ok(enc) => view.encoding = enc,
                 Err(e) => self.error(prop.value.start(), "tokens.encoding", e),
             }
         }
@@ -465,7 +465,7 @@ impl<'a> Ctx<'a> {
 
     /// `profiles`: name → session options (the `mcphost/session/configure`
     /// fields).
-    fn profiles(&mut self, value: &Value<'_>, shape: &mut crate::shape::Settings) {
+    fn profiles(&mut self, value: &Value<'_>, view: &mut super::model_view::Settings) {
         let Some(obj) = self.object(value, "profiles") else {
             return;
         };
@@ -489,9 +489,9 @@ impl<'a> Ctx<'a> {
                 continue;
             }
             let json = to_json(&prop.value);
-            match crate::shape::Options::from_json(&json, &field) {
+            match super::model_view::Options::from_json(&json, &field) {
                 Ok(options) => {
-                    shape.profiles.insert(name, options);
+                    view.profiles.insert(name, options);
                 }
                 Err(e) => {
                     // The message already starts with the field.

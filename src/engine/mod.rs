@@ -147,7 +147,7 @@ pub struct Engine {
     broker: Broker,
     /// The config's `tokens` and `profiles` (sessions read it when they
     /// configure; costs are counted in its encoding).
-    shape: arc_swap::ArcSwap<crate::shape::Settings>,
+    model_view: arc_swap::ArcSwap<crate::config::model_view::Settings>,
     next_session: AtomicU64,
     /// The runtime the engine was started on: doors may call in from other
     /// threads (the C library, a benchmark's main thread).
@@ -236,7 +236,7 @@ impl EngineBuilder {
         broker
             .roots()
             .update(&[], roots::Event::Configured(configured));
-        let shape = arc_swap::ArcSwap::from_pointee(self.config.shape.clone());
+        let model_view = arc_swap::ArcSwap::from_pointee(self.config.model_view.clone());
         let mut servers = self.servers;
         servers.client.host = Arc::new(broker.clone());
         let started = Instant::now();
@@ -271,7 +271,7 @@ impl EngineBuilder {
             attribution,
             editor: self.editor,
             broker,
-            shape,
+            model_view,
             next_session: AtomicU64::new(1),
             rt: tokio::runtime::Handle::current(),
         })
@@ -385,8 +385,8 @@ impl Engine {
     }
 
     /// The config's `tokens` and `profiles` in force.
-    pub fn shape_settings(&self) -> Arc<crate::shape::Settings> {
-        self.shape.load_full()
+    pub fn model_view_settings(&self) -> Arc<crate::config::model_view::Settings> {
+        self.model_view.load_full()
     }
 
     /// Client sessions that have not been freed yet.
@@ -552,8 +552,8 @@ impl Engine {
     /// Take up a new config: servers (see [`Registry::apply`]) and roots.
     pub fn apply(&self, cfg: &HostConfig) {
         self.broker.set_config(cfg);
-        if **self.shape.load() != cfg.shape {
-            self.shape.store(Arc::new(cfg.shape.clone()));
+        if **self.model_view.load() != cfg.model_view {
+            self.model_view.store(Arc::new(cfg.model_view.clone()));
         }
         // Told before the reload: the servers it keeps take up new roots
         // without a restart.
@@ -622,29 +622,15 @@ impl Engine {
                 Ok(self.registry.complete(&p, opts).await?)
             }
             methods::PING => raw(&json!({})),
+            _ => self.dispatch_mcphost(method, params).await,
+        }
+    }
+
+    /// The `mcphost/*` methods past a session's gating.
+    async fn dispatch_mcphost(&self, method: &str, params: Option<Box<RawValue>>) -> Reply {
+        match method {
             methods::MCPHOST_STATUS => self.status(),
-            methods::MCPHOST_TOOLS_LIST => {
-                // Each catalog tool plus its server, own name and token cost.
-                let catalog = self.registry.catalog();
-                let enc = self.shape.load().encoding;
-                let mut items = Vec::with_capacity(catalog.tools().len());
-                for t in catalog.tools() {
-                    let extra = [
-                        ("server".to_owned(), to_raw(&t.server).map_err(internal)?),
-                        ("tool".to_owned(), to_raw(&t.tool).map_err(internal)?),
-                        (
-                            "tokens".to_owned(),
-                            to_raw(&t.tokens(enc)).map_err(internal)?,
-                        ),
-                    ];
-                    items.push(crate::protocol::set_fields(Some(&t.raw), extra).map_err(internal)?);
-                }
-                let text = format!(
-                    "[{}]",
-                    items.iter().map(|r| r.get()).collect::<Vec<_>>().join(",")
-                );
-                RawValue::from_string(text).map_err(internal)
-            }
+            methods::MCPHOST_TOOLS_LIST => self.annotated_tools(),
             methods::MCPHOST_SERVERS_LIST => self.servers_list(),
             methods::MCPHOST_DAEMON_SHUTDOWN => self.shutdown_request(&params),
             methods::MCPHOST_RESOURCES_LIST => {
@@ -659,36 +645,63 @@ impl Engine {
                 }
                 raw(&json!({}))
             }
-            methods::MCPHOST_SERVERS_LOGS => {
-                #[derive(Deserialize)]
-                struct LogsParams {
-                    name: String,
-                    #[serde(default)]
-                    lines: Option<usize>,
-                }
-                let p: LogsParams = params_of(&params)?;
-                let n = p.lines.unwrap_or(200);
-                let lines = match self.registry.client(&p.name) {
-                    Ok(c) => c.stderr_tail(n),
-                    Err(RegistryError::UnknownServer(s)) => {
-                        return Err(RegistryError::UnknownServer(s).into());
-                    }
-                    Err(_) => self
-                        .registry
-                        .statuses()
-                        .into_iter()
-                        .find(|s| s.name == p.name)
-                        .map(|s| s.stderr_tail.clone())
-                        .unwrap_or_default(),
-                };
-                raw(&json!({ "name": p.name, "lines": lines }))
-            }
+            methods::MCPHOST_SERVERS_LOGS => self.server_logs(&params),
             methods::MCPHOST_SERVERS_ADD
             | methods::MCPHOST_SERVERS_REMOVE
             | methods::MCPHOST_SERVERS_ENABLE
             | methods::MCPHOST_SERVERS_DISABLE => self.manage(method, params).await,
             _ => Err(ErrorObject::method_not_found(method)),
         }
+    }
+
+    /// `mcphost/tools/list`: each catalog tool plus its server, own name
+    /// and token cost.
+    fn annotated_tools(&self) -> Reply {
+        let catalog = self.registry.catalog();
+        let enc = self.model_view.load().encoding;
+        let mut items = Vec::with_capacity(catalog.tools().len());
+        for t in catalog.tools() {
+            let extra = [
+                ("server".to_owned(), to_raw(&t.server).map_err(internal)?),
+                ("tool".to_owned(), to_raw(&t.tool).map_err(internal)?),
+                (
+                    "tokens".to_owned(),
+                    to_raw(&t.tokens(enc)).map_err(internal)?,
+                ),
+            ];
+            items.push(crate::protocol::set_fields(Some(&t.raw), extra).map_err(internal)?);
+        }
+        let text = format!(
+            "[{}]",
+            items.iter().map(|r| r.get()).collect::<Vec<_>>().join(",")
+        );
+        RawValue::from_string(text).map_err(internal)
+    }
+
+    /// `mcphost/servers/logs`: a server's last stderr lines.
+    fn server_logs(&self, params: &Option<Box<RawValue>>) -> Reply {
+        #[derive(Deserialize)]
+        struct LogsParams {
+            name: String,
+            #[serde(default)]
+            lines: Option<usize>,
+        }
+        let p: LogsParams = params_of(params)?;
+        let n = p.lines.unwrap_or(200);
+        let lines = match self.registry.client(&p.name) {
+            Ok(c) => c.stderr_tail(n),
+            Err(RegistryError::UnknownServer(s)) => {
+                return Err(RegistryError::UnknownServer(s).into());
+            }
+            Err(_) => self
+                .registry
+                .statuses()
+                .into_iter()
+                .find(|s| s.name == p.name)
+                .map(|s| s.stderr_tail.clone())
+                .unwrap_or_default(),
+        };
+        raw(&json!({ "name": p.name, "lines": lines }))
     }
 
     fn status(&self) -> Reply {
@@ -734,7 +747,7 @@ impl Engine {
                 .collect::<std::collections::BTreeMap<_, _>>(),
             "tools": self.registry.catalog().tools().len(),
             // What token costs are counted in (null: a build without `tokens`).
-            "tokenEncoding": crate::shape::cost::AVAILABLE.then(|| self.shape.load().encoding.as_str()),
+            "tokenEncoding": crate::registry::cost::AVAILABLE.then(|| self.model_view.load().encoding.as_str()),
             "separator": self.registry.naming().separator,
             // Per server: its tool calls so far (servers never called are left out).
             "calls": statuses
@@ -820,10 +833,10 @@ impl Engine {
     fn servers_list(&self) -> Reply {
         let catalog = self.registry.catalog();
         let resources = self.registry.resources();
-        let enc = self.shape.load().encoding;
+        let enc = self.model_view.load().encoding;
         // Per server: the tokens of its listed tools (None without `tokens`).
         let mut tokens: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
-        let counted = crate::shape::cost::AVAILABLE;
+        let counted = crate::registry::cost::AVAILABLE;
         if counted {
             for t in catalog.tools() {
                 let n = u64::from(t.tokens(enc).unwrap_or_default());

@@ -196,7 +196,7 @@ pub struct Session {
     limits: SessionLimits,
     /// `mcphost/session/configure`'s options; empty (one pointer load on
     /// `tools/*`) for a session that set none.
-    view: arc_swap::ArcSwapOption<crate::shape::View>,
+    view: arc_swap::ArcSwapOption<crate::model_view::View>,
     /// Servers' requests this client may have outstanding at once.
     host_requests: Arc<tokio::sync::Semaphore>,
 }
@@ -294,11 +294,11 @@ impl Session {
         // A config profile named `default` shapes every session until it
         // configures itself; without one, sessions keep the plain path.
         let view = engine
-            .shape_settings()
+            .model_view_settings()
             .profiles
             .get(shaped::DEFAULT_PROFILE)
             .and_then(|o| {
-                crate::shape::View::new(o.clone(), Some(shaped::DEFAULT_PROFILE.to_owned()))
+                crate::model_view::View::new(o.clone(), Some(shaped::DEFAULT_PROFILE.to_owned()))
                     .ok()
                     .flatten()
             })
@@ -555,12 +555,12 @@ impl Session {
                 });
             }
         }
-        self.handle_common(id, method, params).await
+        self.handle_admitted(id, method, params).await
     }
 
     /// A request of either era past its gating; `id` is what its calls'
     /// origin carries (the client's id, or a stateless call's own).
-    async fn handle_common(
+    async fn handle_admitted(
         self: &Arc<Self>,
         id: Id,
         method: &str,
@@ -580,99 +580,116 @@ impl Session {
         match method {
             methods::MCPHOST_SESSION_CONFIGURE => self.configure(params.as_deref()),
             methods::MCPHOST_HOST_REGISTER | methods::MCPHOST_HOST_UNREGISTER => {
-                let primary = method == methods::MCPHOST_HOST_REGISTER;
-                let caps = self.lock().caps.clone();
-                let answers_something = [
-                    methods::ROOTS_LIST,
-                    methods::SAMPLING_CREATE_MESSAGE,
-                    methods::ELICITATION_CREATE,
-                ]
-                .iter()
-                .any(|m| caps.handles(m));
-                if primary && !answers_something {
-                    return Err(invalid_params(
-                        "mcphost/host/register: this client declared none of sampling, \
-                         elicitation and roots in initialize, so it cannot answer anything",
-                    ));
-                }
-                self.engine.set_primary(self.id, primary);
-                raw(&json!({}))
+                self.host_register(method)
             }
-            methods::MCPHOST_LOGS_FOLLOW => {
-                let server: Option<String> = params
-                    .as_deref()
-                    .and_then(|p| raw_field::<String>(p, "server").ok().flatten());
-                if let Some(s) = &server {
-                    self.engine
-                        .registry()
-                        .client(s)
-                        .map(drop)
-                        .or_else(|e| match e {
-                            crate::registry::RegistryError::UnknownServer(_) => Err(e),
-                            _ => Ok(()),
-                        })?;
-                }
-                self.lock().follow = Some(server);
-                raw(&json!({}))
-            }
+            methods::MCPHOST_LOGS_FOLLOW => self.logs_follow(params.as_deref()),
             methods::RESOURCES_SUBSCRIBE | methods::RESOURCES_UNSUBSCRIBE => {
-                let uri: String = params
-                    .as_deref()
-                    .and_then(|p| raw_field::<String>(p, "uri").ok().flatten())
-                    .ok_or_else(|| invalid_params(format!("{method} needs a uri")))?;
-                let registry = self.engine.registry();
-                if method == methods::RESOURCES_SUBSCRIBE {
-                    registry.subscribe_resource(self.id, &uri).await?;
-                } else {
-                    registry.unsubscribe_resource(self.id, &uri).await?;
-                }
-                raw(&json!({}))
+                self.resource_subscription(method, params.as_deref()).await
             }
-            methods::LOGGING_SET_LEVEL => {
-                let p = params
-                    .as_deref()
-                    .ok_or_else(|| invalid_params("logging/setLevel needs params"))?;
-                let level: String = raw_field(p, "level")
-                    .map_err(|e| invalid_params(format!("logging/setLevel: {e}")))?
-                    .ok_or_else(|| invalid_params("logging/setLevel needs a level"))?;
-                let level = LogLevel::parse(&level).ok_or_else(|| {
-                    invalid_params(format!(
-                        "logging/setLevel: unknown level {level:?} (one of debug, info, notice, \
-                         warning, error, critical, alert, emergency)"
-                    ))
-                })?;
-                // This session's level only: others keep theirs.
-                let server = named_server(Some(p));
-                self.engine
-                    .registry()
-                    .set_session_log_level(self.id, server.as_deref(), level)
-                    .await?;
-                raw(&json!({}))
-            }
-            _ => {
-                let progress = params
-                    .as_deref()
-                    .filter(|p| p.get().contains("\"_meta\""))
-                    .and_then(|p| raw_field::<Box<RawValue>>(p, "_meta").ok().flatten())
-                    .and_then(|m| {
-                        raw_field::<Box<RawValue>>(&m, "progressToken")
-                            .ok()
-                            .flatten()
-                    })
-                    .map(|token| ProgressSink {
-                        port: self.port.clone(),
-                        token: Arc::new(Mutex::new(Some(token))),
-                    });
-                let call = Call {
-                    origin: Origin {
-                        session: self.id,
-                        request: id,
-                    },
-                    progress,
-                };
-                self.engine.dispatch(call, method, params).await
-            }
+            methods::LOGGING_SET_LEVEL => self.set_log_level(params.as_deref()).await,
+            _ => self.forward(id, method, params).await,
         }
+    }
+
+    /// `mcphost/host/register` and `unregister`: whether this session's
+    /// client answers the servers' requests.
+    fn host_register(&self, method: &str) -> Reply {
+        let primary = method == methods::MCPHOST_HOST_REGISTER;
+        let caps = self.lock().caps.clone();
+        let answers_something = [
+            methods::ROOTS_LIST,
+            methods::SAMPLING_CREATE_MESSAGE,
+            methods::ELICITATION_CREATE,
+        ]
+        .iter()
+        .any(|m| caps.handles(m));
+        if primary && !answers_something {
+            return Err(invalid_params(
+                "mcphost/host/register: this client declared none of sampling, \
+                 elicitation and roots in initialize, so it cannot answer anything",
+            ));
+        }
+        self.engine.set_primary(self.id, primary);
+        raw(&json!({}))
+    }
+
+    /// `mcphost/logs/follow`: this session gets stderr lines (of one server).
+    fn logs_follow(&self, params: Option<&RawValue>) -> Reply {
+        let server: Option<String> =
+            params.and_then(|p| raw_field::<String>(p, "server").ok().flatten());
+        if let Some(s) = &server {
+            self.engine
+                .registry()
+                .client(s)
+                .map(drop)
+                .or_else(|e| match e {
+                    crate::registry::RegistryError::UnknownServer(_) => Err(e),
+                    _ => Ok(()),
+                })?;
+        }
+        self.lock().follow = Some(server);
+        raw(&json!({}))
+    }
+
+    /// `resources/subscribe` and `unsubscribe`, for this session.
+    async fn resource_subscription(&self, method: &str, params: Option<&RawValue>) -> Reply {
+        let uri: String = params
+            .and_then(|p| raw_field::<String>(p, "uri").ok().flatten())
+            .ok_or_else(|| invalid_params(format!("{method} needs a uri")))?;
+        let registry = self.engine.registry();
+        if method == methods::RESOURCES_SUBSCRIBE {
+            registry.subscribe_resource(self.id, &uri).await?;
+        } else {
+            registry.unsubscribe_resource(self.id, &uri).await?;
+        }
+        raw(&json!({}))
+    }
+
+    /// `logging/setLevel`: this session's level only; others keep theirs.
+    async fn set_log_level(&self, params: Option<&RawValue>) -> Reply {
+        let p = params.ok_or_else(|| invalid_params("logging/setLevel needs params"))?;
+        let level: String = raw_field(p, "level")
+            .map_err(|e| invalid_params(format!("logging/setLevel: {e}")))?
+            .ok_or_else(|| invalid_params("logging/setLevel needs a level"))?;
+        let level = LogLevel::parse(&level).ok_or_else(|| {
+            invalid_params(format!(
+                "logging/setLevel: unknown level {level:?} (one of debug, info, notice, \
+                 warning, error, critical, alert, emergency)"
+            ))
+        })?;
+        // This session's level only: others keep theirs.
+        let server = named_server(Some(p));
+        self.engine
+            .registry()
+            .set_session_log_level(self.id, server.as_deref(), level)
+            .await?;
+        raw(&json!({}))
+    }
+
+    /// Everything else: one call down the engine's method set, with this
+    /// session's origin and progress.
+    async fn forward(&self, id: Id, method: &str, params: Option<Box<RawValue>>) -> Reply {
+        let progress = params
+            .as_deref()
+            .filter(|p| p.get().contains("\"_meta\""))
+            .and_then(|p| raw_field::<Box<RawValue>>(p, "_meta").ok().flatten())
+            .and_then(|m| {
+                raw_field::<Box<RawValue>>(&m, "progressToken")
+                    .ok()
+                    .flatten()
+            })
+            .map(|token| ProgressSink {
+                port: self.port.clone(),
+                token: Arc::new(Mutex::new(Some(token))),
+            });
+        let call = Call {
+            origin: Origin {
+                session: self.id,
+                request: id,
+            },
+            progress,
+        };
+        self.engine.dispatch(call, method, params).await
     }
 
     /// A notification from this session's client.

@@ -12,13 +12,13 @@ use tracing::{debug, info};
 
 use super::stored::{self, StoredCatalog};
 use super::supervisor::{ServerState, StartPolicy, SupervisorHandle};
-use super::{Entry, Lists, Registry};
+use super::{Lists, ManagedServer, Registry};
 use crate::config::{ServerConfig, StartMode};
 
 impl Registry {
     /// A new entry for `sc`: its supervisor launched with `sc`'s start
     /// policy, and for a lazy server the stored lists, if any.
-    pub(super) fn new_entry(&self, sc: &ServerConfig) -> Entry {
+    pub(super) fn new_entry(&self, sc: &ServerConfig) -> ManagedServer {
         let store = self.inner.base.catalogs.as_deref();
         let stored = match (sc.start, store) {
             (StartMode::Lazy, Some(store)) if !sc.disabled => {
@@ -31,7 +31,7 @@ impl Registry {
             idle_timeout: sc.idle_timeout,
         };
         let handle = self.launch_with_start(sc, start);
-        let mut e = Entry::new(sc.clone(), handle);
+        let mut e = ManagedServer::new(sc.clone(), handle);
         match stored {
             Some(c) => {
                 debug!(server = %sc.name, tools = c.tools.len(), "listed from the stored catalog");

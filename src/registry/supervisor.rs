@@ -669,65 +669,31 @@ impl Supervisor {
     }
 
     async fn run(self, mut commands: mpsc::Receiver<Command>) {
-        let mut start_failures = 0u32;
-        let mut backoff = self.policy.initial_backoff;
-        let mut restarts = 0u32;
+        let mut tries = Tries::new(&self.policy);
         let mut idle = self.start.lazy;
         loop {
             if std::mem::take(&mut idle) {
                 if !self.stay_idle(&mut commands).await {
                     return;
                 }
-                start_failures = 0;
-                backoff = self.policy.initial_backoff;
+                tries.reset(&self.policy);
             }
-            match self.start_or_command(&mut commands).await {
+            let next = match self.start_or_command(&mut commands).await {
                 Started::Interrupted(Some(Command::Restart)) => {
                     // Asked for a fresh start: not a failure.
-                    start_failures = 0;
-                    backoff = self.policy.initial_backoff;
-                    continue;
+                    tries.reset(&self.policy);
+                    Next::StartNow
                 }
                 // Never sent by `control_command`, which skips them.
                 Started::Interrupted(
                     Some(Command::Stop | Command::Start | Command::Sleep) | None,
                 ) => {
-                    return self.stopped();
+                    self.stopped();
+                    Next::Exit
                 }
                 Started::Ready(client) => {
-                    start_failures = 0;
-                    let client = Arc::new(client);
-                    let started = Instant::now();
-                    let outcome = self.serve(&mut commands, client.clone()).await;
-                    self.client.send_replace(None);
-                    // In-flight calls may still hold the client; they fail
-                    // with the close reason once it is shut down.
-                    client.shutdown().await;
-                    match outcome {
-                        Outcome::Stop => {
-                            self.stopped();
-                            return;
-                        }
-                        Outcome::Restart => {}
-                        Outcome::Idle => {
-                            idle = true;
-                            continue;
-                        }
-                        Outcome::AuthRequired => {
-                            if self
-                                .stay_down(&mut commands, ServerState::AuthRequired, None)
-                                .await
-                            {
-                                start_failures = 0;
-                                backoff = self.policy.initial_backoff;
-                                continue;
-                            }
-                            return;
-                        }
-                    }
-                    if started.elapsed() >= self.policy.reset_after {
-                        backoff = self.policy.initial_backoff;
-                    }
+                    self.serve_until_down(&mut commands, client, &mut tries)
+                        .await
                 }
                 Started::Failed(StartError::Handshake(ClientError::ExitedOnProbe {
                     reason,
@@ -744,60 +710,130 @@ impl Supervisor {
                         crate::protocol::Era::Handshake,
                         "",
                     );
-                    continue;
+                    Next::StartNow
                 }
-                Started::Failed(e) => {
-                    start_failures = start_failures.saturating_add(1);
-                    let msg = e.to_string();
-                    warn!(attempt = start_failures, "start failed: {msg}");
-                    let unlimited = self.status.borrow().retries_without_limit;
-                    let spent = start_failures >= self.policy.max_start_failures;
-                    if spent && unlimited && retryable(&e) {
-                        // A remote server that is down: `failed` with its
-                        // error, so waits end and the reason shows, but
-                        // tried again now and then, so it comes back alone.
-                        match self.retry_later(&mut commands, msg).await {
-                            Later::Retry => {}
-                            Later::Restart => {
-                                start_failures = 0;
-                                backoff = self.policy.initial_backoff;
-                            }
-                            Later::Stop => return self.stopped(),
-                        }
-                        continue;
-                    }
-                    if (spent && !unlimited) || !retryable(&e) {
-                        let state = if e.auth_required() {
-                            ServerState::AuthRequired
-                        } else {
-                            ServerState::Failed
-                        };
-                        if self.stay_down(&mut commands, state, Some(msg)).await {
-                            start_failures = 0;
-                            backoff = self.policy.initial_backoff;
-                            continue;
-                        }
+                Started::Failed(e) => self.start_failed(&mut commands, e, &mut tries).await,
+            };
+            match next {
+                Next::StartNow => {}
+                Next::Idle => idle = true,
+                Next::Exit => return,
+                Next::Restart => {
+                    if !self.back_off(&mut commands, &mut tries).await {
                         return;
                     }
-                    self.update(|s| s.error = Some(msg));
                 }
             }
-            restarts = restarts.saturating_add(1);
-            self.update(|s| {
-                s.state = ServerState::Restarting;
-                s.restarts = restarts;
-                s.pid = None;
-            });
-            // Back off, but a command cuts the wait short.
-            tokio::select! {
-                _ = tokio::time::sleep(backoff) => {}
-                cmd = control_command(&mut commands) => match cmd {
-                    Some(Command::Restart) => {}
-                    _ => return self.stopped(),
-                }
-            }
-            backoff = backoff.saturating_mul(2).min(self.policy.max_backoff);
         }
+    }
+
+    /// Serve a started client until it goes down, then shut it; what the
+    /// run loop does next.
+    async fn serve_until_down(
+        &self,
+        commands: &mut mpsc::Receiver<Command>,
+        client: ServerClient,
+        tries: &mut Tries,
+    ) -> Next {
+        tries.start_failures = 0;
+        let client = Arc::new(client);
+        let started = Instant::now();
+        let outcome = self.serve(commands, client.clone()).await;
+        self.client.send_replace(None);
+        // In-flight calls may still hold the client; they fail
+        // with the close reason once it is shut down.
+        client.shutdown().await;
+        match outcome {
+            Outcome::Stop => {
+                self.stopped();
+                return Next::Exit;
+            }
+            Outcome::Restart => {}
+            Outcome::Idle => return Next::Idle,
+            Outcome::AuthRequired => {
+                if self
+                    .stay_down(commands, ServerState::AuthRequired, None)
+                    .await
+                {
+                    tries.reset(&self.policy);
+                    return Next::StartNow;
+                }
+                return Next::Exit;
+            }
+        }
+        if started.elapsed() >= self.policy.reset_after {
+            tries.backoff = self.policy.initial_backoff;
+        }
+        Next::Restart
+    }
+
+    /// A start that failed: try again after a backoff, retry quietly now
+    /// and then (a remote server that is down), or stay down.
+    async fn start_failed(
+        &self,
+        commands: &mut mpsc::Receiver<Command>,
+        e: StartError,
+        tries: &mut Tries,
+    ) -> Next {
+        tries.start_failures = tries.start_failures.saturating_add(1);
+        let msg = e.to_string();
+        warn!(attempt = tries.start_failures, "start failed: {msg}");
+        let unlimited = self.status.borrow().retries_without_limit;
+        let spent = tries.start_failures >= self.policy.max_start_failures;
+        if spent && unlimited && retryable(&e) {
+            // A remote server that is down: `failed` with its
+            // error, so waits end and the reason shows, but
+            // tried again now and then, so it comes back alone.
+            return match self.retry_later(commands, msg).await {
+                Later::Retry => Next::StartNow,
+                Later::Restart => {
+                    tries.reset(&self.policy);
+                    Next::StartNow
+                }
+                Later::Stop => {
+                    self.stopped();
+                    Next::Exit
+                }
+            };
+        }
+        if (spent && !unlimited) || !retryable(&e) {
+            let state = if e.auth_required() {
+                ServerState::AuthRequired
+            } else {
+                ServerState::Failed
+            };
+            if self.stay_down(commands, state, Some(msg)).await {
+                tries.reset(&self.policy);
+                return Next::StartNow;
+            }
+            return Next::Exit;
+        }
+        self.update(|s| s.error = Some(msg));
+        Next::Restart
+    }
+
+    /// `restarting`, then the backoff, which a command cuts short; `false`
+    /// when that command stopped the server.
+    async fn back_off(&self, commands: &mut mpsc::Receiver<Command>, tries: &mut Tries) -> bool {
+        tries.restarts = tries.restarts.saturating_add(1);
+        let restarts = tries.restarts;
+        self.update(|s| {
+            s.state = ServerState::Restarting;
+            s.restarts = restarts;
+            s.pid = None;
+        });
+        tokio::select! {
+            _ = tokio::time::sleep(tries.backoff) => {}
+            cmd = control_command(commands) => match cmd {
+                Some(Command::Restart) => {}
+                _ => {
+                    self.stopped();
+                    return false;
+                }
+            }
+        }
+        tries.backoff = tries.backoff.saturating_mul(2).min(self.policy.max_backoff);
+        true
     }
 
     /// One start attempt, cut short by the first command: a stop or restart
@@ -931,102 +967,139 @@ impl Supervisor {
         let mut sleep_wanted = false;
         loop {
             let idle_after = self.start.idle_timeout;
-            let wanted = async {
-                if !sleep_wanted {
-                    return std::future::pending().await;
-                }
-                loop {
-                    if self.activity.last() > started {
-                        return std::future::pending().await;
-                    }
-                    if !busy() {
-                        return;
-                    }
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            };
-            let idle = async {
-                let Some(limit) = idle_after else {
-                    return std::future::pending().await;
-                };
-                loop {
-                    let due = self.activity.last().checked_add(limit);
-                    match due {
-                        Some(due) if due > Instant::now() => tokio::time::sleep_until(due).await,
-                        Some(_) if busy() => {
-                            // A long call is work too: look again soon.
-                            tokio::time::sleep(Duration::from_secs(1).min(limit)).await
-                        }
-                        Some(_) => return,
-                        None => return std::future::pending().await,
-                    }
-                }
-            };
             tokio::select! {
-                _ = idle => {
+                _ = self.idle_for(idle_after, &busy) => {
                     info!(after = ?idle_after, "no call for the idle timeout; stopping");
                     return Outcome::Idle;
                 }
-                _ = wanted => {
+                _ = self.free_to_sleep(sleep_wanted, started, &busy) => {
                     info!("catalog learned; idle until the first call");
                     return Outcome::Idle;
                 }
-                ev = events.recv() => match ev {
-                    Ok(ServerEvent::Closed(reason)) => {
-                        warn!("server exited: {reason}");
-                        let tail = reason.stderr_tail.clone();
-                        self.update(|s| {
-                            s.error = Some(reason.summary.clone());
-                            s.stderr_tail = tail;
-                        });
-                        if reason.auth_required {
-                            return Outcome::AuthRequired;
-                        }
-                        return Outcome::Restart;
+                ev = events.recv() => {
+                    if let Some(outcome) = self.on_client_event(ev, &client) {
+                        return outcome;
                     }
-                    Ok(ServerEvent::SessionRenewed) => {
-                        // A new session may be a redeployed server: show its
-                        // revision, and list everything again.
-                        let version = client.negotiated().protocol_version.as_str().to_owned();
-                        self.update(|s| s.protocol_version = Some(version));
-                        self.connected();
+                }
+                cmd = commands.recv() => {
+                    if let Some(outcome) = self.on_serve_command(cmd, started, &busy, &mut sleep_wanted) {
+                        return outcome;
                     }
-                    Ok(event) => {
-                        let _ = self.events.send(SupervisorEvent::Changed {
-                            server: self.name.clone(),
-                            generation: self.generation,
-                            event,
-                        });
+                }
+            }
+        }
+    }
+
+    /// Resolves once a sleep asked for while the client was busy can
+    /// happen: nothing holds the client, and no call came since `started`.
+    /// Pending when no sleep was asked for, or once a call came.
+    async fn free_to_sleep(&self, sleep_wanted: bool, started: Instant, busy: &impl Fn() -> bool) {
+        if !sleep_wanted {
+            return std::future::pending().await;
+        }
+        loop {
+            if self.activity.last() > started {
+                return std::future::pending().await;
+            }
+            if !busy() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Resolves when no call came for `idle_after` (a call still running
+    /// counts as one); pending without an idle timeout.
+    async fn idle_for(&self, idle_after: Option<Duration>, busy: &impl Fn() -> bool) {
+        let Some(limit) = idle_after else {
+            return std::future::pending().await;
+        };
+        loop {
+            let due = self.activity.last().checked_add(limit);
+            match due {
+                Some(due) if due > Instant::now() => tokio::time::sleep_until(due).await,
+                Some(_) if busy() => {
+                    // A long call is work too: look again soon.
+                    tokio::time::sleep(Duration::from_secs(1).min(limit)).await
+                }
+                Some(_) => return,
+                None => return std::future::pending().await,
+            }
+        }
+    }
+
+    /// One event of the served client; `Some` when it ends the serving.
+    fn on_client_event(
+        &self,
+        ev: Result<ServerEvent, broadcast::error::RecvError>,
+        client: &ServerClient,
+    ) -> Option<Outcome> {
+        match ev {
+            Ok(ServerEvent::Closed(reason)) => {
+                warn!("server exited: {reason}");
+                let tail = reason.stderr_tail.clone();
+                self.update(|s| {
+                    s.error = Some(reason.summary.clone());
+                    s.stderr_tail = tail;
+                });
+                if reason.auth_required {
+                    return Some(Outcome::AuthRequired);
+                }
+                return Some(Outcome::Restart);
+            }
+            Ok(ServerEvent::SessionRenewed) => {
+                // A new session may be a redeployed server: show its
+                // revision, and list everything again.
+                let version = client.negotiated().protocol_version.as_str().to_owned();
+                self.update(|s| s.protocol_version = Some(version));
+                self.connected();
+            }
+            Ok(event) => {
+                let _ = self.events.send(SupervisorEvent::Changed {
+                    server: self.name.clone(),
+                    generation: self.generation,
+                    event,
+                });
+            }
+            // Re-list everything rather than guess what was missed.
+            Err(broadcast::error::RecvError::Lagged(_)) => self.connected(),
+            Err(broadcast::error::RecvError::Closed) => return Some(Outcome::Restart),
+        }
+        None
+    }
+
+    /// A command while serving; `Some` when it ends the serving.
+    fn on_serve_command(
+        &self,
+        cmd: Option<Command>,
+        started: Instant,
+        busy: &impl Fn() -> bool,
+        sleep_wanted: &mut bool,
+    ) -> Option<Outcome> {
+        match cmd {
+            Some(Command::Restart) => {
+                // Not `ready` while the old process stops: a wait
+                // after the restart waits for the new one. The old
+                // client goes first, so no call that sees
+                // `restarting` is sent to the process being stopped.
+                self.client.send_replace(None);
+                self.update(|s| {
+                    s.error = None;
+                    s.state = ServerState::Restarting;
+                });
+                Some(Outcome::Restart)
+            }
+            Some(Command::Stop) | None => Some(Outcome::Stop),
+            Some(Command::Start) => None,
+            Some(Command::Sleep) => {
+                if self.activity.last() <= started {
+                    if !busy() {
+                        info!("catalog learned; idle until the first call");
+                        return Some(Outcome::Idle);
                     }
-                    // Re-list everything rather than guess what was missed.
-                    Err(broadcast::error::RecvError::Lagged(_)) => self.connected(),
-                    Err(broadcast::error::RecvError::Closed) => return Outcome::Restart,
-                },
-                cmd = commands.recv() => match cmd {
-                    Some(Command::Restart) => {
-                        // Not `ready` while the old process stops: a wait
-                        // after the restart waits for the new one. The old
-                        // client goes first, so no call that sees
-                        // `restarting` is sent to the process being stopped.
-                        self.client.send_replace(None);
-                        self.update(|s| {
-                            s.error = None;
-                            s.state = ServerState::Restarting;
-                        });
-                        return Outcome::Restart;
-                    }
-                    Some(Command::Stop) | None => return Outcome::Stop,
-                    Some(Command::Start) => {}
-                    Some(Command::Sleep) => {
-                        if self.activity.last() <= started {
-                            if !busy() {
-                                info!("catalog learned; idle until the first call");
-                                return Outcome::Idle;
-                            }
-                            sleep_wanted = true;
-                        }
-                    }
-                },
+                    *sleep_wanted = true;
+                }
+                None
             }
         }
     }
@@ -1108,6 +1181,45 @@ async fn forward_stderr(
             }
         }
     }
+}
+
+/// The run loop's count of starts and restarts.
+struct Tries {
+    /// Starts that failed in a row.
+    start_failures: u32,
+    /// The next wait before a restart.
+    backoff: Duration,
+    /// Restarts so far (shown in the status).
+    restarts: u32,
+}
+
+impl Tries {
+    fn new(policy: &RestartPolicy) -> Tries {
+        Tries {
+            start_failures: 0,
+            backoff: policy.initial_backoff,
+            restarts: 0,
+        }
+    }
+
+    /// A fresh start (asked for, or after a wait that ended well): not a
+    /// failure, and no backoff.
+    fn reset(&mut self, policy: &RestartPolicy) {
+        self.start_failures = 0;
+        self.backoff = policy.initial_backoff;
+    }
+}
+
+/// What the run loop does after one start.
+enum Next {
+    /// Start again at once.
+    StartNow,
+    /// Back off, then start again (`restarting`).
+    Restart,
+    /// Stay idle until a call or a start.
+    Idle,
+    /// The supervisor is done.
+    Exit,
 }
 
 /// What ends [`Supervisor::retry_later`].

@@ -109,7 +109,7 @@ fn claude_desktop_shape() {
         login_shell_path: true,
         roots: Vec::new(),
         host_timeouts: Default::default(),
-        shape: Default::default(),
+        model_view: Default::default(),
         daemon: Default::default(),
         warnings: Vec::new(),
         broken: Vec::new(),

@@ -264,7 +264,7 @@ fn quality_queries() -> Vec<(String, String)> {
 
 #[test]
 fn search_mode_finds_the_right_tool_in_the_top_3_for_every_query() {
-    use mcphost::shape::search::Index;
+    use mcphost::model_view::search::Index;
     let catalog = quality_catalog();
     assert_eq!(catalog.len(), 43, "the fixture's catalog changed");
     let index = Index::new(catalog.tools().to_vec());
@@ -305,8 +305,8 @@ fn search_mode_finds_the_right_tool_in_the_top_3_for_every_query() {
 #[cfg(feature = "tokens")]
 #[test]
 fn search_mode_lists_three_tools_at_a_fraction_of_the_catalog_cost() {
-    use mcphost::shape::cost::{Encoding, tool_tokens};
-    use mcphost::shape::search::meta_tools;
+    use mcphost::model_view::search::meta_tools;
+    use mcphost::registry::cost::{Encoding, tool_tokens};
     let catalog = quality_catalog();
     for enc in [Encoding::O200kBase, Encoding::Cl100kBase] {
         let all: u64 = catalog
@@ -872,15 +872,15 @@ fn bad_profiles_are_config_errors_naming_the_field() {
         &|_| None,
     )
     .unwrap();
-    assert_eq!(ok.shape.profiles["cursor"].max_tools, Some(40));
+    assert_eq!(ok.model_view.profiles["cursor"].max_tools, Some(40));
 }
 
 // ---- schema profiles ----
 
 #[test]
 fn each_schema_profile_normalises_the_fixtures_as_documented() {
-    use mcphost::shape::SchemaProfile;
-    use mcphost::shape::schema::normalize_text;
+    use mcphost::model_view::SchemaProfile;
+    use mcphost::model_view::schema::normalize_text;
     let dir = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/schema_profiles"

@@ -1,5 +1,5 @@
 //! A session's options (`mcphost/session/configure`): its `tools/list`
-//! through [`crate::shape::View`], and the meta-tools of search mode. Every
+//! through [`crate::model_view::View`], and the meta-tools of search mode. Every
 //! real call, `call_tool`'s included, goes on through the one `tools/call`
 //! path (the caller forwards what [`Shaped::Forward`] gives it).
 
@@ -12,9 +12,9 @@ use tracing::{info, warn};
 
 use super::super::{PAGE_SIZE, Reply, internal, invalid_params, page_result, raw};
 use super::Session;
+use crate::model_view::search::{self, CALL_TOOL, DESCRIBE_TOOL, SEARCH_TOOLS};
+use crate::model_view::{Options, View, schema};
 use crate::protocol::{ErrorObject, methods, set_fields, to_raw};
-use crate::shape::search::{self, CALL_TOOL, DESCRIBE_TOOL, SEARCH_TOOLS};
-use crate::shape::{Options, View, schema};
 
 /// The config profile every new session starts with, when it exists.
 pub(super) const DEFAULT_PROFILE: &str = "default";
@@ -58,10 +58,10 @@ impl Session {
             // Per-request members of a stateless client, not options.
             obj.remove("_meta");
         }
-        let settings = self.engine.shape_settings();
+        let settings = self.engine.model_view_settings();
         let (options, profile) = Options::configure(&value, &settings)
             .map_err(|e| invalid_params(format!("mcphost/session/configure: {e}")))?;
-        if options.max_tokens.is_some() && !crate::shape::cost::AVAILABLE {
+        if options.max_tokens.is_some() && !crate::registry::cost::AVAILABLE {
             return Err(invalid_params(
                 "mcphost/session/configure: maxTokens needs token counts; this build has no \
                  `tokens` feature",
@@ -200,7 +200,7 @@ impl Session {
             return page_result("tools", search::meta_tools().iter().map(|t| &**t), None);
         }
         let catalog = registry.catalog();
-        let enc = self.engine.shape_settings().encoding;
+        let enc = self.engine.model_view_settings().encoding;
         let (tools, cut) = view.list(&catalog, enc);
         if view.should_warn(&cut)
             && let Some(w) = cut.warning(&view.options)

@@ -99,7 +99,7 @@ pub(super) fn stateless_only(requested: Option<&str>) -> ErrorObject {
 struct RequestMeta {
     caps: ClientCapabilities,
     /// Session options of this request alone (`dev.mcphost/session`).
-    view: Option<Arc<crate::shape::View>>,
+    view: Option<Arc<crate::model_view::View>>,
 }
 
 /// The `_meta` key of per-request session options.
@@ -333,7 +333,7 @@ pub(super) struct State {
     resource_refs: HashMap<String, usize>,
     /// The last per-request options (`_meta["dev.mcphost/session"]`) by
     /// their text, compiled: its search index is reused while they repeat.
-    request_view: Option<(String, Arc<crate::shape::View>)>,
+    request_view: Option<(String, Arc<crate::model_view::View>)>,
 }
 
 impl State {
@@ -510,7 +510,7 @@ impl Session {
                 // Its own call id: only calls have slots, so nothing a
                 // server asks meanwhile is routed to this request.
                 let id = self.lock().stateless.next_call();
-                self.handle_common(Id::number(id), method, params).await
+                self.handle_admitted(Id::number(id), method, params).await
             }
         }?;
         finish(method, out)
@@ -522,7 +522,7 @@ impl Session {
     fn request_view(
         &self,
         params: Option<&RawValue>,
-    ) -> Result<Option<Arc<crate::shape::View>>, ErrorObject> {
+    ) -> Result<Option<Arc<crate::model_view::View>>, ErrorObject> {
         let Some(p) = params.filter(|p| p.get().contains(META_SESSION)) else {
             return Ok(None);
         };
@@ -540,12 +540,13 @@ impl Session {
         let bad = |e: String| invalid_params(format!("_meta.{META_SESSION}: {e}"));
         let value: serde_json::Value =
             serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
-        let settings = self.engine.shape_settings();
-        let (opts, profile) = crate::shape::Options::configure(&value, &settings).map_err(bad)?;
-        if opts.max_tokens.is_some() && !crate::shape::cost::AVAILABLE {
+        let settings = self.engine.model_view_settings();
+        let (opts, profile) =
+            crate::config::model_view::Options::configure(&value, &settings).map_err(bad)?;
+        if opts.max_tokens.is_some() && !crate::registry::cost::AVAILABLE {
             return Err(bad("maxTokens needs the `tokens` feature".to_owned()));
         }
-        let Some(view) = crate::shape::View::new(opts, profile).map_err(bad)? else {
+        let Some(view) = crate::model_view::View::new(opts, profile).map_err(bad)? else {
             return Ok(None);
         };
         let view = Arc::new(view);

@@ -1,203 +1,23 @@
-//! What a model is shown of the catalog, per session: token costs
-//! ([`cost`]), budgets and allow lists, search mode ([`search`]) and
-//! provider schema profiles ([`schema`]).
+//! What a model is shown of the catalog, per session: budgets (counted in
+//! the catalog's token costs, `registry::cost`) and allow lists, search mode
+//! ([`search`]) and provider schema profiles ([`schema`]). The options
+//! themselves are config model types (`config::model_view`).
 //!
 //! A session with no options set never reaches this module: its
 //! `tools/list` is the catalog's page as is, and its calls are routed
 //! without a look here. Options come from `mcphost/session/configure` or a
 //! named profile in the config (`profiles`); see docs/ipc.md.
 
-pub mod cost;
 pub mod schema;
 pub mod search;
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde_json::{Value, json};
 
+pub use crate::config::model_view::{Encoding, Options, SchemaProfile, Settings, ToolMode};
 use crate::registry::catalog::{Catalog, CatalogTool};
-pub use cost::Encoding;
-pub use schema::SchemaProfile;
-
-/// The config's settings for this module (`tokens`, `profiles`).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Settings {
-    /// `tokens.encoding`: what costs are counted in.
-    pub encoding: Encoding,
-    /// `profiles`: named option sets a session selects with `profile`.
-    pub profiles: BTreeMap<String, Options>,
-}
-
-/// `tools/list` as every tool, or as the three meta-tools.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum ToolMode {
-    #[default]
-    All,
-    Search,
-}
-
-/// One session's options. Every field unset is the default session.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Options {
-    pub tool_mode: ToolMode,
-    /// At most this many tools in `tools/list`.
-    pub max_tools: Option<usize>,
-    /// At most this many tokens (of [`cost`]) in `tools/list`.
-    pub max_tokens: Option<u64>,
-    /// Only these servers' tools (config names).
-    pub servers: Option<Vec<String>>,
-    /// Only tools matching one of these globs (on the namespaced name or
-    /// the server's own name); the pattern order is the listing priority.
-    pub tools: Option<Vec<String>>,
-    pub schema_profile: Option<SchemaProfile>,
-}
-
-const OPTION_KEYS: &[&str] = &[
-    "toolMode",
-    "maxTools",
-    "maxTokens",
-    "servers",
-    "tools",
-    "schemaProfile",
-];
-
-impl Options {
-    /// Whether nothing is set (the session is served as if unconfigured).
-    pub fn is_default(&self) -> bool {
-        *self == Options::default()
-    }
-
-    /// Read options from a JSON object; `field` names it in errors
-    /// (`profiles.cursor`, `params`). `profile` is not read here.
-    pub fn from_json(v: &Value, field: &str) -> Result<Options, String> {
-        let obj = v
-            .as_object()
-            .ok_or_else(|| format!("{field}: must be an object"))?;
-        let mut o = Options::default();
-        for (k, v) in obj {
-            let f = format!("{field}.{k}");
-            match k.as_str() {
-                "profile" => {}
-                "toolMode" => {
-                    o.tool_mode = match v.as_str() {
-                        Some("all") => ToolMode::All,
-                        Some("search") => ToolMode::Search,
-                        _ => return Err(format!("{f}: must be \"all\" or \"search\"")),
-                    }
-                }
-                "maxTools" => o.max_tools = Some(uint(v, &f)?),
-                "maxTokens" => o.max_tokens = Some(uint(v, &f)? as u64),
-                "servers" => o.servers = Some(strings(v, &f)?),
-                "tools" => {
-                    let pats = strings(v, &f)?;
-                    for (i, p) in pats.iter().enumerate() {
-                        Glob::new(p).map_err(|e| format!("{f}[{i}]: bad glob: {e}"))?;
-                    }
-                    o.tools = Some(pats);
-                }
-                "schemaProfile" => {
-                    let name = v.as_str().ok_or_else(|| format!("{f}: must be a string"))?;
-                    o.schema_profile = Some(name.parse().map_err(|e| format!("{f}: {e}"))?);
-                }
-                other => {
-                    return Err(format!(
-                        "{field}: unknown option {other:?}; known: profile, {}",
-                        OPTION_KEYS.join(", ")
-                    ));
-                }
-            }
-        }
-        Ok(o)
-    }
-
-    /// `params` of `mcphost/session/configure`: a `profile` from
-    /// `settings`, then the fields given, which override the profile's.
-    pub fn configure(
-        params: &Value,
-        settings: &Settings,
-    ) -> Result<(Options, Option<String>), String> {
-        let profile = match params.get("profile") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(name)) => Some(name.clone()),
-            Some(_) => return Err("params.profile: must be a string".to_owned()),
-        };
-        let mut base = match &profile {
-            None => Options::default(),
-            Some(name) => settings.profiles.get(name).cloned().ok_or_else(|| {
-                let known: Vec<&str> = settings.profiles.keys().map(String::as_str).collect();
-                format!(
-                    "params.profile: no profile {name:?} in the config (profiles: {})",
-                    if known.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        known.join(", ")
-                    }
-                )
-            })?,
-        };
-        let given = Options::from_json(params, "params")?;
-        let obj = params
-            .as_object()
-            .map(|m| m.keys().cloned().collect::<Vec<_>>());
-        for k in obj.unwrap_or_default() {
-            match k.as_str() {
-                "toolMode" => base.tool_mode = given.tool_mode,
-                "maxTools" => base.max_tools = given.max_tools,
-                "maxTokens" => base.max_tokens = given.max_tokens,
-                "servers" => base.servers = given.servers.clone(),
-                "tools" => base.tools = given.tools.clone(),
-                "schemaProfile" => base.schema_profile = given.schema_profile,
-                _ => {}
-            }
-        }
-        Ok((base, profile))
-    }
-
-    pub fn to_json(&self) -> Value {
-        let mut v = json!({ "toolMode": match self.tool_mode {
-            ToolMode::All => "all",
-            ToolMode::Search => "search",
-        }});
-        if let Some(n) = self.max_tools {
-            v["maxTools"] = json!(n);
-        }
-        if let Some(n) = self.max_tokens {
-            v["maxTokens"] = json!(n);
-        }
-        if let Some(s) = &self.servers {
-            v["servers"] = json!(s);
-        }
-        if let Some(t) = &self.tools {
-            v["tools"] = json!(t);
-        }
-        if let Some(p) = self.schema_profile {
-            v["schemaProfile"] = json!(p.as_str());
-        }
-        v
-    }
-}
-
-fn uint(v: &Value, field: &str) -> Result<usize, String> {
-    v.as_u64()
-        .and_then(|n| usize::try_from(n).ok())
-        .ok_or_else(|| format!("{field}: must be a non-negative integer"))
-}
-
-fn strings(v: &Value, field: &str) -> Result<Vec<String>, String> {
-    let arr = v
-        .as_array()
-        .ok_or_else(|| format!("{field}: must be an array of strings"))?;
-    arr.iter()
-        .enumerate()
-        .map(|(i, s)| {
-            s.as_str()
-                .map(str::to_owned)
-                .ok_or_else(|| format!("{field}[{i}]: must be a string"))
-        })
-        .collect()
-}
 
 /// A session's options, compiled: what its `tools/list` and `tools/call`
 /// consult. Held by the session behind a pointer that is empty when
@@ -213,12 +33,12 @@ pub struct View {
     index: Mutex<Option<(u64, Arc<search::Index>)>>,
     /// The cut last warned about, so a listing warns again only when it
     /// changes.
-    warned: Mutex<Option<Cut>>,
+    warned: Mutex<Option<ListingCut>>,
 }
 
 /// Why tools were left out of a listing.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Cut {
+pub struct ListingCut {
     /// Listed.
     pub listed: usize,
     /// Not on the `servers` / `tools` allow lists.
@@ -231,7 +51,7 @@ pub struct Cut {
     pub tokens: Option<u64>,
 }
 
-impl Cut {
+impl ListingCut {
     /// Tools the budget cut (allow lists are a choice, not a cut).
     pub fn cut(&self) -> usize {
         self.over_max_tools.saturating_add(self.over_max_tokens)
@@ -358,11 +178,11 @@ impl View {
         &self,
         catalog: &'c Catalog,
         enc: Encoding,
-    ) -> (Vec<&'c Arc<CatalogTool>>, Cut) {
+    ) -> (Vec<&'c Arc<CatalogTool>>, ListingCut) {
         let allowed = self.allowed(catalog);
-        let mut cut = Cut {
+        let mut cut = ListingCut {
             not_allowed: catalog.len().saturating_sub(allowed.len()),
-            ..Cut::default()
+            ..ListingCut::default()
         };
         let mut out = allowed;
         if let Some(max) = self.options.max_tools
@@ -395,7 +215,7 @@ impl View {
     }
 
     /// Whether `cut` differs from the last one warned about; records it.
-    pub fn should_warn(&self, cut: &Cut) -> bool {
+    pub fn should_warn(&self, cut: &ListingCut) -> bool {
         let mut last = self.warned.lock().unwrap_or_else(|p| p.into_inner());
         if cut.cut() == 0 || last.as_ref() == Some(cut) {
             *last = Some(cut.clone());

@@ -13,64 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-/// A tiktoken encoding, as named in the config's `tokens.encoding`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub enum Encoding {
-    /// GPT-4o, GPT-4.1, o-series, GPT-5: the default.
-    #[default]
-    O200kBase,
-    /// GPT-4, GPT-3.5.
-    Cl100kBase,
-    P50kBase,
-    R50kBase,
-}
-
-impl Encoding {
-    pub const ALL: [Encoding; 4] = [
-        Encoding::O200kBase,
-        Encoding::Cl100kBase,
-        Encoding::P50kBase,
-        Encoding::R50kBase,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Encoding::O200kBase => "o200k_base",
-            Encoding::Cl100kBase => "cl100k_base",
-            Encoding::P50kBase => "p50k_base",
-            Encoding::R50kBase => "r50k_base",
-        }
-    }
-
-    /// Small and non-zero: the tag of a cached count.
-    fn tag(self) -> u64 {
-        match self {
-            Encoding::O200kBase => 1,
-            Encoding::Cl100kBase => 2,
-            Encoding::P50kBase => 3,
-            Encoding::R50kBase => 4,
-        }
-    }
-}
-
-impl std::str::FromStr for Encoding {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Encoding::ALL
-            .into_iter()
-            .find(|e| e.as_str() == s)
-            .ok_or_else(|| {
-                let known: Vec<&str> = Encoding::ALL.iter().map(|e| e.as_str()).collect();
-                format!("unknown encoding {s:?}; known: {}", known.join(", "))
-            })
-    }
-}
-
-impl std::fmt::Display for Encoding {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use crate::config::model_view::Encoding;
 
 /// Whether this build counts tokens (feature `tokens`).
 pub const AVAILABLE: bool = cfg!(feature = "tokens");
@@ -138,6 +81,16 @@ pub fn tool_tokens(raw: &RawValue, enc: Encoding) -> Option<u32> {
     count(enc, &text).map(|n| u32::try_from(n).unwrap_or(u32::MAX))
 }
 
+/// Small and non-zero: the tag of a cached count.
+fn tag(enc: Encoding) -> u64 {
+    match enc {
+        Encoding::O200kBase => 1,
+        Encoding::Cl100kBase => 2,
+        Encoding::P50kBase => 3,
+        Encoding::R50kBase => 4,
+    }
+}
+
 /// One tool's count, computed the first time it is asked for in an
 /// encoding and kept with the tool (catalog entries are shared between
 /// listings, so a rebuild of another server keeps it). Lock-free: the tag
@@ -155,12 +108,12 @@ impl TokenCache {
     /// The cost of `raw` (the object this cache belongs to) in `enc`.
     pub fn get(&self, raw: &RawValue, enc: Encoding) -> Option<u32> {
         let word = self.0.load(Ordering::Relaxed);
-        if word >> 32 == enc.tag() {
+        if word >> 32 == tag(enc) {
             return Some((word & u64::from(u32::MAX)) as u32);
         }
         let n = tool_tokens(raw, enc)?;
         self.0
-            .store((enc.tag() << 32) | u64::from(n), Ordering::Relaxed);
+            .store((tag(enc) << 32) | u64::from(n), Ordering::Relaxed);
         Some(n)
     }
 }

@@ -10,42 +10,7 @@
 use indexmap::IndexMap;
 use serde_json::value::RawValue;
 
-/// A model provider's rules for tool input schemas.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SchemaProfile {
-    OpenAi,
-    Gemini,
-    Anthropic,
-}
-
-impl SchemaProfile {
-    pub const ALL: [SchemaProfile; 3] = [
-        SchemaProfile::OpenAi,
-        SchemaProfile::Gemini,
-        SchemaProfile::Anthropic,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SchemaProfile::OpenAi => "openai",
-            SchemaProfile::Gemini => "gemini",
-            SchemaProfile::Anthropic => "anthropic",
-        }
-    }
-}
-
-impl std::str::FromStr for SchemaProfile {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        SchemaProfile::ALL
-            .into_iter()
-            .find(|p| p.as_str() == s)
-            .ok_or_else(|| {
-                let known: Vec<&str> = SchemaProfile::ALL.iter().map(|p| p.as_str()).collect();
-                format!("unknown schema profile {s:?}; known: {}", known.join(", "))
-            })
-    }
-}
+pub use crate::config::model_view::SchemaProfile;
 
 /// How many `$ref`s deep Gemini schemas are inlined; past it a reference
 /// becomes an untyped object (recursive schemas would never end).
@@ -430,8 +395,41 @@ fn openai_node(o: &mut Obj) {
 }
 
 fn gemini_node(o: &mut Obj) {
-    // allOf: one schema with every branch's keywords (first wins),
-    // properties merged and required unioned.
+    merge_all_of(o);
+    if !o.contains_key("anyOf")
+        && let Some(v) = o.shift_remove("oneOf")
+    {
+        o.insert("anyOf".to_owned(), v);
+    }
+    nullable_types(o);
+    drop_null_branches(o);
+    string_enums(o);
+    let ty = obj_type(o);
+    if let Some(f) = o.get("format").and_then(J::as_str) {
+        let ok = match ty.as_deref() {
+            Some("string") => f == "enum" || f == "date-time",
+            Some("number") => f == "float" || f == "double",
+            Some("integer") => f == "int32" || f == "int64",
+            _ => false,
+        };
+        if !ok {
+            o.shift_remove("format");
+        }
+    }
+    o.retain(|k, _| GEMINI_KEYS.contains(&k.as_str()));
+    if ty.as_deref() == Some("array") && !o.contains_key("items") {
+        let mut any = Obj::new();
+        any.insert("type".to_owned(), J::literal("\"string\""));
+        o.insert("items".to_owned(), J::Obj(any));
+    }
+    if o.get("default").is_some_and(J::is_null) {
+        o.shift_remove("default");
+    }
+}
+
+/// `allOf`: one schema with every branch's keywords (first wins),
+/// properties merged and required unioned.
+fn merge_all_of(o: &mut Obj) {
     if let Some(J::Arr(branches)) = o.shift_remove("allOf") {
         for b in branches {
             let J::Obj(b) = b else { continue };
@@ -458,12 +456,10 @@ fn gemini_node(o: &mut Obj) {
             }
         }
     }
-    if !o.contains_key("anyOf")
-        && let Some(v) = o.shift_remove("oneOf")
-    {
-        o.insert("anyOf".to_owned(), v);
-    }
-    // Nullability is `nullable`, not a type or a branch.
+}
+
+/// Nullability is `nullable`, not a type (Gemini takes one type).
+fn nullable_types(o: &mut Obj) {
     if let Some(J::Arr(types)) = o.get("type").cloned() {
         let names: Vec<String> = types.iter().filter_map(J::as_str).collect();
         if names.iter().any(|t| t == "null") {
@@ -478,6 +474,11 @@ fn gemini_node(o: &mut Obj) {
             }
         }
     }
+}
+
+/// Nullability is `nullable`, not an `anyOf` branch; a single branch left
+/// is merged into the schema.
+fn drop_null_branches(o: &mut Obj) {
     if let Some(J::Arr(branches)) = o.get_mut("anyOf") {
         let before = branches.len();
         branches.retain(|b| !matches!(b, J::Obj(m) if obj_type(m).as_deref() == Some("null")));
@@ -494,10 +495,14 @@ fn gemini_node(o: &mut Obj) {
             }
         }
     }
+}
+
+/// `const` is a one-member `enum`; enums are lists of strings, on string
+/// schemas only.
+fn string_enums(o: &mut Obj) {
     if let Some(c) = o.shift_remove("const") {
         o.entry("enum".to_owned()).or_insert(J::Arr(vec![c]));
     }
-    // Enums are lists of strings, on string schemas only.
     if let Some(J::Arr(members)) = o.get("enum").cloned() {
         let all_strings = members.iter().all(|m| m.as_str().is_some());
         match obj_type(o).as_deref() {
@@ -518,27 +523,6 @@ fn gemini_node(o: &mut Obj) {
                 o.shift_remove("enum");
             }
         }
-    }
-    let ty = obj_type(o);
-    if let Some(f) = o.get("format").and_then(J::as_str) {
-        let ok = match ty.as_deref() {
-            Some("string") => f == "enum" || f == "date-time",
-            Some("number") => f == "float" || f == "double",
-            Some("integer") => f == "int32" || f == "int64",
-            _ => false,
-        };
-        if !ok {
-            o.shift_remove("format");
-        }
-    }
-    o.retain(|k, _| GEMINI_KEYS.contains(&k.as_str()));
-    if ty.as_deref() == Some("array") && !o.contains_key("items") {
-        let mut any = Obj::new();
-        any.insert("type".to_owned(), J::literal("\"string\""));
-        o.insert("items".to_owned(), J::Obj(any));
-    }
-    if o.get("default").is_some_and(J::is_null) {
-        o.shift_remove("default");
     }
 }
 
