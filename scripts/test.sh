@@ -8,11 +8,12 @@
 #   scripts/test.sh            (CI runs it through .ci/run)
 #
 # Each artifact is built once and shared by the steps that use it:
-#   - the debug build of the test step (`cargo nextest run --workspace`) also
-#     makes target/debug/{mcphost,mcphost-testserver,libmcphost.*}, which
-#     the C tests, the Python and Swift tests, the demo and the conformance
-#     suite run (a separate `cargo build --bins` would build the tree a
-#     second time: the tests' dev-dependencies change tokio's features);
+#   - one debug build (`cargo build --workspace --lib --bins --tests`): the
+#     doc tests and nextest run it, and its target/debug/{mcphost,
+#     mcphost-testserver,libmcphost.*} serve the C, Python and Swift tests,
+#     the demo and the conformance suite (a `cargo build --bins` of their
+#     own would build the tree a second time: the tests' dev-dependencies
+#     change tokio's features);
 #   - one release libmcphost (`cargo build --release -p mcphost-c`): its
 #     exports and size, the C tests (and valgrind), Python's wheel, Swift.
 # Steps that only download (npm, pip, the Swift root) run in the background
@@ -238,6 +239,24 @@ cargo check "${mac_targets[@]}" -p mcphost-c --no-default-features --features ke
 step_done
 
 # ---------------------------------------------------------------- cargo tests
+# One debug build for everything below: the doc tests and nextest build the
+# same units (the tests' dev-dependencies set the features), so they only
+# run; `--lib` puts target/debug/libmcphost.{so,a} (mcphost-c's lib, which a
+# test build leaves in deps/) next to the binaries. The C, Python and Swift
+# tests, the demo and the conformance suites run these binaries; a
+# `cargo build --bins` of their own would build the tree again without the
+# dev-dependencies' features. (cargo warns that both libs are named
+# libmcphost.rlib: neither rlib is used from there.)
+step "debug build shared by the tests and the scripts (cargo build --workspace --lib --bins --tests)"
+cargo build --workspace --lib --bins --tests
+for f in mcphost mcphost-testserver libmcphost.so libmcphost.a; do
+	[[ -f "$TARGET/debug/$f" ]] || {
+		printf 'the debug build made no %s\n' "$TARGET/debug/$f" >&2
+		exit 1
+	}
+done
+step_done
+
 step "waiting for the interop servers and the tools"
 join_steps setup-interop tools
 step_done
@@ -268,19 +287,6 @@ for png in scale-start scale-rss paths-latency paths-throughput; do
 done
 step_done
 
-# The debug binaries and library the remaining steps run: the ones the test
-# build made. Checked here, so a step never runs a stale or missing one.
-step "debug binaries and library from the test build"
-for f in mcphost mcphost-testserver libmcphost.so libmcphost.a; do
-	[[ -f "$TARGET/debug/$f" ]] || {
-		printf 'the test build made no %s\n' "$TARGET/debug/$f" >&2
-		exit 1
-	}
-done
-export MCPHOST_PREBUILT=1
-ls -l "$TARGET/debug/mcphost" "$TARGET/debug/mcphost-testserver" "$TARGET/debug/libmcphost.so"
-step_done
-
 # What users link: the release library exports only mcphost_* and, stripped
 # as an app ships it, stays small. 17.7 MB on x86_64 Linux once issue 13's
 # incremental catalog, stored catalogs and call statistics went in (it was
@@ -304,6 +310,9 @@ if ((size > LIB_MAX_BYTES)); then
 	exit 1
 fi
 step_done
+# From here on the scripts use the debug and release builds above (they
+# check that the files are there) instead of building their own.
+export MCPHOST_PREBUILT=1
 
 # ---------------------------------------------------------------- parallel groups
 # Group 1, light on the CPU: the conformance suites (serial on purpose:
