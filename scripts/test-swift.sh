@@ -78,10 +78,11 @@ root="${MCPHOST_SWIFT_ROOT:-/var/tmp/mcphost-swift-trixie}"
 ready="$root/.mcphost-swift-ready"
 if [ ! -e "$ready" ]; then
     say "no Swift toolchain: installing Debian trixie's swiftlang into $root (once; a few minutes)"
-    command -v debootstrap >/dev/null 2>&1 || {
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap
-    }
+    # (apt-get takes turns with scripts/test.sh's, which may run beside it.)
+    command -v debootstrap >/dev/null 2>&1 ||
+        flock /tmp/mcphost-ci-apt.lock sh -c 'apt-get update -qq &&
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap'
+
     # The mirror apt already uses (first non-security Debian URI), else
     # debootstrap's own default.
     mirror="$(
