@@ -142,17 +142,25 @@ join_steps() {
 	return "$failed"
 }
 on_exit() {
-	local rc=$? id
+	local rc=$? id dt
 	set +e
 	if [[ -n "$CURRENT" ]]; then
 		record "$CURRENT" "$(($(date +%s) - STEP_START))" "FAILED($rc)"
 	fi
-	# Background steps still running when the run fails: stopped, and
-	# shown as not finished (their logs stay in $LOGS).
-	for id in "${!BG_PID[@]}"; do
-		kill -TERM -- "-${BG_PID[$id]}" 2>/dev/null
-		wait "${BG_PID[$id]}" 2>/dev/null
-		record "${BG_TITLE[$id]}" "-" "STOPPED"
+	# Background steps not joined when the run fails: their result if they
+	# finished, else stopped and shown so (their logs stay in $LOGS).
+	local st
+	for id in "${BG_ORDER[@]}"; do
+		[[ -n "${BG_PID[$id]:-}" ]] || continue
+		if [[ -f "$LOGS/$id.status" ]]; then
+			read -r st dt <"$LOGS/$id.status"
+			[[ "$st" == 0 ]] && st=ok || st="FAILED($st)"
+			record "${BG_TITLE[$id]}" "$dt" "$st"
+		else
+			kill -TERM -- "-${BG_PID[$id]}" 2>/dev/null
+			wait "${BG_PID[$id]}" 2>/dev/null
+			record "${BG_TITLE[$id]}" "-" "STOPPED"
+		fi
 	done
 	printf '\n==== summary (total %ss, cargo target dir %s)\n' "$(($(date +%s) - T_START))" "$TARGET"
 	printf '%7s  %-10s  %s\n' seconds status step
