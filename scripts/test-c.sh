@@ -7,9 +7,18 @@
 # the shared library exports only mcphost_* symbols.
 #   scripts/test-c.sh            (scripts/test.sh runs it)
 #   MCPHOST_C_VALGRIND=0 scripts/test-c.sh   skips valgrind, saying so
+#   MCPHOST_C_RELEASE=1   valgrind runs the tests against the release library
+#                         (target/release, the one users link; optimized, so
+#                         much faster under valgrind) instead of the debug one;
+#                         the debug library still runs every test once, so its
+#                         debug-only checks (MCPHOST_TEST_DEBUG_LIBRARY) run
+#   MCPHOST_PREBUILT=1    the libraries and binaries are built already
+#                         (scripts/test.sh): checked, not built
+#   CARGO_TARGET_DIR      as cargo
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 
 CC="${CC:-cc}"
 command -v "$CC" >/dev/null || { echo "test-c: no C compiler ($CC)" >&2; exit 1; }
@@ -20,20 +29,33 @@ EVERYTHING="$ROOT/tests/interop/node_modules/@modelcontextprotocol/server-everyt
 	exit 1
 }
 
-cargo build -q -p mcphost-c
-cargo build -q --bin mcphost --bin mcphost-testserver
-LIB="$ROOT/target/debug"
+LIB="$TARGET/debug"
+BIN="$TARGET/debug"
+RELEASE_LIB="$TARGET/release"
+libs=("$LIB")
+[[ "${MCPHOST_C_RELEASE:-0}" == 1 ]] && libs+=("$RELEASE_LIB")
+if [[ "${MCPHOST_PREBUILT:-0}" == 1 ]]; then
+	for f in "${libs[@]/%//libmcphost.so}" "$LIB/libmcphost.a" "$BIN/mcphost" "$BIN/mcphost-testserver"; do
+		[[ -f "$f" ]] || { echo "test-c: MCPHOST_PREBUILT=1 but $f is not built" >&2; exit 1; }
+	done
+else
+	cargo build -q -p mcphost-c
+	[[ "${MCPHOST_C_RELEASE:-0}" == 1 ]] && cargo build -q --release -p mcphost-c
+	cargo build -q --bin mcphost --bin mcphost-testserver
+fi
 OUT="$ROOT/target/c-tests"
 rm -rf "$OUT"
 mkdir -p "$OUT"
 
 # Only mcphost_* leaves the shared library.
-foreign="$(nm -D --defined-only "$LIB/libmcphost.so" | awk '{print $3}' | grep -v '^mcphost_' || true)"
-if [[ -n "$foreign" ]]; then
-	printf 'libmcphost.so exports symbols outside mcphost_*:\n%s\n' "$foreign" >&2
-	exit 1
-fi
-echo "exports: $(nm -D --defined-only "$LIB/libmcphost.so" | wc -l) symbols, all mcphost_*"
+for dir in "${libs[@]}"; do
+	foreign="$(nm -D --defined-only "$dir/libmcphost.so" | awk '{print $3}' | grep -v '^mcphost_' || true)"
+	if [[ -n "$foreign" ]]; then
+		printf '%s/libmcphost.so exports symbols outside mcphost_*:\n%s\n' "$dir" "$foreign" >&2
+		exit 1
+	fi
+	echo "exports of $dir/libmcphost.so: $(nm -D --defined-only "$dir/libmcphost.so" | wc -l) symbols, all mcphost_*"
+done
 
 # The header is valid C11 and C++.
 "$CC" -std=c11 -Wall -Wextra -Werror -fsyntax-only -x c "$ROOT/include/mcphost.h"
@@ -41,13 +63,22 @@ if command -v c++ >/dev/null; then
 	c++ -std=c++17 -Wall -Wextra -Werror -fsyntax-only -x c++ "$ROOT/include/mcphost.h"
 fi
 
-CFLAGS=(-std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -I"$ROOT/include" -DMCPHOST_TEST_DEBUG_LIBRARY)
+RELEASE_CFLAGS=(-std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -I"$ROOT/include")
+CFLAGS=("${RELEASE_CFLAGS[@]}" -DMCPHOST_TEST_DEBUG_LIBRARY)
 tests=()
 for src in "$ROOT"/tests/c/test_*.c; do
 	name="$(basename "$src" .c)"
 	"$CC" "${CFLAGS[@]}" "$src" -o "$OUT/$name" -L"$LIB" -lmcphost -lpthread -Wl,-rpath,"$LIB"
 	tests+=("$name")
 done
+# Against the release library: the same tests without the debug-only checks.
+if [[ "${MCPHOST_C_RELEASE:-0}" == 1 ]]; then
+	mkdir -p "$OUT/release"
+	for src in "$ROOT"/tests/c/test_*.c; do
+		"$CC" "${RELEASE_CFLAGS[@]}" "$src" -o "$OUT/release/$(basename "$src" .c)" \
+			-L"$RELEASE_LIB" -lmcphost -lpthread -Wl,-rpath,"$RELEASE_LIB"
+	done
+fi
 # The README's C example compiles and links as shown.
 awk '/^```c$/{on=1; next} /^```$/{on=0} on' "$ROOT/README.md" >"$OUT/readme_example.c"
 [[ -s "$OUT/readme_example.c" ]] || { echo "test-c: no C example in README.md" >&2; exit 1; }
@@ -63,29 +94,29 @@ done
 cat >"$OUT/config.json" <<JSON
 {
   "servers": {
-    "ts": { "command": "$ROOT/target/debug/mcphost-testserver" },
-    "ts2": { "command": "$ROOT/target/debug/mcphost-testserver" },
+    "ts": { "command": "$BIN/mcphost-testserver" },
+    "ts2": { "command": "$BIN/mcphost-testserver" },
     "ev": { "command": "$NODE", "args": ["$EVERYTHING", "stdio"] }
   }
 }
 JSON
 export MCPHOST_TEST_CONFIG="$OUT/config.json"
 export MCPHOST_TEST_SOCKET="$OUT/daemon.sock"
-export MCPHOST_TEST_TESTSERVER="$ROOT/target/debug/mcphost-testserver"
-export MCPHOST_TEST_MCPHOST="$ROOT/target/debug/mcphost"
+export MCPHOST_TEST_TESTSERVER="$BIN/mcphost-testserver"
+export MCPHOST_TEST_MCPHOST="$BIN/mcphost"
 export MCPHOST_STATE_DIR="$OUT/state"
 
 # The daemon of connected mode edits a copy of the config.
 cp "$OUT/config.json" "$OUT/daemon-config.json"
-"$ROOT/target/debug/mcphost" daemon --config "$OUT/daemon-config.json" --socket "$MCPHOST_TEST_SOCKET" \
+"$BIN/mcphost" daemon --config "$OUT/daemon-config.json" --socket "$MCPHOST_TEST_SOCKET" \
 	2>"$OUT/daemon.log" &
 DAEMON=$!
 trap 'kill $DAEMON 2>/dev/null; wait $DAEMON 2>/dev/null || true' EXIT
 for _ in $(seq 1 200); do [[ -S "$MCPHOST_TEST_SOCKET" ]] && break; sleep 0.05; done
 [[ -S "$MCPHOST_TEST_SOCKET" ]] || { cat "$OUT/daemon.log" >&2; echo "test-c: the daemon did not start" >&2; exit 1; }
 
-run() { # mode, how ("" or valgrind), test
-	local mode="$1" how="$2" t="$3" log="$OUT/$3.$1${2:+.$2}.log"
+run() { # mode, how ("" or valgrind), test (a path under $OUT)
+	local mode="$1" how="$2" t="$3" log="$OUT/${3//\//.}.$1${2:+.$2}.log"
 	local cmd=("$OUT/$t")
 	if [[ "$how" == valgrind ]]; then
 		cmd=(valgrind -q --error-exitcode=99 --leak-check=full --child-silent-after-fork=yes
@@ -110,8 +141,10 @@ if [[ "${MCPHOST_C_VALGRIND:-1}" == 0 ]]; then
 	echo "test-c: valgrind SKIPPED (MCPHOST_C_VALGRIND=0)"
 else
 	command -v valgrind >/dev/null || { echo "test-c: valgrind is not installed" >&2; exit 1; }
+	prefix=""
+	[[ "${MCPHOST_C_RELEASE:-0}" == 1 ]] && prefix=release/
 	for t in "${tests[@]}"; do
-		for mode in embedded connected; do run "$mode" valgrind "$t"; done
+		for mode in embedded connected; do run "$mode" valgrind "$prefix$t"; done
 	done
 fi
 if [[ $FAILED != 0 ]]; then

@@ -9,6 +9,9 @@
 # run once (it installs server-everything into tests/interop/node_modules).
 #
 #   MCPHOST_PYTHON_PROFILE=debug|release  library profile (default debug)
+#   MCPHOST_PREBUILT=1                    the library and the binaries are
+#                                         built already (scripts/test.sh):
+#                                         checked, not built
 #   MCPHOST_TEST_PYTHON=python3.12        interpreter for the venvs
 #   extra arguments go to pytest (e.g. -k events -x)
 set -euo pipefail
@@ -50,12 +53,16 @@ Darwin) LIBNAME=libmcphost.dylib ;;
 esac
 
 # ---------------------------------------------------------------- build
-log "cargo build -p mcphost-c ${cargo_profile[*]:-} (the library)"
-(cd "$ROOT" && cargo build -p mcphost-c "${cargo_profile[@]}") || die "building libmcphost failed."
 LIB="$TARGET/$PROFILE/$LIBNAME"
-[[ -f "$LIB" ]] || die "cargo built no $LIB."
-log "cargo build --bin mcphost --bin mcphost-testserver (what the tests run)"
-(cd "$ROOT" && cargo build --bin mcphost --bin mcphost-testserver) || die "building the binaries failed."
+if [[ "${MCPHOST_PREBUILT:-0}" == 1 ]]; then
+	log "using the built $LIB and $TARGET/debug/{mcphost,mcphost-testserver}"
+else
+	log "cargo build -p mcphost-c ${cargo_profile[*]:-} (the library)"
+	(cd "$ROOT" && cargo build -p mcphost-c "${cargo_profile[@]}") || die "building libmcphost failed."
+	log "cargo build --bin mcphost --bin mcphost-testserver (what the tests run)"
+	(cd "$ROOT" && cargo build --bin mcphost --bin mcphost-testserver) || die "building the binaries failed."
+fi
+[[ -f "$LIB" ]] || die "no $LIB (built by cargo build -p mcphost-c ${cargo_profile[*]:-})."
 for b in mcphost mcphost-testserver; do
 	[[ -x "$TARGET/debug/$b" ]] || die "cargo built no $TARGET/debug/$b."
 done

@@ -11,18 +11,37 @@
 # reused; the tests run there under chroot with this checkout bind-mounted
 # at its own path. Without either, this fails and says why.
 #
-# Env: MCPHOST_SWIFT_ROOT (the trixie root), CARGO_BUILD_JOBS (as cargo).
+# Env: MCPHOST_SWIFT_ROOT (the trixie root), CARGO_BUILD_JOBS (as cargo),
+# CARGO_TARGET_DIR (as cargo), MCPHOST_PREBUILT=1 (scripts/test.sh: the
+# release library and the debug binaries are built already; they are
+# checked, not built).
+#   scripts/test-swift.sh             build what it needs, then swift test
+#   scripts/test-swift.sh --prepare   only make the toolchain root (no cargo;
+#                                     scripts/test.sh runs it in the
+#                                     background while cargo builds)
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 pkg="$repo/bindings/swift"
-lib="$repo/target/release"
-bin="$repo/target/debug"
+target="${CARGO_TARGET_DIR:-$repo/target}"
+lib="$target/release"
+bin="$target/debug"
+prepare_only=0
+[ "${1:-}" = --prepare ] && prepare_only=1
 
 say() { printf 'test-swift: %s\n' "$*" >&2; }
 
-say "building libmcphost (release), mcphost and mcphost-testserver"
-(cd "$repo" && cargo build --release -p mcphost-c && cargo build --bin mcphost --bin mcphost-testserver)
+if [ "$prepare_only" = 1 ]; then
+    :
+elif [ "${MCPHOST_PREBUILT:-0}" = 1 ]; then
+    for f in "$lib/libmcphost.so" "$bin/mcphost" "$bin/mcphost-testserver"; do
+        [ -f "$f" ] || { say "FAILED: MCPHOST_PREBUILT=1 but $f is not built"; exit 1; }
+    done
+    say "using the built $lib/libmcphost.so and $bin/{mcphost,mcphost-testserver}"
+else
+    say "building libmcphost (release), mcphost and mcphost-testserver"
+    (cd "$repo" && cargo build --release -p mcphost-c && cargo build --bin mcphost --bin mcphost-testserver)
+fi
 
 pcdir="$repo/target/swift-pkgconfig"
 mkdir -p "$pcdir"
@@ -46,6 +65,7 @@ EOF
 
 if command -v swift >/dev/null 2>&1; then
     say "using the swift on PATH"
+    [ "$prepare_only" = 1 ] && exit 0
     exec bash -c "$run_tests"
 fi
 
@@ -58,10 +78,11 @@ root="${MCPHOST_SWIFT_ROOT:-/var/tmp/mcphost-swift-trixie}"
 ready="$root/.mcphost-swift-ready"
 if [ ! -e "$ready" ]; then
     say "no Swift toolchain: installing Debian trixie's swiftlang into $root (once; a few minutes)"
-    command -v debootstrap >/dev/null 2>&1 || {
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap
-    }
+    # (apt-get takes turns with scripts/test.sh's, which may run beside it.)
+    command -v debootstrap >/dev/null 2>&1 ||
+        flock /tmp/mcphost-ci-apt.lock sh -c 'apt-get update -qq &&
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap'
+
     # The mirror apt already uses (first non-security Debian URI), else
     # debootstrap's own default.
     mirror="$(
@@ -77,6 +98,10 @@ if [ ! -e "$ready" ]; then
         exit 1
     }
     touch "$ready"
+fi
+if [ "$prepare_only" = 1 ]; then
+    say "toolchain root ready: $root"
+    exit 0
 fi
 
 mounted=()
@@ -95,5 +120,16 @@ if ! mountpoint -q "$root$repo"; then
     mount --bind "$repo" "$root$repo"
     mounted+=("$root$repo")
 fi
+# A cargo target dir outside the checkout (scripts/test.sh's cache) too.
+case "$target/" in
+"$repo"/*) ;;
+*)
+    mkdir -p "$root$target"
+    if ! mountpoint -q "$root$target"; then
+        mount --bind "$target" "$root$target"
+        mounted+=("$root$target")
+    fi
+    ;;
+esac
 say "running swift test in $root (Debian trixie, swiftlang)"
 chroot "$root" /bin/bash -c "$run_tests"
