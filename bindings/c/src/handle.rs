@@ -12,6 +12,7 @@ use mcphost_core::client::{CallOptions, ClientError, ClientInfo, ClientOptions, 
 use mcphost_core::config::store::ConfigStore;
 use mcphost_core::daemon::StoreEditor;
 use mcphost_core::engine::{Engine, EngineBuilder, HostPort, Session, SessionLimits};
+use mcphost_core::registry::ServerOptions;
 use mcphost_core::jsonrpc::{PeerError, Progress};
 use mcphost_core::protocol::{
     Era, ErrorObject, Id, RawValue, methods, raw_field, set_fields, to_raw,
@@ -255,9 +256,9 @@ impl Inner {
             Arc::new(CHost(host.clone())),
         )));
         let engine = EngineBuilder::new(cfg)
-            .client_options(ClientOptions {
+            .server_options(ServerOptions {
                 auth: mcphost_core::auth::AuthContext::for_host(host_browser),
-                ..ClientOptions::default()
+                ..ServerOptions::from(ClientOptions::default())
             })
             .shell_path(shell_path)
             .editor(Arc::new(StoreEditor(Arc::new(store))))

@@ -1050,6 +1050,14 @@ fn server_entry(
     })
 }
 
+/// Logs the config's warnings this command has not said yet: it may read
+/// the config more than once, and the person is told once.
+pub(crate) fn say_config_warnings(warnings: &[mcphost::config::Issue]) {
+    static SAID: std::sync::LazyLock<mcphost::config::SaidOnce> =
+        std::sync::LazyLock::new(Default::default);
+    SAID.say(warnings);
+}
+
 #[cfg(test)]
 mod help_audit {
     use clap::CommandFactory;
@@ -1097,10 +1105,3 @@ mod help_audit {
     }
 }
 
-/// Logs the config's warnings this command has not said yet: it may read
-/// the config more than once, and the person is told once.
-pub(crate) fn say_config_warnings(warnings: &[mcphost::config::Issue]) {
-    static SAID: std::sync::LazyLock<mcphost::config::SaidOnce> =
-        std::sync::LazyLock::new(Default::default);
-    SAID.say(warnings);
-}
