@@ -48,19 +48,19 @@
 //! unknown fields) stay [`serde_json::value::RawValue`] text end to end, so
 //! the proxy is lossless: big integers, decimals and key order survive.
 
-pub mod auth;
-pub mod client;
-pub mod config;
 pub mod daemon;
-pub mod engine;
 pub mod ipc;
-pub mod lockfile;
-pub mod model_view;
-pub mod registry;
 pub mod runtime;
-pub mod statefile;
 
-// The layers below the client are crates of their own; their paths stay.
+// Every layer below the daemon is a crate of its own (crates/*), so an
+// upward use does not compile; their paths stay what they were.
+pub use mcphost_auth as auth;
+pub use mcphost_client as client;
+pub use mcphost_config as config;
+pub use mcphost_engine as engine;
 pub use mcphost_jsonrpc as jsonrpc;
+pub use mcphost_model_view as model_view;
 pub use mcphost_protocol as protocol;
+pub use mcphost_registry as registry;
+pub use mcphost_state::{lockfile, statefile};
 pub use mcphost_transport as transport;

@@ -12,11 +12,11 @@ use mcphost_core::client::{CallOptions, ClientError, ClientInfo, ClientOptions, 
 use mcphost_core::config::store::ConfigStore;
 use mcphost_core::daemon::StoreEditor;
 use mcphost_core::engine::{Engine, EngineBuilder, HostPort, Session, SessionLimits};
-use mcphost_core::registry::ServerOptions;
 use mcphost_core::jsonrpc::{PeerError, Progress};
 use mcphost_core::protocol::{
     Era, ErrorObject, Id, RawValue, methods, raw_field, set_fields, to_raw,
 };
+use mcphost_core::registry::ServerOptions;
 use serde::{Deserialize, Serialize};
 use tokio::runtime::Runtime;
 use tokio::task::AbortHandle;

@@ -1104,4 +1104,3 @@ mod help_audit {
         );
     }
 }
-
