@@ -4,6 +4,7 @@
 pub mod http_fault;
 pub mod oauth_server;
 pub mod uid;
+pub mod wait;
 
 use std::path::PathBuf;
 use std::time::Duration;
