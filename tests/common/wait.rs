@@ -42,3 +42,13 @@ pub async fn stderr_line(
         .await
         .unwrap_or_else(|_| panic!("{server} did not log {needle:?} within {limit:?}"))
 }
+
+/// Waits for the daemon's log (it runs with `-vv` where debug lines are
+/// wanted) to contain `needle` `times` times.
+pub fn daemon_log(d: &super::Daemon, needle: &str, times: usize, limit: Duration) {
+    super::poll(
+        &format!("{times}× {needle:?} in the daemon's log"),
+        limit,
+        || (d.log_text().matches(needle).count() >= times).then_some(()),
+    );
+}
