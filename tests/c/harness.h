@@ -121,6 +121,37 @@ static inline void sleep_ms(long ms) {
     nanosleep(&t, NULL);
 }
 
+/* How many times the server `ts` logged `needle` (its stderr through
+ * mcphost/servers/logs), or -1 if the request failed. */
+static inline int server_log_count(mcphost *h, const char *needle) {
+    char *resp = NULL;
+    if (mcphost_request(h, "{\"method\": \"mcphost/servers/logs\", \"params\": {\"name\": \"ts\"}}", &resp, NULL) != MCPHOST_OK)
+        return -1;
+    int n = 0;
+    for (const char *p = resp; (p = strstr(p, needle)) != NULL; p += strlen(needle)) n++;
+    mcphost_string_free(resp);
+    return n;
+}
+
+/* How many calls of the test server's `tool` have started at it:
+ * mcphost-testserver logs "in flight: tools/call TOOL" as a blocking call
+ * starts. (Counted in its last 200 stderr lines: a few per test here.) */
+static inline int in_flight_count(mcphost *h, const char *tool) {
+    char needle[128];
+    snprintf(needle, sizeof needle, "in flight: tools/call %s", tool);
+    return server_log_count(h, needle);
+}
+
+/* Waits (20 s at most) until the `count`th call of `tool` is pending at the
+ * server: a wait on that event, not on time. */
+static inline int wait_in_flight(mcphost *h, const char *tool, int count) {
+    double deadline = now_ms() + 20000;
+    int n;
+    while ((n = in_flight_count(h, tool)) < count && now_ms() < deadline) sleep_ms(20);
+    CHECK(n >= count, "%d of %d calls of %s pending at the server", n, count, tool);
+    return n >= count;
+}
+
 static inline int finish(const char *name) {
     if (failures) {
         fprintf(stderr, "%s (%s): %d check(s) failed\n", name, mode(), failures);

@@ -9,6 +9,7 @@ static void free_counter(void *ud) { (void)ud; __atomic_add_fetch(&freed, 1, __A
 
 static void *answer_later(void *arg) {
     mcphost_responder *r = arg;
+    /* The scenario: answered a while after the callback returned. */
     sleep_ms(100);
     char *err = NULL;
     mcphost_status st = mcphost_responder_result(r, "{\"action\": \"accept\", \"content\": {\"name\": \"from another thread\"}}", &err);

@@ -28,6 +28,7 @@ static void *fake_daemon(void *arg) {
                        "\"capabilities\":{},\"serverInfo\":{\"name\":\"%s\",\"version\":\"%s\"}}}\n",
                        idn, fake_name, fake_version);
     if (write(c, out, (size_t)len) < 0) perror("write");
+    /* The scenario: a fake daemon that answers, lingers, then hangs up. */
     sleep_ms(500);
     close(c);
     return NULL;

@@ -6,6 +6,7 @@ pub mod http_fault;
 pub mod http_server;
 pub mod oauth_server;
 pub mod uid;
+pub mod wait;
 pub mod wire;
 
 use std::path::PathBuf;

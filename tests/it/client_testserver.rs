@@ -373,15 +373,32 @@ async fn progress_reaches_the_caller_and_cancel_is_sent() {
         cancel: Some(token.clone()),
         ..Default::default()
     };
-    let t2 = token.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        t2.cancel();
-    });
-    let e = c
-        .call_tool("slow", Some(raw(r#"{"ms":60000}"#)), o)
-        .await
-        .unwrap_err();
+    // Cancelled once it is pending at the server (the server's stderr says
+    // so; the 450 ms call above said it once already).
+    let in_flight = || {
+        let line = common::wait::in_flight_line("slow");
+        c.stderr_tail(200)
+            .iter()
+            .filter(|l| l.contains(&line))
+            .count()
+    };
+    let before = in_flight();
+    let cancel_when_pending = async {
+        let pending = async {
+            while in_flight() == before {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(20), pending)
+            .await
+            .expect("the slow call never reached the server");
+        token.cancel();
+    };
+    let (r, ()) = tokio::join!(
+        c.call_tool("slow", Some(raw(r#"{"ms":60000}"#)), o),
+        cancel_when_pending
+    );
+    let e = r.unwrap_err();
     assert!(
         matches!(
             e,

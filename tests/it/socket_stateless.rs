@@ -427,7 +427,8 @@ fn a_parked_call_expires_by_the_host_timeout_and_is_cancelled_at_its_server() {
         "{r}\n{}",
         d.log_text()
     );
-    std::thread::sleep(Duration::from_millis(2500));
+    // Expired: its ask timed out after 1 s, then the call was dropped.
+    common::wait::daemon_log(&d, "a parked call got no retry within", 1, WAIT);
     let mut p = with_meta(call.clone(), caps.clone());
     let key = r["result"]["inputRequests"]
         .as_object()
@@ -463,7 +464,16 @@ fn a_parked_call_expires_by_the_host_timeout_and_is_cancelled_at_its_server() {
         "{r}\n{}",
         d.log_text()
     );
-    std::thread::sleep(Duration::from_millis(500));
+    // A later request of the client's has reached the server (it logs each
+    // line as it reads it), and no cancel came before it.
+    let r = g.request(
+        "tools/call",
+        with_meta(
+            json!({"name": "ts__echo", "arguments": {"text": "fence"}}),
+            json!({}),
+        ),
+    );
+    assert!(text(&r["result"]).contains("fence"), "{r}");
     assert_eq!(cancels(), before, "cancelled before the client left");
     drop(g);
     common::poll("the server to see its call cancelled", WAIT, || {
@@ -641,7 +651,8 @@ fn subscriptions_listen_is_acknowledged_then_gets_list_changes_tagged_with_its_i
     }
     // Cancelled: that stream goes quiet, the other goes on.
     w.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "tools-stream"}}));
-    std::thread::sleep(Duration::from_millis(200));
+    // Ended at the daemon (its debug log says so), then watched for 3 s.
+    common::wait::daemon_log(&d, "listen stream ended", 1, WAIT);
     let mut prompts = 0;
     let deadline = Instant::now() + Duration::from_secs(3);
     while Instant::now() < deadline {

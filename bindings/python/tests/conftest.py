@@ -266,6 +266,28 @@ def opener(mode: str, config: dict[str, Any], daemon_factory: Callable[..., Daem
     o.close_all()
 
 
+def _in_flight(logs: dict[str, Any], tool: str) -> int:
+    # mcphost-testserver logs this line as a blocking call starts.
+    return sum(f"in flight: tools/call {tool}" in line for line in logs["lines"])
+
+
+def wait_in_flight(client: mcphost.Client, tool: str, count: int = 1, timeout: float = 20.0) -> None:
+    """Until `count` calls of the test server's `tool` are pending at it."""
+    deadline = time.monotonic() + timeout
+    while (n := _in_flight(client.request("mcphost/servers/logs", {"name": "ts"}), tool)) < count:
+        assert time.monotonic() < deadline, f"{n} of {count} calls of {tool} pending at the server"
+        time.sleep(0.05)
+
+
+async def wait_in_flight_async(
+    client: mcphost.AsyncClient, tool: str, count: int = 1, timeout: float = 20.0
+) -> None:
+    deadline = time.monotonic() + timeout
+    while (n := _in_flight(await client.request("mcphost/servers/logs", {"name": "ts"}), tool)) < count:
+        assert time.monotonic() < deadline, f"{n} of {count} calls of {tool} pending at the server"
+        await asyncio.sleep(0.05)
+
+
 def run(coro: Any, timeout: float = 90.0) -> Any:
     """Run an async test body on a fresh loop, with a deadline."""
     return asyncio.run(asyncio.wait_for(coro, timeout))

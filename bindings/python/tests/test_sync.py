@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import mcphost
-from conftest import Opener, text_of
+from conftest import Opener, text_of, wait_in_flight
 
 FORM = {
     "message": "Who are you?",
@@ -285,7 +285,7 @@ def test_closing_ends_waiting_requests_with_closed_error(opener: Opener) -> None
 
     t = threading.Thread(target=wait)
     t.start()
-    time.sleep(0.3)
+    wait_in_flight(c, "slow")
     t0 = time.monotonic()
     c.close()
     t.join(10)

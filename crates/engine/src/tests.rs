@@ -294,12 +294,49 @@ async fn a_listen_stream_is_acknowledged_then_tagged_until_cancelled() {
         n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "L1",
         "{n}"
     );
+    // A second stream, on prompts only: its notification of a later event
+    // shows that the session has handled every earlier one.
+    c.send(
+        json!({"jsonrpc": "2.0", "id": "L2", "method": "subscriptions/listen",
+        "params": {"_meta": modern_meta(), "notifications": {"promptsListChanged": true}}}),
+    )
+    .await;
+    let ack = c.line().await;
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "L2",
+        "{ack}"
+    );
     c.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "L1"}}))
         .await;
-    // After the cancel nothing more comes on it; the next line is this answer.
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    events.send(RegistryEvent::ToolsChanged).unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // What L1 gets for one tools change, fenced by L2's prompts notification.
+    async fn round(c: &mut Client, events: &broadcast::Sender<RegistryEvent>) -> usize {
+        events.send(RegistryEvent::ToolsChanged).unwrap();
+        events.send(RegistryEvent::PromptsChanged).unwrap();
+        let mut on_l1 = 0;
+        loop {
+            let n = c.line().await;
+            match n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"].as_str() {
+                Some("L2") => return on_l1,
+                Some("L1") => on_l1 += 1,
+                _ => panic!("not a stream's notification: {n}"),
+            }
+        }
+    }
+    // The cancel ends the stream once the session has handled it (it does
+    // not answer a cancelled request): a round with nothing on L1 ...
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while round(&mut c, &events).await > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "L1 still tagged after its cancel"
+        );
+    }
+    // ... and nothing more comes on it after that; the next line is this answer.
+    assert_eq!(
+        round(&mut c, &events).await,
+        0,
+        "L1 was tagged again after it ended"
+    );
     c.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": modern_meta()}}))
         .await;
     let r = c.line().await;

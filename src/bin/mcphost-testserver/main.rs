@@ -27,6 +27,9 @@
 //!   call answered, its response reported in a `notifications/message`),
 //!   `url_elicit` {url, elicitationId} (URL-mode elicitation, then
 //!   `notifications/elicitation/complete`), `url_required` (error -32042).
+//!   A blocking call (`slow`, `sample`, `elicit`, `roots`, `ask`, `url_elicit`)
+//!   logs `request ID in flight: tools/call NAME` on stderr as it starts, so a
+//!   test can wait for a call to be pending here instead of sleeping.
 //!   With `--scripted-tools` also: `log` {levels?, message?} (one
 //!   `notifications/message` per level, before the answer, leaving out those
 //!   below the level `logging/setLevel` set; the result is

@@ -514,6 +514,10 @@ impl Server {
         let key = id_key(&id);
         let flag = Arc::new(AtomicBool::new(false));
         lock(&self.inflight).insert(key.clone(), Arc::clone(&flag));
+        // Tests wait for this line (through the host's server log) to know
+        // a call is pending here, instead of sleeping.
+        let tool = params.get("name").and_then(Value::as_str).unwrap_or("?");
+        log!("request {key} in flight: tools/call {tool}");
         let this = Arc::clone(self);
         let thread_id = wire_id.clone();
         let spawned = thread::Builder::new()

@@ -79,9 +79,10 @@ final class MCPHostTests: XCTestCase {
     func testTaskCancellationCancelsTheRequest() async throws {
         for mode in Mode.allCases {
             try await withHost(mode) { host in
+                let before = try await inFlightCount(host, "slow")
                 let started = Date()
                 let task = Task { try await host.callTool("ts__slow", arguments: ["ms": 20_000]) }
-                try await Task.sleep(for: .milliseconds(300))
+                try await waitInFlight(host, "slow", count: before + 1)
                 task.cancel()
                 do {
                     _ = try await task.value

@@ -175,6 +175,29 @@ extension XCTestCase {
     }
 }
 
+/// How many calls of the test server's `tool` have started at it:
+/// mcphost-testserver logs "in flight: tools/call TOOL" as a blocking call
+/// starts.
+func inFlightCount(_ host: MCPHost, _ tool: String) async throws -> Int {
+    let needle = "in flight: tools/call \(tool)"
+    let logs = try await host.request("mcphost/servers/logs", params: ["name": "ts"])
+    return (logs["lines"]?.arrayValue ?? []).filter { $0.stringValue?.contains(needle) ?? false }.count
+}
+
+/// Waits until the `count`th call of `tool` is pending at the test server:
+/// a wait on that event, not on time.
+func waitInFlight(_ host: MCPHost, _ tool: String, count: Int) async throws {
+    let deadline = Date().addingTimeInterval(20)
+    while true {
+        let n = try await inFlightCount(host, tool)
+        if n >= count { return }
+        guard Date() < deadline else {
+            throw TestFailure("\(n) of \(count) calls of \(tool) pending at the server")
+        }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+}
+
 /// The text of a tool result's first content block.
 func text(_ result: JSON) -> String {
     result["content"]?[0]?["text"]?.stringValue ?? "<no text in \(result)>"
