@@ -17,6 +17,8 @@
 //! callback thread, host callbacks, responders), [`events`] (callback or
 //! queue with an fd), [`handle`] (the two modes and the request path).
 
+// No production function over 100 lines of code (docs/architecture.md).
+#![warn(clippy::too_many_lines)]
 #![allow(non_camel_case_types)]
 // The C ABI is unsafe by nature; each function checks its pointers.
 #![allow(clippy::missing_safety_doc)]

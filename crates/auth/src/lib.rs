@@ -8,6 +8,9 @@
 //! "retry" once it holds a token worth trying (another process refreshed,
 //! we refreshed, a machine grant, a sign-in), or the reason it cannot.
 
+// No production function over 100 lines of code (docs/architecture.md).
+#![warn(clippy::too_many_lines)]
+
 pub mod browser;
 pub mod challenge;
 pub mod discovery;

@@ -11,6 +11,9 @@
 //! `subscriptions/listen`), `listing` follows pages and re-lists. Each part
 //! is an `impl Link` of its own over the one connected server.
 
+// No production function over 100 lines of code (docs/architecture.md).
+#![warn(clippy::too_many_lines)]
+
 pub mod attribution;
 mod error;
 mod handshake;

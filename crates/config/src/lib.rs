@@ -13,6 +13,9 @@
 //! - [`shell_path`] takes `PATH` from the user's login shell.
 //! - `import` (feature `import`) reads other hosts' configs (`mcphost import`).
 
+// No production function over 100 lines of code (docs/architecture.md).
+#![warn(clippy::too_many_lines)]
+
 mod dotenv;
 pub mod duration;
 pub mod edit;

@@ -1,6 +1,9 @@
 //! JSON-RPC 2.0: the frame [`decode`]r and the [`Peer`] that correlates
 //! requests with responses over any [`mcphost_transport::Connection`].
 
+// No production function over 100 lines of code (docs/architecture.md).
+#![warn(clippy::too_many_lines)]
+
 mod decode;
 mod peer;
 

@@ -12,6 +12,9 @@
 //! every server from its supervisor. Reloads never wait for old servers to
 //! stop; [`Registry::shutdown`] does.
 
+// No production function over 100 lines of code (docs/architecture.md).
+#![warn(clippy::too_many_lines)]
+
 pub mod catalog;
 pub mod cost;
 mod eras;

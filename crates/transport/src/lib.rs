@@ -6,6 +6,9 @@
 //! - the transport delivers [`TransportEvent`]s in arrival order, and ends
 //!   with exactly one [`TransportEvent::Closed`].
 
+// No production function over 100 lines of code (docs/architecture.md).
+#![warn(clippy::too_many_lines)]
+
 pub mod framing;
 pub mod http;
 pub mod stdio;

@@ -143,6 +143,9 @@
 //! | `--modern-versions LIST` | stateless versions accepted and listed (default 2026-07-28) |
 //! | `--ttl-ms MS` / `--cache-scope public\|private` | caching hints of stateless cacheable results (default 0, public) |
 
+// No production function over 100 lines of code (docs/architecture.md).
+#![warn(clippy::too_many_lines)]
+
 macro_rules! log {
     ($($arg:tt)*) => {
         $crate::log_line(format_args!($($arg)*))

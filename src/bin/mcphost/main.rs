@@ -4,6 +4,9 @@
 //! Exit codes: 0 success, 1 a tool result with `isError`, 2 a protocol,
 //! transport or usage error, 3 `status` when no daemon runs.
 
+// No production function over 100 lines of code (docs/architecture.md).
+#![warn(clippy::too_many_lines)]
+
 /// `println!` that goes quiet when stdout is a closed pipe (`mcphost tools
 /// | head`) instead of panicking; the command still ends with its own exit
 /// code (1 for a tool error, not 0).
