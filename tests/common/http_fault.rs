@@ -12,8 +12,8 @@
 //! The server runs on its own runtime thread, so it works the same under
 //! `#[test]` (driving the `mcphost` binary) and `#[tokio::test]`.
 //!
-//! With [`Script::modern`] it also serves revision 2026-07-28: a POST whose
-//! `MCP-Protocol-Version` is [`MODERN_VERSION`] is served statelessly (no
+//! With [`Script::stateless`] it also serves revision 2026-07-28: a POST whose
+//! `MCP-Protocol-Version` is [`STATELESS_VERSION`] is served statelessly (no
 //! session asked for or issued), and `server/discover`, `resources/read`,
 //! `prompts/get` and the tool `route` (parameters mirrored as
 //! `Mcp-Param-Region` and `Mcp-Param-N`) are offered. A
@@ -44,8 +44,8 @@ pub const VERSIONS: [&str; 3] = ["2025-03-26", "2025-06-18", "2025-11-25"];
 pub const LATEST: &str = "2025-11-25";
 pub const LEGACY_VERSION: &str = "2024-11-05";
 pub const SERVER_NAME: &str = "fault-server";
-/// The stateless revision, served when [`Script::modern`] is set.
-pub const MODERN_VERSION: &str = "2026-07-28";
+/// The stateless revision, served when [`Script::stateless`] is set.
+pub const STATELESS_VERSION: &str = "2026-07-28";
 
 /// The exact `Accept` a Streamable HTTP client must send on a POST.
 pub const POST_ACCEPT: &str = "application/json, text/event-stream";
@@ -323,7 +323,7 @@ pub struct Script {
     /// Legacy server: wait this long before answering the event stream's GET.
     pub get_delay: Duration,
     /// Also serve revision 2026-07-28 (see the module docs).
-    pub modern: bool,
+    pub stateless: bool,
 }
 
 impl Default for Script {
@@ -344,7 +344,7 @@ impl Default for Script {
             unknown_session_status: 404,
             capabilities: None,
             get_delay: Duration::ZERO,
-            modern: false,
+            stateless: false,
         }
     }
 }
@@ -403,9 +403,9 @@ impl Script {
         self
     }
     /// A server of both eras: the handshake revisions and 2026-07-28.
-    pub fn modern() -> Script {
+    pub fn stateless() -> Script {
         Script {
-            modern: true,
+            stateless: true,
             ..Script::default()
         }
     }
@@ -928,7 +928,7 @@ impl Shared {
                     json!({"name": "big", "description": "Returns `bytes` bytes of text",
                            "inputSchema": {"type": "object", "properties": {"bytes": {"type": "integer"}}}}),
                 ];
-                if script.modern {
+                if script.stateless {
                     tools.push(
                         json!({"name": "route", "description": "Echoes; region and n go in headers",
                         "inputSchema": {"type": "object", "properties": {
@@ -942,18 +942,18 @@ impl Shared {
                 }
                 Ok(json!({ "tools": tools }))
             }
-            "server/discover" if script.modern => Ok(json!({
-                "supportedVersions": [MODERN_VERSION],
+            "server/discover" if script.stateless => Ok(json!({
+                "supportedVersions": [STATELESS_VERSION],
                 "capabilities": script.capabilities.clone().unwrap_or_else(
                     || json!({ "tools": {}, "resources": {}, "prompts": {} })),
                 "_meta": { "io.modelcontextprotocol/serverInfo":
                            { "name": SERVER_NAME, "version": "1.0.0" } },
             })),
-            "resources/read" if script.modern => {
+            "resources/read" if script.stateless => {
                 let uri = params["uri"].as_str().unwrap_or("");
                 Ok(json!({ "contents": [ { "uri": uri, "text": format!("contents of {uri}") } ] }))
             }
-            "prompts/get" if script.modern => {
+            "prompts/get" if script.stateless => {
                 let name = params["name"].as_str().unwrap_or("");
                 Ok(json!({ "messages": [ { "role": "user",
                     "content": { "type": "text", "text": format!("prompt {name}") } } ] }))
@@ -962,7 +962,7 @@ impl Shared {
                 let args = params.get("arguments").cloned().unwrap_or(json!({}));
                 let text = match params["name"].as_str().unwrap_or("") {
                     "echo" => args.to_string(),
-                    "route" if script.modern => args.to_string(),
+                    "route" if script.stateless => args.to_string(),
                     "slow" => {
                         let ms = args["ms"].as_u64().unwrap_or(1000);
                         tokio::time::sleep(Duration::from_millis(ms)).await;
@@ -1296,18 +1296,18 @@ async fn post(s: &Arc<Shared>, parts: &Parts, body: &[u8], script: &Script) -> R
         return failed(&f, msg.get("id"));
     }
     let is_init = method.as_deref() == Some("initialize");
-    let modern = script.modern
+    let stateless = script.stateless
         && parts
             .headers
             .get("mcp-protocol-version")
-            .is_some_and(|v| v == MODERN_VERSION);
+            .is_some_and(|v| v == STATELESS_VERSION);
     if !is_init
-        && !modern
+        && !stateless
         && let Some(st) = s.check_session(&parts.headers, script)
     {
         return session_error(st, msg.get("id"));
     }
-    if !modern
+    if !stateless
         && let Some(v) = parts.headers.get("mcp-protocol-version")
         && !VERSIONS.contains(&v.to_str().unwrap_or(""))
     {
@@ -1323,7 +1323,7 @@ async fn post(s: &Arc<Shared>, parts: &Parts, body: &[u8], script: &Script) -> R
         return plain(StatusCode::ACCEPTED, "");
     };
     let params = msg.get("params").cloned().unwrap_or(json!({}));
-    if modern && method == "subscriptions/listen" {
+    if stateless && method == "subscriptions/listen" {
         let (sid, body) = s.open("L");
         let ack = json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
             "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": id},

@@ -448,10 +448,10 @@ fn a_pinned_revision_is_spoken_or_the_server_fails_naming_both() {
     );
 
     // The stateless revision: spoken on stdio by a server that has it...
-    let modern = format!("m={TESTSERVER} --era stateless");
+    let stateless = format!("m={TESTSERVER} --era stateless");
     let servers = sb.json(&[
         "--direct",
-        &modern,
+        &stateless,
         "--protocol-version",
         "2026-07-28",
         "servers",
@@ -460,7 +460,7 @@ fn a_pinned_revision_is_spoken_or_the_server_fails_naming_both() {
     assert_eq!(servers[0]["era"], "stateless", "{servers}");
     let table = sb.run(&[
         "--direct",
-        &modern,
+        &stateless,
         "--protocol-version",
         "2026-07-28",
         "servers",

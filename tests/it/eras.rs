@@ -38,7 +38,7 @@ async fn an_unpinned_client_speaks_each_servers_own_era() {
             .iter()
             .map(|l| l["method"].as_str().unwrap_or_default().to_owned())
             .collect();
-        // Modern first, always: the probe is the first thing sent.
+        // Stateless first, always: the probe is the first thing sent.
         assert_eq!(methods[0], "server/discover", "{era}: {methods:?}");
         assert_eq!(
             methods.contains(&"initialize".to_owned()),
@@ -51,7 +51,7 @@ async fn an_unpinned_client_speaks_each_servers_own_era() {
 
 #[tokio::test]
 async fn a_legacy_server_that_exits_on_the_probe_is_started_again_with_initialize() {
-    let args = ["--modern-fault", "die-on-discover"];
+    let args = ["--stateless-fault", "die-on-discover"];
     // The client alone reports it, naming the server and the probe...
     let e = try_connect("dies", testserver(&args), quick_opts())
         .await
@@ -91,7 +91,7 @@ async fn a_legacy_server_that_exits_on_the_probe_is_started_again_with_initializ
     // A new daemon with the same config reads it and never probes.
     let log = RequestLog::new();
     let args2 = [
-        "--modern-fault",
+        "--stateless-fault",
         "die-on-discover",
         "--log-requests",
         &log.arg(),
@@ -126,7 +126,7 @@ async fn unsupported_version_is_retried_with_a_version_the_server_lists() {
         &[
             "--era",
             "stateless",
-            "--modern-fault",
+            "--stateless-fault",
             "unsupported-version",
             "--log-requests",
             &log.arg(),
@@ -150,7 +150,7 @@ async fn unsupported_version_is_retried_with_a_version_the_server_lists() {
         testserver(&[
             "--era",
             "stateless",
-            "--modern-fault",
+            "--stateless-fault",
             "unsupported-version-always",
         ]),
         quick_opts(),
@@ -170,7 +170,7 @@ async fn a_header_mismatch_relists_the_tools_and_retries_once() {
         &[
             "--era",
             "stateless",
-            "--modern-fault",
+            "--stateless-fault",
             "header-mismatch-once",
             "--log-requests",
             &log.arg(),
@@ -207,7 +207,7 @@ async fn a_dropped_listen_stream_is_listened_again_and_updates_keep_coming() {
         &[
             "--era",
             "stateless",
-            "--modern-fault",
+            "--stateless-fault",
             "listen-drops",
             "--log-requests",
             &log.arg(),

@@ -2205,12 +2205,12 @@ fn mrtr_rounds_of_a_stateless_python_server_are_answered_by_the_socket_host_that
         e
     };
     let d = daemon(
-        &[("modern", py(None)), ("legacy", py(Some("2025-11-25")))],
+        &[("stateless", py(None)), ("legacy", py(Some("2025-11-25")))],
         &[],
     );
-    let servers = d.wait_ready(&["modern", "legacy"], READY);
+    let servers = d.wait_ready(&["stateless", "legacy"], READY);
     assert_eq!(
-        servers["modern"]["protocolVersion"], "2026-07-28",
+        servers["stateless"]["protocolVersion"], "2026-07-28",
         "{servers:?}"
     );
     assert_eq!(
@@ -2218,7 +2218,11 @@ fn mrtr_rounds_of_a_stateless_python_server_are_answered_by_the_socket_host_that
         "{servers:?}"
     );
     let steps = json!([
-        call("modern", "modern__interview", json!({"topic": "eras"})),
+        call(
+            "stateless",
+            "stateless__interview",
+            json!({"topic": "eras"})
+        ),
         call("legacy", "legacy__interview", json!({"topic": "eras"})),
     ]);
     let host = PyHost::start(
@@ -2235,7 +2239,7 @@ fn mrtr_rounds_of_a_stateless_python_server_are_answered_by_the_socket_host_that
     );
     let r = host.finish();
     let mut c = Checks::default();
-    for server in ["modern", "legacy"] {
+    for server in ["stateless", "legacy"] {
         let t = r.text(server);
         c.that(
             t.contains("name=Ada") && t.contains("greeting=hello from the host"),

@@ -470,7 +470,7 @@ async fn an_input_required_loop_that_never_completes_is_bounded() {
     let engine = stateless_engine(&[
         "--era",
         "stateless",
-        "--modern-fault",
+        "--stateless-fault",
         "input-required-forever",
     ]);
     ready(&engine).await;

@@ -612,7 +612,7 @@ fn daemon_serves_http_and_stdio_servers_side_by_side() {
     let servers = d.wait_ready(&["ev", "evsse", "evauto", "py", "ts"], READY);
     // Each its own era: the Python SDK serves both and is spoken to in
     // 2026-07-28, the others only know the handshake.
-    for (name, transport, modern) in [
+    for (name, transport, stateless) in [
         ("ev", "streamable-http", false),
         ("evsse", "sse", false),
         ("evauto", "sse", false),
@@ -622,7 +622,7 @@ fn daemon_serves_http_and_stdio_servers_side_by_side() {
         let s = &servers[name];
         assert_eq!(s["transport"], transport, "{s}");
         let version = s["protocolVersion"].as_str().unwrap_or_default();
-        if modern {
+        if stateless {
             assert_eq!(version, "2026-07-28", "{s}");
         } else {
             assert!(

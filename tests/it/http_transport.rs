@@ -1580,7 +1580,7 @@ fn http_entry(url: &str, extra: &str) -> String {
 
 #[test]
 fn daemon_serves_http_servers_of_every_type() {
-    let modern = FaultServer::start();
+    let stateless = FaultServer::start();
     let legacy = FaultServer::with(Script::legacy(405));
     let locked = FaultServer::with(Script {
         auth: Some(Auth {
@@ -1606,10 +1606,10 @@ fn daemon_serves_http_servers_of_every_type() {
             "forbidden": {}
         }} }}"#,
         http_entry(
-            &modern.url(),
+            &stateless.url(),
             r#", "type": "http", "headers": { "Authorization": "Bearer ${TOKEN}", "X-Trace": "t-${TOKEN}" }"#
         ),
-        http_entry(&modern.url(), r#", "type": "streamable-http""#),
+        http_entry(&stateless.url(), r#", "type": "streamable-http""#),
         http_entry(&legacy.url(), r#", "type": "sse""#),
         http_entry(&legacy.url(), ""),
         http_entry(
@@ -1684,12 +1684,12 @@ fn daemon_serves_http_servers_of_every_type() {
 
     // Interpolated headers on every request of "auto" (it is the one whose
     // requests carry X-Trace; "streamable" shares the server without them).
-    let auto: Vec<Recorded> = modern
+    let auto: Vec<Recorded> = stateless
         .requests()
         .into_iter()
         .filter(|r| r.header("x-trace").is_some())
         .collect();
-    assert!(auto.len() >= 4, "{}", modern.summary());
+    assert!(auto.len() >= 4, "{}", stateless.summary());
     for r in &auto {
         assert_eq!(r.header("x-trace"), Some("t-secret"));
         assert_eq!(r.header("authorization"), Some("Bearer secret"));
@@ -1698,14 +1698,14 @@ fn daemon_serves_http_servers_of_every_type() {
     // initialize carries it.
     let auto_sessions: std::collections::BTreeSet<Option<&str>> =
         auto.iter().skip(2).map(|r| r.session()).collect();
-    assert_eq!(auto_sessions.len(), 1, "{}", modern.summary());
+    assert_eq!(auto_sessions.len(), 1, "{}", stateless.summary());
     assert!(!auto_sessions.contains(&None));
 
     // The daemon ends every session when it stops.
-    let sessions_before = modern.sessions_issued().len();
+    let sessions_before = stateless.sessions_issued().len();
     drop(d);
-    let deletes = modern.with_method("DELETE").len();
-    assert_eq!(deletes, sessions_before, "{}", modern.summary());
+    let deletes = stateless.with_method("DELETE").len();
+    assert_eq!(deletes, sessions_before, "{}", stateless.summary());
 }
 
 #[test]

@@ -29,7 +29,7 @@ mod host_logs;
 mod host_routing;
 mod http_fault_server;
 mod http_interop;
-mod http_modern;
+mod http_stateless;
 mod http_transport;
 mod import;
 mod interop;

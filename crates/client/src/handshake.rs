@@ -73,7 +73,7 @@ impl ServerClient {
         let probe = match pinned {
             Some(v) => v.era() == Era::Stateless,
             // What an earlier start learned, else probe: the spec's
-            // backwards-compatible order is modern first.
+            // backwards-compatible order is stateless first.
             None => link.opts.known_era.or(link.opts.remembered_era) != Some(Era::Handshake),
         };
         let remembered = link.opts.known_era.is_none() && link.opts.remembered_era.is_some();
@@ -82,7 +82,7 @@ impl ServerClient {
             stateless.store(true, std::sync::atomic::Ordering::SeqCst);
             let want = pinned.unwrap_or(ProtocolVersion::V2026_07_28);
             match link.probe(want, pinned.is_some()).await? {
-                Probe::Modern(n) => {
+                Probe::Stateless(n) => {
                     debug!(version = %n.protocol_version, server_name = ?n.server_name, "discovered");
                     *link.negotiated.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(n);
                     return Ok((link, notes));
@@ -110,7 +110,7 @@ impl ServerClient {
                 link.era = Era::Stateless;
                 stateless.store(true, std::sync::atomic::Ordering::SeqCst);
                 return match link.probe(ProtocolVersion::V2026_07_28, false).await? {
-                    Probe::Modern(n) => {
+                    Probe::Stateless(n) => {
                         *link.negotiated.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(n);
                         Ok((link, notes))
                     }

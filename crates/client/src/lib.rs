@@ -17,9 +17,9 @@
 pub mod attribution;
 mod error;
 mod handshake;
+mod headers;
 mod host;
 mod listing;
-mod modern;
 mod notes;
 mod probe;
 mod stateless;

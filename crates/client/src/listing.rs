@@ -17,7 +17,7 @@ impl Link {
         // transports ignore the annotations.
         if self.era == Era::Stateless && self.http {
             let mut map = std::collections::HashMap::new();
-            tools.retain(|t| match modern::header_params(t) {
+            tools.retain(|t| match headers::header_params(t) {
                 Ok(p) => {
                     if !p.is_empty() {
                         map.insert(t.name.clone(), Arc::new(p));

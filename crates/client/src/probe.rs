@@ -5,13 +5,13 @@ use super::*;
 
 /// How a `server/discover` probe ended.
 pub(super) enum Probe {
-    Modern(Negotiated),
+    Stateless(Negotiated),
     /// The server speaks the handshake revisions: why we think so.
     Legacy(String),
 }
 
 /// Error codes only a server of the stateless revision sends.
-pub(super) const MODERN_ERRORS: [i64; 3] = [
+pub(super) const STATELESS_ERRORS: [i64; 3] = [
     error_codes::HEADER_MISMATCH,
     error_codes::MISSING_CAPABILITY,
     error_codes::UNSUPPORTED_VERSION,
@@ -19,7 +19,7 @@ pub(super) const MODERN_ERRORS: [i64; 3] = [
 
 impl Link {
     /// Ask with `server/discover` which era the server speaks. A
-    /// `DiscoverResult` or a modern error means modern (`-32022`: retry with
+    /// `DiscoverResult` or a stateless error means stateless (`-32022`: retry with
     /// a version it lists); any other error or silence means legacy. Never
     /// one error code alone: legacy servers answer -32601, -32602, -32000 …
     /// A server that exits on the probe is [`ClientError::ExitedOnProbe`]:
@@ -78,7 +78,7 @@ impl Link {
                         }
                     }
                 }
-                PeerError::Rpc(e) if MODERN_ERRORS.contains(&e.code) => return Err(err),
+                PeerError::Rpc(e) if STATELESS_ERRORS.contains(&e.code) => return Err(err),
                 _ if pinned => return Err(err),
                 PeerError::Rpc(e) => {
                     return Ok(Probe::Legacy(format!(
@@ -173,7 +173,7 @@ pub(super) fn discovered(
         })
         .unwrap_or_else(mcphost_protocol::empty_object);
     let info: InfoKey = serde_json::from_str(server_info.get()).unwrap_or_default();
-    Ok(Probe::Modern(Negotiated {
+    Ok(Probe::Stateless(Negotiated {
         protocol_version: version,
         capabilities,
         capabilities_raw,

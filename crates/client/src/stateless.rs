@@ -18,7 +18,7 @@ enum Retry {
 pub(super) struct StatelessState {
     /// Per tool, the parameters mirrored into headers.
     pub(super) header_params:
-        std::sync::Mutex<std::collections::HashMap<String, Arc<modern::HeaderParams>>>,
+        std::sync::Mutex<std::collections::HashMap<String, Arc<headers::HeaderParams>>>,
     /// `logging/setLevel`: sent in every request's
     /// `_meta` instead.
     pub(super) log_level: std::sync::Mutex<Option<String>>,
@@ -188,7 +188,7 @@ impl Link {
         let original = params;
         let mut ro = ro;
         let mut base = self.with_meta(method, original.as_deref(), ro.origin.as_ref())?;
-        ro.modern = self.modern_headers(method, &base);
+        ro.stateless = self.stateless_headers(method, &base);
         let mut params = base.clone();
         let mut retried = false;
         let mut rounds = 0;
@@ -205,7 +205,7 @@ impl Link {
                         base = self.with_meta(method, original.as_deref(), ro.origin.as_ref())?;
                         params = base.clone();
                     }
-                    ro.modern = self.modern_headers(method, &base);
+                    ro.stateless = self.stateless_headers(method, &base);
                     continue;
                 }
                 Err(source) => return Err(ClientError::request(&self.name, method, source)),
@@ -258,7 +258,7 @@ impl Link {
                 let Some(v) = pick_version(&supported) else {
                     return Err(ClientError::request(&self.name, method, PeerError::Rpc(e)));
                 };
-                if let Probe::Modern(n) =
+                if let Probe::Stateless(n) =
                     self.probe(v, self.opts.protocol_version.is_some()).await?
                 {
                     debug!(version = %n.protocol_version, "the server changed its revision");
@@ -421,16 +421,16 @@ impl Link {
     }
 
     /// What the HTTP transport mirrors into headers for this request.
-    pub(super) fn modern_headers(
+    pub(super) fn stateless_headers(
         &self,
         method: &str,
         params: &RawValue,
-    ) -> Option<Box<mcphost_transport::ModernHeaders>> {
+    ) -> Option<Box<mcphost_transport::StatelessHeaders>> {
         // stdio has no headers: nothing to work out per request.
         if !self.http {
             return None;
         }
-        let headers = modern::headers(
+        let headers = headers::headers(
             self.negotiated().protocol_version.as_str(),
             method,
             params,

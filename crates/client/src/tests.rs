@@ -294,7 +294,7 @@ async fn unsupported_version_listing_only_handshake_revisions_falls_back_to_init
 async fn header_mismatch_on_the_probe_is_a_stateless_server_refusing_not_a_legacy_one() {
     let (server, client) =
         probed(|_| Reply::Error(error_codes::HEADER_MISMATCH, Value::Null)).await;
-    let e = client.err().expect("a modern error fails the connect");
+    let e = client.err().expect("a stateless error fails the connect");
     assert_eq!(rpc_code(&e), Some(error_codes::HEADER_MISMATCH), "{e}");
     assert_eq!(server.methods(), ["server/discover"], "no initialize");
 }
@@ -308,7 +308,7 @@ async fn missing_capability_on_the_probe_is_a_stateless_server_refusing_not_a_le
         )
     })
     .await;
-    let e = client.err().expect("a modern error fails the connect");
+    let e = client.err().expect("a stateless error fails the connect");
     assert_eq!(rpc_code(&e), Some(error_codes::MISSING_CAPABILITY), "{e}");
     assert_eq!(server.methods(), ["server/discover"], "no initialize");
 }

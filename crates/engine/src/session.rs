@@ -528,11 +528,11 @@ impl Session {
         method: &str,
         params: Option<Box<RawValue>>,
     ) -> Reply {
-        let modern = stateless::is_stateless_request(method, params.as_deref());
+        let stateless = stateless::is_stateless_request(method, params.as_deref());
         match self.mode() {
             Mode::Stateless => return self.stateless(id, method, params).await,
-            Mode::Undecided if modern => return self.stateless(id, method, params).await,
-            Mode::Handshake if modern => return Err(handshake_only()),
+            Mode::Undecided if stateless => return self.stateless(id, method, params).await,
+            Mode::Handshake if stateless => return Err(handshake_only()),
             Mode::Handshake => {}
             // Options set before the client's first message (`mcphost
             // bridge --profile`, for a host that cannot send them): they

@@ -141,7 +141,7 @@ impl Client {
     }
 }
 
-fn modern_meta() -> serde_json::Value {
+fn stateless_meta() -> serde_json::Value {
     serde_json::json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {},
@@ -157,7 +157,7 @@ async fn a_stateless_session_is_settled_by_its_first_request_and_refuses_the_han
     // Invalid stateless requests settle nothing.
     let r = c.request(1, "server/discover", json!({})).await;
     assert_eq!(r["error"]["code"], -32602, "{r}");
-    let mut meta = modern_meta();
+    let mut meta = stateless_meta();
     meta["io.modelcontextprotocol/protocolVersion"] = json!("1900-01-01");
     let r = c.request(2, "tools/list", json!({"_meta": meta})).await;
     assert_eq!(r["error"]["code"], -32022, "{r}");
@@ -171,7 +171,7 @@ async fn a_stateless_session_is_settled_by_its_first_request_and_refuses_the_han
             .any(|v| v == "2025-11-25"),
         "{r}"
     );
-    let mut meta = modern_meta();
+    let mut meta = stateless_meta();
     meta.as_object_mut()
         .unwrap()
         .remove("io.modelcontextprotocol/clientCapabilities");
@@ -186,7 +186,7 @@ async fn a_stateless_session_is_settled_by_its_first_request_and_refuses_the_han
     );
 
     let r = c
-        .request(4, "server/discover", json!({"_meta": modern_meta()}))
+        .request(4, "server/discover", json!({"_meta": stateless_meta()}))
         .await;
     let res = &r["result"];
     assert_eq!(res["resultType"], "complete", "{r}");
@@ -200,7 +200,7 @@ async fn a_stateless_session_is_settled_by_its_first_request_and_refuses_the_han
     );
 
     let r = c
-        .request(5, "tools/list", json!({"_meta": modern_meta()}))
+        .request(5, "tools/list", json!({"_meta": stateless_meta()}))
         .await;
     assert_eq!(r["result"]["tools"], json!([]), "{r}");
     assert_eq!(r["result"]["resultType"], "complete", "{r}");
@@ -219,17 +219,21 @@ async fn a_stateless_session_is_settled_by_its_first_request_and_refuses_the_han
     );
     // The management methods work, with the stateless result fields.
     let r = c
-        .request(8, "mcphost/status", json!({"_meta": modern_meta()}))
+        .request(8, "mcphost/status", json!({"_meta": stateless_meta()}))
         .await;
     assert_eq!(r["result"]["resultType"], "complete", "{r}");
     assert_eq!(r["result"]["clients"], 1, "{r}");
     let r = c
-        .request(9, "mcphost/host/register", json!({"_meta": modern_meta()}))
+        .request(
+            9,
+            "mcphost/host/register",
+            json!({"_meta": stateless_meta()}),
+        )
         .await;
     assert_eq!(r["error"]["code"], -32602, "{r}");
     // A forged requestState is refused.
     let r = c
-        .request(10, "tools/call", json!({"_meta": modern_meta(), "name": "a__x", "inputResponses": {}, "requestState": "00ff"}))
+        .request(10, "tools/call", json!({"_meta": stateless_meta(), "name": "a__x", "inputResponses": {}, "requestState": "00ff"}))
         .await;
     assert_eq!(r["error"]["code"], -32602, "{r}");
     assert!(
@@ -251,11 +255,11 @@ async fn a_handshake_session_refuses_stateless_requests() {
         .await;
     assert_eq!(r["result"]["protocolVersion"], "2025-11-25", "{r}");
     let r = c
-        .request(2, "server/discover", json!({"_meta": modern_meta()}))
+        .request(2, "server/discover", json!({"_meta": stateless_meta()}))
         .await;
     assert_eq!(r["error"]["code"], -32600, "{r}");
     let r = c
-        .request(3, "tools/list", json!({"_meta": modern_meta()}))
+        .request(3, "tools/list", json!({"_meta": stateless_meta()}))
         .await;
     assert_eq!(r["error"]["code"], -32600, "{r}");
     let r = c.request(4, "tools/list", json!({})).await;
@@ -270,7 +274,7 @@ async fn a_listen_stream_is_acknowledged_then_tagged_until_cancelled() {
     let (events, rx) = broadcast::channel(16);
     let mut c = connect(&engine, rx);
     c.send(json!({"jsonrpc": "2.0", "id": "L1", "method": "subscriptions/listen",
-        "params": {"_meta": modern_meta(), "notifications": {"toolsListChanged": true, "promptsListChanged": false}}}))
+        "params": {"_meta": stateless_meta(), "notifications": {"toolsListChanged": true, "promptsListChanged": false}}}))
         .await;
     let ack = c.line().await;
     assert_eq!(
@@ -298,7 +302,7 @@ async fn a_listen_stream_is_acknowledged_then_tagged_until_cancelled() {
     // shows that the session has handled every earlier one.
     c.send(
         json!({"jsonrpc": "2.0", "id": "L2", "method": "subscriptions/listen",
-        "params": {"_meta": modern_meta(), "notifications": {"promptsListChanged": true}}}),
+        "params": {"_meta": stateless_meta(), "notifications": {"promptsListChanged": true}}}),
     )
     .await;
     let ack = c.line().await;
@@ -337,7 +341,7 @@ async fn a_listen_stream_is_acknowledged_then_tagged_until_cancelled() {
         0,
         "L1 was tagged again after it ended"
     );
-    c.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": modern_meta()}}))
+    c.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": stateless_meta()}}))
         .await;
     let r = c.line().await;
     assert_eq!(r["id"], 2, "{r}");
@@ -402,7 +406,11 @@ async fn every_listed_mcphost_request_is_answered_in_both_eras_and_no_other() {
     for method in methods::MCPHOST_REQUESTS {
         for (era, client, params) in [
             ("handshake", &mut handshake, json!({})),
-            ("stateless", &mut stateless, json!({"_meta": modern_meta()})),
+            (
+                "stateless",
+                &mut stateless,
+                json!({"_meta": stateless_meta()}),
+            ),
         ] {
             id += 1;
             let r = client.request(id, method, params).await;
@@ -421,7 +429,7 @@ async fn every_listed_mcphost_request_is_answered_in_both_eras_and_no_other() {
         .request(
             99,
             "mcphost/no-such-method",
-            json!({"_meta": modern_meta()}),
+            json!({"_meta": stateless_meta()}),
         )
         .await;
     assert_eq!(r["error"]["code"], -32601, "{r}");
@@ -481,7 +489,7 @@ async fn a_session_configured_before_its_first_message_keeps_the_options_in_eith
     s.request(1, "mcphost/session/configure", json!({"profile": "find"}))
         .await;
     let r = s
-        .request(2, "tools/list", json!({"_meta": modern_meta()}))
+        .request(2, "tools/list", json!({"_meta": stateless_meta()}))
         .await;
     assert_eq!(names(&r), meta, "{r}");
 

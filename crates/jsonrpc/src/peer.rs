@@ -88,7 +88,7 @@ pub struct RequestOptions {
     /// server request that arrives while it is in flight can be routed back.
     pub origin: Option<Origin>,
     /// The stateless revision's header values, for the transport.
-    pub modern: Option<Box<mcphost_transport::ModernHeaders>>,
+    pub stateless: Option<Box<mcphost_transport::StatelessHeaders>>,
     /// Set to the id the request goes out under (a `subscriptions/listen`
     /// stream is known by it).
     pub sent_as: Option<Arc<std::sync::OnceLock<i64>>>,
@@ -108,7 +108,7 @@ impl Default for RequestOptions {
             cancel: None,
             cancellable: true,
             origin: None,
-            modern: None,
+            stateless: None,
             sent_as: None,
             ended_by_cancel: false,
         }
@@ -333,7 +333,7 @@ impl Peer {
         .to_line();
         let line = Outbound {
             text: line,
-            modern: opts.modern,
+            stateless: opts.stateless,
         };
         let span = debug_span!("request", server = %inner.cfg.name, method, id);
         async move {

@@ -29,12 +29,15 @@ pub struct Outbound {
     /// values an HTTP transport mirrors into headers. Its presence is what
     /// tells the transport to speak that revision (no session, no GET
     /// stream); stdio ignores it.
-    pub modern: Option<Box<ModernHeaders>>,
+    pub stateless: Option<Box<StatelessHeaders>>,
 }
 
 impl Outbound {
     pub fn new(text: String) -> Self {
-        Outbound { text, modern: None }
+        Outbound {
+            text,
+            stateless: None,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -62,7 +65,7 @@ impl From<String> for Outbound {
 /// into headers, as plain values: the transport encodes them (the
 /// `=?base64?…?=` form for values that are not header-safe).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ModernHeaders {
+pub struct StatelessHeaders {
     /// `MCP-Protocol-Version`: equals the body's `_meta` protocolVersion.
     pub protocol_version: String,
     /// `Mcp-Method`.

@@ -75,9 +75,9 @@ pub enum Era {
     Both,
 }
 
-/// Faults of the 2026-07-28 era (`--modern-fault`).
+/// Faults of the 2026-07-28 era (`--stateless-fault`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ModernFault {
+pub enum StatelessFault {
     /// A legacy server that exits (status 1) on `server/discover` before
     /// `initialize`, as some SDKs do. Needs `--era handshake`.
     DieOnDiscover,
@@ -363,12 +363,12 @@ pub struct Cli {
     /// or both).
     #[arg(
         long,
-        env = "MCPHOST_TS_MODERN_FAULT",
+        env = "MCPHOST_TS_STATELESS_FAULT",
         value_name = "KIND",
         value_enum,
         value_delimiter = ','
     )]
-    pub modern_fault: Vec<ModernFault>,
+    pub stateless_fault: Vec<StatelessFault>,
 
     /// Comma-separated stateless protocol versions accepted in `_meta` and listed
     /// in `server/discover` and -32022 errors (with --era both, the handshake
@@ -376,12 +376,12 @@ pub struct Cli {
     /// 2099-01-01) for a server that refuses every version.
     #[arg(
         long,
-        env = "MCPHOST_TS_MODERN_VERSIONS",
+        env = "MCPHOST_TS_STATELESS_VERSIONS",
         value_name = "LIST",
         value_delimiter = ',',
         default_value = "2026-07-28"
     )]
-    pub modern_versions: Vec<String>,
+    pub stateless_versions: Vec<String>,
 
     /// `ttlMs` of cacheable stateless results (`server/discover`, the four lists,
     /// `resources/read`).
@@ -406,28 +406,30 @@ pub struct Cli {
 
 impl Cli {
     /// Whether `fault` was asked for.
-    pub fn fault(&self, fault: ModernFault) -> bool {
-        self.modern_fault.contains(&fault)
+    pub fn fault(&self, fault: StatelessFault) -> bool {
+        self.stateless_fault.contains(&fault)
     }
 
     /// Rejects flag combinations that cannot mean anything.
     pub fn validate(&self) -> Result<(), String> {
-        for f in &self.modern_fault {
-            let needs_handshake = *f == ModernFault::DieOnDiscover;
+        for f in &self.stateless_fault {
+            let needs_handshake = *f == StatelessFault::DieOnDiscover;
             if needs_handshake != (self.era == Era::Handshake) {
                 let name = f
                     .to_possible_value()
                     .map_or_else(String::new, |v| v.get_name().to_owned());
                 return Err(if needs_handshake {
-                    format!("--modern-fault {name} needs --era handshake (it is a legacy server)")
+                    format!(
+                        "--stateless-fault {name} needs --era handshake (it is a legacy server)"
+                    )
                 } else {
-                    format!("--modern-fault {name} needs --era stateless or --era both")
+                    format!("--stateless-fault {name} needs --era stateless or --era both")
                 });
             }
         }
-        let bad = self.modern_versions.iter().any(|v| v.trim().is_empty());
-        if bad || self.modern_versions.is_empty() {
-            return Err("--modern-versions needs at least one non-empty version".into());
+        let bad = self.stateless_versions.iter().any(|v| v.trim().is_empty());
+        if bad || self.stateless_versions.is_empty() {
+            return Err("--stateless-versions needs at least one non-empty version".into());
         }
         Ok(())
     }
@@ -495,22 +497,22 @@ mod tests {
     fn era_defaults_to_handshake() {
         let cli = parse(&[]);
         assert_eq!(cli.era, Era::Handshake);
-        assert!(cli.modern_fault.is_empty());
-        assert_eq!(cli.modern_versions, ["2026-07-28"]);
+        assert!(cli.stateless_fault.is_empty());
+        assert_eq!(cli.stateless_versions, ["2026-07-28"]);
         assert_eq!((cli.ttl_ms, cli.cache_scope), (0, CacheScope::Public));
         assert_eq!(cli.validate(), Ok(()));
     }
 
     #[test]
-    fn modern_flags_parse_and_validate() {
+    fn stateless_flags_parse_and_validate() {
         let cli = parse(&[
             "--era",
             "both",
-            "--modern-fault",
+            "--stateless-fault",
             "header-mismatch-once,listen-drops",
-            "--modern-fault",
+            "--stateless-fault",
             "input-required-forever",
-            "--modern-versions",
+            "--stateless-versions",
             "2026-01-01,2026-07-28",
             "--ttl-ms",
             "60000",
@@ -518,25 +520,26 @@ mod tests {
             "private",
         ]);
         assert_eq!(cli.era, Era::Both);
-        assert!(cli.fault(ModernFault::HeaderMismatchOnce));
-        assert!(cli.fault(ModernFault::ListenDrops));
-        assert!(cli.fault(ModernFault::InputRequiredForever));
-        assert!(!cli.fault(ModernFault::StateOnly));
-        assert_eq!(cli.modern_versions, ["2026-01-01", "2026-07-28"]);
+        assert!(cli.fault(StatelessFault::HeaderMismatchOnce));
+        assert!(cli.fault(StatelessFault::ListenDrops));
+        assert!(cli.fault(StatelessFault::InputRequiredForever));
+        assert!(!cli.fault(StatelessFault::StateOnly));
+        assert_eq!(cli.stateless_versions, ["2026-01-01", "2026-07-28"]);
         assert_eq!(cli.cache_scope.as_str(), "private");
         assert_eq!(cli.validate(), Ok(()));
 
-        let bad = parse(&["--era", "stateless", "--modern-fault", "die-on-discover"]);
+        let bad = parse(&["--era", "stateless", "--stateless-fault", "die-on-discover"]);
         assert!(bad.validate().unwrap_err().contains("--era handshake"));
-        let bad = parse(&["--modern-fault", "listen-drops"]);
+        let bad = parse(&["--stateless-fault", "listen-drops"]);
         assert!(bad.validate().unwrap_err().contains("--era stateless"));
         assert_eq!(
-            parse(&["--modern-fault", "die-on-discover"]).validate(),
+            parse(&["--stateless-fault", "die-on-discover"]).validate(),
             Ok(())
         );
         assert!(Cli::try_parse_from(["ts", "--era", "bogus"]).is_err());
         assert!(
-            Cli::try_parse_from(["ts", "--era", "stateless", "--modern-fault", "bogus"]).is_err()
+            Cli::try_parse_from(["ts", "--era", "stateless", "--stateless-fault", "bogus"])
+                .is_err()
         );
     }
 }

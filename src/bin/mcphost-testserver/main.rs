@@ -52,7 +52,7 @@
 //! "io.modelcontextprotocol/clientCapabilities":{…}}`.
 //!
 //! * No session: every request must carry both `_meta` fields, else -32602 with
-//!   `data.missing` (and `data.supported`); a version outside `--modern-versions`
+//!   `data.missing` (and `data.supported`); a version outside `--stateless-versions`
 //!   gets -32022 `{"supported":[…],"requested":V}`. With `--era stateless`,
 //!   `initialize` gets -32022 naming the supported versions (a stateless-only
 //!   server has no handshake); `ping`, `logging/setLevel`, `resources/(un)subscribe`
@@ -88,7 +88,7 @@
 //!   `notifications/initialized`); `notifications/cancelled` for its id ends it.
 //!   `--chatter-ms` only prints stderr ticks (no `notifications/message` without a handshake).
 //!
-//! `--modern-fault` kinds: `die-on-discover` (handshake era: exit 1 on
+//! `--stateless-fault` kinds: `die-on-discover` (handshake era: exit 1 on
 //! `server/discover` before `initialize`), `unsupported-version` (the first
 //! stateless request gets -32022 whatever its version, then served),
 //! `unsupported-version-always` (every one), `header-mismatch-once` (the first
@@ -139,8 +139,8 @@
 //! | `--collide-ids` | the server's own requests take the lowest id of a client request in flight, and each answered one is followed by a late `notifications/cancelled` for it |
 //! | `--scripted-tools` | also list `log` and `error` |
 //! | `--era ERA` | `handshake` (default), `stateless` (2026-07-28 only) or `both` (per request) |
-//! | `--modern-fault KIND` | a 2026-07-28-era fault (above); repeatable / comma-separated |
-//! | `--modern-versions LIST` | stateless versions accepted and listed (default 2026-07-28) |
+//! | `--stateless-fault KIND` | a 2026-07-28-era fault (above); repeatable / comma-separated |
+//! | `--stateless-versions LIST` | stateless versions accepted and listed (default 2026-07-28) |
 //! | `--ttl-ms MS` / `--cache-scope public\|private` | caching hints of stateless cacheable results (default 0, public) |
 
 // No production function over 100 lines of code (docs/architecture.md).

@@ -1,6 +1,6 @@
 //! Message dispatch, MCP method handlers and fault injection.
 
-mod modern;
+mod stateless;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
@@ -14,7 +14,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::catalog::{self, COMPLETION_NAMES, LOSSLESS_RESULT};
-use crate::cli::{Cli, Era, ModernFault};
+use crate::cli::{Cli, Era, StatelessFault};
 use crate::output::{
     Out, Payload, Reply, RpcError, batch_companion, notification, render_response,
 };
@@ -167,8 +167,8 @@ pub struct Server {
     /// `notifications/initialized`).
     legacy_notify: AtomicBool,
     /// Open `subscriptions/listen` streams by request id.
-    listens: Mutex<HashMap<String, modern::Listen>>,
-    /// --modern-fault unsupported-version / header-mismatch-once already fired.
+    listens: Mutex<HashMap<String, stateless::Listen>>,
+    /// --stateless-fault unsupported-version / header-mismatch-once already fired.
     version_refused: AtomicBool,
     mismatch_sent: AtomicBool,
     /// The exit status a unit test's server would have died with.
@@ -463,9 +463,9 @@ impl Server {
             && method == "server/discover"
             && !self.initialized.load(Ordering::SeqCst)
         {
-            if self.cfg.fault(ModernFault::DieOnDiscover) {
+            if self.cfg.fault(StatelessFault::DieOnDiscover) {
                 log!(
-                    "fatal: server/discover before initialize; exiting with status 1 (--modern-fault die-on-discover)"
+                    "fatal: server/discover before initialize; exiting with status 1 (--stateless-fault die-on-discover)"
                 );
                 return self.die(1);
             }
@@ -485,10 +485,10 @@ impl Server {
         let stateless = match self.cfg.era {
             Era::Handshake => false,
             Era::Stateless => true,
-            Era::Both => modern::is_modern(&method, &params),
+            Era::Both => stateless::is_stateless(&method, &params),
         };
         if stateless {
-            return self.on_modern_request(id, wire_id, &method, params, batch);
+            return self.on_stateless_request(id, wire_id, &method, params, batch);
         }
         if method != "initialize" && method != "ping" && !self.initialized.load(Ordering::SeqCst) {
             let err = RpcError::new(

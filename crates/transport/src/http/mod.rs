@@ -1,7 +1,7 @@
 //! HTTP transports: Streamable HTTP (2025-03-26 … 2025-11-25) and the legacy
 //! HTTP+SSE transport (2024-11-05), behind the same [`Connection`] as stdio;
-//! requests of the stateless revision (2026-07-28, [`Outbound::modern`]) take
-//! their own path beside them (`modern.rs`).
+//! requests of the stateless revision (2026-07-28, [`Outbound::stateless`]) take
+//! their own path beside them (`stateless.rs`).
 //!
 //! The peer above never sees HTTP. Everything HTTP-specific stays here:
 //! one POST per message, JSON or SSE answers, the session id and its
@@ -15,8 +15,8 @@
 //! a dropped legacy event stream cannot be opened again.
 
 mod legacy;
-mod modern;
 mod sse;
+mod stateless;
 pub use sse::error_chain;
 #[doc(hidden)]
 pub use sse::fuzz_sse;
@@ -638,9 +638,9 @@ impl Shared {
             };
             let msg = OutMsg::classify(out.text);
             let step = async {
-                if let Some(headers) = &out.modern {
-                    modern::send(&self, msg, headers).await;
-                } else if modern::takes(&self, &msg) {
+                if let Some(headers) = &out.stateless {
+                    stateless::send(&self, msg, headers).await;
+                } else if stateless::takes(&self, &msg) {
                     // cancelled by closing its stream, or nothing to send
                 } else if self.kind.load(Ordering::SeqCst) == KIND_SSE {
                     legacy::send(&self, msg).await;

@@ -6,7 +6,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use mcphost_protocol::{Tool, methods, raw_field};
-use mcphost_transport::ModernHeaders;
+use mcphost_transport::StatelessHeaders;
 
 /// The parameters of one tool marked `x-mcp-header`: header name and the
 /// chain of `properties` keys that reaches the value.
@@ -136,7 +136,7 @@ pub(crate) fn headers(
     method: &str,
     params: &RawValue,
     tool_params: impl FnOnce(&str) -> Option<std::sync::Arc<HeaderParams>>,
-) -> ModernHeaders {
+) -> StatelessHeaders {
     let key = match method {
         methods::TOOLS_CALL | methods::PROMPTS_GET => Some("name"),
         methods::RESOURCES_READ => Some("uri"),
@@ -156,7 +156,7 @@ pub(crate) fn headers(
         }
         None => Vec::new(),
     };
-    ModernHeaders {
+    StatelessHeaders {
         protocol_version: version.to_owned(),
         method: method.to_owned(),
         name,

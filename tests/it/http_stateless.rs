@@ -2,7 +2,7 @@
 //! answers as JSON or a request-scoped SSE stream, HTTP errors carrying
 //! JSON-RPC errors, cancellation by closing the stream, and a failed probe
 //! that leaves the connection to the handshake. Against the in-repo fault
-//! server (tests/common/http_fault.rs, `Script::modern`), driven both as a
+//! server (tests/common/http_fault.rs, `Script::stateless`), driven both as a
 //! raw [`Connection`] and through `ServerClient` pinned to 2026-07-28; then
 //! end to end against the Python `mcp` SDK and fastmcp servers.
 
@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use common::http_fault::{
-    Cut, FaultServer, LATEST, MODERN_VERSION, POST_ACCEPT, Recorded, Reply, SERVER_NAME, Script,
+    Cut, FaultServer, LATEST, POST_ACCEPT, Recorded, Reply, SERVER_NAME, STATELESS_VERSION, Script,
 };
 use common::{interop, quick_opts, raw, text_of};
 use http_server::HttpServer;
@@ -24,7 +24,7 @@ use mcphost::client::{CallOptions, ClientOptions, ServerClient};
 use mcphost::jsonrpc::PeerError;
 use mcphost::protocol::{Id, ProtocolVersion, RawValue};
 use mcphost::transport::http::{HttpConfig, HttpMode};
-use mcphost::transport::{Connection, ModernHeaders, Outbound, Stream, TransportEvent};
+use mcphost::transport::{Connection, Outbound, StatelessHeaders, Stream, TransportEvent};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -37,7 +37,7 @@ fn b64(s: &str) -> String {
     )
 }
 
-fn modern_opts() -> ClientOptions {
+fn stateless_opts() -> ClientOptions {
     ClientOptions {
         protocol_version: Some(ProtocolVersion::V2026_07_28),
         ..quick_opts()
@@ -59,12 +59,12 @@ async fn connect_with(cfg: HttpConfig) -> Connection {
 }
 
 /// `ServerClient` pinned to 2026-07-28 over HTTP.
-async fn modern_client(
+async fn stateless_client(
     url: String,
 ) -> (ServerClient, Arc<dyn mcphost::transport::TransportControl>) {
     let conn = connect(url).await;
     let control = conn.control.clone();
-    let c = ServerClient::connect("srv", conn, modern_opts())
+    let c = ServerClient::connect("srv", conn, stateless_opts())
         .await
         .unwrap_or_else(|e| panic!("connecting pinned to 2026-07-28: {e}"));
     (c, control)
@@ -73,7 +73,7 @@ async fn modern_client(
 /// A request of revision 2026-07-28 as the client would send it: `_meta`
 /// in the params, the header values beside the text.
 fn request(id: i64, method: &str, params: Value, name: Option<&str>) -> Outbound {
-    request_as(MODERN_VERSION, id, method, params, name, vec![])
+    request_as(STATELESS_VERSION, id, method, params, name, vec![])
 }
 
 fn request_as(
@@ -87,12 +87,12 @@ fn request_as(
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": version,
         "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "http_modern", "version": "0"},
+        "io.modelcontextprotocol/clientInfo": {"name": "http_stateless", "version": "0"},
     });
     let text = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
     Outbound {
         text,
-        modern: Some(Box::new(ModernHeaders {
+        stateless: Some(Box::new(StatelessHeaders {
             protocol_version: version.to_owned(),
             method: method.to_owned(),
             name: name.map(str::to_owned),
@@ -159,11 +159,11 @@ fn posts(srv: &FaultServer) -> Vec<Recorded> {
 
 /// Every POST of the stateless era: its own version, method and content
 /// headers, never a session.
-fn assert_modern_post(r: &Recorded, srv: &FaultServer) {
+fn assert_stateless_post(r: &Recorded, srv: &FaultServer) {
     let method = r.rpc_method().unwrap_or_default();
     assert_eq!(
         r.header("mcp-protocol-version"),
-        Some(MODERN_VERSION),
+        Some(STATELESS_VERSION),
         "{method}: {}",
         srv.summary()
     );
@@ -181,9 +181,9 @@ fn assert_modern_post(r: &Recorded, srv: &FaultServer) {
 async fn headers_for_every_method_and_no_session_get_or_delete() {
     let srv = FaultServer::with(Script {
         extra_tools: vec!["grüßen".into()],
-        ..Script::modern()
+        ..Script::stateless()
     });
-    let (c, control) = modern_client(srv.url()).await;
+    let (c, control) = stateless_client(srv.url()).await;
     assert_eq!(control.kind(), "streamable-http");
     assert_eq!(
         c.negotiated().protocol_version,
@@ -243,7 +243,7 @@ async fn headers_for_every_method_and_no_session_get_or_delete() {
     assert!(srv.rpc("initialize").is_empty(), "{}", srv.summary());
     assert!(srv.sessions_issued().is_empty());
     for r in &all {
-        assert_modern_post(r, &srv);
+        assert_stateless_post(r, &srv);
     }
     let discover = &srv.rpc("server/discover")[0];
     assert_eq!(discover.header("mcp-name"), None);
@@ -279,7 +279,7 @@ async fn headers_for_every_method_and_no_session_get_or_delete() {
     for r in &all {
         let v = r.json().unwrap();
         assert_eq!(
-            v["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"], MODERN_VERSION,
+            v["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"], STATELESS_VERSION,
             "{}",
             r.body
         );
@@ -289,7 +289,7 @@ async fn headers_for_every_method_and_no_session_get_or_delete() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn header_values_are_encoded_by_the_transport() {
     // The client hands plain values; the transport encodes each one.
-    let srv = FaultServer::with(Script::modern());
+    let srv = FaultServer::with(Script::stateless());
     let mut conn = connect(srv.url()).await;
     let values = [
         ("Plain", "us-west1"),
@@ -301,7 +301,7 @@ async fn header_values_are_encoded_by_the_transport() {
     send(
         &conn,
         request_as(
-            MODERN_VERSION,
+            STATELESS_VERSION,
             1,
             "tools/call",
             json!({"name": "echo", "arguments": {}}),
@@ -332,7 +332,7 @@ async fn header_values_are_encoded_by_the_transport() {
     send(
         &conn,
         request_as(
-            MODERN_VERSION,
+            STATELESS_VERSION,
             2,
             "tools/call",
             json!({"name": "echo"}),
@@ -363,7 +363,7 @@ async fn a_400_with_a_jsonrpc_error_is_the_answer_with_its_code() {
     let capability = r#"{"code":-32021,"message":"Missing required client capability","data":{"requiredCapabilities":{"sampling":{}}}}"#;
     let not_found = r#"{"code":-32601,"message":"Method not found"}"#;
     let srv = FaultServer::with(
-        Script::modern()
+        Script::stateless()
             // "id": null: the server could not read the request's id.
             .fail_rpc(Some("tools/list"), 400, 1, unsupported, false)
             .fail_rpc(Some("tools/call"), 400, 1, mismatch, true)
@@ -389,7 +389,7 @@ async fn a_400_with_a_jsonrpc_error_is_the_answer_with_its_code() {
         assert_eq!(frame["error"], want, "{method}");
         assert_eq!(error_text(&frame), want.to_string());
     }
-    // A modern error says which transport this is.
+    // A stateless error says which transport this is.
     assert_eq!(conn.control.kind(), "streamable-http");
 }
 
@@ -399,14 +399,14 @@ async fn a_header_mismatch_reaches_the_caller_byte_exact() {
     // server refuses every time): the code and data as the server sent
     // them (numbers included), not a transport failure.
     let err = r#"{"code":-32020,"message":"Header mismatch","data":{"supported":["2026-07-28"],"big":12345678901234567890,"f":1.10}}"#;
-    let srv = FaultServer::with(Script::modern().fail_rpc(
+    let srv = FaultServer::with(Script::stateless().fail_rpc(
         Some("tools/call"),
         400,
         usize::MAX,
         err,
         false,
     ));
-    let (c, _control) = modern_client(srv.url()).await;
+    let (c, _control) = stateless_client(srv.url()).await;
     let e = c
         .call_tool("echo", None, CallOptions::default())
         .await
@@ -426,7 +426,7 @@ async fn a_header_mismatch_reaches_the_caller_byte_exact() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_4xx_without_a_jsonrpc_body_is_a_transport_failure_naming_the_status() {
     let srv = FaultServer::with(
-        Script::modern()
+        Script::stateless()
             .fail_body(Some("a/empty"), 400, 1, "text/plain", "")
             .fail_body(
                 Some("a/html"),
@@ -459,7 +459,7 @@ async fn a_4xx_without_a_jsonrpc_body_is_a_transport_failure_naming_the_status()
         assert!(e.contains(&format!("HTTP {status}")), "{method}: {e}");
         assert!(e.contains(snippet), "{method}: {e}");
     }
-    // Nothing here said "modern": the transport is still undetected, so
+    // Nothing here said "stateless": the transport is still undetected, so
     // the handshake (and its legacy fallback) starts fresh.
     assert_eq!(conn.control.kind(), "http");
     // The connection is still up.
@@ -481,7 +481,7 @@ async fn a_4xx_without_a_jsonrpc_body_is_a_transport_failure_naming_the_status()
 async fn an_sse_answer_carries_progress_then_the_response() {
     let log = json!({"jsonrpc": "2.0", "method": "notifications/message",
                      "params": {"level": "info", "data": "working"}});
-    let srv = FaultServer::with(Script::modern().reply(
+    let srv = FaultServer::with(Script::stateless().reply(
         "tools/call",
         Reply::sse().comments().progress().notify(log.clone()),
     ));
@@ -515,7 +515,7 @@ async fn an_sse_answer_carries_progress_then_the_response() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_sse_stream_that_ends_early_fails_only_that_request() {
     let srv = FaultServer::with(
-        Script::modern()
+        Script::stateless()
             // Event ids and a retry: still nothing to resume in this revision.
             .reply(
                 "tools/call:slow",
@@ -591,7 +591,7 @@ async fn keep_alive_comments_hold_a_long_stream_open_past_every_timeout() {
     // As a subscriptions/listen stream would be: quiet but for comments,
     // longer than the transport's other limits.
     let srv = FaultServer::with(
-        Script::modern().reply(
+        Script::stateless().reply(
             "tools/call",
             Reply::sse()
                 .keep_alive(Duration::from_millis(100))
@@ -625,7 +625,7 @@ async fn keep_alive_comments_hold_a_long_stream_open_past_every_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_closes_the_stream_and_posts_nothing() {
     let srv = FaultServer::with(
-        Script::modern().reply(
+        Script::stateless().reply(
             "tools/call:slow",
             Reply::sse()
                 .keep_alive(Duration::from_millis(50))
@@ -683,14 +683,14 @@ async fn cancelling_closes_the_stream_and_posts_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_call_through_the_client_closes_its_stream() {
     let srv = FaultServer::with(
-        Script::modern().reply(
+        Script::stateless().reply(
             "tools/call:slow",
             Reply::sse()
                 .keep_alive(Duration::from_millis(50))
                 .delay(Duration::from_secs(30)),
         ),
     );
-    let (c, _control) = modern_client(srv.url()).await;
+    let (c, _control) = stateless_client(srv.url()).await;
     let token = CancellationToken::new();
     let opts = CallOptions {
         cancel: Some(token.clone()),
@@ -752,12 +752,12 @@ async fn until(what: &str, limit: Duration, f: impl Fn() -> bool) {
 async fn a_listen_stream_stays_open_carries_changes_and_is_opened_again_after_a_drop() {
     let srv = FaultServer::with(Script {
         capabilities: Some(json!({ "tools": { "listChanged": true } })),
-        ..Script::modern()
+        ..Script::stateless()
     });
-    let (c, _control) = modern_client(srv.url()).await;
+    let (c, _control) = stateless_client(srv.url()).await;
     until("the listen stream", WAIT, || srv.live_listens() == 1).await;
     let listen = &srv.rpc("subscriptions/listen")[0];
-    assert_modern_post(listen, &srv);
+    assert_stateless_post(listen, &srv);
     assert_eq!(
         listen.json().unwrap()["params"]["notifications"],
         json!({ "toolsListChanged": true })
@@ -837,7 +837,7 @@ async fn a_failed_probe_leaves_the_connection_to_the_handshake() {
     let probes = srv.rpc("server/discover");
     assert_eq!(probes.len(), 2, "{}", srv.summary());
     for p in &probes {
-        assert_modern_post(p, &srv);
+        assert_stateless_post(p, &srv);
         assert_eq!(p.status, Some(400));
     }
     let init = &srv.rpc("initialize")[0];
@@ -882,7 +882,7 @@ async fn a_failed_probe_to_a_legacy_sse_server_still_falls_back_to_sse() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_modern_request_on_a_legacy_sse_connection_fails_clearly() {
+async fn a_stateless_request_on_a_legacy_sse_connection_fails_clearly() {
     let srv = FaultServer::with(Script::legacy(405));
     let mut cfg = HttpConfig::new(srv.url());
     cfg.mode = HttpMode::Sse;
@@ -915,7 +915,7 @@ fn real_opts() -> ClientOptions {
     ClientOptions {
         init_timeout: Duration::from_secs(60),
         request_timeout: Duration::from_secs(30),
-        ..modern_opts()
+        ..stateless_opts()
     }
 }
 
@@ -1010,7 +1010,7 @@ async fn python_sdk_server_end_to_end_over_2026_07_28() {
     let f = answer(&mut conn, 1).await;
     assert_eq!(f["error"]["code"], -32022, "{f}");
     let supported = f["error"]["data"]["supported"].as_array().unwrap();
-    assert!(supported.contains(&json!(MODERN_VERSION)), "{f}");
+    assert!(supported.contains(&json!(STATELESS_VERSION)), "{f}");
     send(
         &conn,
         request(

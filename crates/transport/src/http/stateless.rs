@@ -3,7 +3,7 @@
 //! or with an SSE stream scoped to it. No session, no GET stream, no
 //! resumption; closing a request's response stream is its cancellation.
 //!
-//! An [`Outbound`](crate::Outbound) with `modern` set takes this
+//! An [`Outbound`](crate::Outbound) with `stateless` set takes this
 //! path. Nothing here touches the session, the negotiated revision or the
 //! `initialize` kept for renewals, so a failed probe (`server/discover` to a
 //! handshake-only server) leaves the connection as it was for the
@@ -25,7 +25,7 @@ use super::{
     is_auth_status, read_limited, redact_url, response_ids, same_id, snippet, status_message,
     streamable,
 };
-use crate::{ModernHeaders, Stream, TransportEvent};
+use crate::{StatelessHeaders, Stream, TransportEvent};
 use mcphost_protocol::Id;
 
 const POST_ACCEPT: &str = "application/json, text/event-stream";
@@ -58,7 +58,7 @@ pub(super) fn encode_header_value(v: &str) -> String {
 
 /// Send one message of the stateless revision. A request runs in its own
 /// task, registered so that `notifications/cancelled` can end it.
-pub(super) async fn send(shared: &Arc<Shared>, msg: OutMsg, headers: &ModernHeaders) {
+pub(super) async fn send(shared: &Arc<Shared>, msg: OutMsg, headers: &StatelessHeaders) {
     if shared.kind.load(Ordering::SeqCst) == KIND_SSE {
         let reason = "the legacy HTTP+SSE transport (2024-11-05) cannot carry requests of revision 2026-07-28";
         return shared.fail(&msg.requests, reason).await;
@@ -87,7 +87,7 @@ pub(super) async fn send(shared: &Arc<Shared>, msg: OutMsg, headers: &ModernHead
     st.stateless.insert(id, handle);
 }
 
-/// A message without `modern` that this revision takes instead of the
+/// A message without `stateless` that this revision takes instead of the
 /// handshake path: `notifications/cancelled` for a request in flight here
 /// (its exchange is aborted: closing the stream is the cancellation, and
 /// nothing is POSTed), and, on a connection that only ever spoke this
@@ -121,7 +121,7 @@ pub(super) fn takes(shared: &Shared, msg: &OutMsg) -> bool {
 fn build(
     shared: &Shared,
     body: &str,
-    h: &ModernHeaders,
+    h: &StatelessHeaders,
 ) -> Result<reqwest::RequestBuilder, String> {
     let value = |what: &str, v: &str| {
         HeaderValue::from_str(v).map_err(|_| format!("{what} {v:?} is not a valid header value"))
@@ -226,7 +226,7 @@ async fn exchange(shared: &Arc<Shared>, req: reqwest::RequestBuilder, id: Id) {
     let body = read_limited(resp, shared.limit).await.unwrap_or_default();
     match error_answer(&body, &id) {
         Some((frame, code)) => {
-            if is_modern_error(status, code) {
+            if is_stateless_error(status, code) {
                 spoken(shared);
             }
             debug!(%id, code, "HTTP {status} with a JSON-RPC error: delivered as the answer");
@@ -246,9 +246,9 @@ async fn emit(shared: &Shared, frame: String, id: &Id) {
 }
 
 /// An error only a server of this revision sends (see Backward
-/// Compatibility): a recognised modern error in a 400, or `-32601` in a 404.
+/// Compatibility): a recognised stateless error in a 400, or `-32601` in a 404.
 /// Any other error leaves the transport undetected for the handshake.
-fn is_modern_error(status: StatusCode, code: i64) -> bool {
+fn is_stateless_error(status: StatusCode, code: i64) -> bool {
     matches!(
         code,
         HEADER_MISMATCH | MISSING_CAPABILITY | UNSUPPORTED_VERSION
@@ -410,15 +410,15 @@ mod tests {
     }
 
     #[test]
-    fn modern_errors() {
+    fn stateless_errors() {
         let bad = StatusCode::BAD_REQUEST;
         for c in [-32020, -32021, -32022] {
-            assert!(is_modern_error(bad, c));
+            assert!(is_stateless_error(bad, c));
         }
-        assert!(is_modern_error(StatusCode::NOT_FOUND, -32601));
-        // A handshake server's session errors do not say "modern".
+        assert!(is_stateless_error(StatusCode::NOT_FOUND, -32601));
+        // A handshake server's session errors do not say "stateless".
         for c in [-32000, -32600, -32601, -32602] {
-            assert!(!is_modern_error(bad, c), "{c}");
+            assert!(!is_stateless_error(bad, c), "{c}");
         }
     }
 }

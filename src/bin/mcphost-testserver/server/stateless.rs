@@ -12,7 +12,7 @@ use super::{
     Handled, INSTRUCTIONS, INVALID_PARAMS, METHOD_NOT_FOUND, Outcome, RESOURCE_NOT_FOUND,
     SUPPORTED_VERSIONS, Server, id_key, invalid_params, lock, ok, ok_raw, text_result,
 };
-use crate::cli::{Era, ModernFault};
+use crate::cli::{Era, StatelessFault};
 use crate::output::{Payload, Reply, RpcError, notification};
 
 pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
@@ -25,7 +25,7 @@ pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
 /// Methods only the stateless era has (with --era both they select it even without `_meta`).
-const MODERN_ONLY: &[&str] = &["server/discover", "subscriptions/listen"];
+const STATELESS_ONLY: &[&str] = &["server/discover", "subscriptions/listen"];
 /// Methods 2026-07-28 removed.
 const REMOVED: &[&str] = &[
     "ping",
@@ -48,8 +48,8 @@ const NAMED: &[&str] = &["tools/call", "resources/read", "prompts/get"];
 const MRTR_TOOLS: &[&str] = &["sample", "elicit", "roots", "ask", "url_elicit"];
 
 /// Whether a request is a stateless one (for --era both).
-pub fn is_modern(method: &str, params: &Value) -> bool {
-    MODERN_ONLY.contains(&method) || protocol_version(params).is_some()
+pub fn is_stateless(method: &str, params: &Value) -> bool {
+    STATELESS_ONLY.contains(&method) || protocol_version(params).is_some()
 }
 
 fn protocol_version(params: &Value) -> Option<&str> {
@@ -95,7 +95,7 @@ const STATE_KEY: &[u8] = b"mcphost-testserver requestState v1";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum StateKind {
-    /// --modern-fault state-only: nothing asked yet.
+    /// --stateless-fault state-only: nothing asked yet.
     Shed,
     /// `inputRequests` were sent in round `round`.
     Asked,
@@ -223,7 +223,7 @@ impl Server {
     fn supported_versions(&self) -> Vec<String> {
         let mut v: Vec<String> = self
             .cfg
-            .modern_versions
+            .stateless_versions
             .iter()
             .map(|s| s.trim().to_owned())
             .collect();
@@ -271,7 +271,7 @@ impl Server {
     }
 
     /// A request of the stateless era: `_meta` checked on every request, no session.
-    pub(super) fn on_modern_request(
+    pub(super) fn on_stateless_request(
         self: &Arc<Self>,
         id: Value,
         wire_id: Value,
@@ -279,7 +279,7 @@ impl Server {
         params: Value,
         batch: Option<&mut Vec<Reply>>,
     ) {
-        match self.check_modern(method, &params) {
+        match self.check_stateless(method, &params) {
             Ok(()) => {}
             Err(e) => return self.deliver(Reply::error(wire_id, e), batch),
         }
@@ -301,7 +301,7 @@ impl Server {
                 format!("Method not found: {m} (not part of 2026-07-28)"),
             )),
             "subscriptions/listen" => return self.listen(&id, wire_id, &params, batch),
-            "tools/call" => return self.modern_call(id, wire_id, params, batch),
+            "tools/call" => return self.stateless_call(id, wire_id, params, batch),
             "resources/read" => {
                 // 2026-07-28 replaced -32002 with -32602.
                 let h = self.read_resource(&params).map_err(|mut e| {
@@ -321,7 +321,7 @@ impl Server {
     }
 
     /// The checks every stateless request passes before it is served.
-    fn check_modern(&self, method: &str, params: &Value) -> Result<(), RpcError> {
+    fn check_stateless(&self, method: &str, params: &Value) -> Result<(), RpcError> {
         if method == "initialize" {
             // A stateless-only server names what it speaks (versioning: backward compatibility).
             let requested = params.get("protocolVersion").and_then(Value::as_str);
@@ -350,23 +350,28 @@ impl Server {
             .with_data(json!({"missing": missing, "supported": self.supported_versions()})));
         }
         let version = version.unwrap_or_default();
-        if self.cfg.fault(ModernFault::UnsupportedVersionAlways) {
+        if self.cfg.fault(StatelessFault::UnsupportedVersionAlways) {
             return Err(self.unsupported_version(
                 Some(version),
-                " (--modern-fault unsupported-version-always)",
+                " (--stateless-fault unsupported-version-always)",
             ));
         }
-        if self.cfg.fault(ModernFault::UnsupportedVersion)
+        if self.cfg.fault(StatelessFault::UnsupportedVersion)
             && !self.version_refused.swap(true, Ordering::SeqCst)
         {
             return Err(
-                self.unsupported_version(Some(version), " (--modern-fault unsupported-version)")
+                self.unsupported_version(Some(version), " (--stateless-fault unsupported-version)")
             );
         }
-        if !self.cfg.modern_versions.iter().any(|v| v.trim() == version) {
+        if !self
+            .cfg
+            .stateless_versions
+            .iter()
+            .any(|v| v.trim() == version)
+        {
             return Err(self.unsupported_version(Some(version), ""));
         }
-        if self.cfg.fault(ModernFault::HeaderMismatchOnce)
+        if self.cfg.fault(StatelessFault::HeaderMismatchOnce)
             && NAMED.contains(&method)
             && !self.mismatch_sent.swap(true, Ordering::SeqCst)
         {
@@ -382,7 +387,7 @@ impl Server {
                 HEADER_MISMATCH,
                 format!(
                     "Header mismatch: Mcp-Name header value does not match body value '{name}' \
-                     (simulated on stdio by --modern-fault header-mismatch-once)"
+                     (simulated on stdio by --stateless-fault header-mismatch-once)"
                 ),
             ));
         }
@@ -390,21 +395,21 @@ impl Server {
     }
 
     /// `tools/call` in the stateless era.
-    fn modern_call(
+    fn stateless_call(
         self: &Arc<Self>,
         id: Value,
         wire_id: Value,
         params: Value,
         batch: Option<&mut Vec<Reply>>,
     ) {
-        let handled = self.modern_call_inner(&id, &wire_id, &params);
+        let handled = self.stateless_call_inner(&id, &wire_id, &params);
         if let Some(h) = handled {
             self.deliver(Reply::from_handled(wire_id, h), batch);
         }
     }
 
     /// `None` when the call went to its own thread (`slow`).
-    fn modern_call_inner(
+    fn stateless_call_inner(
         self: &Arc<Self>,
         id: &Value,
         wire_id: &Value,
@@ -439,8 +444,8 @@ impl Server {
                 ))));
             }
         };
-        if state.is_none() && self.cfg.fault(ModernFault::StateOnly) {
-            log!("tools/call {name}: requestState only (--modern-fault state-only)");
+        if state.is_none() && self.cfg.fault(StatelessFault::StateOnly) {
+            log!("tools/call {name}: requestState only (--stateless-fault state-only)");
             return Some(input_required(
                 None,
                 &encode_state(name, args, 0, StateKind::Shed),
@@ -574,12 +579,12 @@ impl Server {
                         "Invalid params: inputResponses.{key} must be a result object, got {v}"
                     )));
                 }
-                Some(v) if !self.cfg.fault(ModernFault::InputRequiredForever) => {
+                Some(v) if !self.cfg.fault(StatelessFault::InputRequiredForever) => {
                     log!("tools/call {name}: completed in round {}", st.round);
                     return self.decorate(text_result(&v.to_string(), false), "tools/call");
                 }
                 Some(_) => log!(
-                    "tools/call {name}: asking again (round {}; --modern-fault input-required-forever)",
+                    "tools/call {name}: asking again (round {}; --stateless-fault input-required-forever)",
                     st.round + 1
                 ),
                 None => log!("tools/call {name}: inputResponses lacks `{key}`; asking again"),
@@ -660,19 +665,21 @@ impl Server {
             tagged("notifications/resources/updated", &wire_id, p)
         };
         let uris = uris.unwrap_or_default();
-        let drops = self.cfg.fault(ModernFault::ListenDrops);
-        if drops || self.cfg.fault(ModernFault::ListenCloses) {
+        let drops = self.cfg.fault(StatelessFault::ListenDrops);
+        if drops || self.cfg.fault(StatelessFault::ListenCloses) {
             // Exactly one notification after the acknowledgement, then the end.
             let one = uris
                 .first()
                 .map(|u| updated(u))
                 .or_else(|| listen.list_changed().into_iter().next());
             lines.extend(one);
-            log!("subscriptions/listen {wire_id}: ending after one notification (--modern-fault)");
+            log!(
+                "subscriptions/listen {wire_id}: ending after one notification (--stateless-fault)"
+            );
             if drops {
                 lines.push(notification(
                     "notifications/cancelled",
-                    json!({"requestId": wire_id, "reason": "subscription dropped (--modern-fault listen-drops)"}),
+                    json!({"requestId": wire_id, "reason": "subscription dropped (--stateless-fault listen-drops)"}),
                 ));
                 return self.send_notifications(&lines);
             }
@@ -1025,7 +1032,7 @@ mod tests {
         );
 
         // Only versions the client cannot speak, every time.
-        let mut ts = Ts::new(&["--era", "stateless", "--modern-versions", "2099-01-01"]);
+        let mut ts = Ts::new(&["--era", "stateless", "--stateless-versions", "2099-01-01"]);
         for id in 1..=3 {
             let r = ts.request(id, "server/discover", json!({"_meta": meta(json!({}))}));
             assert_eq!(r["error"]["data"]["supported"], json!(["2099-01-01"]));
@@ -1036,9 +1043,9 @@ mod tests {
         let mut ts = Ts::new(&[
             "--era",
             "stateless",
-            "--modern-fault",
+            "--stateless-fault",
             "unsupported-version",
-            "--modern-versions",
+            "--stateless-versions",
             "2026-01-01,2026-07-28",
         ]);
         let r = ts.request(1, "server/discover", json!({"_meta": meta(json!({}))}));
@@ -1056,7 +1063,7 @@ mod tests {
         let mut ts = Ts::new(&[
             "--era",
             "both",
-            "--modern-fault",
+            "--stateless-fault",
             "unsupported-version-always",
         ]);
         for id in 1..=3 {
@@ -1070,7 +1077,7 @@ mod tests {
         let mut ts = Ts::new(&[
             "--era",
             "stateless",
-            "--modern-fault",
+            "--stateless-fault",
             "header-mismatch-once",
         ]);
         let r = ts.request(1, "server/discover", json!({"_meta": meta(json!({}))}));
@@ -1286,7 +1293,7 @@ mod tests {
         let mut ts = Ts::new(&[
             "--era",
             "stateless",
-            "--modern-fault",
+            "--stateless-fault",
             "input-required-forever",
         ]);
         let mut p = call("elicit", json!({}), all_caps());
@@ -1313,7 +1320,7 @@ mod tests {
 
     #[test]
     fn state_only_then_served() {
-        let mut ts = Ts::new(&["--era", "stateless", "--modern-fault", "state-only"]);
+        let mut ts = Ts::new(&["--era", "stateless", "--stateless-fault", "state-only"]);
         let mut p = call("echo", json!({"text": "a"}), json!({}));
         let r = ts.request(1, "tools/call", p.clone());
         assert_eq!(r["result"]["resultType"], "input_required");
@@ -1400,7 +1407,7 @@ mod tests {
     #[test]
     fn listen_drops_and_closes() {
         for (fault, graceful) in [("listen-drops", false), ("listen-closes", true)] {
-            let mut ts = Ts::new(&["--era", "stateless", "--modern-fault", fault]);
+            let mut ts = Ts::new(&["--era", "stateless", "--stateless-fault", fault]);
             ts.send(&json!({"jsonrpc": "2.0", "id": 4, "method": "subscriptions/listen", "params": {"_meta": meta(json!({})), "notifications": {"toolsListChanged": true}}}));
             let ack = ts.wait("ack", |_| true);
             assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
@@ -1423,12 +1430,12 @@ mod tests {
 
     #[test]
     fn die_on_discover_before_initialize_only() {
-        let ts = Ts::new(&["--modern-fault", "die-on-discover"]);
+        let ts = Ts::new(&["--stateless-fault", "die-on-discover"]);
         ts.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta(json!({}))}}));
         assert_eq!(*lock(&ts.server.died), Some(1));
         assert!(ts.raw_lines().is_empty(), "died without answering");
 
-        let mut ts = Ts::new(&["--modern-fault", "die-on-discover"]);
+        let mut ts = Ts::new(&["--stateless-fault", "die-on-discover"]);
         ts.request(1, "initialize", json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}));
         let r = ts.request(2, "server/discover", json!({"_meta": meta(json!({}))}));
         assert_eq!(r["error"]["code"], -32601);
