@@ -1,8 +1,9 @@
 //! One socket as a [`Connection`]: a reader task, a writer task, a control.
 
+use parking_lot::Mutex;
 use std::io;
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
@@ -190,7 +191,7 @@ struct Shared {
 
 impl Shared {
     fn stop_with(&self, why: String) {
-        let mut slot = self.why.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = self.why.lock();
         if slot.is_none() {
             *slot = Some(why);
         }
@@ -199,10 +200,7 @@ impl Shared {
     }
 
     fn reason(&self) -> Option<String> {
-        self.why
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.why.lock().clone()
     }
 }
 

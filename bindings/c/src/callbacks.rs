@@ -5,10 +5,11 @@
 //! own callbacks, not the servers. Blocking mcphost calls made on that
 //! thread fail instead of deadlocking ([`on_callback_thread`]).
 
+use parking_lot::Mutex;
 use std::cell::Cell;
 use std::ffi::{CString, c_char, c_void};
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use mcphost_core::client::{Host, HostRequest};
 use mcphost_core::engine::META_SERVER;
@@ -118,22 +119,15 @@ impl CallbackThread {
     /// Run `job` on the callback thread; `false` once the thread stopped
     /// (the job is then dropped, which answers a responder with an error).
     pub(crate) fn post(&self, job: impl FnOnce() + Send + 'static) -> bool {
-        let tx = self.tx.lock().unwrap_or_else(PoisonError::into_inner);
+        let tx = self.tx.lock();
         tx.as_ref().is_some_and(|tx| tx.send(Box::new(job)).is_ok())
     }
 
     /// Let the queued jobs run, then end the thread and wait for it (unless
     /// called on it: it then ends after the current job).
     pub(crate) fn stop(&self) {
-        self.tx
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        let thread = self
-            .thread
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        self.tx.lock().take();
+        let thread = self.thread.lock().take();
         if let Some(t) = thread
             && !on_callback_thread()
         {
@@ -289,11 +283,7 @@ struct Ended {
 
 impl Drop for Ended {
     fn drop(&mut self) {
-        let unanswered = self
-            .slot
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_some();
+        let unanswered = self.slot.lock().is_some();
         if self.done || !unanswered {
             return;
         }
@@ -313,11 +303,7 @@ type Answer = Result<Box<RawValue>, ErrorObject>;
 
 impl mcphost_responder {
     pub(crate) fn answer(&self, answer: Answer) -> Result<(), Error> {
-        let tx = self
-            .tx
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let tx = self.tx.lock().take();
         match tx {
             None => Err(Error::AlreadyAnswered),
             Some(tx) => tx.send(answer).map_err(|_| Error::NotWaiting),

@@ -1,10 +1,11 @@
 //! Events for the host: to its callback, or queued for `mcphost_next_event`
 //! with a descriptor that is readable while the queue is not empty.
 
+use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mcphost_core::protocol::RawValue;
@@ -58,8 +59,8 @@ impl Events {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
-        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> parking_lot::MutexGuard<'_, Queue> {
+        self.queue.lock()
     }
 
     pub(crate) fn push(&self, thread: &CallbackThread, event: String) {
@@ -134,11 +135,7 @@ impl Events {
                     left
                 }
             };
-            q = self
-                .ready
-                .wait_timeout(q, wait)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+            self.ready.wait_for(&mut q, wait);
         }
     }
 

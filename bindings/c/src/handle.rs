@@ -2,10 +2,11 @@
 //! or a connection to the daemon. Both serve the same method set through
 //! the same engine session code, so a host sees the same answers.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use mcphost_core::client::{CallOptions, ClientError, ClientInfo, ClientOptions, ServerClient};
@@ -106,7 +107,7 @@ impl Link {
         let Ok(params) = RawValue::from_string(params.to_owned()) else {
             return;
         };
-        let mut list = self.replay.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut list = self.replay.lock();
         // An unsubscribe cancels the subscribe of the same params' URI.
         let uri = |p: &RawValue| raw_field::<String>(p, "uri").ok().flatten();
         if method == methods::RESOURCES_UNSUBSCRIBE {
@@ -384,13 +385,9 @@ impl Inner {
     ) -> Result<Box<RawValue>, CallError> {
         match &self.backend {
             Backend::Embedded { session, .. } => {
-                let session = session
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .clone()
-                    .ok_or_else(|| {
-                        CallError::Other(Error::Closed("the handle is being freed".into()))
-                    })?;
+                let session = session.lock().clone().ok_or_else(|| {
+                    CallError::Other(Error::Closed("the handle is being freed".into()))
+                })?;
                 let id = self.next_id.fetch_add(1, Ordering::Relaxed);
                 session
                     .request(Id::number(id), method, params)
@@ -477,11 +474,7 @@ impl Inner {
         }
         match &self.backend {
             Backend::Embedded { session, .. } => {
-                if let Some(s) = session
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .as_ref()
-                {
+                if let Some(s) = session.lock().as_ref() {
                     s.notification(method, n.params.as_deref());
                 }
                 Ok(())
@@ -498,18 +491,12 @@ impl Inner {
     /// handle is freed: whichever comes first calls back, once.
     pub(crate) fn track(&self, pending: Arc<Pending>) -> u64 {
         let key = self.next_pending.fetch_add(1, Ordering::Relaxed);
-        self.pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(key, pending);
+        self.pending.lock().insert(key, pending);
         key
     }
 
     pub(crate) fn untrack(&self, key: u64) {
-        self.pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&key);
+        self.pending.lock().remove(&key);
     }
 
     /// Stop everything: refuse new calls, end the async ones with
@@ -517,13 +504,7 @@ impl Inner {
     /// process is left) and let the queued callbacks run.
     pub(crate) fn close(self: &Arc<Self>, rt: &Runtime) {
         self.closed.store(true, Ordering::SeqCst);
-        let pending: Vec<_> = self
-            .pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .drain()
-            .map(|(_, p)| p)
-            .collect();
+        let pending: Vec<_> = self.pending.lock().drain().map(|(_, p)| p).collect();
         for p in pending {
             p.finish(
                 &self.host.thread,
@@ -537,10 +518,7 @@ impl Inner {
         let _ = wait_on(rt, async move {
             match &inner.backend {
                 Backend::Embedded { engine, session } => {
-                    session
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .take();
+                    session.lock().take();
                     engine.shutdown().await;
                 }
                 Backend::Connected(link) => link.current().shutdown().await,
@@ -622,11 +600,7 @@ async fn watch(weak: std::sync::Weak<Inner>) {
         let Backend::Connected(link) = &inner.backend else {
             return;
         };
-        let replay = link
-            .replay
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+        let replay = link.replay.lock().clone();
         for (method, params) in replay {
             // The daemon's refusal now is what the host would have got then.
             if let Err(e) = client
@@ -794,7 +768,7 @@ impl Pending {
     }
 
     pub(crate) fn set_abort(&self, a: AbortHandle) {
-        *self.abort.lock().unwrap_or_else(PoisonError::into_inner) = Some(a);
+        *self.abort.lock() = Some(a);
     }
 
     /// Deliver `outcome` on the callback thread, unless already delivered.
@@ -803,18 +777,9 @@ impl Pending {
         thread: &crate::callbacks::CallbackThread,
         outcome: Outcome,
     ) -> bool {
-        let done = self
-            .done
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let done = self.done.lock().take();
         let Some(done) = done else { return false };
-        if let Some(a) = self
-            .abort
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
+        if let Some(a) = self.abort.lock().take() {
             a.abort();
         }
         thread.post(move || done(outcome));

@@ -168,19 +168,19 @@ unsafe fn arg<'a>(p: *const c_char, name: &'static str) -> Result<&'a str, Error
 /// of reading freed memory (an address reused by a new handle is not caught).
 #[cfg(debug_assertions)]
 mod live {
+    use parking_lot::Mutex;
     use std::collections::HashSet;
-    use std::sync::{Mutex, PoisonError};
     static LIVE: Mutex<Option<HashSet<usize>>> = Mutex::new(None);
     pub(crate) fn add(p: usize) {
-        let mut l = LIVE.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut l = LIVE.lock();
         l.get_or_insert_with(HashSet::new).insert(p);
     }
     pub(crate) fn remove(p: usize) -> bool {
-        let mut l = LIVE.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut l = LIVE.lock();
         l.as_mut().is_some_and(|l| l.remove(&p))
     }
     pub(crate) fn contains(p: usize) -> bool {
-        let l = LIVE.lock().unwrap_or_else(PoisonError::into_inner);
+        let l = LIVE.lock();
         l.as_ref().is_some_and(|l| l.contains(&p))
     }
 }

@@ -120,16 +120,16 @@ pub fn htu(url: &Url) -> String {
 
 /// The latest `DPoP-Nonce` each server gave, by origin (RFC 9449 §8, §9).
 #[derive(Default)]
-pub struct Nonces(std::sync::Mutex<HashMap<String, String>>);
+pub struct Nonces(parking_lot::Mutex<HashMap<String, String>>);
 
 impl Nonces {
     pub fn get(&self, url: &Url) -> Option<String> {
-        let m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let m = self.0.lock();
         m.get(&url.origin().ascii_serialization()).cloned()
     }
 
     pub fn set(&self, url: &Url, nonce: &str) {
-        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut m = self.0.lock();
         m.insert(url.origin().ascii_serialization(), nonce.to_owned());
     }
 }

@@ -92,14 +92,14 @@ struct Recent {
 /// authorizer of a process, so a restarted server starts from its count.
 #[derive(Default)]
 pub struct Attempts {
-    by_server: std::sync::Mutex<std::collections::HashMap<String, Recent>>,
+    by_server: parking_lot::Mutex<std::collections::HashMap<String, Recent>>,
 }
 
 impl Attempts {
     /// One more `kind` for `server`, or the error once its limit is spent.
     fn take(&self, server: &str, kind: Attempt) -> Result<(), AuthError> {
         let now = std::time::Instant::now();
-        let mut m = self.by_server.lock().unwrap_or_else(|p| p.into_inner());
+        let mut m = self.by_server.lock();
         let r = m.entry(server.to_owned()).or_default();
         r.at.retain(|(_, t)| {
             now.checked_duration_since(*t)
@@ -134,7 +134,7 @@ impl Attempts {
     }
 
     fn refused(&self, server: &str, reason: String) {
-        let mut m = self.by_server.lock().unwrap_or_else(|p| p.into_inner());
+        let mut m = self.by_server.lock();
         m.entry(server.to_owned()).or_default().last_refusal = Some(reason);
     }
 
@@ -142,14 +142,14 @@ impl Attempts {
     /// last error, with the command that fixes it), until [`Attempts::reset`]:
     /// the server is then `auth_failed`, not `auth_required`.
     pub fn stopped(&self, server: &str) -> Option<String> {
-        let m = self.by_server.lock().unwrap_or_else(|p| p.into_inner());
+        let m = self.by_server.lock();
         m.get(server).and_then(|r| r.stopped.clone())
     }
 
     /// A person signed in again (`mcphost auth login`, another process):
     /// the count starts over.
     pub fn reset(&self, server: &str) {
-        let mut m = self.by_server.lock().unwrap_or_else(|p| p.into_inner());
+        let mut m = self.by_server.lock();
         m.remove(server);
     }
 }
@@ -316,7 +316,7 @@ pub struct Authorizer {
     /// no host that can), say what to run instead.
     browser: Option<Arc<dyn Browser>>,
     login_timeout: Duration,
-    state: std::sync::Mutex<State>,
+    state: parking_lot::Mutex<State>,
     /// One 401 is handled at a time; the others then find the new token.
     flight: Mutex<()>,
     /// Itself, once shared ([`Authorizer::into_shared`]): a sign-in then
@@ -325,7 +325,7 @@ pub struct Authorizer {
     /// sign-in, and its listener, down with it.
     me: std::sync::Weak<Authorizer>,
     /// The sign-in under way, for every request that needs it.
-    signing: std::sync::Mutex<Option<SignIn>>,
+    signing: parking_lot::Mutex<Option<SignIn>>,
     attempts: Arc<Attempts>,
     /// The DPoP nonces of the authorization and resource servers.
     nonces: dpop::Nonces,
@@ -376,10 +376,10 @@ impl Authorizer {
             env_off: std::sync::atomic::AtomicBool::new(false),
             browser,
             login_timeout: LOGIN_TIMEOUT,
-            state: std::sync::Mutex::new(State::default()),
+            state: parking_lot::Mutex::new(State::default()),
             flight: Mutex::new(()),
             me: std::sync::Weak::new(),
-            signing: std::sync::Mutex::new(None),
+            signing: parking_lot::Mutex::new(None),
             attempts: Arc::new(Attempts::default()),
             nonces: dpop::Nonces::default(),
         })
@@ -470,8 +470,8 @@ impl Authorizer {
         self
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn state(&self) -> parking_lot::MutexGuard<'_, State> {
+        self.state.lock()
     }
 
     fn current(&self) -> Option<String> {
@@ -1334,7 +1334,7 @@ impl Authorizer {
             return self.sign_in(found, scope, browser.as_ref()).await;
         };
         let mut rx = {
-            let mut slot = self.signing.lock().unwrap_or_else(|p| p.into_inner());
+            let mut slot = self.signing.lock();
             match slot.as_ref() {
                 // One page at a time: join the sign-in under way.
                 Some(rx) if rx.borrow().is_none() => rx.clone(),

@@ -10,9 +10,10 @@
 //! ended, which SEP-2260 forbids) could ask during the next session's turn
 //! as well: its requests go to nobody's host from then on (the fallback).
 
+use parking_lot::{Mutex, MutexGuard};
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -35,19 +36,19 @@ impl Attribution {
 
     /// `server`'s record, made on first use.
     pub fn server(&self, server: &str) -> Arc<Learned> {
-        let mut m = self.servers.lock().unwrap_or_else(|p| p.into_inner());
+        let mut m = self.servers.lock();
         m.entry(server.to_owned()).or_default().clone()
     }
 
     /// What `servers` shows, `None` for a server never started.
     pub fn summary(&self, server: &str) -> Option<LearnedSummary> {
-        let m = self.servers.lock().unwrap_or_else(|p| p.into_inner());
+        let m = self.servers.lock();
         m.get(server).map(|l| l.summary())
     }
 
     /// A server's config changed or it was removed: learn it anew.
     pub fn forget(&self, server: &str) {
-        let mut m = self.servers.lock().unwrap_or_else(|p| p.into_inner());
+        let mut m = self.servers.lock();
         m.remove(server);
     }
 }
@@ -84,7 +85,7 @@ pub struct LearnedSummary {
 
 impl Learned {
     fn queue(&self) -> MutexGuard<'_, Option<Series>> {
-        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+        self.queue.lock()
     }
 
     /// Calls are taken one session at a time.
@@ -197,7 +198,7 @@ impl Turns {
     }
 
     fn lock(&self) -> MutexGuard<'_, TurnState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock()
     }
 
     /// Whether calls of one session at a time are let through now.

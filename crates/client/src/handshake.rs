@@ -60,7 +60,7 @@ impl ServerClient {
         let mut link = Link {
             name: name.to_owned(),
             peer,
-            negotiated: std::sync::Mutex::new(unknown),
+            negotiated: parking_lot::Mutex::new(unknown),
             opts,
             era: Era::Handshake,
             http,
@@ -84,7 +84,7 @@ impl ServerClient {
             match link.probe(want, pinned.is_some()).await? {
                 Probe::Stateless(n) => {
                     debug!(version = %n.protocol_version, server_name = ?n.server_name, "discovered");
-                    *link.negotiated.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(n);
+                    *link.negotiated.lock() = Arc::new(n);
                     return Ok((link, notes));
                 }
                 Probe::Legacy(why) => {
@@ -111,7 +111,7 @@ impl ServerClient {
                 stateless.store(true, std::sync::atomic::Ordering::SeqCst);
                 return match link.probe(ProtocolVersion::V2026_07_28, false).await? {
                     Probe::Stateless(n) => {
-                        *link.negotiated.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(n);
+                        *link.negotiated.lock() = Arc::new(n);
                         Ok((link, notes))
                     }
                     Probe::Legacy(_) => Err(e),
@@ -120,7 +120,7 @@ impl ServerClient {
             r => r?,
         };
         debug!(version = %negotiated.protocol_version, server_name = ?negotiated.server_name, "initialized");
-        *link.negotiated.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(negotiated);
+        *link.negotiated.lock() = Arc::new(negotiated);
         Ok((link, notes))
     }
 }
@@ -230,7 +230,7 @@ impl Link {
             .map_err(|e| ClientError::invalid(&self.name, methods::INITIALIZE, e))?;
         let n = negotiate(&self.name, r.result.get())?;
         debug!(version = %n.protocol_version, "session renewed");
-        *self.negotiated.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(n);
+        *self.negotiated.lock() = Arc::new(n);
         Ok(())
     }
 }

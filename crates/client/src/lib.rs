@@ -202,7 +202,7 @@ struct Link {
     name: String,
     peer: Peer,
     /// Replaced when the transport renews the session.
-    negotiated: std::sync::Mutex<Arc<Negotiated>>,
+    negotiated: parking_lot::Mutex<Arc<Negotiated>>,
     opts: ClientOptions,
     era: Era,
     /// The transport mirrors request metadata into headers (HTTP), so
@@ -612,12 +612,7 @@ impl ServerClient {
         let m = methods::LOGGING_SET_LEVEL;
         if self.link.era == Era::Stateless {
             self.link.require(Cap::Logging, m)?;
-            *self
-                .link
-                .stateless
-                .log_level
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()) = Some(level.to_owned());
+            *self.link.stateless.log_level.lock() = Some(level.to_owned());
             return Ok(());
         }
         let params = self
@@ -676,7 +671,7 @@ use methods::meta::{
 
 impl Link {
     fn set_version(&self, v: ProtocolVersion) {
-        let mut n = self.negotiated.lock().unwrap_or_else(|p| p.into_inner());
+        let mut n = self.negotiated.lock();
         let mut next = (**n).clone();
         next.protocol_version = v;
         *n = Arc::new(next);
@@ -693,10 +688,7 @@ impl Link {
     }
 
     fn negotiated(&self) -> Arc<Negotiated> {
-        self.negotiated
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.negotiated.lock().clone()
     }
 
     fn encode<T: serde::Serialize + ?Sized>(

@@ -30,11 +30,7 @@ impl Link {
                     false
                 }
             });
-            *self
-                .stateless
-                .header_params
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()) = map;
+            *self.stateless.header_params.lock() = map;
         }
         Ok(tools)
     }
@@ -69,11 +65,7 @@ impl Link {
                 let ttl = Duration::from_millis(u64::try_from(ttl).unwrap_or(0));
                 let now = tokio::time::Instant::now();
                 let until = now.checked_add(ttl).unwrap_or(now);
-                let mut f = self
-                    .stateless
-                    .freshness
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner());
+                let mut f = self.stateless.freshness.lock();
                 let e = f.entry(method).or_insert(ListTtl {
                     until,
                     fetched: now,

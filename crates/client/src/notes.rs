@@ -13,7 +13,8 @@
 //! the notification task; at worst, a log read in the moment between the
 //! call's response and the call's end is counted as the call's too.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use parking_lot::{Mutex, MutexGuard};
+use std::sync::Arc;
 
 use serde_json::value::RawValue;
 use tokio::sync::broadcast;
@@ -95,7 +96,7 @@ impl Notes {
     }
 
     fn lock(&self) -> MutexGuard<'_, Queue> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.0.lock()
     }
 
     /// Take the next notification, without waiting.

@@ -18,18 +18,18 @@ enum Retry {
 pub(super) struct StatelessState {
     /// Per tool, the parameters mirrored into headers.
     pub(super) header_params:
-        std::sync::Mutex<std::collections::HashMap<String, Arc<headers::HeaderParams>>>,
+        parking_lot::Mutex<std::collections::HashMap<String, Arc<headers::HeaderParams>>>,
     /// `logging/setLevel`: sent in every request's
     /// `_meta` instead.
-    pub(super) log_level: std::sync::Mutex<Option<String>>,
+    pub(super) log_level: parking_lot::Mutex<Option<String>>,
     /// Until when each list method's result is fresh
     /// (`ttlMs`, the shortest of its pages), and when it was fetched.
-    pub(super) freshness: std::sync::Mutex<std::collections::HashMap<&'static str, ListTtl>>,
+    pub(super) freshness: parking_lot::Mutex<std::collections::HashMap<&'static str, ListTtl>>,
     /// A revalidation is running.
     pub(super) revalidating: std::sync::atomic::AtomicBool,
     /// The request id of the open `subscriptions/listen`: notifications
     /// tagged with another subscription are a closed stream's leftovers.
-    pub(super) listen_id: std::sync::Mutex<Option<Arc<std::sync::OnceLock<i64>>>>,
+    pub(super) listen_id: parking_lot::Mutex<Option<Arc<std::sync::OnceLock<i64>>>>,
 }
 
 /// Least time between two re-fetches of a list on access, for servers
@@ -98,11 +98,7 @@ impl ServerClient {
         let announced = |c: Option<bool>| c.unwrap_or(false);
         let now = tokio::time::Instant::now();
         let stale = |method: &'static str, announced: bool| {
-            let f = link
-                .stateless
-                .freshness
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let f = link.stateless.freshness.lock();
             let Some(x) = f.get(method) else { return false };
             let ttl_was_positive = x.until > x.fetched;
             if now < x.until {
@@ -262,7 +258,7 @@ impl Link {
                     self.probe(v, self.opts.protocol_version.is_some()).await?
                 {
                     debug!(version = %n.protocol_version, "the server changed its revision");
-                    *self.negotiated.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(n);
+                    *self.negotiated.lock() = Arc::new(n);
                 }
                 Ok(Retry::Rebuild)
             }
@@ -379,7 +375,6 @@ impl Link {
             .stateless
             .listen_id
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
             .as_ref()
             .and_then(|id| id.get().copied());
         open.is_some_and(|id| tag.as_number() == Some(id))
@@ -408,12 +403,7 @@ impl Link {
                 self.encode(method, &self.opts.client_info)?,
             ),
         ];
-        let level = self
-            .stateless
-            .log_level
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let level = self.stateless.log_level.lock().clone();
         if let Some(level) = level {
             meta.push((META_LOG_LEVEL.to_owned(), self.encode(method, &level)?));
         }
@@ -434,14 +424,7 @@ impl Link {
             self.negotiated().protocol_version.as_str(),
             method,
             params,
-            |tool| {
-                self.stateless
-                    .header_params
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .get(tool)
-                    .cloned()
-            },
+            |tool| self.stateless.header_params.lock().get(tool).cloned(),
         );
         Some(Box::new(headers))
     }
@@ -514,11 +497,7 @@ pub(super) async fn listen(
         ro.ended_by_cancel = true;
         let id = Arc::new(std::sync::OnceLock::new());
         ro.sent_as = Some(id.clone());
-        *link
-            .stateless
-            .listen_id
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some(id);
+        *link.stateless.listen_id.lock() = Some(id);
         let started = tokio::time::Instant::now();
         tokio::select! {
             r = link.stateless_request(methods::SUBSCRIPTIONS_LISTEN, Some(params), ro) => {

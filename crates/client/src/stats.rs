@@ -1,8 +1,9 @@
 //! Latency and outcome of tool calls, per server and per tool, kept across
 //! a server's restarts (the registry's clients share one [`CallStats`]).
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
@@ -87,7 +88,7 @@ impl CallStats {
 
     /// One finished `tools/call` of `server`'s tool `tool`.
     pub fn record(&self, server: &str, tool: &str, took: Duration, failed: bool) {
-        let mut servers = self.servers.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut servers = self.servers.lock();
         if !servers.contains_key(server) {
             let Some(all) = Series::new() else { return };
             servers.insert(
@@ -112,7 +113,7 @@ impl CallStats {
 
     /// `None` for a server never called.
     pub fn server(&self, server: &str) -> Option<ServerSummary> {
-        let servers = self.servers.lock().unwrap_or_else(PoisonError::into_inner);
+        let servers = self.servers.lock();
         let s = servers.get(server)?;
         Some(ServerSummary {
             all: s.all.summary(),
@@ -126,10 +127,7 @@ impl CallStats {
 
     /// Forget a server that left the config.
     pub fn forget(&self, server: &str) {
-        self.servers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(server);
+        self.servers.lock().remove(server);
     }
 }
 

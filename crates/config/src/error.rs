@@ -133,13 +133,13 @@ fn origin(path: Option<&Path>) -> String {
 /// person keeps one of these (the daemon's [`super::store::ConfigStore`], a
 /// CLI command) and says them through it.
 #[derive(Debug, Default)]
-pub struct SaidOnce(std::sync::Mutex<std::collections::HashSet<String>>);
+pub struct SaidOnce(parking_lot::Mutex<std::collections::HashSet<String>>);
 
 impl SaidOnce {
     /// Logs each of `warnings` not said before. Keyed without the line,
     /// which an edit above the entry moves.
     pub fn say(&self, warnings: &[Issue]) {
-        let mut said = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut said = self.0.lock();
         for w in warnings {
             let key = format!("{}\0{}\0{}", w.path.display(), w.field, w.message);
             if said.insert(key) {

@@ -6,11 +6,12 @@
 //! edits by other processes on the same file are kept apart by an advisory
 //! lock on `<config>.lock`, so no edit is lost to a concurrent one.
 
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use nix::errno::Errno;
@@ -121,12 +122,12 @@ impl ConfigStore {
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, State> {
+        self.state.lock()
     }
 
     fn given(&self) -> Given {
-        self.given.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.given.lock().clone()
     }
 
     /// Keep `vars` as `server`'s `${VAR}` values, above the daemon's own
@@ -135,7 +136,7 @@ impl ConfigStore {
     /// Names that are not variables (`keyring:…`) are ignored. True when a
     /// value changed; the next edit or [`Self::reload`] resolves with them.
     pub fn give(&self, server: &str, vars: BTreeMap<String, String>) -> bool {
-        let mut given = self.given.lock().unwrap_or_else(|p| p.into_inner());
+        let mut given = self.given.lock();
         let kept = given.entry(server.to_owned()).or_default();
         let mut changed = false;
         for (name, value) in vars {
@@ -209,7 +210,7 @@ impl ConfigStore {
         let given = self.given();
         let env = |server: &str, name: &str| lookup(&given, &self.env, server, name);
         if let Some(memory) = &self.memory {
-            let mut text = memory.lock().unwrap_or_else(|p| p.into_inner());
+            let mut text = memory.lock();
             let new_text = f(&text)?;
             let cfg = no_new_errors(&text, &new_text, path, &env)?;
             *text = new_text;
@@ -268,10 +269,7 @@ impl ConfigStore {
 
     pub async fn remove(&self, name: &str) -> Result<Edited, ConfigError> {
         let edited = self.edit(|t| edit::remove_server(t, name)).await?;
-        self.given
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(name);
+        self.given.lock().remove(name);
         Ok(edited)
     }
 

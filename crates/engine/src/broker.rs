@@ -5,8 +5,9 @@
 //! else, and what the session that caused it cannot answer, to the
 //! configured fallback. It never guesses across hosts.
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use serde_json::value::RawValue;
@@ -104,8 +105,8 @@ impl Broker {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, State> {
+        self.inner.state.lock()
     }
 
     /// Take the config's host timeouts (its roots go to [`Broker::roots`]).

@@ -6,9 +6,10 @@
 //! and a server offered roots is told (once per burst) when what it would be
 //! answered changes.
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde_json::value::RawValue;
 use tokio::sync::OnceCell;
@@ -210,8 +211,8 @@ pub(crate) struct Roots {
 }
 
 impl Roots {
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, State> {
+        self.state.lock()
     }
 
     /// Take up `event`; the targets (of those running) that must now be

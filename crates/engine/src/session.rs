@@ -3,8 +3,9 @@
 //! it. It reaches its client only through a [`ClientPort`]: the socket, the
 //! CLI's in-process mode and the C library each implement one.
 
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use serde_json::json;
@@ -245,7 +246,7 @@ pub(crate) struct ProgressSink {
 impl ProgressSink {
     pub(crate) fn callback(self) -> mcphost_jsonrpc::ProgressCallback {
         Arc::new(move |p: Progress| {
-            let token = self.token.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let token = self.token.lock().clone();
             let Some(token) = token else { return };
             // The server's params go on byte for byte; only the token is
             // swapped for the one the caller chose.
@@ -335,8 +336,8 @@ impl Session {
         self.host_requests.clone()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, SessionState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, SessionState> {
+        self.state.lock()
     }
 
     fn mode(&self) -> Mode {

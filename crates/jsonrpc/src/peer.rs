@@ -2,9 +2,10 @@
 //! timeouts, sends cancellations, routes progress, answers `ping` and hands
 //! server→client requests to a [`RequestHandler`].
 
+use parking_lot::{Mutex, MutexGuard};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures_util::future::join_all;
@@ -685,11 +686,11 @@ impl Inner {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A poisoned lock only means another thread panicked mid-update of
         // plain maps; the data is still usable.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock()
     }
 
     fn noise(&self, preview: &str) {
-        let mut n = self.noise.lock().unwrap_or_else(|p| p.into_inner());
+        let mut n = self.noise.lock();
         let now = Instant::now();
         match n.last_warned {
             None => warn!(

@@ -14,7 +14,8 @@
 pub mod schema;
 pub mod search;
 
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde_json::{Value, json};
@@ -219,7 +220,7 @@ impl View {
 
     /// Whether `cut` differs from the last one warned about; records it.
     pub fn should_warn(&self, cut: &ListingCut) -> bool {
-        let mut last = self.warned.lock().unwrap_or_else(|p| p.into_inner());
+        let mut last = self.warned.lock();
         if cut.cut() == 0 || last.as_ref() == Some(cut) {
             *last = Some(cut.clone());
             return false;
@@ -231,7 +232,7 @@ impl View {
     /// The search index over the allowed tools of `catalog`, built once
     /// per catalog (by its fingerprint).
     pub fn index(&self, catalog: &Catalog) -> Arc<search::Index> {
-        let mut slot = self.index.lock().unwrap_or_else(|p| p.into_inner());
+        let mut slot = self.index.lock();
         if let Some((fp, idx)) = &*slot
             && *fp == catalog.fingerprint()
         {

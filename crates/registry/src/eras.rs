@@ -2,9 +2,9 @@
 //! across daemon restarts), so a server is probed with `server/discover`
 //! once per configuration and not at every start.
 
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 use tracing::{debug, warn};
@@ -66,8 +66,8 @@ impl EraCache {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Entry>> {
-        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, BTreeMap<String, Entry>> {
+        self.entries.lock()
     }
 
     /// The era `server` spoke with this configuration, if known.

@@ -34,9 +34,10 @@ pub mod uri;
 pub use eras::EraCache;
 pub use options::ServerOptions;
 
+use parking_lot::{RwLock, RwLockReadGuard};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
 use serde_json::value::RawValue;
@@ -329,7 +330,7 @@ struct Inner {
     state: RwLock<State>,
     /// Held while a listing is composed, never by a call. Lock order:
     /// `builders`, then `state`.
-    builders: std::sync::Mutex<Builders>,
+    builders: parking_lot::Mutex<Builders>,
     published: Published,
     base: ServerOptions,
     /// PATH from the user's login shell, for servers without their own.
@@ -395,7 +396,7 @@ impl Registry {
         let (events, _) = broadcast::channel(1024);
         let rules = rules_of(cfg);
         let inner = Arc::new(Inner {
-            builders: std::sync::Mutex::new(Builders {
+            builders: parking_lot::Mutex::new(Builders {
                 tools: CatalogBuilder::new("tools", rules.clone()),
                 prompts: CatalogBuilder::new("prompts", rules.clone()),
             }),
@@ -436,11 +437,11 @@ impl Registry {
     }
 
     fn read(&self) -> RwLockReadGuard<'_, State> {
-        self.inner.state.read().unwrap_or_else(|p| p.into_inner())
+        self.inner.state.read()
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
-        self.inner.state.write().unwrap_or_else(|p| p.into_inner())
+    fn write(&self) -> parking_lot::RwLockWriteGuard<'_, State> {
+        self.inner.state.write()
     }
 
     fn launch_with_start(
@@ -642,7 +643,7 @@ mod tests {
             RestartPolicy::default(),
             None,
         );
-        let rebuilding = reg.inner.builders.lock().unwrap();
+        let rebuilding = reg.inner.builders.lock();
         let r = reg.clone();
         let read = std::thread::spawn(move || {
             let catalog = r.catalog();

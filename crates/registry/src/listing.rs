@@ -363,11 +363,7 @@ impl Registry {
         resources: bool,
         prompts: bool,
     ) {
-        let mut b = self
-            .inner
-            .builders
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut b = self.inner.builders.lock();
         let known = {
             let st = self.read();
             match st.entry(server) {
@@ -398,11 +394,7 @@ impl Registry {
 
     /// Rebuild every server's part (a reload) and publish.
     pub(super) fn publish_all(&self) {
-        let mut b = self
-            .inner
-            .builders
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut b = self.inner.builders.lock();
         *b = Builders::full(&self.read());
         self.publish_from(&mut b, true, true, true);
     }

@@ -11,8 +11,8 @@
 //! default); once mcphost has set one and every session that asked is gone,
 //! it is set back to the default. A restarted server is set again.
 
+use parking_lot::{Mutex, MutexGuard};
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
 
 use tracing::{debug, warn};
 
@@ -163,7 +163,7 @@ pub(super) struct LogState {
 
 impl LogState {
     fn lock(&self) -> MutexGuard<'_, Levels> {
-        self.levels.lock().unwrap_or_else(|p| p.into_inner())
+        self.levels.lock()
     }
 }
 

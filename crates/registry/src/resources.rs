@@ -11,8 +11,9 @@
 //! subscription sent again. Upstream requests for one server are serialized,
 //! so a subscribe and an unsubscribe never cross on the wire.
 
+use parking_lot::{Mutex, MutexGuard};
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use serde_json::value::RawValue;
 use tracing::{debug, warn};
@@ -67,7 +68,7 @@ impl Remembered {
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    m.lock()
 }
 
 /// Which result shape carries the URIs.

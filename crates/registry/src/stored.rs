@@ -9,9 +9,9 @@
 //! one writer thread, so listings never wait on the disk; a file that cannot
 //! be read or parsed is logged and ignored.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::mpsc;
 
 use serde::{Deserialize, Serialize};
@@ -120,7 +120,7 @@ impl CatalogStore {
     /// Queue `catalog` to be written; returns at once.
     pub fn save(&self, catalog: &StoredCatalog, bytes: Vec<u8>) {
         let file = self.file(&catalog.server);
-        let tx = self.writes.lock().unwrap_or_else(|p| p.into_inner());
+        let tx = self.writes.lock();
         if tx.send((file, bytes)).is_err() {
             debug!(server = %catalog.server, "catalog writer gone; not stored");
         }

@@ -11,8 +11,9 @@
 //! events: after a reload replaced a server, the old instance's last events
 //! can be told apart from the new one's.
 
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
@@ -848,10 +849,7 @@ impl Supervisor {
             Ok(Ok(client)) => Started::Ready(client),
             Ok(Err(e)) => {
                 // What a process that died at start said, for `mcphost logs`.
-                let control = control
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .clone();
+                let control = control.lock().clone();
                 if let Some(control) = control {
                     let tail = control.stderr_tail(STDERR_KEPT);
                     if !tail.is_empty() {
@@ -864,10 +862,7 @@ impl Supervisor {
                 info!("start interrupted");
                 // The start is dropped; its process (if one was spawned)
                 // gets the usual stdin EOF, SIGTERM, SIGKILL.
-                let control = control
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .take();
+                let control = control.lock().take();
                 if let Some(control) = control {
                     control.shutdown().await;
                 }
@@ -904,7 +899,7 @@ impl Supervisor {
                 .await
                 .map_err(StartError::Http)?,
         };
-        *control.lock().unwrap_or_else(PoisonError::into_inner) = Some(conn.control.clone());
+        *control.lock() = Some(conn.control.clone());
         // From the start, not once ready: a server that dies in its
         // handshake says why on stderr.
         if let Some(lines) = conn.control.stderr_lines() {

@@ -154,8 +154,8 @@ pub fn is_held(path: &Path) -> Result<bool, LockError> {
 /// One async mutex per lock file path in this process.
 fn local_mutex(path: &Path) -> Arc<tokio::sync::Mutex<()>> {
     type Map = HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>;
-    static LOCAL: LazyLock<std::sync::Mutex<Map>> = LazyLock::new(Default::default);
-    let mut map = LOCAL.lock().unwrap_or_else(|p| p.into_inner());
+    static LOCAL: LazyLock<parking_lot::Mutex<Map>> = LazyLock::new(Default::default);
+    let mut map = LOCAL.lock();
     // Drop the mutexes nobody holds or waits for.
     map.retain(|_, m| Arc::strong_count(m) > 1);
     map.entry(path.to_path_buf()).or_default().clone()

@@ -36,6 +36,7 @@
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
 compile_error!("the stdio transport supports Linux and macOS only");
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, VecDeque};
 use std::ffi::{OsStr, OsString};
 use std::io::{self, Read as _};
@@ -44,8 +45,8 @@ use std::os::unix::process::ExitStatusExt;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -447,7 +448,7 @@ async fn spawn_on_spawner_thread(command: Command) -> io::Result<Child> {
 }
 
 fn spawner() -> io::Result<std::sync::mpsc::Sender<SpawnJob>> {
-    let mut slot = SPAWNER.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut slot = SPAWNER.lock();
     if let Some(tx) = slot.as_ref() {
         return Ok(tx.clone());
     }
@@ -567,10 +568,7 @@ impl Shared {
     }
 
     fn stderr_tail(&self, n: usize) -> Vec<String> {
-        self.stderr
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .tail(n)
+        self.stderr.lock().tail(n)
     }
 }
 
@@ -592,7 +590,6 @@ impl TransportControl for StdioControl {
         self.shared
             .stderr_feed
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
             .as_ref()
             .map(tokio::sync::broadcast::Sender::subscribe)
     }
@@ -812,11 +809,7 @@ async fn read_stderr(stderr: ChildStderr, shared: Arc<Shared>) {
         }
     }
     push_stderr(&shared, &line, truncated);
-    shared
-        .stderr_feed
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .take();
+    shared.stderr_feed.lock().take();
 }
 
 fn push_stderr(shared: &Shared, line: &[u8], truncated: bool) {
@@ -829,20 +822,13 @@ fn push_stderr(shared: &Shared, line: &[u8], truncated: bool) {
         text.push_str(" […truncated]");
     }
     tracing::debug!(target: "mcphost::server_stderr", "{text}");
-    if let Some(feed) = &*shared
-        .stderr_feed
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
+    if let Some(feed) = &*shared.stderr_feed.lock()
         && feed.receiver_count() > 0
     {
         // No receiver, no copy: an unfollowed server costs nothing extra.
         let _ = feed.send(Arc::from(text.as_str()));
     }
-    shared
-        .stderr
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(text);
+    shared.stderr.lock().push(text);
 }
 
 struct StderrRing {

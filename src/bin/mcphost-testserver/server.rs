@@ -2,11 +2,12 @@
 
 mod stateless;
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, mpsc};
+use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -49,12 +50,6 @@ const INVALID_PARAMS: i64 = -32602;
 const INTERNAL_ERROR: i64 = -32603;
 const RESOURCE_NOT_FOUND: i64 = -32002;
 const URL_ELICITATION_REQUIRED: i64 = -32042;
-
-/// Locks a mutex, ignoring poisoning (a panicking thread already logged its panic;
-/// the protected data stays usable for a test server).
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// A handler's answer: the response payload plus notifications to send after it.
 struct Outcome {
@@ -267,7 +262,7 @@ impl Server {
             self.spawn_child();
         }
         if self.cfg.garbage {
-            let r = lock(&self.out).all_garbage();
+            let r = self.out.lock().all_garbage();
             if let Err(e) = r {
                 self.write_failed(&e);
             }
@@ -300,7 +295,7 @@ impl Server {
 
     /// Flushes stdout (used before exiting).
     pub fn flush(&self) {
-        let _ = lock(&self.out).flush();
+        let _ = self.out.lock().flush();
     }
 
     // ------------------------------------------------------------------ input
@@ -308,7 +303,7 @@ impl Server {
     /// Handles one raw line from stdin (with or without its newline).
     pub fn on_line(self: &Arc<Self>, raw: &[u8]) {
         if let Some(f) = &self.log_file {
-            let mut f = lock(f);
+            let mut f = f.lock();
             let r = if raw.ends_with(b"\n") {
                 f.write_all(raw)
             } else {
@@ -424,10 +419,10 @@ impl Server {
                     return;
                 };
                 let key = id_key(rid);
-                if lock(&self.listens).remove(&key).is_some() {
+                if self.listens.lock().remove(&key).is_some() {
                     return log!("subscriptions/listen {key} cancelled by the client");
                 }
-                match lock(&self.inflight).get(&key) {
+                match self.inflight.lock().get(&key) {
                     Some(flag) => {
                         flag.store(true, Ordering::SeqCst);
                         log!("request {key} cancelled by the client");
@@ -441,7 +436,7 @@ impl Server {
 
     fn on_client_response(&self, msg: Map<String, Value>) {
         let key = msg.get("id").map_or_else(String::new, id_key);
-        match lock(&self.pending).remove(&key) {
+        match self.pending.lock().remove(&key) {
             Some(tx) => {
                 let _ = tx.send(Value::Object(msg));
             }
@@ -513,7 +508,7 @@ impl Server {
     fn spawn_blocking(self: &Arc<Self>, id: Value, wire_id: Value, params: Value, stateless: bool) {
         let key = id_key(&id);
         let flag = Arc::new(AtomicBool::new(false));
-        lock(&self.inflight).insert(key.clone(), Arc::clone(&flag));
+        self.inflight.lock().insert(key.clone(), Arc::clone(&flag));
         // Tests wait for this line (through the host's server log) to know
         // a call is pending here, instead of sleeping.
         let tool = params.get("name").and_then(Value::as_str).unwrap_or("?");
@@ -527,7 +522,7 @@ impl Server {
                 if stateless {
                     handled = handled.map(|h| this.decorate(h, "tools/call"));
                 }
-                lock(&this.inflight).remove(&key);
+                this.inflight.lock().remove(&key);
                 match handled {
                     Some(h) if !flag.load(Ordering::SeqCst) => {
                         this.dispatch(Reply::from_handled(thread_id, h));
@@ -572,7 +567,7 @@ impl Server {
 
     #[cfg(test)]
     fn die(&self, code: i32) {
-        *lock(&self.died) = Some(code);
+        *self.died.lock() = Some(code);
     }
 
     fn crash(&self, n: u64, method: &str) -> ! {
@@ -635,7 +630,7 @@ impl Server {
 
     fn send_reply(&self, reply: Reply) {
         let batch = self.cfg.batch;
-        let mut out = lock(&self.out);
+        let mut out = self.out.lock();
         let r = (|| {
             if self.cfg.unknown_ids {
                 out.unknown_response()?;
@@ -676,7 +671,7 @@ impl Server {
 
     /// Answers an incoming batch: one array with all responses, then follow-ups.
     fn send_batch_replies(&self, replies: Vec<Reply>) {
-        let mut out = lock(&self.out);
+        let mut out = self.out.lock();
         let r = (|| {
             if self.cfg.unknown_ids {
                 out.unknown_response()?;
@@ -701,7 +696,7 @@ impl Server {
 
     /// Sends notifications (as one batch array with --batch).
     fn send_notifications(&self, lines: &[String]) {
-        let mut out = lock(&self.out);
+        let mut out = self.out.lock();
         let r = out
             .messages(lines, self.cfg.batch)
             .and_then(|()| out.flush());
@@ -781,7 +776,7 @@ impl Server {
                 let Some(known) = LOG_LEVELS.iter().find(|l| **l == level) else {
                     return Err(invalid_params(format!("unknown log level {level:?}")));
                 };
-                *lock(&self.log_level) = Some(*known);
+                *self.log_level.lock() = Some(*known);
                 let msg = notification(
                     "notifications/message",
                     json!({"level": level, "logger": "mcphost-testserver", "data": format!("log level set to {level}")}),
@@ -991,7 +986,7 @@ impl Server {
             .and_then(|a| a.get("message"))
             .and_then(Value::as_str)
             .unwrap_or("log");
-        let floor = *lock(&self.log_level);
+        let floor = *self.log_level.lock();
         let rank = |l: &str| LOG_LEVELS.iter().position(|k| *k == l);
         let sent: Vec<&str> = levels
             .into_iter()
@@ -1187,7 +1182,8 @@ impl Server {
             .cfg
             .collide_ids
             .then(|| {
-                lock(&self.inflight)
+                self.inflight
+                    .lock()
                     .keys()
                     .filter_map(|k| k.parse::<u64>().ok())
                     .min()
@@ -1202,7 +1198,7 @@ impl Server {
         };
         let key = id_key(&id);
         let (tx, rx) = mpsc::channel();
-        lock(&self.pending).insert(key.clone(), tx);
+        self.pending.lock().insert(key.clone(), tx);
         let head = json!({"jsonrpc": "2.0", "id": id, "method": method}).to_string();
         let msg = match params {
             // `head` ends with `}`: splice the raw params in before it.
@@ -1227,7 +1223,7 @@ impl Server {
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     if cancel.load(Ordering::SeqCst) && !self.cfg.no_withdraw {
-                        lock(&self.pending).remove(&key);
+                        self.pending.lock().remove(&key);
                         self.send_notifications(&[notification(
                             "notifications/cancelled",
                             json!({"requestId": id, "reason": "the tool call that needed it was cancelled"}),

@@ -12,13 +12,14 @@
 //! (the profile, `initialize`, session options, log levels, subscriptions,
 //! open `subscriptions/listen` streams) and tells the host to list again.
 
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
 use std::os::unix::net::UnixStream;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -92,33 +93,26 @@ struct Shared {
     ending: AtomicBool,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl Shared {
     fn ids(&self) -> MutexGuard<'_, HashMap<Id, Held>> {
-        lock(&self.unanswered)
+        self.unanswered.lock()
     }
 
     /// The link, once there is one (`None`: the bridge is leaving).
     fn wait_link(&self) -> Option<MutexGuard<'_, Option<UnixStream>>> {
-        let mut link = lock(&self.link);
+        let mut link = self.link.lock();
         while link.is_none() {
             if self.ending.load(Ordering::SeqCst) {
                 return None;
             }
-            link = self
-                .link_ready
-                .wait(link)
-                .unwrap_or_else(PoisonError::into_inner);
+            self.link_ready.wait(&mut link);
         }
         Some(link)
     }
 
     fn end(&self) {
         self.ending.store(true, Ordering::SeqCst);
-        if let Some(s) = lock(&self.link).as_ref() {
+        if let Some(s) = self.link.lock().as_ref() {
             let _ = s.shutdown(Shutdown::Both);
         }
         self.link_ready.notify_all();
@@ -291,7 +285,7 @@ async fn reconnect(
             }
         }
     };
-    let mut link = lock(&shared.link);
+    let mut link = shared.link.lock();
     let mut sock = &stream;
     let mut ids = shared.ids();
     for (id, frame) in again {
@@ -303,7 +297,7 @@ async fn reconnect(
     drop(ids);
     // A handshake host lists again; a stateless one hears through its
     // listen stream, sent again above.
-    if lock(&shared.replay).initialize.is_some() {
+    if shared.replay.lock().initialize.is_some() {
         let changed: Vec<u8> = [
             "notifications/tools/list_changed",
             "notifications/resources/list_changed",
@@ -324,7 +318,7 @@ async fn reconnect(
 /// Takes the dead link, fails the host's requests in flight and withdraws
 /// the daemon's questions to the host; what is to be sent again is returned.
 fn withdraw(shared: &Shared, reason: &str) -> Result<Vec<(Id, Vec<u8>)>> {
-    let mut link = lock(&shared.link);
+    let mut link = shared.link.lock();
     if let Some(s) = link.take() {
         let _ = s.shutdown(Shutdown::Both);
     }
@@ -347,7 +341,7 @@ fn withdraw(shared: &Shared, reason: &str) -> Result<Vec<(Id, Vec<u8>)>> {
     let message = serde_json::to_string(&format!(
         "the daemon went away while this request was in flight ({reason}); the bridge is connecting again: send it again"
     ))?;
-    let mut replay = lock(&shared.replay);
+    let mut replay = shared.replay.lock();
     for id in failed_init {
         // An `initialize` that never got its answer is not replayed: the
         // host sends it again itself.
@@ -363,7 +357,7 @@ fn withdraw(shared: &Shared, reason: &str) -> Result<Vec<(Id, Vec<u8>)>> {
         );
     }
     drop(replay);
-    for id in lock(&shared.asked).drain() {
+    for id in shared.asked.lock().drain() {
         out.extend_from_slice(
             format!(
                 "{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{{\"requestId\":{},\"reason\":\"the daemon went away\"}}}}\n",
@@ -381,7 +375,7 @@ fn withdraw(shared: &Shared, reason: &str) -> Result<Vec<(Id, Vec<u8>)>> {
 /// made; what the daemon sends meanwhile goes on to the host.
 fn replay(stream: &UnixStream, shared: &Shared) -> Result<()> {
     let (init, configure, levels, subscriptions) = {
-        let r = lock(&shared.replay);
+        let r = shared.replay.lock();
         (
             r.initialize.as_ref().map(|(_, p)| p.clone()),
             r.configure.clone(),
@@ -749,7 +743,7 @@ fn scan(frame: &[u8], mut found: impl FnMut(Id, Probe<'_>, bool)) {
 fn note_from_host(frame: &[u8], shared: &Shared, noted: &mut Vec<Id>) {
     scan(frame, |id, p, batch| {
         let Some(method) = p.method else {
-            lock(&shared.asked).remove(&id);
+            shared.asked.lock().remove(&id);
             return;
         };
         let params = p.params.map_or("{}", RawValue::get);
@@ -776,7 +770,7 @@ fn remember(replay: &Mutex<Replay>, id: &Id, method: &str, params: &str) {
     struct Uri {
         uri: String,
     }
-    let mut r = lock(replay);
+    let mut r = replay.lock();
     match method {
         "initialize" => r.initialize = Some((id.clone(), params.to_owned())),
         "mcphost/session/configure" => keep(&mut r.configure),
@@ -799,7 +793,7 @@ fn remember(replay: &Mutex<Replay>, id: &Id, method: &str, params: &str) {
 fn note_from_daemon(frame: &[u8], shared: &Shared) {
     scan(frame, |id, p, _| {
         if p.method.is_some() {
-            lock(&shared.asked).insert(id);
+            shared.asked.lock().insert(id);
         } else {
             shared.ids().remove(&id);
         }
@@ -883,7 +877,7 @@ mod tests {
         remember(&replay, &id, "resources/subscribe", r#"{"uri":"a://2"}"#);
         remember(&replay, &id, "resources/unsubscribe", r#"{"uri":"a://1"}"#);
         remember(&replay, &id, "tools/call", r#"{"name":"x"}"#);
-        let r = lock(&replay);
+        let r = replay.lock();
         assert!(r.initialize.is_some());
         assert_eq!(r.levels.len(), 1);
         assert_eq!(r.subscriptions.len(), 1);

@@ -12,8 +12,9 @@
 //! `requestState`. The client's retry with `inputResponses` and that
 //! `requestState` delivers the answers and waits on the same call again.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -687,7 +688,7 @@ impl Session {
         if let Some(slot) = self.lock().stateless.calls.get_mut(&call.id) {
             slot.caps = caps;
         }
-        *call.progress.lock().unwrap_or_else(|p| p.into_inner()) = token;
+        *call.progress.lock() = token;
         debug!(session = self.id, call = call.id, "a parked call goes on");
         Ok((call, unanswered))
     }
@@ -771,7 +772,7 @@ impl Session {
             .map(|a| self.engine.broker.timeout_for(&a.method))
             .max()
             .unwrap_or(Duration::from_secs(30));
-        *call.progress.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *call.progress.lock() = None;
         info!(
             session = self.id,
             call = call.id,

@@ -22,8 +22,9 @@ pub use sse::error_chain;
 pub use sse::fuzz_sse;
 mod streamable;
 
+use parking_lot::{Mutex, MutexGuard};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use reqwest::StatusCode;
@@ -444,7 +445,7 @@ fn same_id(a: &Id, b: &Id) -> bool {
 
 impl Shared {
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock()
     }
 
     fn session(&self) -> Option<String> {
@@ -532,11 +533,7 @@ impl Shared {
             .map(|v| format!(" (WWW-Authenticate: {v})"))
             .unwrap_or_default();
         let what = self.status_error(resp).await;
-        let note = self
-            .auth_note
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        let note = self.auth_note.lock().take();
         let summary = match (&self.credentials, note) {
             (Some(_), Some(n)) => format!("{what}{challenge}; {n}"),
             (Some(c), None) => format!("{what}{challenge}; {}", c.login_hint()),
@@ -620,7 +617,7 @@ impl Shared {
             match creds.challenged(&challenged).await {
                 Ok(()) => retries += 1,
                 Err(note) => {
-                    *self.auth_note.lock().unwrap_or_else(|p| p.into_inner()) = Some(note);
+                    *self.auth_note.lock() = Some(note);
                     return Ok(resp);
                 }
             }

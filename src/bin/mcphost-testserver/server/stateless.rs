@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 
 use super::{
     Handled, INSTRUCTIONS, INVALID_PARAMS, METHOD_NOT_FOUND, Outcome, RESOURCE_NOT_FOUND,
-    SUPPORTED_VERSIONS, Server, id_key, invalid_params, lock, ok, ok_raw, text_result,
+    SUPPORTED_VERSIONS, Server, id_key, invalid_params, ok, ok_raw, text_result,
 };
 use crate::cli::{Era, StatelessFault};
 use crate::output::{Payload, Reply, RpcError, notification};
@@ -699,14 +699,15 @@ impl Server {
         }
         lines.extend(uris.iter().map(|u| updated(u)));
         log!("subscriptions/listen {wire_id} open");
-        lock(&self.listens).insert(id_key(id), listen);
+        self.listens.lock().insert(id_key(id), listen);
         self.send_notifications(&lines);
         self.start_list_changed();
     }
 
     /// Tagged list_changed notifications for every open listen (one timer round).
     pub(super) fn listen_list_changed(&self) -> Vec<String> {
-        lock(&self.listens)
+        self.listens
+            .lock()
             .values()
             .flat_map(Listen::list_changed)
             .collect()
@@ -735,8 +736,9 @@ impl Listen {
 
 #[cfg(test)]
 mod tests {
+    use parking_lot::Mutex;
     use std::io::{self, Write};
-    use std::sync::{Arc, Mutex};
+    use std::sync::Arc;
     use std::time::{Duration, Instant};
 
     use clap::Parser;
@@ -752,7 +754,7 @@ mod tests {
 
     impl Write for Buf {
         fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-            lock(&self.0).extend_from_slice(b);
+            self.0.lock().extend_from_slice(b);
             Ok(b.len())
         }
         fn flush(&mut self) -> io::Result<()> {
@@ -788,7 +790,7 @@ mod tests {
         }
 
         fn raw_lines(&self) -> Vec<String> {
-            let bytes = lock(&self.buf.0).clone();
+            let bytes = self.buf.0.lock().clone();
             String::from_utf8(bytes)
                 .unwrap()
                 .lines()
@@ -1424,7 +1426,7 @@ mod tests {
                 assert_eq!(end["params"]["requestId"], 4);
             }
             assert!(ts.rest_after(50).is_empty(), "{fault}");
-            assert!(lock(&ts.server.listens).is_empty());
+            assert!(ts.server.listens.lock().is_empty());
         }
     }
 
@@ -1432,14 +1434,14 @@ mod tests {
     fn die_on_discover_before_initialize_only() {
         let ts = Ts::new(&["--stateless-fault", "die-on-discover"]);
         ts.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta(json!({}))}}));
-        assert_eq!(*lock(&ts.server.died), Some(1));
+        assert_eq!(*ts.server.died.lock(), Some(1));
         assert!(ts.raw_lines().is_empty(), "died without answering");
 
         let mut ts = Ts::new(&["--stateless-fault", "die-on-discover"]);
         ts.request(1, "initialize", json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}));
         let r = ts.request(2, "server/discover", json!({"_meta": meta(json!({}))}));
         assert_eq!(r["error"]["code"], -32601);
-        assert_eq!(*lock(&ts.server.died), None);
+        assert_eq!(*ts.server.died.lock(), None);
 
         // Without the fault a handshake server refuses the probe as the
         // TypeScript SDK does: method not found.

@@ -1,7 +1,8 @@
 //! Starting a server: what its check has found so far, what it said once
 //! started, and why a start failed.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 
 use mcphost::client::{ClientError, ClientOptions, ServerClient};
@@ -22,8 +23,8 @@ pub(super) struct Progress {
     pub(super) answer: Mutex<Option<Answer>>,
 }
 
-pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
+pub(super) fn lock<T>(m: &Mutex<T>) -> parking_lot::MutexGuard<'_, T> {
+    m.lock()
 }
 
 impl Progress {
