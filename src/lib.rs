@@ -2,43 +2,31 @@
 //!
 //! # Layout
 //!
-//! Layers depend only downwards:
+//! Each layer is a crate (`crates/*`), re-exported here at its old path, so
+//! an upward `use` does not compile:
 //!
 //! ```text
-//! protocol   wire types, method names, revisions and eras, capabilities
-//!    ▲
-//! jsonrpc    decoder, Peer: ids, pending map, timeouts, cancel, progress, ping
-//!    ▲
-//! transport  framing, stdio child processes (process groups, watchdog, stderr ring)
-//!    ▲
-//! client     ServerClient: handshake, negotiated state, typed calls, pagination,
-//!            list_changed re-listing; hides the protocol era from callers
-//!    ▲
-//! registry   supervisor (one task per server: restart, backoff, failed state)
-//!            and the namespaced catalog (legal, bounded, stable names; routing;
-//!            token costs kept on its entries, registry::cost)
-//!    ▲
-//! model_view what a model is shown: budgets, search mode, provider schema
-//!            profiles (per session; off by default)
-//!    ▲
-//! engine     the one method set (MCP + mcphost/*) every door uses
-//!    ▲
-//! ipc · daemon · config · bin/mcphost
-//!            socket (modes, peer uid, bounded queues), run loop and hot
-//!            reload, the config file (JSONC, interpolation, text edits), CLI
-//! runtime    which runtime a stdio command needs (node, uv, python3, docker…)
-//!            and its version, for `mcphost doctor`
+//! protocol ← transport ← jsonrpc ← client ─┐
+//! state ← config ← auth ───────────────────┴─ registry ← model_view ← engine
 //! ```
 //!
-//! [`lockfile`] (one exclusive file lock, across processes and tasks) and
-//! [`statefile`] (private, atomically replaced state files) are leaves that
-//! any layer may use: the token store's refresh and the CLI's daemon
-//! start-up take the lock; the token store and the stored catalogs write
-//! through `statefile`, in directories their caller hands them.
-//!
-//! The config model is a leaf too: `auth` reads its OAuth settings, and the
-//! registry turns its entries into the transport's and the client's
-//! configs (`registry::from_config`).
+//! - [`protocol`]: wire types, method names, revisions and eras, capabilities.
+//! - [`transport`]: framing, stdio child processes (process groups, watchdog,
+//!   stderr ring), Streamable HTTP and SSE.
+//! - [`jsonrpc`]: decoder, Peer (ids, pending map, timeouts, cancel, progress).
+//! - [`lockfile`], [`statefile`]: one exclusive lock across processes;
+//!   private state files replaced atomically, in directories the caller
+//!   hands down.
+//! - [`config`]: the model (plain validated types), JSONC parsing, edits.
+//! - [`auth`]: OAuth; asks for a sign-in through its own prompt trait.
+//! - [`client`]: `ServerClient`, every revision behind one type.
+//! - [`registry`]: supervisors, the namespaced catalog, token costs, and
+//!   the conversions of config entries into transport and client options.
+//! - [`model_view`]: what a model is shown (budgets, search, schema profiles).
+//! - [`engine`]: the one method set (MCP + `mcphost/*`) every door uses.
+//! - Here: [`ipc`] (the socket), [`daemon`] (run loop, hot reload),
+//!   [`runtime`] (which runtime a stdio command needs, for `doctor`), and
+//!   the binaries.
 //!
 //! `config` is parsed into a checked [`config::HostConfig`] before anything
 //! below the daemon sees it; nothing below `engine` knows about files,

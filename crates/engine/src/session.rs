@@ -988,8 +988,11 @@ impl Engine {
         // may be a stateless call whose server asks something at once.
         self.add_session(&session);
         let handler = SessionHandler(Arc::downgrade(&session));
-        let peer = Peer::start(cfg, conn.outbound, conn.inbound, Arc::new(handler));
-        let _ = port.peer.set(peer.clone());
+        // The port has its peer before the first request is read: a listen
+        // acknowledgement sent at once must find it.
+        let peer = Peer::start_after(cfg, conn.outbound, conn.inbound, Arc::new(handler), |p| {
+            let _ = port.peer.set(p.clone());
+        });
         self.rt.spawn(
             run_socket_session(session, peer, events)
                 .instrument(info_span!("session", client = name)),

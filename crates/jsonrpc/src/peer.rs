@@ -284,6 +284,19 @@ impl Peer {
         inbound: mpsc::Receiver<TransportEvent>,
         handler: Arc<dyn RequestHandler>,
     ) -> Peer {
+        Peer::start_after(cfg, outbound, inbound, handler, |_| {})
+    }
+
+    /// As [`Peer::start`], running `first` before any line is read: a
+    /// handler that reaches its peer through a slot `first` fills finds it
+    /// filled on the first request, however soon that arrives.
+    pub fn start_after(
+        cfg: PeerConfig,
+        outbound: mpsc::Sender<Outbound>,
+        inbound: mpsc::Receiver<TransportEvent>,
+        handler: Arc<dyn RequestHandler>,
+        first: impl FnOnce(&Peer),
+    ) -> Peer {
         let (notifications, _) = broadcast::channel(1024);
         let inner = Arc::new(Inner {
             cfg,
@@ -297,8 +310,10 @@ impl Peer {
             holds: tokio::sync::watch::Sender::new(0),
         });
         let span = debug_span!("peer", server = %inner.cfg.name);
-        tokio::spawn(read_loop(inner.clone(), inbound).instrument(span));
-        Peer { inner }
+        let peer = Peer { inner };
+        first(&peer);
+        tokio::spawn(read_loop(peer.inner.clone(), inbound).instrument(span));
+        peer
     }
 
     pub fn name(&self) -> &str {

@@ -549,3 +549,51 @@ async fn a_held_call_times_out_again_once_its_host_has_answered() {
         "{took:?}"
     );
 }
+
+/// The engine's sessions reach their peer through a slot filled after the
+/// peer is made: the first request, already waiting, must find it filled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_filled_before_reading_is_seen_by_the_first_request() {
+    struct SlotHandler(Arc<std::sync::OnceLock<Peer>>);
+    impl RequestHandler for SlotHandler {
+        fn handle(
+            &self,
+            _r: IncomingRequest,
+        ) -> BoxFuture<'static, Result<Box<RawValue>, ErrorObject>> {
+            let filled = self.0.get().is_some();
+            Box::pin(async move {
+                if filled {
+                    Ok(RawValue::from_string("true".into()).unwrap())
+                } else {
+                    Err(ErrorObject::new(-32603, "the connection is not open yet"))
+                }
+            })
+        }
+    }
+    let mut refused = 0;
+    for _ in 0..500 {
+        let (otx, mut orx) = mpsc::channel(8);
+        let (itx, irx) = mpsc::channel(8);
+        itx.send(TransportEvent::Frame(
+            r#"{"jsonrpc":"2.0","id":1,"method":"x"}"#.into(),
+        ))
+        .await
+        .unwrap();
+        let slot = Arc::new(std::sync::OnceLock::new());
+        let fill = slot.clone();
+        let _peer = Peer::start_after(
+            PeerConfig::new("slot"),
+            otx,
+            irx,
+            Arc::new(SlotHandler(slot)),
+            move |p| {
+                let _ = fill.set(p.clone());
+            },
+        );
+        let line = orx.recv().await.unwrap().text;
+        if !line.contains(r#""result":true"#) {
+            refused += 1;
+        }
+    }
+    assert_eq!(refused, 0, "first requests that found no peer");
+}
