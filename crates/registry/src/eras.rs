@@ -13,7 +13,7 @@ use mcphost_protocol::Era;
 use mcphost_state::statefile::{self, StateFileError};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct Entry {
+struct RememberedEra {
     /// A hash of the server's launch configuration: another command, URL
     /// or environment is another server, probed again.
     config: String,
@@ -41,7 +41,7 @@ impl From<Era> for EraName {
 #[derive(Debug, Default)]
 pub struct EraCache {
     file: Option<PathBuf>,
-    entries: Mutex<BTreeMap<String, Entry>>,
+    entries: Mutex<BTreeMap<String, RememberedEra>>,
 }
 
 impl EraCache {
@@ -66,7 +66,7 @@ impl EraCache {
         }
     }
 
-    fn lock(&self) -> parking_lot::MutexGuard<'_, BTreeMap<String, Entry>> {
+    fn lock(&self) -> parking_lot::MutexGuard<'_, BTreeMap<String, RememberedEra>> {
         self.entries.lock()
     }
 
@@ -83,7 +83,7 @@ impl EraCache {
 
     /// Remember what `server` negotiated; writes the file when it changed.
     pub fn put(&self, server: &str, config: &str, era: Era, version: &str) {
-        let entry = Entry {
+        let entry = RememberedEra {
             config: config.to_owned(),
             era: era.into(),
             version: version.to_owned(),
@@ -105,7 +105,10 @@ impl EraCache {
     }
 }
 
-fn write_atomically(file: &Path, map: &BTreeMap<String, Entry>) -> Result<(), StateFileError> {
+fn write_atomically(
+    file: &Path,
+    map: &BTreeMap<String, RememberedEra>,
+) -> Result<(), StateFileError> {
     if let Some(dir) = file.parent() {
         statefile::ensure_private_dir(dir)?;
     }
