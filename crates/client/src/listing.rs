@@ -230,7 +230,19 @@ pub(super) async fn relist(
     dirty: StaleLists,
 ) {
     let failed = |what, e: ClientError| {
-        warn!("re-listing {what} failed: {e}");
+        // A server (or daemon) going away ends its lists with it: the close
+        // is reported once, as the close; only a live server's refusal warns.
+        if matches!(
+            e,
+            ClientError::Request {
+                error: PeerError::Closed(_),
+                ..
+            }
+        ) {
+            debug!("re-listing {what} cut short: {e}");
+        } else {
+            warn!("re-listing {what} failed: {e}");
+        }
         let _ = events.send(ServerEvent::RelistFailed {
             what,
             error: e.to_string(),

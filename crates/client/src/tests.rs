@@ -532,6 +532,53 @@ async fn tools_list_changed_is_answered_with_the_tools_listed_again() {
     assert_eq!(server.requests("tools/list").len(), 1);
 }
 
+/// The warnings logged while it lives (a subscriber of the test's thread:
+/// paused-time tests run every task there).
+struct Warnings(Arc<parking_lot::Mutex<Vec<String>>>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Warnings {
+    fn on_event(&self, e: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        struct Text<'a>(&'a mut String);
+        impl tracing::field::Visit for Text<'_> {
+            fn record_debug(&mut self, _: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+                self.0.push_str(&format!("{v:?} "));
+            }
+        }
+        if *e.metadata().level() <= tracing::Level::WARN {
+            let mut text = String::new();
+            e.record(&mut Text(&mut text));
+            self.0.lock().push(text);
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_relist_cut_short_by_the_server_going_away_is_an_event_not_a_warning() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let warnings = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let _log = tracing::subscriber::set_default(
+        tracing_subscriber::registry().with(Warnings(warnings.clone())),
+    );
+    let (server, conn) = FakeServer::start();
+    let client = handshake_client(&server, conn, json!({"tools": {"listChanged": true}})).await;
+    let mut events = client.subscribe();
+    server.on(methods::TOOLS_LIST, |_| Reply::Exit);
+    server
+        .notify(methods::NOTIFICATION_TOOLS_LIST_CHANGED, json!({}))
+        .await;
+    loop {
+        match events.recv().await {
+            Ok(ServerEvent::RelistFailed { what, .. }) => {
+                assert_eq!(what, "tools");
+                break;
+            }
+            Ok(_) => {}
+            Err(e) => panic!("no RelistFailed event: {e}"),
+        }
+    }
+    assert!(warnings.lock().is_empty(), "{:?}", warnings.lock());
+}
+
 // ---- The stateless era ----
 
 async fn stateless_client(

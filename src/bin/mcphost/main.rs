@@ -493,7 +493,7 @@ fn init_tracing(verbose: u8, daemon: bool, direct: bool, doctor: bool) {
         // A --direct server that fails to start or to list fails the
         // command, which says why in one line; the supervisor's and the
         // registry's warnings would repeat it.
-        (0, false) if direct => "warn,mcphost::registry=error",
+        (0, false) if direct => "warn,mcphost_registry=error",
         (0, false) => "warn",
         (0, true) | (1, _) => "info",
         (2, _) => "debug",
