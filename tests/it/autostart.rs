@@ -1062,14 +1062,10 @@ fn a_stopping_daemon_refuses_new_clients_at_once_and_keeps_its_lock_until_its_se
     poll("the socket to go", WAIT, || {
         (!d.socket.exists()).then_some(())
     });
-    let refused = Instant::now();
     let r = d.run(&["servers"]);
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(
-        refused.elapsed() < Duration::from_millis(900),
-        "{:?}",
-        refused.elapsed()
-    );
+    // Refused while the stop still runs: its lock is still held (a refusal
+    // that waited for the stop would find it released).
     assert!(held(&lock_path), "the lock went with the socket");
     // A command with autostart waits for it to finish, then starts one.
     let mut c = d.command();

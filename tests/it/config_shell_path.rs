@@ -136,10 +136,8 @@ async fn times_out_kills_the_group_and_falls_back() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // Cached too: no second wait.
-    let started = Instant::now();
+    // Cached too: no second shell, so no second wait.
     assert_eq!(resolver.resolve().await.origin, PathOrigin::Fallback);
-    assert!(started.elapsed() < Duration::from_millis(100));
     assert_eq!(fake.calls().len(), 1);
 }
 

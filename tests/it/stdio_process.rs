@@ -126,10 +126,14 @@ async fn shutdown_escalates_to_sigkill_and_takes_the_children() {
             .contains("killed by signal 9"),
         "the server should have needed SIGKILL"
     );
-    // Repeated shutdown is a no-op.
+    // Repeated shutdown is a no-op: it does not wait out a grace again.
     let again = Instant::now();
     conn.control.shutdown().await;
-    assert!(again.elapsed() < Duration::from_millis(100));
+    assert!(
+        again.elapsed() < Duration::from_millis(600),
+        "{:?}",
+        again.elapsed()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
