@@ -168,3 +168,85 @@ fn string<'v>(key: &str, v: &'v Value, s: &mut Server<'_>) -> Option<&'v str> {
     }
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::paths::{Places, Platform};
+    use super::super::vars::Rules;
+    use super::super::{Dialect, Scope};
+    use super::*;
+
+    const KEYS: &Table = &[
+        ("kind", Field::Transport),
+        ("program", Field::Command),
+        ("on", Field::Enabled),
+        ("odd", Field::Own),
+        ("legacy", Field::Drop("no longer read")),
+    ];
+
+    fn read(obj: Map) -> (Server<'static>, Option<String>, Vec<String>) {
+        let places = Places {
+            platform: Platform::Linux,
+            home: "/home/u".into(),
+            config: "/home/u/.config".into(),
+            xdg_config: "/home/u/.config".into(),
+            project: "/work/p".into(),
+        };
+        let ctx = Ctx {
+            dialect: Dialect::Goose,
+            path: std::path::Path::new("/home/u/.config/goose/config.yaml"),
+            scope: Scope::User,
+            places: &places,
+        };
+        let mut s = Server::new("srv", Rules::Literal);
+        let mut own = Vec::new();
+        let t = Fields::new(&ctx, KEYS).read(&obj, &mut s, |k, _, _| own.push(k.to_owned()));
+        (s, t, own)
+    }
+
+    fn text(s: &str) -> Value {
+        Value::String(s.to_owned())
+    }
+
+    #[test]
+    fn a_table_maps_each_key_to_its_field_and_leaves_the_unknown_ones_named() {
+        let obj: Map = [
+            ("program", text("npx")),
+            ("colour", text("blue")),
+            ("odd", text("x")),
+            ("on", Value::Bool(false)),
+            ("kind", text("sse")),
+            ("legacy", text("y")),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        let (s, transport, own) = read(obj);
+        assert_eq!(s.fatal, None);
+        assert_eq!(s.entry.command.as_deref(), Some("npx"));
+        assert!(s.entry.disabled, "on: false");
+        assert_eq!(transport.as_deref(), Some("sse"));
+        assert_eq!(own, ["odd"]);
+        assert_eq!(
+            s.dropped,
+            [
+                "colour: a Goose setting mcphost has no equivalent for",
+                "legacy: no longer read"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_kind_fails_the_server_naming_the_dialects_key() {
+        let obj: Map = [("program", Value::Bool(true)), ("on", text("yes"))]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
+        let (s, _, _) = read(obj);
+        // The first reason is kept.
+        assert_eq!(
+            s.fatal.as_deref(),
+            Some("program is a boolean, not a string")
+        );
+    }
+}

@@ -4,8 +4,8 @@
 
 use super::value::{Map, Value};
 
-use super::json::transport;
 use super::fields::{Field, Fields, Table};
+use super::json::transport;
 use super::vars::Rules;
 use super::{Ctx, Found, ImportError, Server, kind};
 
