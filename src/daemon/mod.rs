@@ -370,7 +370,7 @@ async fn ready_once_signed_in(
                 m.entry(server).or_default().push((
                     e.updated_at,
                     e.writer,
-                    e.tokens.map(|t| t.access_token),
+                    e.tokens.map(|t| t.access_token.into_inner()),
                 ));
             }
         }

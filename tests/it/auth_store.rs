@@ -27,15 +27,15 @@ fn other_key() -> TokenKey {
 fn entry(tag: &str) -> StoredSignIn {
     StoredSignIn {
         tokens: Some(Tokens {
-            access_token: format!("access-{tag}-s3cr3t"),
+            access_token: format!("access-{tag}-s3cr3t").into(),
             token_type: "Bearer".into(),
-            refresh_token: Some(format!("refresh-{tag}-s3cr3t")),
+            refresh_token: Some(format!("refresh-{tag}-s3cr3t").into()),
             expires_at: Some(1_900_000_000),
             scope: Some("mcp".into()),
         }),
         client: Some(Registration {
             client_id: "cid".into(),
-            client_secret: Some(format!("client-{tag}-s3cr3t")),
+            client_secret: Some(format!("client-{tag}-s3cr3t").into()),
             token_endpoint_auth_method: Some("client_secret_basic".into()),
         }),
         server: Some("notes".into()),
@@ -207,7 +207,7 @@ fn saves_leave_no_temp_file_and_a_reader_never_sees_half_a_file() {
     const LEN: usize = 64 * 1024;
     let big = |c: char| {
         let mut e = entry("x");
-        e.tokens.as_mut().unwrap().access_token = c.to_string().repeat(LEN);
+        e.tokens.as_mut().unwrap().access_token = c.to_string().repeat(LEN).into();
         e
     };
     store.save(&key(), &big('a')).unwrap();
@@ -223,7 +223,7 @@ fn saves_leave_no_temp_file_and_a_reader_never_sees_half_a_file() {
                     .load(&key())
                     .unwrap_or_else(|e| panic!("read {reads} saw a partial file: {e}"))
                     .expect("entry vanished during a replace");
-                let at = e.tokens.unwrap().access_token;
+                let at = e.tokens.unwrap().access_token.into_inner();
                 assert_eq!(at.len(), LEN, "read {reads}: short token");
                 let first = at.as_bytes()[0];
                 assert!(at.bytes().all(|b| b == first), "read {reads}: mixed");

@@ -583,7 +583,10 @@ fn oauth_settings_are_parsed_interpolated_and_checked() {
         panic!("app");
     };
     assert_eq!(app.client_id.as_deref(), Some("mcphost-app"));
-    assert_eq!(app.client_secret.as_deref(), Some("ghp_secret123"));
+    assert_eq!(
+        app.client_secret.as_ref().map(|s| s.expose()),
+        Some("ghp_secret123")
+    );
     assert_eq!(
         app.token_endpoint_auth_method.as_deref(),
         Some("client_secret_post")

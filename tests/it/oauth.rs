@@ -681,8 +681,11 @@ fn redaction_no_token_in_the_most_verbose_trace() {
         }
     }
     let now = m.store().load(&key(&srv)).unwrap().unwrap().tokens.unwrap();
-    secrets.push(("access token", now.access_token.clone()));
-    secrets.push(("refresh token", now.refresh_token.clone().unwrap()));
+    secrets.push(("access token", now.access_token.expose().to_owned()));
+    secrets.push((
+        "refresh token",
+        now.refresh_token.clone().unwrap().into_inner(),
+    ));
     secrets.sort();
     secrets.dedup();
     let count = |what: &str| secrets.iter().filter(|(w, _)| *w == what).count();
@@ -694,7 +697,7 @@ fn redaction_no_token_in_the_most_verbose_trace() {
     assert!(count("access token") >= 2, "old and new: {secrets:?}");
 
     // The shape check below does find a mock token where there is one.
-    let rt = now.refresh_token.clone().unwrap();
+    let rt = now.refresh_token.clone().unwrap().into_inner();
     assert_eq!(
         mock_tokens_in(&format!("x={rt}, y"), "rt_"),
         vec![rt.clone()]
@@ -1499,7 +1502,7 @@ fn a_stolen_dpop_token_without_its_key_is_refused() {
     let (r, _, _) = m.direct_sign_in(&srv, &[]);
     assert_eq!(r.code, 0, "{r:?}\n{}", srv.summary());
     let entry = m.store().load(&key(&srv)).unwrap().expect("an entry");
-    let token = entry.tokens.unwrap().access_token;
+    let token = entry.tokens.unwrap().access_token.into_inner();
     let url = url::Url::parse(&srv.mcp_url()).unwrap();
     let (st, body) = post_whoami(&srv, &format!("Bearer {token}"), None);
     assert_eq!(st, 401, "as Bearer: {body}");
@@ -1936,7 +1939,7 @@ async fn a_late_invalid_grant_does_not_wipe_a_sign_in_another_process_just_compl
     let _ = refreshing.await.unwrap();
     let kept = store.load(&key(&srv)).unwrap().and_then(|e| e.tokens);
     assert_eq!(
-        kept.as_ref().map(|t| t.access_token.as_str()),
+        kept.as_ref().map(|t| t.access_token.expose()),
         Some("new-access"),
         "{kept:?}"
     );

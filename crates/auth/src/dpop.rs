@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use url::Url;
 
 use super::AuthError;
+use mcphost_config::Secret;
 
 /// The one algorithm we sign proofs with; used only where the
 /// authorization server lists it.
@@ -28,15 +29,9 @@ pub fn supported(meta: &super::discovery::ServerMetadata) -> bool {
 }
 
 /// A P-256 private key, PKCS#8 PEM. Never printed.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct DpopKey(String);
-
-impl std::fmt::Debug for DpopKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("DpopKey(<redacted>)")
-    }
-}
+pub struct DpopKey(Secret);
 
 fn key_error(e: impl std::fmt::Display) -> AuthError {
     AuthError::Client(format!("DPoP key: {e}"))
@@ -53,14 +48,14 @@ impl DpopKey {
                 let pem = k
                     .to_pkcs8_pem(p256::pkcs8::LineEnding::LF)
                     .map_err(key_error)?;
-                return Ok(DpopKey(pem.to_string()));
+                return Ok(DpopKey(Secret::new(pem.as_str())));
             }
         }
         Err(key_error("no valid P-256 scalar drawn"))
     }
 
     fn encoding(&self) -> Result<(EncodingKey, Jwk), AuthError> {
-        let key = EncodingKey::from_ec_pem(self.0.as_bytes()).map_err(key_error)?;
+        let key = EncodingKey::from_ec_pem(self.0.expose().as_bytes()).map_err(key_error)?;
         let mut jwk = Jwk::from_encoding_key(&key, Algorithm::ES256).map_err(key_error)?;
         // The public key only: no "alg" or other extras the server must ignore.
         jwk.common = Default::default();

@@ -11,6 +11,7 @@ use url::Url;
 
 use super::AuthError;
 use super::store::Tokens;
+use mcphost_config::Secret;
 
 const TOKEN_BYTES: usize = 64 * 1024;
 
@@ -23,16 +24,16 @@ pub enum ClientAuth {
     },
     Basic {
         client_id: String,
-        secret: String,
+        secret: Secret,
     },
     Post {
         client_id: String,
-        secret: String,
+        secret: Secret,
     },
     /// RFC 7523: a JWT signed with our key, audience the issuer.
     PrivateKeyJwt {
         client_id: String,
-        key_pem: String,
+        key_pem: Secret,
         algorithm: String,
         audience: String,
     },
@@ -76,7 +77,7 @@ impl ClientAuth {
             }
             ClientAuth::Post { client_id, secret } => {
                 form.push(("client_id", client_id.clone()));
-                form.push(("client_secret", secret.clone()));
+                form.push(("client_secret", secret.expose().to_owned()));
                 req
             }
             ClientAuth::Basic { client_id, secret } => {
@@ -84,7 +85,7 @@ impl ClientAuth {
                 let enc = |s: &str| {
                     url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>()
                 };
-                let raw = format!("{}:{}", enc(client_id), enc(secret));
+                let raw = format!("{}:{}", enc(client_id), enc(secret.expose()));
                 let b64 = base64::engine::general_purpose::STANDARD.encode(raw);
                 let mut v = reqwest::header::HeaderValue::from_str(&format!("Basic {b64}"))
                     .map_err(|_| {
@@ -106,7 +107,7 @@ impl ClientAuth {
                 ));
                 form.push((
                     "client_assertion",
-                    assertion(client_id, key_pem, algorithm, audience)?,
+                    assertion(client_id, key_pem.expose(), algorithm, audience)?,
                 ));
                 req
             }
@@ -465,9 +466,9 @@ fn tokens_from(
     };
     debug!(endpoint = %endpoint, grant = grant.name(), token_type, expires_in, refresh = t.refresh_token.is_some(), "token granted");
     Ok(Tokens {
-        access_token: t.access_token,
+        access_token: t.access_token.into(),
         token_type: token_type.into(),
-        refresh_token: t.refresh_token,
+        refresh_token: t.refresh_token.map(Secret::from),
         expires_at: expires_in.map(|s| now_secs().saturating_add(s)),
         scope: t.scope.or_else(|| scope.map(str::to_owned)),
     })

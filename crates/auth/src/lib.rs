@@ -33,6 +33,7 @@ use browser::Browser;
 use challenge::BearerChallenge;
 use discovery::ServerMetadata;
 use grant::{ClientAuth, Grant};
+use mcphost_config::Secret;
 use mcphost_transport::BoxFuture;
 use mcphost_transport::http::{Challenged, Credentials, Presented};
 use store::{Registration, StoredSignIn, TokenKey, TokenStore, Tokens};
@@ -475,7 +476,10 @@ impl Authorizer {
     }
 
     fn current(&self) -> Option<String> {
-        self.state().tokens.as_ref().map(|t| t.access_token.clone())
+        self.state()
+            .tokens
+            .as_ref()
+            .map(|t| t.access_token.expose().to_owned())
     }
 
     /// A stored token whose resource covers this server, found before any
@@ -721,7 +725,7 @@ impl Authorizer {
     fn auth_for(
         &self,
         client_id: &str,
-        secret: Option<String>,
+        secret: Option<Secret>,
         method: Option<String>,
         found: &Found,
     ) -> Result<ClientAuth, AuthError> {
@@ -815,7 +819,10 @@ impl Authorizer {
             e.token_endpoint = endpoint;
         })?;
         let mut st = self.state();
-        st.fresh = Some((tokens.access_token.clone(), std::time::Instant::now()));
+        st.fresh = Some((
+            tokens.access_token.expose().to_owned(),
+            std::time::Instant::now(),
+        ));
         st.tokens = Some(tokens);
         st.issued_at = now_secs();
         st.tokens_key = Some(key.clone());
@@ -870,7 +877,7 @@ impl Authorizer {
         let Some((current, issued_at)) = current else {
             return Ok(false);
         };
-        if Some(current.access_token.as_str()) != failed && !refresh_due(&current, issued_at) {
+        if Some(current.access_token.expose()) != failed && !refresh_due(&current, issued_at) {
             debug!(server = %self.server, "another process refreshed the token");
             if let Some(e) = entry {
                 hold(&mut self.state(), &found.key, e);
@@ -888,7 +895,9 @@ impl Authorizer {
             &self.http,
             &endpoint,
             &auth,
-            Grant::Refresh { refresh_token: &rt },
+            Grant::Refresh {
+                refresh_token: rt.expose(),
+            },
             &found.key.resource,
             current.scope.as_deref(),
             TOKEN_TIMEOUT,
@@ -917,7 +926,7 @@ impl Authorizer {
                 // Only the refresh token we used is dead: a sign-in that
                 // another process saved meanwhile stays.
                 let stored_rt = self.entry(&found.key).and_then(|e| e.tokens?.refresh_token);
-                if stored_rt.is_none() || stored_rt.as_deref() == Some(rt.as_str()) {
+                if stored_rt.is_none() || stored_rt.as_ref() == Some(&rt) {
                     self.save(&found.key, |e| e.tokens = None)?;
                 } else {
                     debug!(server = %self.server, "another process saved new tokens meanwhile; kept");
@@ -953,9 +962,9 @@ impl Authorizer {
                 &self.http,
                 &grant::IdpExchange {
                     token_endpoint: &idp,
-                    id_token,
+                    id_token: id_token.expose(),
                     client_id: c.idp_client_id.as_deref(),
-                    client_secret: c.idp_client_secret.as_deref(),
+                    client_secret: c.idp_client_secret.as_ref().map(Secret::expose),
                 },
                 &found.key.issuer,
                 &found.key.resource,
@@ -1297,7 +1306,7 @@ impl Authorizer {
         // A stored token we did not send yet (another process signed in).
         if let Some(e) = self.entry(&found.key)
             && let Some(t) = &e.tokens
-            && Some(&t.access_token) != c.sent.as_ref()
+            && Some(t.access_token.expose()) != c.sent.as_deref()
         {
             hold(&mut self.state(), &found.key, e);
             return Ok(());
@@ -1407,8 +1416,8 @@ impl Credentials for Authorizer {
                 && let Some(found) = found
             {
                 let _flight = self.flight.lock().await;
-                if self.current().as_deref() == Some(t.access_token.as_str())
-                    && let Err(e) = self.refresh(&found, Some(&t.access_token)).await
+                if self.current().as_deref() == Some(t.access_token.expose())
+                    && let Err(e) = self.refresh(&found, Some(t.access_token.expose())).await
                 {
                     warn!(server = %self.server, "refresh before expiry failed: {e}");
                 }
@@ -1417,8 +1426,8 @@ impl Credentials for Authorizer {
             let t = st.tokens.as_ref()?;
             if t.token_type != "DPoP" {
                 return Some(Presented {
-                    token: t.access_token.clone(),
-                    authorization: format!("Bearer {}", t.access_token),
+                    token: t.access_token.expose().to_owned(),
+                    authorization: format!("Bearer {}", t.access_token.expose()),
                     dpop: None,
                     dpop_nonce: None,
                 });
@@ -1434,7 +1443,7 @@ impl Credentials for Authorizer {
                 k.proof(
                     method.as_str(),
                     url,
-                    Some(&t.access_token),
+                    Some(t.access_token.expose()),
                     nonce.as_deref(),
                 )
             });
@@ -1450,8 +1459,8 @@ impl Credentials for Authorizer {
                 }
             };
             Some(Presented {
-                token: t.access_token.clone(),
-                authorization: format!("DPoP {}", t.access_token),
+                token: t.access_token.expose().to_owned(),
+                authorization: format!("DPoP {}", t.access_token.expose()),
                 dpop,
                 dpop_nonce: nonce,
             })
@@ -1472,7 +1481,12 @@ impl Credentials for Authorizer {
         // life: once a token of ours is taken, the server may ask again;
         // and a token it took is no longer a fresh one it refuses.
         let mut st = self.state();
-        if st.step_ups > 0 && st.tokens.as_ref().is_some_and(|t| t.access_token == token) {
+        if st.step_ups > 0
+            && st
+                .tokens
+                .as_ref()
+                .is_some_and(|t| t.access_token.expose() == token)
+        {
             st.step_ups = 0;
         }
         if st.fresh.as_ref().is_some_and(|(t, _)| t == token) {

@@ -24,6 +24,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use mcphost_config::Secret;
+
 /// Issuer and resource: tokens of one are never sent to another.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TokenKey {
@@ -31,13 +33,13 @@ pub struct TokenKey {
     pub resource: String,
 }
 
-#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tokens {
-    pub access_token: String,
+    pub access_token: Secret,
     #[serde(default)]
     pub token_type: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub refresh_token: Option<String>,
+    pub refresh_token: Option<Secret>,
     /// Unix seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<u64>,
@@ -45,45 +47,15 @@ pub struct Tokens {
     pub scope: Option<String>,
 }
 
-impl std::fmt::Debug for Tokens {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tokens")
-            .field("token_type", &self.token_type)
-            .field(
-                "refresh_token",
-                &self.refresh_token.as_ref().map(|_| "<redacted>"),
-            )
-            .field("expires_at", &self.expires_at)
-            .field("scope", &self.scope)
-            .finish_non_exhaustive()
-    }
-}
-
 /// A client registered with an authorization server (dynamically, or from a
 /// client ID metadata document), kept so that we register once.
-#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Registration {
     pub client_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client_secret: Option<String>,
+    pub client_secret: Option<Secret>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_endpoint_auth_method: Option<String>,
-}
-
-impl std::fmt::Debug for Registration {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Registration")
-            .field("client_id", &self.client_id)
-            .field(
-                "client_secret",
-                &self.client_secret.as_ref().map(|_| "<redacted>"),
-            )
-            .field(
-                "token_endpoint_auth_method",
-                &self.token_endpoint_auth_method,
-            )
-            .finish()
-    }
 }
 
 /// What the store keeps of one sign-in (one issuer and resource): the
@@ -221,11 +193,11 @@ struct KeyringRef {
 struct Secrets {
     stamp: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    access_token: Option<String>,
+    access_token: Option<Secret>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    refresh_token: Option<String>,
+    refresh_token: Option<Secret>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    client_secret: Option<String>,
+    client_secret: Option<Secret>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     dpop_key: Option<super::dpop::DpopKey>,
 }
@@ -958,6 +930,36 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
+    /// An entry with every secret it can hold, as a token file has it.
+    const SECRET_ENTRY: &str = concat!(
+        r#"{"tokens":{"access_token":"AT-s3cr3t","token_type":"DPoP","refresh_token":"RT-s3cr3t","#,
+        r#""expires_at":1900000000,"scope":"mcp:read"},"client":{"client_id":"client-1","#,
+        r#""client_secret":"CS-s3cr3t","token_endpoint_auth_method":"client_secret_post"},"#,
+        r#""server":"notes","updated_at":7,"dpop_key":"-----BEGIN PRIVATE KEY-----\nKEY-s3cr3t\n-----END PRIVATE KEY-----\n"}"#,
+    );
+
+    #[test]
+    fn debug_hides_secrets() {
+        let e: StoredSignIn = serde_json::from_str(SECRET_ENTRY).unwrap();
+        for shown in [
+            format!("{e:?}"),
+            format!("{:?}", e.tokens),
+            format!("{:?}", e.client),
+            format!("{:?}", e.dpop_key),
+        ] {
+            assert!(!shown.contains("s3cr3t"), "{shown}");
+            assert!(shown.contains("<redacted>"), "{shown}");
+        }
+        // What is not secret is still shown.
+        assert!(format!("{e:?}").contains("client-1"));
+    }
+
+    #[test]
+    fn a_token_file_entry_is_written_byte_for_byte_as_read() {
+        let e: StoredSignIn = serde_json::from_str(SECRET_ENTRY).unwrap();
+        assert_eq!(serde_json::to_string(&e).unwrap(), SECRET_ENTRY);
+    }
+
     /// A keyring in memory, counting its calls.
     #[derive(Default)]
     struct MemKeyring {
@@ -990,15 +992,15 @@ mod tests {
     fn entry(tag: &str) -> StoredSignIn {
         StoredSignIn {
             tokens: Some(Tokens {
-                access_token: format!("AT-{tag}"),
+                access_token: format!("AT-{tag}").into(),
                 token_type: "Bearer".into(),
-                refresh_token: Some(format!("RT-{tag}")),
+                refresh_token: Some(format!("RT-{tag}").into()),
                 expires_at: Some(1_900_000_000),
                 scope: Some("mcp:read".into()),
             }),
             client: Some(Registration {
                 client_id: "client-1".into(),
-                client_secret: Some(format!("CS-{tag}")),
+                client_secret: Some(format!("CS-{tag}").into()),
                 token_endpoint_auth_method: Some("client_secret_post".into()),
             }),
             server: Some("notes".into()),
@@ -1076,7 +1078,7 @@ mod tests {
         // A save that wrote the keyring and stopped before the index.
         std::fs::write(store.file(&key(1)), index).unwrap();
         let back = store.load(&key(1)).unwrap().unwrap();
-        assert_eq!(back.tokens.unwrap().access_token, "AT-new");
+        assert_eq!(back.tokens.unwrap().access_token.expose(), "AT-new");
         assert_eq!(mem.items.lock().unwrap().len(), 1);
     }
 

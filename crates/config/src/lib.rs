@@ -29,6 +29,8 @@ pub mod naming;
 pub mod oauth;
 mod parse;
 pub use parse::did_you_mean;
+mod secret;
+pub use secret::Secret;
 pub mod shell_path;
 pub mod store;
 mod tools;

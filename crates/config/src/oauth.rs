@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 
 use tracing::warn;
+
+use super::Secret;
 use url::Url;
 
 /// The scripted client (`MCPHOST_OAUTH_CLIENT`): a JSON object.
@@ -14,7 +16,7 @@ pub const CLIENT_METADATA_ENV: &str = "MCPHOST_OAUTH_CLIENT_METADATA_URL";
 pub const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 
 /// A server's `oauth` settings (config, else `MCPHOST_OAUTH_CLIENT`).
-#[derive(Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OAuthConfig {
     pub client_id: Option<String>,
     /// The authorization server `client_id` is registered at: the client
@@ -22,12 +24,12 @@ pub struct OAuthConfig {
     pub issuer: Option<String>,
     /// `MCPHOST_OAUTH_CLIENT` only: the servers it is for.
     pub servers: Option<Vec<String>>,
-    pub client_secret: Option<String>,
+    pub client_secret: Option<Secret>,
     /// `client_secret_basic`, `client_secret_post`, `none`, `private_key_jwt`.
     pub token_endpoint_auth_method: Option<String>,
     /// `authorization_code` (default) or `client_credentials`.
     pub grant_type: Option<String>,
-    pub private_key_pem: Option<String>,
+    pub private_key_pem: Option<Secret>,
     pub signing_algorithm: Option<String>,
     /// Scopes to ask for instead of what the server suggests.
     pub scope: Option<String>,
@@ -36,49 +38,12 @@ pub struct OAuthConfig {
     /// grant): the IdP's token endpoint, the user's ID token from it, and
     /// our client there.
     pub idp_token_endpoint: Option<String>,
-    pub idp_id_token: Option<String>,
+    pub idp_id_token: Option<Secret>,
     pub idp_client_id: Option<String>,
-    pub idp_client_secret: Option<String>,
+    pub idp_client_secret: Option<Secret>,
     /// Workload identity federation: where the workload's own token comes
     /// from, for a JWT bearer grant with it.
     pub workload: Option<WorkloadToken>,
-}
-
-impl std::fmt::Debug for OAuthConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OAuthConfig")
-            .field("client_id", &self.client_id)
-            .field("issuer", &self.issuer)
-            .field("servers", &self.servers)
-            .field(
-                "client_secret",
-                &self.client_secret.as_ref().map(|_| "<redacted>"),
-            )
-            .field(
-                "token_endpoint_auth_method",
-                &self.token_endpoint_auth_method,
-            )
-            .field("grant_type", &self.grant_type)
-            .field(
-                "private_key_pem",
-                &self.private_key_pem.as_ref().map(|_| "<redacted>"),
-            )
-            .field("signing_algorithm", &self.signing_algorithm)
-            .field("scope", &self.scope)
-            .field("client_metadata_url", &self.client_metadata_url)
-            .field("idp_token_endpoint", &self.idp_token_endpoint)
-            .field(
-                "idp_id_token",
-                &self.idp_id_token.as_ref().map(|_| "<redacted>"),
-            )
-            .field("idp_client_id", &self.idp_client_id)
-            .field(
-                "idp_client_secret",
-                &self.idp_client_secret.as_ref().map(|_| "<redacted>"),
-            )
-            .field("workload", &self.workload)
-            .finish()
-    }
 }
 
 impl OAuthConfig {
@@ -117,16 +82,16 @@ impl OAuthConfig {
                     ));
                 }
             };
-            c.client_secret = s("client_secret")?;
+            c.client_secret = s("client_secret")?.map(Secret::from);
             c.grant_type = s("grant_type")?;
             c.token_endpoint_auth_method = s("token_endpoint_auth_method")?;
-            c.private_key_pem = s("private_key_pem")?;
+            c.private_key_pem = s("private_key_pem")?.map(Secret::from);
             c.signing_algorithm = s("signing_algorithm")?;
             c.scope = s("scope")?;
             c.idp_token_endpoint = s("idp_token_endpoint")?;
-            c.idp_id_token = s("idp_id_token")?;
+            c.idp_id_token = s("idp_id_token")?.map(Secret::from);
             c.idp_client_id = s("idp_client_id")?;
-            c.idp_client_secret = s("idp_client_secret")?;
+            c.idp_client_secret = s("idp_client_secret")?.map(Secret::from);
             c.workload = match (s("workload_token_file")?, obj.get("workload_token_command")) {
                 (Some(f), None) => Some(WorkloadToken::File(f.into())),
                 (None, None) | (None, Some(serde_json::Value::Null)) => None,
@@ -277,5 +242,34 @@ pub fn is_secure(url: &Url) -> bool {
         "https" => url.host().is_some(),
         "http" => is_loopback(url),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_hides_secrets() {
+        let text = r#"{"client_id": "app", "issuer": "https://as.example",
+            "client_secret": "CS-s3cr3t", "private_key_pem": "KEY-s3cr3t",
+            "idp_token_endpoint": "https://idp.example/token",
+            "idp_id_token": "ID-s3cr3t", "idp_client_secret": "IDP-s3cr3t"}"#;
+        let env = |k: &str| (k == CLIENT_ENV).then(|| text.to_owned());
+        let c = OAuthConfig::from_env(&env).unwrap();
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("s3cr3t"), "{shown}");
+        for field in [
+            "client_secret",
+            "private_key_pem",
+            "idp_id_token",
+            "idp_client_secret",
+        ] {
+            assert!(
+                shown.contains(&format!("{field}: Some(\"<redacted>\")")),
+                "{field}: {shown}"
+            );
+        }
+        assert!(shown.contains("client_id: Some(\"app\")"), "{shown}");
     }
 }

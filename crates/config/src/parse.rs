@@ -1112,7 +1112,7 @@ impl<'a> Ctx<'a> {
                     "must be the https:// URL of the authorization server the client is registered at (http only on loopback)",
                 ),
             },
-            "clientSecret" => c.client_secret = Some(v),
+            "clientSecret" => c.client_secret = Some(v.into()),
             "tokenEndpointAuthMethod" => {
                 const METHODS: [&str; 4] = [
                     "client_secret_basic",
@@ -1141,9 +1141,9 @@ impl<'a> Ctx<'a> {
                     );
                 }
             }
-            "privateKeyPem" => c.private_key_pem = Some(v),
+            "privateKeyPem" => c.private_key_pem = Some(v.into()),
             "privateKeyFile" => match std::fs::read_to_string(self.base_dir.join(&v)) {
-                Ok(pem) => c.private_key_pem = Some(pem),
+                Ok(pem) => c.private_key_pem = Some(pem.into()),
                 Err(e) => self.error(start, f, format!("cannot read {v:?}: {e}")),
             },
             "signingAlgorithm" => c.signing_algorithm = Some(v),

@@ -5,6 +5,7 @@ use super::value::{Map, Value};
 use jsonc_parser::ast::{ObjectPropName, Value as Ast};
 use jsonc_parser::{CollectOptions, parse_to_ast};
 
+use super::fields::{Field, Fields, Table};
 use super::vars::Rules;
 use super::{Ctx, Dialect, Found, ImportError, Input, Scope, Server, kind};
 
@@ -226,78 +227,36 @@ fn servers(ctx: &Ctx<'_>, value: Option<&Value>, field: &str, rules: Rules<'_>, 
     }
 }
 
-/// The fields of one Claude-Desktop-shaped entry, as every dialect of this
+/// The keys of a Claude-Desktop-shaped entry, as every dialect of this
 /// family writes them.
+const KEYS: &Table = &[
+    ("type", Field::Transport),
+    ("transport", Field::Transport),
+    ("command", Field::Command),
+    ("args", Field::Args),
+    ("env", Field::Env),
+    ("envFile", Field::EnvFile),
+    ("cwd", Field::Cwd),
+    ("url", Field::Url),
+    ("serverUrl", Field::Url),
+    ("headers", Field::Headers),
+    ("disabled", Field::Disabled),
+    ("enabled", Field::Enabled),
+    ("disabledTools", Field::DenyTools),
+    ("alwaysAllow", Field::Drop(NO_APPROVALS)),
+    ("autoApprove", Field::Drop(NO_APPROVALS)),
+    (
+        "timeout",
+        Field::Drop(
+            "a bare number; mcphost's timeouts take units (set timeouts.request, e.g. \"60s\")",
+        ),
+    ),
+];
+
+const NO_APPROVALS: &str = "tool approval is the host's business; mcphost has no approval list";
+
 fn entry_fields(ctx: &Ctx<'_>, obj: &Map, s: &mut Server<'_>) {
-    let base = ctx.base_dir();
-    let host = ctx.dialect.display_name();
-    let mut kind_seen: Option<String> = None;
-    for (key, v) in obj {
-        match key.as_str() {
-            "type" | "transport" => match v.as_str() {
-                Some(t) => kind_seen = Some(t.to_owned()),
-                None => s.fail(format!("{key} is {}, not a string", kind(v))),
-            },
-            "command" => match v.as_str() {
-                Some(c) => s.entry.command = s.text("command", c),
-                None => s.fail(format!("command is {}, not a string", kind(v))),
-            },
-            "args" => {
-                if let Some(a) = s.strings("args", v) {
-                    s.entry.args = a;
-                }
-            }
-            "env" => {
-                if let Some(m) = s.string_map("env", v) {
-                    s.entry.env = m;
-                }
-            }
-            "envFile" => match v.as_str() {
-                Some(p) => s.entry.env_file = s.path("envFile", p, &base),
-                None => s.fail(format!("envFile is {}, not a string", kind(v))),
-            },
-            "cwd" => match v.as_str() {
-                Some(p) => s.entry.cwd = s.path("cwd", p, &base),
-                None => s.fail(format!("cwd is {}, not a string", kind(v))),
-            },
-            "url" | "serverUrl" => match v.as_str() {
-                Some(u) => s.entry.url = s.text(key, u),
-                None => s.fail(format!("{key} is {}, not a string", kind(v))),
-            },
-            "headers" => {
-                if let Some(m) = s.string_map("headers", v) {
-                    s.entry.headers = m;
-                }
-            }
-            "disabled" => match v.as_bool() {
-                Some(b) => s.entry.disabled = b,
-                None => s.fail(format!("disabled is {}, not a boolean", kind(v))),
-            },
-            "enabled" => match v.as_bool() {
-                Some(b) => s.entry.disabled = !b,
-                None => s.fail(format!("enabled is {}, not a boolean", kind(v))),
-            },
-            "disabledTools" => {
-                if let Some(list) = s.strings("disabledTools", v)
-                    && !list.is_empty()
-                {
-                    s.entry.tools.get_or_insert_with(Default::default).deny = list;
-                }
-            }
-            "alwaysAllow" | "autoApprove" => s.drop_field(
-                key,
-                "tool approval is the host's business; mcphost has no approval list",
-            ),
-            "timeout" => s.drop_field(
-                key,
-                "a bare number; mcphost's timeouts take units (set timeouts.request, e.g. \"60s\")",
-            ),
-            other => s.drop_field(
-                other,
-                &format!("a {host} setting mcphost has no equivalent for"),
-            ),
-        }
-    }
+    let kind_seen = Fields::new(ctx, KEYS).read(obj, s, |_, _, _| {});
     transport(kind_seen.as_deref(), s);
 }
 

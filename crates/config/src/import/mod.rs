@@ -11,9 +11,12 @@
 //!   Code, VS Code, Cursor, Windsurf, Continue's JSON blocks).
 //! - `zed.rs`: Zed's `context_servers`.
 //! - `yaml.rs`: Goose, Continue and mark3labs/mcphost.
+//! - `fields.rs`: the one reader of a server entry's fields, by each
+//!   dialect's table of keys.
 //! - `vars.rs`: each dialect's `${…}` references, rewritten into ours.
 
 mod consolidate;
+mod fields;
 mod json;
 mod merge;
 pub mod paths;

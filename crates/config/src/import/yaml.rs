@@ -4,9 +4,10 @@
 
 use super::value::{Map, Value};
 
+use super::fields::{Field, Fields, Table};
 use super::json::transport;
 use super::vars::Rules;
-use super::{Ctx, Dialect, Found, ImportError, Server, ToolsEntry, kind};
+use super::{Ctx, Found, ImportError, Server, kind};
 
 pub(super) fn parse(ctx: &Ctx<'_>, text: &str) -> Result<Value, ImportError> {
     if text.trim().is_empty() {
@@ -44,7 +45,7 @@ pub(super) fn goose(ctx: &Ctx<'_>, root: &Map) -> Found {
     for (key, ext) in map {
         let mut s = Server::new(key, Rules::Literal);
         match ext {
-            Value::Object(obj) => goose_fields(obj, &mut s),
+            Value::Object(obj) => goose_fields(ctx, obj, &mut s),
             other => s.fail(format!("its entry is {}, not a map", kind(other))),
         }
         s.finish(&mut found);
@@ -52,7 +53,24 @@ pub(super) fn goose(ctx: &Ctx<'_>, root: &Map) -> Found {
     found
 }
 
-fn goose_fields(obj: &Map, s: &mut Server<'_>) {
+const GOOSE: &Table = &[
+    ("type", Field::Skip),
+    ("name", Field::Skip),
+    ("display_name", Field::Skip),
+    ("description", Field::Skip),
+    ("bundled", Field::Skip),
+    ("cmd", Field::Command),
+    ("args", Field::Args),
+    ("envs", Field::Env),
+    ("env_keys", Field::Own),
+    ("uri", Field::Url),
+    ("headers", Field::Headers),
+    ("enabled", Field::Enabled),
+    ("timeout", Field::Own),
+    ("available_tools", Field::AllowTools),
+];
+
+fn goose_fields(ctx: &Ctx<'_>, obj: &Map, s: &mut Server<'_>) {
     let kind_seen = obj.get("type").and_then(Value::as_str).unwrap_or("stdio");
     let ours = match kind_seen {
         "stdio" => None,
@@ -69,79 +87,56 @@ fn goose_fields(obj: &Map, s: &mut Server<'_>) {
             return;
         }
     };
-    for (key, v) in obj {
-        match key.as_str() {
-            "type" | "name" | "display_name" | "description" | "bundled" => {}
-            "cmd" => match v.as_str() {
-                Some(c) => s.entry.command = s.text("cmd", c),
-                None => s.fail(format!("cmd is {}, not a string", kind(v))),
-            },
-            "args" => {
-                if let Some(a) = s.strings("args", v) {
-                    s.entry.args = a;
-                }
-            }
-            "envs" => {
-                if let Some(m) = s.string_map("envs", v) {
-                    s.entry.env = m;
-                }
-            }
-            "env_keys" => {
-                if v.as_array().is_some_and(|a| !a.is_empty()) {
-                    let names: Vec<String> = v
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(string)
-                        .collect();
-                    s.drop_field(
-                        "env_keys",
-                        &format!(
-                            "the values of {} are in Goose's secret store; add them to env yourself",
-                            names.join(", ")
-                        ),
-                    );
-                }
-            }
-            "uri" => match v.as_str() {
-                Some(u) => s.entry.url = s.text("uri", u),
-                None => s.fail(format!("uri is {}, not a string", kind(v))),
-            },
-            "headers" => {
-                if let Some(m) = s.string_map("headers", v) {
-                    s.entry.headers = m;
-                }
-            }
-            "enabled" => match v.as_bool() {
-                Some(b) => s.entry.disabled = !b,
-                None => s.fail(format!("enabled is {}, not a boolean", kind(v))),
-            },
-            "timeout" => match v.as_u64() {
-                // Goose's per-call timeout, in seconds.
-                Some(secs) if secs > 0 => {
-                    let t = s.entry.timeouts.get_or_insert_with(Default::default);
-                    t.request = Some(format!("{secs}s"));
-                    if secs > 600 {
-                        t.max_request = Some(format!("{secs}s"));
-                    }
-                }
-                _ => s.drop_field("timeout", "not a positive number of seconds"),
-            },
-            "available_tools" => {
-                if let Some(list) = s.strings("available_tools", v)
-                    && !list.is_empty()
-                {
-                    s.entry.tools = Some(ToolsEntry {
-                        allow: list,
-                        deny: Vec::new(),
-                    });
-                }
-            }
-            other => s.drop_field(other, "a Goose setting mcphost has no equivalent for"),
-        }
-    }
+    Fields::new(ctx, GOOSE).read(obj, s, |key, v, s| match key {
+        "env_keys" => goose_env_keys(v, s),
+        _ => goose_timeout(v, s),
+    });
     transport(ours, s);
 }
+
+/// `env_keys`: names whose values are in Goose's secret store.
+fn goose_env_keys(v: &Value, s: &mut Server<'_>) {
+    if v.as_array().is_some_and(|a| !a.is_empty()) {
+        let names: Vec<String> = v
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(string)
+            .collect();
+        s.drop_field(
+            "env_keys",
+            &format!(
+                "the values of {} are in Goose's secret store; add them to env yourself",
+                names.join(", ")
+            ),
+        );
+    }
+}
+
+/// `timeout`: Goose's per-call timeout, in seconds.
+fn goose_timeout(v: &Value, s: &mut Server<'_>) {
+    match v.as_u64() {
+        Some(secs) if secs > 0 => {
+            let t = s.entry.timeouts.get_or_insert_with(Default::default);
+            t.request = Some(format!("{secs}s"));
+            if secs > 600 {
+                t.max_request = Some(format!("{secs}s"));
+            }
+        }
+        _ => s.drop_field("timeout", "not a positive number of seconds"),
+    }
+}
+
+const CONTINUE: &Table = &[
+    ("name", Field::Skip),
+    ("type", Field::Own),
+    ("command", Field::Command),
+    ("args", Field::Args),
+    ("env", Field::Env),
+    ("cwd", Field::Cwd),
+    ("url", Field::Url),
+    ("requestOptions", Field::Own),
+];
 
 /// Continue: `mcpServers` is a list of `{name, type, command, args, env,
 /// cwd, url, requestOptions.headers}`, in config.yaml and in block files.
@@ -154,7 +149,6 @@ pub(super) fn continue_(ctx: &Ctx<'_>, root: &Map) -> Found {
         found.problem(None, format!("mcpServers is {}, not a list", kind(value)));
         return found;
     };
-    let base = ctx.base_dir();
     for (i, item) in list.iter().enumerate() {
         let Value::Object(obj) = item else {
             found.problem(
@@ -176,58 +170,48 @@ pub(super) fn continue_(ctx: &Ctx<'_>, root: &Map) -> Found {
         };
         let mut s = Server::new(name, Rules::Continue);
         let mut kind_seen: Option<String> = None;
-        for (key, v) in obj {
-            match key.as_str() {
-                "name" => {}
-                "type" => kind_seen = v.as_str().map(str::to_owned),
-                "command" => match v.as_str() {
-                    Some(c) => s.entry.command = s.text("command", c),
-                    None => s.fail(format!("command is {}, not a string", kind(v))),
-                },
-                "args" => {
-                    if let Some(a) = s.strings("args", v) {
-                        s.entry.args = a;
-                    }
-                }
-                "env" => {
-                    if let Some(m) = s.string_map("env", v) {
-                        s.entry.env = m;
-                    }
-                }
-                "cwd" => match v.as_str() {
-                    Some(p) => s.entry.cwd = s.path("cwd", p, &base),
-                    None => s.fail(format!("cwd is {}, not a string", kind(v))),
-                },
-                "url" => match v.as_str() {
-                    Some(u) => s.entry.url = s.text("url", u),
-                    None => s.fail(format!("url is {}, not a string", kind(v))),
-                },
-                "requestOptions" => {
-                    let Value::Object(opts) = v else {
-                        s.fail("requestOptions is not a map");
-                        continue;
-                    };
-                    for (k, v) in opts {
-                        if k == "headers" {
-                            if let Some(m) = s.string_map("requestOptions.headers", v) {
-                                s.entry.headers = m;
-                            }
-                        } else {
-                            s.drop_field(
-                                &format!("requestOptions.{k}"),
-                                "a Continue request option mcphost has no equivalent for",
-                            );
-                        }
-                    }
-                }
-                other => s.drop_field(other, "a Continue setting mcphost has no equivalent for"),
-            }
-        }
+        Fields::new(ctx, CONTINUE).read(obj, &mut s, |key, v, s| match key {
+            // Continue's own check lets a type that is not a string pass.
+            "type" => kind_seen = v.as_str().map(str::to_owned),
+            _ => continue_request_options(v, s),
+        });
         transport(kind_seen.as_deref(), &mut s);
         s.finish(&mut found);
     }
     found
 }
+
+/// `requestOptions`: of them, `headers` only.
+fn continue_request_options(v: &Value, s: &mut Server<'_>) {
+    let Value::Object(opts) = v else {
+        s.fail("requestOptions is not a map");
+        return;
+    };
+    for (k, v) in opts {
+        if k == "headers" {
+            if let Some(m) = s.string_map("requestOptions.headers", v) {
+                s.entry.headers = m;
+            }
+        } else {
+            s.drop_field(
+                &format!("requestOptions.{k}"),
+                "a Continue request option mcphost has no equivalent for",
+            );
+        }
+    }
+}
+
+const MARK3LABS: &Table = &[
+    ("type", Field::Own),
+    ("command", Field::Own),
+    ("args", Field::MoreArgs),
+    ("environment", Field::Env),
+    ("env", Field::Env),
+    ("url", Field::Url),
+    ("headers", Field::Own),
+    ("allowedTools", Field::AllowTools),
+    ("excludedTools", Field::DenyTools),
+];
 
 /// mark3labs/mcphost: `mcpServers: {name: {type: local, command: [..],
 /// environment}}` or `{type: remote, url, headers: ["K: V"]}`, plus the
@@ -241,7 +225,6 @@ pub(super) fn mark3labs(ctx: &Ctx<'_>, root: &Map) -> Found {
         found.problem(None, format!("mcpServers is {}, not a map", kind(value)));
         return found;
     };
-    let host = Dialect::Mark3labs.display_name();
     for (name, entry) in map {
         let mut s = Server::new(name, Rules::Mark3labs);
         let Value::Object(obj) = entry else {
@@ -255,80 +238,58 @@ pub(super) fn mark3labs(ctx: &Ctx<'_>, root: &Map) -> Found {
             s.finish(&mut found);
             continue;
         }
-        let mut kind_seen: Option<&str> = None;
-        for (key, v) in obj {
-            match key.as_str() {
-                "type" => match v.as_str() {
-                    Some("local") | Some("remote") => {}
-                    Some(other) => kind_seen = Some(other),
-                    None => s.fail("type is not a string"),
-                },
-                "command" => match v {
-                    Value::String(c) => s.entry.command = s.text("command", c),
-                    Value::Array(_) => {
-                        if let Some(words) = s.strings("command", v) {
-                            let mut words = words.into_iter();
-                            s.entry.command = words.next();
-                            s.entry.args.extend(words);
-                        }
-                    }
-                    other => s.fail(format!("command is {}, not a list", kind(other))),
-                },
-                "args" => {
-                    if let Some(a) = s.strings("args", v) {
-                        s.entry.args.extend(a);
-                    }
-                }
-                "environment" | "env" => {
-                    if let Some(m) = s.string_map(key, v) {
-                        s.entry.env = m;
-                    }
-                }
-                "url" => match v.as_str() {
-                    Some(u) => s.entry.url = s.text("url", u),
-                    None => s.fail(format!("url is {}, not a string", kind(v))),
-                },
-                "headers" => match v {
-                    Value::Array(items) => {
-                        for (i, item) in items.iter().enumerate() {
-                            let field = format!("headers[{i}]");
-                            match item.as_str().and_then(|h| h.split_once(':')) {
-                                Some((k, val)) => {
-                                    if let Some(val) = s.text(&field, val.trim()) {
-                                        s.entry.headers.insert(k.trim().to_owned(), val);
-                                    }
-                                }
-                                None => s.fail(format!("{field} is not \"Name: value\"")),
-                            }
-                        }
-                    }
-                    Value::Object(_) => {
-                        if let Some(m) = s.string_map("headers", v) {
-                            s.entry.headers = m;
-                        }
-                    }
-                    other => s.fail(format!("headers is {}, not a list", kind(other))),
-                },
-                "allowedTools" | "excludedTools" => {
-                    if let Some(list) = s.strings(key, v)
-                        && !list.is_empty()
-                    {
-                        let tools = s.entry.tools.get_or_insert_with(Default::default);
-                        if key == "allowedTools" {
-                            tools.allow = list;
-                        } else {
-                            tools.deny = list;
-                        }
-                    }
-                }
-                other => s.drop_field(
-                    other,
-                    &format!("a {host} setting mcphost has no equivalent for"),
-                ),
-            }
-        }
-        transport(kind_seen, &mut s);
+        let mut kind_seen: Option<String> = None;
+        Fields::new(ctx, MARK3LABS).read(obj, &mut s, |key, v, s| match key {
+            "type" => match v.as_str() {
+                Some("local") | Some("remote") => {}
+                Some(other) => kind_seen = Some(other.to_owned()),
+                None => s.fail("type is not a string"),
+            },
+            "command" => mark3labs_command(v, s),
+            _ => mark3labs_headers(v, s),
+        });
+        transport(kind_seen.as_deref(), &mut s);
         s.finish(&mut found);
     }
     found
+}
+
+/// mark3labs `command`: a string, or the program and its arguments.
+fn mark3labs_command(v: &Value, s: &mut Server<'_>) {
+    match v {
+        Value::String(c) => s.entry.command = s.text("command", c),
+        Value::Array(_) => {
+            if let Some(words) = s.strings("command", v) {
+                let mut words = words.into_iter();
+                s.entry.command = words.next();
+                s.entry.args.extend(words);
+            }
+        }
+        other => s.fail(format!("command is {}, not a list", kind(other))),
+    }
+}
+
+/// mark3labs `headers`: `["Name: value", …]`, or a map.
+fn mark3labs_headers(v: &Value, s: &mut Server<'_>) {
+    match v {
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let field = format!("headers[{i}]");
+                match item.as_str().and_then(|h| h.split_once(':')) {
+                    Some((k, val)) => {
+                        if let Some(val) = s.text(&field, val.trim()) {
+                            s.entry.headers.insert(k.trim().to_owned(), val);
+                        }
+                    }
+                    None => s.fail(format!("{field} is not \"Name: value\"")),
+                }
+            }
+        }
+        Value::Object(_) => {
+            if let Some(m) = s.string_map("headers", v) {
+                s.entry.headers = m;
+            }
+        }
+        other => s.fail(format!("headers is {}, not a list", kind(other))),
+    }
 }

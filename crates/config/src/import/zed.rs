@@ -6,6 +6,7 @@
 
 use super::value::{Map, Value};
 
+use super::fields::{Field, Fields, Table};
 use super::json::transport;
 use super::vars::Rules;
 use super::{Ctx, Found, Server, kind};
@@ -26,7 +27,7 @@ pub(super) fn read(ctx: &Ctx<'_>, root: &Map) -> Found {
     for (name, entry) in map {
         let mut s = Server::new(name, Rules::Literal);
         match entry {
-            Value::Object(obj) => fields(obj, &mut s),
+            Value::Object(obj) => fields(ctx, obj, &mut s),
             other => s.fail(format!("its entry is {}, not an object", kind(other))),
         }
         s.finish(&mut found);
@@ -34,7 +35,18 @@ pub(super) fn read(ctx: &Ctx<'_>, root: &Map) -> Found {
     found
 }
 
-fn fields(obj: &Map, s: &mut Server<'_>) {
+const KEYS: &Table = &[
+    ("source", Field::Skip),
+    ("command", Field::Own),
+    ("args", Field::Args),
+    ("env", Field::EnvOrNull),
+    ("url", Field::Url),
+    ("headers", Field::Headers),
+    ("enabled", Field::Enabled),
+    ("settings", Field::Own),
+];
+
+fn fields(ctx: &Ctx<'_>, obj: &Map, s: &mut Server<'_>) {
     let has_command = obj.contains_key("command");
     let has_url = obj.contains_key("url");
     if !has_command && !has_url {
@@ -47,74 +59,51 @@ fn fields(obj: &Map, s: &mut Server<'_>) {
         ));
         return;
     }
-    for (key, v) in obj {
-        match key.as_str() {
-            "source" => {}
-            "command" => match v {
-                Value::String(c) => s.entry.command = s.text("command", c),
-                Value::Object(cmd) => {
-                    for (k, v) in cmd {
-                        match k.as_str() {
-                            "path" => match v.as_str() {
-                                Some(p) => s.entry.command = s.text("command.path", p),
-                                None => s.fail("command.path is not a string"),
-                            },
-                            "args" => {
-                                if let Some(a) = s.strings("command.args", v) {
-                                    s.entry.args = a;
-                                }
-                            }
-                            "env" => {
-                                if !v.is_null()
-                                    && let Some(m) = s.string_map("command.env", v)
-                                {
-                                    s.entry.env = m;
-                                }
-                            }
-                            other => s.drop_field(
-                                &format!("command.{other}"),
-                                "a Zed setting mcphost has no equivalent for",
-                            ),
+    Fields::new(ctx, KEYS).read(obj, s, |key, v, s| match key {
+        "command" => command(v, s),
+        // Settings go to the extension that provides a server.
+        _ => {
+            if v.as_object().is_some_and(|m| !m.is_empty()) {
+                s.drop_field("settings", "settings are passed to Zed extensions only");
+            }
+        }
+    });
+    transport(None, s);
+}
+
+/// `command`: a string, or `{"path", "args", "env"}`.
+fn command(v: &Value, s: &mut Server<'_>) {
+    match v {
+        Value::String(c) => s.entry.command = s.text("command", c),
+        Value::Object(cmd) => {
+            for (k, v) in cmd {
+                match k.as_str() {
+                    "path" => match v.as_str() {
+                        Some(p) => s.entry.command = s.text("command.path", p),
+                        None => s.fail("command.path is not a string"),
+                    },
+                    "args" => {
+                        if let Some(a) = s.strings("command.args", v) {
+                            s.entry.args = a;
                         }
                     }
-                }
-                other => s.fail(format!(
-                    "command is {}, not a string or an object",
-                    kind(other)
-                )),
-            },
-            "args" => {
-                if let Some(a) = s.strings("args", v) {
-                    s.entry.args = a;
-                }
-            }
-            "env" => {
-                if !v.is_null()
-                    && let Some(m) = s.string_map("env", v)
-                {
-                    s.entry.env = m;
+                    "env" => {
+                        if !v.is_null()
+                            && let Some(m) = s.string_map("command.env", v)
+                        {
+                            s.entry.env = m;
+                        }
+                    }
+                    other => s.drop_field(
+                        &format!("command.{other}"),
+                        "a Zed setting mcphost has no equivalent for",
+                    ),
                 }
             }
-            "url" => match v.as_str() {
-                Some(u) => s.entry.url = s.text("url", u),
-                None => s.fail(format!("url is {}, not a string", kind(v))),
-            },
-            "headers" => {
-                if let Some(m) = s.string_map("headers", v) {
-                    s.entry.headers = m;
-                }
-            }
-            "enabled" => match v.as_bool() {
-                Some(b) => s.entry.disabled = !b,
-                None => s.fail(format!("enabled is {}, not a boolean", kind(v))),
-            },
-            "settings" => {
-                if v.as_object().is_some_and(|m| !m.is_empty()) {
-                    s.drop_field("settings", "settings are passed to Zed extensions only");
-                }
-            }
-            other => s.drop_field(other, "a Zed setting mcphost has no equivalent for"),
         }
+        other => s.fail(format!(
+            "command is {}, not a string or an object",
+            kind(other)
+        )),
     }
-    transport(None, s);
 }
