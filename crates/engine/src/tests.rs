@@ -438,7 +438,7 @@ async fn every_listed_mcphost_request_is_answered_in_both_eras_and_no_other() {
 /// docs/ipc.md's method tables describe every `mcphost/*` request.
 #[test]
 fn the_ipc_reference_describes_every_mcphost_request() {
-    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/ipc.md"))
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/ipc.md"))
         .expect("docs/ipc.md");
     let missing: Vec<&&str> = methods::MCPHOST_REQUESTS
         .iter()
