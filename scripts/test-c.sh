@@ -146,8 +146,8 @@ else
 	# Two lanes at once: under valgrind the tests mostly wait (on servers,
 	# timeouts), and an embedded test shares nothing with the daemon the
 	# connected ones use. Each lane runs its tests one after another.
-	lane() { # mode
-		FAILED=0
+	lane() { # mode; `run` sets this lane's own FAILED (bash scopes dynamically)
+		local FAILED=0
 		for t in "${tests[@]}"; do run "$1" valgrind "$prefix$t"; done
 		return "$FAILED"
 	}
