@@ -146,7 +146,7 @@ impl Autostart {
                         "the daemon dropped the connection ({e:#}); it may be stopping"
                     );
                     retried = true;
-                    self.wait_gone().await?;
+                    self.gone_or_replaced(&opts).await?;
                     continue;
                 }
                 Err(e) => return Err(e),
@@ -429,6 +429,49 @@ impl Autostart {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// After a daemon dropped our connection: waits until it is gone, or
+    /// until a daemon answers `mcphost/status` on the socket (one that took
+    /// its place, which holds the lock for as long as it runs).
+    async fn gone_or_replaced(&self, opts: &ClientOptions) -> Result<()> {
+        let lock = mcphost::ipc::listener_lock_path(&self.socket);
+        let begun = Instant::now();
+        while mcphost::lockfile::is_held(&lock)? {
+            if self.status_answers(opts).await {
+                return Ok(());
+            }
+            if begun.elapsed() >= STOP_TIMEOUT {
+                bail!(
+                    "a daemon still holds {} after {STOP_TIMEOUT:?} (stopping its servers, or \
+                     stuck) and does not answer on {}; stop it and try again",
+                    lock.display(),
+                    self.socket.display()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
+    }
+
+    /// A daemon on the socket answers `mcphost/status` within a second: a
+    /// dying one that still accepts does not.
+    async fn status_answers(&self, opts: &ClientOptions) -> bool {
+        let probe = async {
+            let conn = mcphost::ipc::connect(&self.socket, mcphost::ipc::DEFAULT_MAX_MESSAGE_BYTES)
+                .await
+                .ok()?;
+            let client = ServerClient::connect("daemon", conn, opts.clone())
+                .await
+                .ok()?;
+            let answered = request(&client, "mcphost/status", None).await.is_ok();
+            client.shutdown().await;
+            Some(answered)
+        };
+        matches!(
+            tokio::time::timeout(Duration::from_secs(1), probe).await,
+            Ok(Some(true))
+        )
     }
 
     /// Waits until no daemon holds the socket's listener lock.
