@@ -131,14 +131,7 @@ impl Autostart {
             // A daemon that is going away (asked to stop, or dying) may
             // still take a connection and then drop it: once, wait for it to
             // be gone and go round again.
-            let checked = match ServerClient::connect("daemon", conn, opts.clone()).await {
-                Ok(client) => match request(&client, "mcphost/status", None).await {
-                    Ok(status) => Ok((client, status)),
-                    Err(e) => Err(e),
-                },
-                Err(e) => Err(e.into()),
-            };
-            let (client, status) = match checked {
+            let (client, status) = match status_of(conn, &opts).await {
                 Ok(ok) => ok,
                 // An answer (the daemon is busy, say) is not a daemon going away.
                 Err(e) if !retried && !answered(&e) => {
@@ -146,7 +139,9 @@ impl Autostart {
                         "the daemon dropped the connection ({e:#}); it may be stopping"
                     );
                     retried = true;
-                    self.gone_or_replaced(&opts).await?;
+                    // Gone, or replaced: a daemon that took its place holds
+                    // the lock for as long as it runs, and answers.
+                    self.until_gone(Some(&opts)).await?;
                     continue;
                 }
                 Err(e) => return Err(e),
@@ -431,14 +426,37 @@ impl Autostart {
         }
     }
 
-    /// After a daemon dropped our connection: waits until it is gone, or
-    /// until a daemon answers `mcphost/status` on the socket (one that took
-    /// its place, which holds the lock for as long as it runs).
-    async fn gone_or_replaced(&self, opts: &ClientOptions) -> Result<()> {
+    /// A daemon on the socket answers `mcphost/status` within a second: a
+    /// dying one that still accepts does not.
+    async fn status_answers(&self, opts: &ClientOptions) -> bool {
+        let probe = async {
+            let conn = mcphost::ipc::connect(&self.socket, mcphost::ipc::DEFAULT_MAX_MESSAGE_BYTES)
+                .await
+                .ok()?;
+            let (client, _) = status_of(conn, opts).await.ok()?;
+            client.shutdown().await;
+            Some(())
+        };
+        matches!(
+            tokio::time::timeout(Duration::from_secs(1), probe).await,
+            Ok(Some(()))
+        )
+    }
+
+    /// Waits until no daemon holds the socket's listener lock.
+    pub async fn wait_gone(&self) -> Result<()> {
+        self.until_gone(None).await
+    }
+
+    /// Waits until no daemon holds the listener lock, or, given `replaced`,
+    /// until one answers with those client options.
+    async fn until_gone(&self, replaced: Option<&ClientOptions>) -> Result<()> {
         let lock = mcphost::ipc::listener_lock_path(&self.socket);
         let begun = Instant::now();
         while mcphost::lockfile::is_held(&lock)? {
-            if self.status_answers(opts).await {
+            if let Some(opts) = replaced
+                && self.status_answers(opts).await
+            {
                 return Ok(());
             }
             if begun.elapsed() >= STOP_TIMEOUT {
@@ -453,44 +471,16 @@ impl Autostart {
         }
         Ok(())
     }
+}
 
-    /// A daemon on the socket answers `mcphost/status` within a second: a
-    /// dying one that still accepts does not.
-    async fn status_answers(&self, opts: &ClientOptions) -> bool {
-        let probe = async {
-            let conn = mcphost::ipc::connect(&self.socket, mcphost::ipc::DEFAULT_MAX_MESSAGE_BYTES)
-                .await
-                .ok()?;
-            let client = ServerClient::connect("daemon", conn, opts.clone())
-                .await
-                .ok()?;
-            let answered = request(&client, "mcphost/status", None).await.is_ok();
-            client.shutdown().await;
-            Some(answered)
-        };
-        matches!(
-            tokio::time::timeout(Duration::from_secs(1), probe).await,
-            Ok(Some(true))
-        )
-    }
-
-    /// Waits until no daemon holds the socket's listener lock.
-    pub async fn wait_gone(&self) -> Result<()> {
-        let lock = mcphost::ipc::listener_lock_path(&self.socket);
-        let begun = Instant::now();
-        while mcphost::lockfile::is_held(&lock)? {
-            if begun.elapsed() >= STOP_TIMEOUT {
-                bail!(
-                    "a daemon still holds {} after {STOP_TIMEOUT:?} (stopping its servers, or \
-                     stuck) and does not answer on {}; stop it and try again",
-                    lock.display(),
-                    self.socket.display()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        Ok(())
-    }
+/// A client on `conn` and the daemon's `mcphost/status`.
+async fn status_of(
+    conn: mcphost::transport::Connection,
+    opts: &ClientOptions,
+) -> Result<(ServerClient, Value)> {
+    let client = ServerClient::connect("daemon", conn, opts.clone()).await?;
+    let status = request(&client, "mcphost/status", None).await?;
+    Ok((client, status))
 }
 
 /// This command, as `daemon status` names who started the daemon: its
