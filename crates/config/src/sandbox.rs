@@ -1,0 +1,271 @@
+//! A stdio server's `sandbox`: a preset name, or
+//! `{"read": [...], "write": [...], "network": "none" | "loopback" | "any"}`.
+//!
+//! Parsed here into plain data; the registry turns it into the transport's
+//! `SandboxSpec`, adding the roots (see [`attach_roots`]).
+
+use std::path::{Path, PathBuf};
+
+use jsonc_parser::ast::Value;
+use jsonc_parser::common::Ranged as _;
+
+use crate::{HostConfig, Root, TransportConfig};
+
+const KEYS: &[&str] = &["read", "write", "network"];
+pub const PRESETS: &[&str] = &["workspace", "read-only", "no-network"];
+const NETWORKS: &[&str] = &["none", "loopback", "any"];
+
+/// What a server may reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandboxNetwork {
+    None,
+    Loopback,
+    Any,
+}
+
+/// How a sandbox treats the roots (global and the server's own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RootAccess {
+    Ignore,
+    Read,
+    Write,
+}
+
+/// A parsed `sandbox`, paths absolute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sandbox {
+    /// The preset's name, or `"custom"`.
+    pub requested: String,
+    pub read: Vec<PathBuf>,
+    pub write: Vec<PathBuf>,
+    pub network: SandboxNetwork,
+    /// Read the system toolchain and the program's own install prefix.
+    pub toolchain: bool,
+    /// A private writable `TMPDIR`.
+    pub private_tmp: bool,
+    pub roots: RootAccess,
+    /// The roots' paths, filled in by [`attach_roots`].
+    pub root_paths: Vec<PathBuf>,
+}
+
+/// System directories a `workspace` or `read-only` server reads: binaries,
+/// libraries, `/etc` (less its secret files), a few device nodes.
+const SYSTEM_READ: &[&str] = &[
+    "/usr",
+    "/lib",
+    "/lib64",
+    "/lib32",
+    "/bin",
+    "/sbin",
+    "/opt",
+    "/dev/urandom",
+    "/dev/random",
+    "/dev/zero",
+    "/dev/tty",
+    "/System",
+    "/Library",
+    "/private/etc",
+    "/private/var/db/timezone",
+];
+
+/// `/etc` entries left out of the presets: password hashes, sudo rules,
+/// host keys, TLS private keys. Landlock grants, it never subtracts, so the
+/// presets list `/etc`'s other entries one by one (as they are at load).
+const ETC_SECRETS: &[&str] = &[
+    "shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "sudoers.d", "ssh", "ssl", "security",
+    "krb5.keytab", "machine-id",
+];
+
+/// One problem: where (byte offset), which field, what.
+pub(crate) type Problem = (usize, String, String);
+
+/// Parses `value` (the `sandbox` property) of a server. `expand` interpolates
+/// one path (`${VAR}`, `~`); `base` is the config file's directory.
+pub(crate) fn parse(
+    value: &Value<'_>,
+    field: &str,
+    base: &Path,
+    expand: &mut dyn FnMut(&str, usize, &str) -> Option<String>,
+) -> Result<Option<Sandbox>, Vec<Problem>> {
+    match value {
+        Value::BooleanLit(b) if !b.value => Ok(None),
+        Value::StringLit(s) => preset(&s.value).map(Some).ok_or_else(|| {
+            vec![(
+                value.start(),
+                field.to_owned(),
+                format!(
+                    "unknown preset \"{}\"; expected one of {}, false, or an object {{\"read\", \"write\", \"network\"}}",
+                    s.value,
+                    PRESETS.join(", ")
+                ),
+            )]
+        }),
+        Value::Object(obj) => custom(obj, field, base, expand).map(Some),
+        _ => Err(vec![(
+            value.start(),
+            field.to_owned(),
+            "must be a preset name (workspace, read-only, no-network), false, or an object {\"read\", \"write\", \"network\"}".into(),
+        )]),
+    }
+}
+
+fn custom(
+    obj: &jsonc_parser::ast::Object<'_>,
+    field: &str,
+    base: &Path,
+    expand: &mut dyn FnMut(&str, usize, &str) -> Option<String>,
+) -> Result<Sandbox, Vec<Problem>> {
+    let mut problems = Vec::new();
+    for prop in &obj.properties {
+        let key = prop.name.as_str();
+        if !KEYS.contains(&key) {
+            problems.push((
+                prop.start(),
+                format!("{field}.{key}"),
+                format!("unknown key; expected one of {}", KEYS.join(", ")),
+            ));
+        }
+    }
+    let mut paths = |key: &str, problems: &mut Vec<Problem>| -> Vec<PathBuf> {
+        let Some(prop) = obj.get(key) else {
+            return Vec::new();
+        };
+        let field = format!("{field}.{key}");
+        let Value::Array(items) = &prop.value else {
+            problems.push((
+                prop.value.start(),
+                field,
+                "must be an array of paths".into(),
+            ));
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (i, item) in items.elements.iter().enumerate() {
+            let field = format!("{field}[{i}]");
+            match item {
+                Value::StringLit(s) if !s.value.trim().is_empty() => {
+                    let raw = match s.value.strip_prefix('~') {
+                        Some(rest) if rest.is_empty() || rest.starts_with('/') => {
+                            format!("${{HOME}}{rest}")
+                        }
+                        _ => s.value.to_string(),
+                    };
+                    if let Some(text) = expand(&raw, item.start(), &field) {
+                        out.push(base.join(text));
+                    }
+                }
+                _ => problems.push((item.start(), field, "must be a non-empty path".into())),
+            }
+        }
+        out
+    };
+    let read = paths("read", &mut problems);
+    let write = paths("write", &mut problems);
+    let network = match obj.get("network").map(|p| &p.value) {
+        None => SandboxNetwork::None,
+        Some(Value::StringLit(s)) if s.value == "none" => SandboxNetwork::None,
+        Some(Value::StringLit(s)) if s.value == "loopback" => SandboxNetwork::Loopback,
+        Some(Value::StringLit(s)) if s.value == "any" => SandboxNetwork::Any,
+        Some(v) => {
+            problems.push((
+                v.start(),
+                format!("{field}.network"),
+                format!("must be one of {}", NETWORKS.join(", ")),
+            ));
+            SandboxNetwork::None
+        }
+    };
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(Sandbox {
+        requested: "custom".into(),
+        read,
+        write,
+        network,
+        toolchain: false,
+        private_tmp: false,
+        roots: RootAccess::Ignore,
+        root_paths: Vec::new(),
+    })
+}
+
+fn preset(name: &str) -> Option<Sandbox> {
+    let system = || {
+        let mut read: Vec<PathBuf> = SYSTEM_READ.iter().map(PathBuf::from).collect();
+        read.extend(etc_entries(Path::new("/etc")));
+        read
+    };
+    let (read, write, roots, toolchain) = match name {
+        "workspace" => (system(), Vec::new(), RootAccess::Write, true),
+        "read-only" => (system(), Vec::new(), RootAccess::Read, true),
+        "no-network" => (Vec::new(), vec![PathBuf::from("/")], RootAccess::Ignore, false),
+        _ => return None,
+    };
+    Some(Sandbox {
+        requested: name.to_owned(),
+        read,
+        write,
+        network: SandboxNetwork::None,
+        toolchain,
+        private_tmp: toolchain,
+        roots,
+        root_paths: Vec::new(),
+    })
+}
+
+fn etc_entries(etc: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(etc) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| !ETC_SECRETS.contains(&n))
+        })
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Gives every sandbox that uses roots the paths of the global roots and
+/// its server's own (`file://` URIs that are not paths are left out).
+pub(crate) fn attach_roots(config: &mut HostConfig) {
+    let global = config.roots.clone();
+    for server in &mut config.servers {
+        let TransportConfig::Stdio(stdio) = &mut server.transport else {
+            continue;
+        };
+        let Some(sandbox) = &mut stdio.sandbox else {
+            continue;
+        };
+        if sandbox.roots == RootAccess::Ignore {
+            continue;
+        }
+        sandbox.root_paths = global
+            .iter()
+            .chain(&server.roots)
+            .filter_map(root_path)
+            .collect();
+    }
+}
+
+fn root_path(root: &Root) -> Option<PathBuf> {
+    url::Url::parse(&root.uri).ok()?.to_file_path().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_workspace_preset_reads_etc_without_its_secret_files() {
+        let s = preset("workspace").unwrap();
+        assert!(!s.read.contains(&PathBuf::from("/etc/shadow")), "{s:?}");
+        assert!(!s.read.contains(&PathBuf::from("/etc")), "{s:?}");
+        assert_eq!(s.network, SandboxNetwork::None);
+        assert_eq!(s.roots, RootAccess::Write);
+        assert!(s.private_tmp && s.toolchain);
+    }
+}
