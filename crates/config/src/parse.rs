@@ -962,9 +962,8 @@ impl<'a> Ctx<'a> {
         lenient: bool,
     ) -> Option<super::sandbox::Sandbox> {
         let base = self.base_dir.clone();
-        let mut expand = |raw: &str, at: usize, field: &str| {
-            self.interpolated(raw, at, field, server, lenient)
-        };
+        let mut expand =
+            |raw: &str, at: usize, field: &str| self.interpolated(raw, at, field, server, lenient);
         match super::sandbox::parse(value, field, &base, &mut expand) {
             Ok(sandbox) => sandbox,
             Err(problems) => {

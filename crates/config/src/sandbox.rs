@@ -11,7 +11,7 @@ use jsonc_parser::common::Ranged as _;
 
 use crate::{HostConfig, Root, TransportConfig};
 
-const KEYS: &[&str] = &["read", "write", "network"];
+const KEYS: &[&str] = &["preset", "read", "write", "network"];
 pub const PRESETS: &[&str] = &["workspace", "read-only", "no-network"];
 const NETWORKS: &[&str] = &["none", "loopback", "any"];
 
@@ -72,8 +72,17 @@ const SYSTEM_READ: &[&str] = &[
 /// host keys, TLS private keys. Landlock grants, it never subtracts, so the
 /// presets list `/etc`'s other entries one by one (as they are at load).
 const ETC_SECRETS: &[&str] = &[
-    "shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "sudoers.d", "ssh", "ssl", "security",
-    "krb5.keytab", "machine-id",
+    "shadow",
+    "shadow-",
+    "gshadow",
+    "gshadow-",
+    "sudoers",
+    "sudoers.d",
+    "ssh",
+    "ssl/private",
+    "security/opasswd",
+    "krb5.keytab",
+    "machine-id",
 ];
 
 /// One problem: where (byte offset), which field, what.
@@ -94,7 +103,7 @@ pub(crate) fn parse(
                 value.start(),
                 field.to_owned(),
                 format!(
-                    "unknown preset \"{}\"; expected one of {}, false, or an object {{\"read\", \"write\", \"network\"}}",
+                    "unknown preset \"{}\"; expected one of {}, false, or an object {{\"preset\", \"read\", \"write\", \"network\"}}",
                     s.value,
                     PRESETS.join(", ")
                 ),
@@ -104,7 +113,7 @@ pub(crate) fn parse(
         _ => Err(vec![(
             value.start(),
             field.to_owned(),
-            "must be a preset name (workspace, read-only, no-network), false, or an object {\"read\", \"write\", \"network\"}".into(),
+            "must be a preset name (workspace, read-only, no-network), false, or an object {\"preset\", \"read\", \"write\", \"network\"}".into(),
         )]),
     }
 }
@@ -161,8 +170,23 @@ fn custom(
     };
     let read = paths("read", &mut problems);
     let write = paths("write", &mut problems);
+    // `preset` is the base the other keys add to (network: replace).
+    let base_preset = match obj.get("preset").map(|p| &p.value) {
+        None => None,
+        Some(Value::StringLit(s)) if preset(&s.value).is_some() => preset(&s.value),
+        Some(v) => {
+            problems.push((
+                v.start(),
+                format!("{field}.preset"),
+                format!("must be one of {}", PRESETS.join(", ")),
+            ));
+            None
+        }
+    };
     let network = match obj.get("network").map(|p| &p.value) {
-        None => SandboxNetwork::None,
+        None => base_preset
+            .as_ref()
+            .map_or(SandboxNetwork::None, |p| p.network),
         Some(Value::StringLit(s)) if s.value == "none" => SandboxNetwork::None,
         Some(Value::StringLit(s)) if s.value == "loopback" => SandboxNetwork::Loopback,
         Some(Value::StringLit(s)) if s.value == "any" => SandboxNetwork::Any,
@@ -177,6 +201,12 @@ fn custom(
     };
     if !problems.is_empty() {
         return Err(problems);
+    }
+    if let Some(mut base) = base_preset {
+        base.read.extend(read);
+        base.write.extend(write);
+        base.network = network;
+        return Ok(base);
     }
     Ok(Sandbox {
         requested: "custom".into(),
@@ -199,7 +229,12 @@ fn preset(name: &str) -> Option<Sandbox> {
     let (read, write, roots, toolchain) = match name {
         "workspace" => (system(), Vec::new(), RootAccess::Write, true),
         "read-only" => (system(), Vec::new(), RootAccess::Read, true),
-        "no-network" => (Vec::new(), vec![PathBuf::from("/")], RootAccess::Ignore, false),
+        "no-network" => (
+            Vec::new(),
+            vec![PathBuf::from("/")],
+            RootAccess::Ignore,
+            false,
+        ),
         _ => return None,
     };
     Some(Sandbox {
@@ -214,19 +249,31 @@ fn preset(name: &str) -> Option<Sandbox> {
     })
 }
 
+/// `/etc`'s entries less [`ETC_SECRETS`]; a directory holding a secret
+/// (`ssl` of `ssl/private`) is listed entry by entry in turn.
 fn etc_entries(etc: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(etc) else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(Result::ok)
-        .filter(|e| {
-            e.file_name()
-                .to_str()
-                .is_some_and(|n| !ETC_SECRETS.contains(&n))
-        })
-        .map(|e| e.path())
-        .collect()
+    let mut out = Vec::new();
+    let mut pending = vec![(etc.to_path_buf(), String::new())];
+    while let Some((dir, prefix)) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.filter_map(Result::ok) {
+            let Some(name) = e.file_name().to_str().map(|n| format!("{prefix}{n}")) else {
+                continue;
+            };
+            if ETC_SECRETS.contains(&name.as_str()) {
+                continue;
+            }
+            let inner = format!("{name}/");
+            if ETC_SECRETS.iter().any(|s| s.starts_with(&inner)) {
+                pending.push((e.path(), inner));
+            } else {
+                out.push(e.path());
+            }
+        }
+    }
+    out
 }
 
 /// Gives every sandbox that uses roots the paths of the global roots and
@@ -264,6 +311,17 @@ mod tests {
         let s = preset("workspace").unwrap();
         assert!(!s.read.contains(&PathBuf::from("/etc/shadow")), "{s:?}");
         assert!(!s.read.contains(&PathBuf::from("/etc")), "{s:?}");
+        assert!(!s.read.contains(&PathBuf::from("/etc/ssl")), "{s:?}");
+        assert!(
+            !s.read.contains(&PathBuf::from("/etc/ssl/private")),
+            "{s:?}"
+        );
+        if Path::new("/etc/ssl/openssl.cnf").exists() {
+            assert!(
+                s.read.contains(&PathBuf::from("/etc/ssl/openssl.cnf")),
+                "{s:?}"
+            );
+        }
         assert_eq!(s.network, SandboxNetwork::None);
         assert_eq!(s.roots, RootAccess::Write);
         assert!(s.private_tmp && s.toolchain);

@@ -3,9 +3,9 @@
 //! plain data; what it means to a transport is decided here, by its user.
 
 use mcphost_client::ClientOptions;
+use mcphost_config::sandbox::{RootAccess, Sandbox, SandboxNetwork};
 use mcphost_config::{HttpServer, StdioServer, Timeouts};
 use mcphost_transport::http::{HttpConfig, HttpMode};
-use mcphost_config::sandbox::{RootAccess, Sandbox, SandboxNetwork};
 use mcphost_transport::sandbox::{Network, SandboxSpec};
 use mcphost_transport::stdio::StdioConfig;
 

@@ -194,10 +194,7 @@ impl ServerStatus {
             start_ms: None,
             cached: false,
             sandbox: match launch {
-                Launch::Stdio(c) => c
-                    .sandbox
-                    .as_ref()
-                    .map(mcphost_transport::sandbox::report),
+                Launch::Stdio(c) => c.sandbox.as_ref().map(mcphost_transport::sandbox::report),
                 Launch::Http(_) => None,
             },
         }

@@ -257,7 +257,10 @@ pub fn seatbelt_profile(spec: &SandboxSpec, read: &[PathBuf]) -> String {
          (allow file-read* (literal \"/dev/urandom\") (literal \"/dev/random\"))\n",
     );
     for path in read.iter().chain(&spec.write) {
-        p.push_str(&format!("(allow file-read* (subpath {}))\n", sbpl_string(path)));
+        p.push_str(&format!(
+            "(allow file-read* (subpath {}))\n",
+            sbpl_string(path)
+        ));
     }
     for path in &spec.write {
         p.push_str(&format!(

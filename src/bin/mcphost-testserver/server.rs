@@ -733,12 +733,15 @@ impl Server {
             }
             "tools/list" => self.list(
                 "tools",
-                &catalog::tools(
-                    self.cfg.tools,
-                    self.dynamic(),
-                    self.cfg.link_tool,
-                    self.cfg.host_tools,
-                    self.cfg.scripted_tools,
+                &crate::probe::with_probe(
+                    catalog::tools(
+                        self.cfg.tools,
+                        self.dynamic(),
+                        self.cfg.link_tool,
+                        self.cfg.host_tools,
+                        self.cfg.scripted_tools,
+                    ),
+                    self.cfg.sandbox_probe,
                 ),
                 params,
             ),
@@ -918,6 +921,7 @@ impl Server {
                 };
                 ok(json!({"content": [{"type": "text", "text": "see"}, item]}))
             }
+            "sandbox_probe" if self.cfg.sandbox_probe => ok(crate::probe::call(args)),
             "later" if self.cfg.host_tools => self.later(args),
             "log" if self.cfg.scripted_tools => self.log_tool(args),
             "error" if self.cfg.scripted_tools => {
