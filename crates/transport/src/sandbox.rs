@@ -309,6 +309,10 @@ pub(crate) mod linux {
 
     use super::{Network, SandboxSpec};
 
+    /// `__X32_SYSCALL_BIT`.
+    #[cfg(target_arch = "x86_64")]
+    const X32: libc::c_long = 0x4000_0000;
+
     /// The newest ABI this code was written and tested against.
     const TARGET: ABI = ABI::V6;
 
@@ -373,13 +377,16 @@ pub(crate) mod linux {
     }
 
     /// `socket()` and `io_uring_setup()` (which could open sockets past the
-    /// filter) fail with EACCES; `socketpair()` still works.
+    /// filter) fail with EACCES; `socketpair()` still works. Another
+    /// architecture's syscalls (i386 on x86_64) kill the process (the
+    /// filter's arch check); x32's share the arch, so their numbers are
+    /// listed too.
     fn deny_sockets() -> Result<BpfProgram, seccompiler::Error> {
         let arch = TargetArch::try_from(std::env::consts::ARCH)?;
-        let rules = [libc::SYS_socket, libc::SYS_io_uring_setup]
-            .into_iter()
-            .map(|nr| (nr, Vec::new()))
-            .collect();
+        let denied = [libc::SYS_socket, libc::SYS_io_uring_setup];
+        #[cfg(target_arch = "x86_64")]
+        let denied = [denied[0], denied[1], denied[0] | X32, denied[1] | X32];
+        let rules = denied.into_iter().map(|nr| (nr, Vec::new())).collect();
         SeccompFilter::new(
             rules,
             SeccompAction::Allow,
