@@ -31,6 +31,11 @@ pub fn with_probe(mut tools: Vec<String>, probe: bool) -> Vec<String> {
     tools
 }
 
+/// A `tools/call` of the probe.
+pub fn is_call(params: &Value) -> bool {
+    params.get("name").and_then(Value::as_str) == Some("sandbox_probe")
+}
+
 /// `structuredContent.results`: one `{op, target, ok, error?}` per attempt.
 pub fn call(args: Option<&Value>) -> Value {
     let list = |k: &str| -> Vec<String> {

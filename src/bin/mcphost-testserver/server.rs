@@ -745,6 +745,9 @@ impl Server {
                 ),
                 params,
             ),
+            "tools/call" if self.cfg.sandbox_probe && crate::probe::is_call(params) => {
+                ok(crate::probe::call(params.get("arguments")))
+            }
             "tools/call" => self.call_tool(params),
             "resources/list" => self.list(
                 "resources",
@@ -921,7 +924,6 @@ impl Server {
                 };
                 ok(json!({"content": [{"type": "text", "text": "see"}, item]}))
             }
-            "sandbox_probe" if self.cfg.sandbox_probe => ok(crate::probe::call(args)),
             "later" if self.cfg.host_tools => self.later(args),
             "log" if self.cfg.scripted_tools => self.log_tool(args),
             "error" if self.cfg.scripted_tools => {

@@ -612,6 +612,23 @@ fn reason_line(error: &str) -> String {
     }
 }
 
+/// `stdio sandbox:workspace`, with `(partial)` when the kernel could not
+/// enforce all that was asked.
+fn transport_with_sandbox(sv: &Value) -> String {
+    let sb = &sv["sandbox"];
+    if !sb.is_object() {
+        return s(&sv["transport"]);
+    }
+    let whole = sb["enforced"]["filesystem"] == "fully"
+        && (sb["network"] == "any" || sb["enforced"]["network"] == "fully");
+    let partial = if whole { "" } else { " (partial)" };
+    format!(
+        "{} sandbox:{}{partial}",
+        s(&sv["transport"]),
+        s(&sb["requested"])
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -654,21 +671,4 @@ mod tests {
         e.data = None;
         assert!(url_elicitations(&e).is_empty());
     }
-}
-
-/// `stdio sandbox:workspace`, with `(partial)` when the kernel could not
-/// enforce all that was asked.
-fn transport_with_sandbox(sv: &Value) -> String {
-    let sb = &sv["sandbox"];
-    if !sb.is_object() {
-        return s(&sv["transport"]);
-    }
-    let whole = sb["enforced"]["filesystem"] == "fully"
-        && (sb["network"] == "any" || sb["enforced"]["network"] == "fully");
-    let partial = if whole { "" } else { " (partial)" };
-    format!(
-        "{} sandbox:{}{partial}",
-        s(&sv["transport"]),
-        s(&sb["requested"])
-    )
 }
