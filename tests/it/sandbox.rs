@@ -364,3 +364,42 @@ fn mcp_server_fetch_fails_clearly_with_network_none_and_fetches_with_any() {
     let r = d.run(&["--json", "call", "any__fetch", &args]);
     assert!(r.stdout.contains("sandbox page marker"), "{r:?}");
 }
+
+#[test]
+fn a_server_its_sandbox_keeps_from_starting_fails_with_a_doctor_hint_naming_the_sandbox_config() {
+    // Nothing readable: not even the server's own binary.
+    let config = servers_config(&[
+        (
+            "tight",
+            probe_entry(Some(r#"{"read": ["/definitely/not/here"]}"#)),
+        ),
+        ("good", probe_entry(None)),
+    ]);
+    let d = Daemon::start(&config);
+    d.wait_ready(&["good"], Duration::from_secs(30));
+    let doctor = d.run(&["--json", "doctor", "tight"]).json();
+    let checks = doctor["servers"][0]["checks"].as_array().unwrap().clone();
+    let start = checks.iter().find(|c| c["name"] == "start").unwrap();
+    assert_eq!(start["ok"], false, "{doctor:#}");
+    let hint = checks
+        .iter()
+        .find(|c| c["name"] == "sandbox" && c["ok"] == false)
+        .unwrap_or_else(|| panic!("no sandbox hint: {doctor:#}"));
+    assert!(
+        hint["detail"]
+            .as_str()
+            .unwrap()
+            .contains("Permission denied"),
+        "{hint}"
+    );
+    assert!(
+        hint["fix"].as_str().unwrap().contains("\"sandbox\""),
+        "{hint}"
+    );
+    let skipped = d.server("tight").unwrap()["sandbox"]["skipped"].clone();
+    assert_eq!(
+        skipped,
+        serde_json::json!(["/definitely/not/here does not exist"]),
+        "a missing path is skipped and said, not an error"
+    );
+}
