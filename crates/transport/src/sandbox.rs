@@ -466,6 +466,14 @@ pub(crate) mod confine {
         } else {
             None
         };
+        // Seatbelt matches resolved paths (`/var` is `/private/var`);
+        // Landlock resolves them itself when it opens them.
+        #[cfg(target_os = "macos")]
+        for p in read.iter_mut().chain(spec.write.iter_mut()) {
+            if let Ok(real) = std::fs::canonicalize(&*p) {
+                *p = real;
+            }
+        }
         Ok(Confined {
             tmp,
             #[cfg(target_os = "linux")]
