@@ -222,7 +222,13 @@ fn custom(
 
 fn preset(name: &str) -> Option<Sandbox> {
     let system = || {
-        let mut read: Vec<PathBuf> = SYSTEM_READ.iter().map(PathBuf::from).collect();
+        // Each platform has some of these: only the user's own missing
+        // paths are worth a note.
+        let mut read: Vec<PathBuf> = SYSTEM_READ
+            .iter()
+            .map(PathBuf::from)
+            .filter(|p| p.exists())
+            .collect();
         read.extend(etc_entries(Path::new("/etc")));
         read
     };
