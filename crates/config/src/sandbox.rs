@@ -310,7 +310,90 @@ fn root_path(root: &Root) -> Option<PathBuf> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::path::{Path, PathBuf};
+
+    use super::preset;
+
+    use crate::sandbox::{RootAccess, SandboxNetwork};
+    use crate::{HostConfig, TransportConfig};
+
+    fn parse(sandbox: &str) -> Result<HostConfig, String> {
+        let text = format!(
+            r#"{{ "roots": ["/srv/shared"], "mcpServers": {{ "s": {{ "command": "x", "roots": ["/srv/own"], "sandbox": {sandbox} }} }} }}"#
+        );
+        let env = |name: &str| match name {
+            "HOME" => Some("/home/me".to_owned()),
+            "DATA" => Some("/data".to_owned()),
+            _ => None,
+        };
+        crate::parse(&text, Path::new("/etc/mcphost/config.json"), &env).map_err(|e| e.to_string())
+    }
+
+    fn sandbox(text: &str) -> super::Sandbox {
+        let cfg = parse(text).unwrap();
+        let TransportConfig::Stdio(s) = &cfg.servers[0].transport else {
+            panic!("not stdio")
+        };
+        s.sandbox.clone().expect("a sandbox")
+    }
+
+    #[test]
+    fn paths_expand_tilde_and_variables_and_resolve_against_the_config_dir() {
+        let s = sandbox(r#"{"read": ["~/notes", "${DATA}/x", "rel"], "write": ["~"]}"#);
+        assert_eq!(
+            s.read,
+            [
+                PathBuf::from("/home/me/notes"),
+                PathBuf::from("/data/x"),
+                PathBuf::from("/etc/mcphost/rel")
+            ]
+        );
+        assert_eq!(s.write, [PathBuf::from("/home/me")]);
+        assert_eq!(s.network, SandboxNetwork::None);
+        assert_eq!(s.requested, "custom");
+    }
+
+    #[test]
+    fn a_preset_object_adds_paths_replaces_network_and_gets_both_kinds_of_roots() {
+        let s = sandbox(r#"{"preset": "workspace", "network": "any", "read": ["/extra"]}"#);
+        assert_eq!(s.requested, "workspace");
+        assert_eq!(s.network, SandboxNetwork::Any);
+        assert!(s.read.contains(&PathBuf::from("/extra")));
+        assert_eq!(s.roots, RootAccess::Write);
+        assert_eq!(
+            s.root_paths,
+            [PathBuf::from("/srv/shared"), PathBuf::from("/srv/own")]
+        );
+    }
+
+    #[test]
+    fn false_is_off_and_bad_values_name_server_and_field() {
+        let cfg = parse("false").unwrap();
+        let TransportConfig::Stdio(s) = &cfg.servers[0].transport else {
+            panic!()
+        };
+        assert_eq!(s.sandbox, None);
+        let e = parse(r#"{"read": "/x", "network": "lan", "exec": []}"#).unwrap_err();
+        assert!(
+            e.contains("mcpServers.s.sandbox.read: server \"s\": must be an array of paths"),
+            "{e}"
+        );
+        assert!(
+            e.contains(
+                "mcpServers.s.sandbox.network: server \"s\": must be one of none, loopback, any"
+            ),
+            "{e}"
+        );
+        assert!(
+            e.contains("mcpServers.s.sandbox.exec: server \"s\": unknown key"),
+            "{e}"
+        );
+        let e = parse("true").unwrap_err();
+        assert!(
+            e.contains("mcpServers.s.sandbox: server \"s\": must be a preset name"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn the_workspace_preset_reads_etc_without_its_secret_files() {
