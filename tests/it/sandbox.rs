@@ -90,12 +90,16 @@ fn outcomes(result: &Value) -> Vec<(String, String, Option<String>)> {
         .collect()
 }
 
-fn probe_args(l: &Layout, port: u16) -> Value {
+fn probe_args(l: &Layout, port: u16, socket: &Path) -> Value {
     let p = |p: &Path| p.display().to_string();
     serde_json::json!({
         "read": [p(&l.ssh_key), p(&l.shadow), p(&l.work.join("inside.txt"))],
         "write": [p(&l.outside.join("dropped.txt")), p(&l.work.join("made.txt"))],
         "connect": [format!("127.0.0.1:{port}")],
+        "udp": [format!("127.0.0.1:{port}")],
+        // mcphost's own socket: through it a server could call the tools
+        // of every other, unconfined server.
+        "unix": [p(socket)],
         "childRead": [p(&l.shadow), p(&l.work.join("inside.txt"))],
     })
 }
@@ -116,7 +120,7 @@ fn a_workspace_sandboxed_server_is_refused_keys_secrets_outside_writes_and_tcp_a
     );
     let d = Daemon::start_in(sb, &config);
     d.wait_ready(&["open", "boxed"], Duration::from_secs(30));
-    let args = probe_args(&l, port);
+    let args = probe_args(&l, port, &d.socket);
 
     let open = outcomes(&call(&d, "open__sandbox_probe", &args));
     let refused: Vec<_> = open.iter().filter(|o| o.2.is_some()).collect();
@@ -143,11 +147,16 @@ fn a_workspace_sandboxed_server_is_refused_keys_secrets_outside_writes_and_tcp_a
         let e = error_of(op, &target).unwrap_or_else(|| panic!("{op} {target:?} was allowed"));
         assert!(e.contains("Permission denied"), "{op} {target:?}: {e}");
     }
-    let connect = boxed.iter().find(|o| o.0 == "connect").unwrap();
-    assert!(
-        connect.2.as_deref().is_some_and(|e| e.contains("denied")),
-        "TCP connect under network none: {connect:?}"
-    );
+    // TCP (Landlock and seccomp), UDP and Unix sockets (seccomp: Landlock
+    // has no rule for them) are all refused under network none.
+    for op in ["connect", "udp", "unix"] {
+        let o = boxed.iter().find(|o| o.0 == op).unwrap();
+        assert!(
+            o.2.as_deref()
+                .is_some_and(|e| e.contains("Permission denied")),
+            "{op} under network none: {o:?}"
+        );
+    }
     // Inside the workspace root: read and write, by the server and its child.
     assert_eq!(error_of("read", &l.work.join("inside.txt")), None);
     assert_eq!(error_of("write", &l.work.join("made.txt")), None);

@@ -9,14 +9,16 @@ use std::time::Duration;
 pub fn tool() -> String {
     json!({
         "name": "sandbox_probe",
-        "description": "Tries each operation and reports ok or the OS error: read files, write files, TCP connect, read files through a child process (cat).",
+        "description": "Tries each operation and reports ok or the OS error: read files, write files, TCP connect, UDP send, Unix-socket connect, read files through a child process (cat).",
         "inputSchema": {
             "type": "object",
             "properties": {
                 "read": {"type": "array", "items": {"type": "string"}},
                 "write": {"type": "array", "items": {"type": "string"}},
                 "connect": {"type": "array", "items": {"type": "string"}},
-                "childRead": {"type": "array", "items": {"type": "string"}}
+                "childRead": {"type": "array", "items": {"type": "string"}},
+                "udp": {"type": "array", "items": {"type": "string"}},
+                "unix": {"type": "array", "items": {"type": "string"}}
             }
         }
     })
@@ -82,6 +84,19 @@ pub fn call(args: Option<&Value>) -> Value {
                     .map_err(|e| e.to_string())
             });
         record("connect", &addr, outcome);
+    }
+    for addr in list("udp") {
+        let outcome = std::net::UdpSocket::bind("127.0.0.1:0")
+            .and_then(|s| s.send_to(b"probe", &addr))
+            .map(drop)
+            .map_err(|e| e.to_string());
+        record("udp", &addr, outcome);
+    }
+    for p in list("unix") {
+        let outcome = std::os::unix::net::UnixStream::connect(&p)
+            .map(drop)
+            .map_err(|e| e.to_string());
+        record("unix", &p, outcome);
     }
     for p in list("childRead") {
         let outcome = std::process::Command::new("cat")
