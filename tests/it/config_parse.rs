@@ -39,6 +39,7 @@ fn stdio(command: &str, args: &[&str]) -> StdioServer {
         env: BTreeMap::new(),
         cwd: None,
         inherit_env: false,
+        sandbox: None,
     }
 }
 

@@ -42,6 +42,7 @@ mod oauth;
 mod oauth_daemon;
 mod oauth_mock;
 mod resources;
+mod sandbox;
 mod socket_concurrency;
 mod socket_leak;
 mod socket_security;

@@ -29,6 +29,7 @@ pub mod naming;
 pub mod oauth;
 mod parse;
 pub use parse::did_you_mean;
+pub mod sandbox;
 mod secret;
 pub use secret::Secret;
 pub mod shell_path;
@@ -286,6 +287,8 @@ pub struct StdioServer {
     /// Absolute, or relative to the config file's directory as written.
     pub cwd: Option<PathBuf>,
     pub inherit_env: bool,
+    /// `sandbox`: `None` when off (the default).
+    pub sandbox: Option<sandbox::Sandbox>,
 }
 
 impl fmt::Debug for StdioServer {
@@ -296,6 +299,7 @@ impl fmt::Debug for StdioServer {
             .field("env", &Redacted(&self.env))
             .field("cwd", &self.cwd)
             .field("inherit_env", &self.inherit_env)
+            .field("sandbox", &self.sandbox)
             .finish()
     }
 }

@@ -81,6 +81,7 @@ const SERVER_KEYS: &[&str] = &[
     "protocolVersion",
     "start",
     "idleTimeout",
+    "sandbox",
 ];
 const OFFER_KEYS: &[&str] = &["sampling", "elicitation", "roots"];
 const STDIO_ONLY: &[&str] = &["command", "args", "env", "envFile", "cwd", "inheritEnv"];
@@ -116,7 +117,10 @@ pub(crate) fn parse(
     match &ast.value {
         // An empty (or comments-only) file is an empty config.
         None => {}
-        Some(Value::Object(root)) => ctx.root(root, &mut config),
+        Some(Value::Object(root)) => {
+            ctx.root(root, &mut config);
+            super::sandbox::attach_roots(&mut config);
+        }
         Some(other) => ctx.error(
             other.start(),
             "",
@@ -639,6 +643,7 @@ impl<'a> Ctx<'a> {
             }
             Some(Kind::Http(kind)) => {
                 self.not_for(obj, field, STDIO_ONLY, "stdio servers");
+                self.no_sandbox_over_http(obj, field);
                 self.http(obj, field, name, disabled, kind, prop.start())
                     .map(TransportConfig::Http)
             }
@@ -933,13 +938,55 @@ impl<'a> Ctx<'a> {
             .and_then(|p| self.boolean(&p.value, &child(field, "inheritEnv")))
             .unwrap_or(defaults.inherit_env);
 
+        let sandbox = obj
+            .get("sandbox")
+            .and_then(|p| self.sandbox(&p.value, &child(field, "sandbox"), server, lenient));
+
         Some(StdioServer {
             command: command?,
             args,
             env,
             cwd,
             inherit_env,
+            sandbox,
         })
+    }
+
+    // ---- sandbox (crate::sandbox) ----
+
+    fn sandbox(
+        &mut self,
+        value: &Value<'_>,
+        field: &str,
+        server: &str,
+        lenient: bool,
+    ) -> Option<super::sandbox::Sandbox> {
+        let base = self.base_dir.clone();
+        let mut expand =
+            |raw: &str, at: usize, field: &str| self.interpolated(raw, at, field, server, lenient);
+        match super::sandbox::parse(value, field, &base, &mut expand) {
+            Ok(sandbox) => sandbox,
+            Err(problems) => {
+                for (at, field, message) in problems {
+                    self.error(at, &field, format!("server \"{server}\": {message}"));
+                }
+                None
+            }
+        }
+    }
+
+    /// mcphost starts no process for an HTTP server, so there is nothing to
+    /// confine: a `sandbox` there would promise what it cannot keep.
+    fn no_sandbox_over_http(&mut self, obj: &Object<'_>, field: &str) {
+        if let Some(p) = obj.get("sandbox")
+            && !matches!(&p.value, Value::BooleanLit(b) if !b.value)
+        {
+            self.error(
+                p.start(),
+                &child(field, "sandbox"),
+                "only applies to stdio servers: an HTTP server runs elsewhere, mcphost starts no process it could confine",
+            );
+        }
     }
 
     fn env_file(

@@ -3,8 +3,10 @@
 //! plain data; what it means to a transport is decided here, by its user.
 
 use mcphost_client::ClientOptions;
+use mcphost_config::sandbox::{RootAccess, Sandbox, SandboxNetwork};
 use mcphost_config::{HttpServer, StdioServer, Timeouts};
 use mcphost_transport::http::{HttpConfig, HttpMode};
+use mcphost_transport::sandbox::{Network, SandboxSpec};
 use mcphost_transport::stdio::StdioConfig;
 
 /// The transport's view of a stdio server. `shutdown` bounds both the wait
@@ -16,9 +18,43 @@ pub fn stdio_config(server: &StdioServer, timeouts: &Timeouts) -> StdioConfig {
         env: server.env.clone(),
         cwd: server.cwd.clone(),
         inherit_env: server.inherit_env,
+        sandbox: server
+            .sandbox
+            .as_ref()
+            .map(|s| sandbox_spec(s, server.cwd.as_deref())),
         stdin_close_grace: timeouts.shutdown,
         sigterm_grace: timeouts.shutdown,
         ..StdioConfig::default()
+    }
+}
+
+/// The transport's sandbox for a server's `sandbox`: the roots go to
+/// `read` or `write` as the preset says, and a toolchain preset also
+/// reads the server's working directory.
+pub fn sandbox_spec(s: &Sandbox, cwd: Option<&std::path::Path>) -> SandboxSpec {
+    let mut read = s.read.clone();
+    let mut write = s.write.clone();
+    match s.roots {
+        RootAccess::Ignore => {}
+        RootAccess::Read => read.extend(s.root_paths.iter().cloned()),
+        RootAccess::Write => write.extend(s.root_paths.iter().cloned()),
+    }
+    if s.toolchain
+        && let Some(dir) = cwd
+    {
+        read.push(dir.to_path_buf());
+    }
+    SandboxSpec {
+        requested: s.requested.clone(),
+        read,
+        write,
+        network: match s.network {
+            SandboxNetwork::None => Network::None,
+            SandboxNetwork::Loopback => Network::Loopback,
+            SandboxNetwork::Any => Network::Any,
+        },
+        toolchain: s.toolchain,
+        private_tmp: s.private_tmp,
     }
 }
 

@@ -155,6 +155,10 @@ pub struct ServerStatus {
     /// the registry).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub cached: bool,
+    /// A stdio server's `sandbox`: what was asked and what this machine
+    /// enforces.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<mcphost_transport::sandbox::SandboxReport>,
 }
 
 /// One session's own instance of a `share: per-session` server.
@@ -189,6 +193,10 @@ impl ServerStatus {
             session_instances: Vec::new(),
             start_ms: None,
             cached: false,
+            sandbox: match launch {
+                Launch::Stdio(c) => c.sandbox.as_ref().map(mcphost_transport::sandbox::report),
+                Launch::Http(_) => None,
+            },
         }
     }
 
@@ -216,6 +224,7 @@ impl ServerStatus {
             session_instances: Vec::new(),
             start_ms: None,
             cached: false,
+            sandbox: None,
         }
     }
 

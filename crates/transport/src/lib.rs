@@ -11,6 +11,7 @@
 
 pub mod framing;
 pub mod http;
+pub mod sandbox;
 pub mod stdio;
 
 use std::future::Future;

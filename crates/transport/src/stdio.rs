@@ -58,6 +58,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
+
+use crate::sandbox::{SandboxSpec, confine};
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, Span};
@@ -130,6 +132,8 @@ pub struct StdioConfig {
     pub stdin_close_grace: Duration,
     /// How long the group may take to exit after SIGTERM before SIGKILL.
     pub sigterm_grace: Duration,
+    /// Confine the server and everything it starts (see [`crate::sandbox`]).
+    pub sandbox: Option<SandboxSpec>,
 }
 
 impl Default for StdioConfig {
@@ -144,6 +148,7 @@ impl Default for StdioConfig {
             stderr_lines: 200,
             stdin_close_grace: Duration::from_secs(2),
             sigterm_grace: Duration::from_secs(2),
+            sandbox: None,
         }
     }
 }
@@ -180,6 +185,8 @@ pub enum StdioError {
         dir: PathBuf,
         source: io::Error,
     },
+    #[error("server '{server}': cannot set up its sandbox (the `sandbox` config): {source}")]
+    Sandbox { server: String, source: io::Error },
     #[error("server '{server}': cannot start '{command}': {source}")]
     Spawn {
         server: String,
@@ -204,10 +211,21 @@ pub async fn spawn(server: &str, cfg: &StdioConfig) -> Result<Connection, StdioE
         Some(dir) => Some(check_cwd(server, dir)?),
         None => None,
     };
-    let env = child_env(cfg);
+    let mut env = child_env(cfg);
     let program = resolve_command(server, cfg, &env, cwd.as_deref())?;
+    let confined = match &cfg.sandbox {
+        Some(spec) => Some(
+            confine::prepare(spec, &program, &cfg.args, &mut env).map_err(|source| {
+                StdioError::Sandbox {
+                    server: server.to_owned(),
+                    source,
+                }
+            })?,
+        ),
+        None => None,
+    };
 
-    let mut command = child_command(cfg, &program, &env, cwd.as_deref());
+    let mut command = child_command(cfg, &program, &env, cwd.as_deref(), confined.as_ref());
     let owner = nix::unistd::getpid().as_raw();
     // Close-on-exec: the watchdog writes to it, the server never sees it.
     let (mut pid_reader, pid_writer) = io::pipe().map_err(spawn_error)?;
@@ -215,6 +233,17 @@ pub async fn spawn(server: &str, cfg: &StdioConfig) -> Result<Connection, StdioE
     // SAFETY: the closure only makes async-signal-safe libc calls; see `watchdog`.
     unsafe {
         command.pre_exec(move || watchdog::become_watchdog(owner, report));
+    }
+    // Runs after the watchdog's closure, which returns only in the server
+    // process: the watchdog itself stays unconfined (it only waits and
+    // signals), the server and all it starts are confined.
+    #[cfg(target_os = "linux")]
+    if let Some(c) = &confined {
+        let prepared = c.prepared.clone();
+        // SAFETY: `apply` makes only async-signal-safe syscalls.
+        unsafe {
+            command.pre_exec(move || prepared.apply());
+        }
     }
 
     let spawned = spawn_on_spawner_thread(command).await;
@@ -259,6 +288,7 @@ pub async fn spawn(server: &str, cfg: &StdioConfig) -> Result<Connection, StdioE
         (stdin, stdout, stderr),
         (pgid, server_pid),
         span,
+        confined.and_then(|c| c.tmp),
     ))
 }
 
@@ -268,8 +298,18 @@ fn child_command(
     program: &Path,
     env: &BTreeMap<OsString, OsString>,
     cwd: Option<&Path>,
+    confined: Option<&confine::Confined>,
 ) -> Command {
-    let mut command = Command::new(program);
+    #[cfg(target_os = "macos")]
+    let mut command = match confined {
+        Some(c) => confine::seatbelt_command(c, program),
+        None => Command::new(program),
+    };
+    #[cfg(target_os = "linux")]
+    let mut command = {
+        let _ = confined;
+        Command::new(program)
+    };
     command
         .arg0(&cfg.command)
         .args(&cfg.args)
@@ -294,6 +334,7 @@ fn run_child(
     (stdin, stdout, stderr): (ChildStdin, ChildStdout, ChildStderr),
     (pgid, server_pid): (Pid, Option<u32>),
     span: tracing::Span,
+    tmp: Option<tempfile::TempDir>,
 ) -> Connection {
     let (exit_tx, exit_rx) = watch::channel(None);
     let (done_tx, done_rx) = watch::channel(false);
@@ -314,6 +355,7 @@ fn run_child(
         shutdown_started: AtomicBool::new(false),
         stdin_close_grace: cfg.stdin_close_grace,
         sigterm_grace: cfg.sigterm_grace,
+        _tmp: tmp,
     });
 
     let (outbound_tx, outbound_rx) = mpsc::channel(OUTBOUND_CAPACITY);
@@ -500,6 +542,8 @@ struct Shared {
     shutdown_started: AtomicBool,
     stdin_close_grace: Duration,
     sigterm_grace: Duration,
+    /// A sandboxed server's private `TMPDIR`, removed with the connection.
+    _tmp: Option<tempfile::TempDir>,
 }
 
 impl Shared {

@@ -343,6 +343,11 @@ pub struct Cli {
     #[arg(long, env = "MCPHOST_TS_LINK_TOOL", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
     pub link_tool: bool,
 
+    /// Also list `sandbox_probe` {read?, write?, connect?, childRead?}: tries
+    /// each and reports ok or the OS error (tests of `sandbox`).
+    #[arg(long, env = "MCPHOST_TS_SANDBOX_PROBE", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    pub sandbox_probe: bool,
+
     /// Protocol era: `handshake` (the `initialize` handshake, as always),
     /// `stateless` (2026-07-28 only: `server/discover`, `_meta` on every request,
     /// `input_required` instead of server requests, `subscriptions/listen`) or

@@ -134,6 +134,7 @@
 //! | `--exit-on-initialized` | exit 0 on `notifications/initialized` |
 //! | `--log-requests FILE` | append every received line to FILE |
 //! | `--link-tool` | also list the `link` tool |
+//! | `--sandbox-probe` | also list `sandbox_probe` (tests of `sandbox`) |
 //! | `--host-tools` | also list `ask`, `later`, `url_elicit`, `url_required` |
 //! | `--no-withdraw` | a cancelled tool call does not withdraw the request it sent the client: it waits on for the answer |
 //! | `--collide-ids` | the server's own requests take the lowest id of a client request in flight, and each answered one is followed by a late `notifications/cancelled` for it |
@@ -155,6 +156,7 @@ macro_rules! log {
 mod catalog;
 mod cli;
 mod output;
+mod probe;
 mod server;
 
 use std::io::{self, BufRead, Write};

@@ -733,15 +733,21 @@ impl Server {
             }
             "tools/list" => self.list(
                 "tools",
-                &catalog::tools(
-                    self.cfg.tools,
-                    self.dynamic(),
-                    self.cfg.link_tool,
-                    self.cfg.host_tools,
-                    self.cfg.scripted_tools,
+                &crate::probe::with_probe(
+                    catalog::tools(
+                        self.cfg.tools,
+                        self.dynamic(),
+                        self.cfg.link_tool,
+                        self.cfg.host_tools,
+                        self.cfg.scripted_tools,
+                    ),
+                    self.cfg.sandbox_probe,
                 ),
                 params,
             ),
+            "tools/call" if self.cfg.sandbox_probe && crate::probe::is_call(params) => {
+                ok(crate::probe::call(params.get("arguments")))
+            }
             "tools/call" => self.call_tool(params),
             "resources/list" => self.list(
                 "resources",

@@ -442,6 +442,7 @@ pub async fn direct_config(specs: &[String]) -> Result<HostConfig> {
                 env: Default::default(),
                 cwd: None,
                 inherit_env: false,
+                sandbox: None,
             })
         };
         let name = match name {

@@ -289,7 +289,7 @@ impl Out {
             rows.push(vec![
                 s(&sv["name"]),
                 s(&sv["state"]),
-                s(&sv["transport"]),
+                transport_with_sandbox(sv),
                 match &sv["era"] {
                     Value::String(era) => format!("{} {era}", s(&sv["protocolVersion"])),
                     _ => s(&sv["protocolVersion"]),
@@ -610,6 +610,23 @@ fn reason_line(error: &str) -> String {
         Some(line) => format!("{summary}: {line}"),
         None => summary.to_owned(),
     }
+}
+
+/// `stdio sandbox:workspace`, with `(partial)` when the kernel could not
+/// enforce all that was asked.
+fn transport_with_sandbox(sv: &Value) -> String {
+    let sb = &sv["sandbox"];
+    if !sb.is_object() {
+        return s(&sv["transport"]);
+    }
+    let whole = sb["enforced"]["filesystem"] == "fully"
+        && (sb["network"] == "any" || sb["enforced"]["network"] == "fully");
+    let partial = if whole { "" } else { " (partial)" };
+    format!(
+        "{} sandbox:{}{partial}",
+        s(&sv["transport"]),
+        s(&sb["requested"])
+    )
 }
 
 #[cfg(test)]

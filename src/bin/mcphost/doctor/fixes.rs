@@ -60,6 +60,10 @@ pub(super) enum Fix<'a> {
     Above,
     /// The docker client runs, its engine does not.
     DockerEngine,
+    /// The kernel cannot enforce part of this server's `sandbox`.
+    SandboxGap(&'a str),
+    /// This server hit its `sandbox`.
+    SandboxDenied(&'a str),
 }
 
 impl Fix<'_> {
@@ -147,6 +151,12 @@ impl Fix<'_> {
             ),
             Fix::DockerEngine => "start Docker: open Docker Desktop (macOS, Windows), or `sudo systemctl start docker`; on Linux your user may also need to be in the docker group (`sudo usermod -aG docker $USER`, then log in again)".to_owned(),
             Fix::Above => "fix the problems above, then run `mcphost doctor` again".to_owned(),
+            Fix::SandboxGap(name) => format!(
+                "the rest of the `sandbox` of {name} is enforced; for what is not, use a kernel with a newer Landlock ABI, or set \"network\" to \"none\" or \"any\" (docs/security.md says what each setting enforces)"
+            ),
+            Fix::SandboxDenied(name) => format!(
+                "{name} was refused by its `sandbox` config: if it needs that path or the network, add it to \"read\", \"write\" or \"network\" in the server's \"sandbox\" (or set \"sandbox\": false); the line is in `mcphost logs {name}`"
+            ),
             Fix::NotChecked(name) => format!(
                 "doctor's overall limit (--total-timeout) ran out first: check it alone with `mcphost doctor {name}`"
             ),

@@ -12,6 +12,7 @@ mod fixes;
 mod http;
 mod paths;
 mod render;
+mod sandbox;
 mod start;
 mod stdio;
 
@@ -320,6 +321,7 @@ async fn path_ctx(
         process: std::env::var("PATH").unwrap_or_default(),
         login,
         login_shell_path: cfg.login_shell_path,
+        daemon_socket: daemon_pid.map(|_| opts.socket.clone()),
         daemon_pid,
         daemon,
     };

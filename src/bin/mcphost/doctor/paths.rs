@@ -15,6 +15,8 @@ pub(super) struct PathCtx {
     pub(super) login_shell_path: bool,
     pub(super) daemon_pid: Option<u32>,
     pub(super) daemon: Option<String>,
+    /// The running daemon's socket (asked for a sandboxed server's denials).
+    pub(super) daemon_socket: Option<std::path::PathBuf>,
 }
 
 /// Which PATH a server's command is looked up in, as the daemon does it.

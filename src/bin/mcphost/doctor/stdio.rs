@@ -78,6 +78,9 @@ pub(super) async fn check_stdio(
         return;
     }
     start(name, s, &cfg, p, budget, started).await;
+    if let Some(spec) = &cfg.sandbox {
+        super::sandbox::check(name, spec, paths.daemon_socket.as_deref(), p).await;
+    }
 }
 
 /// The cwd (whether it is usable) and the names `env` sets.
