@@ -19,6 +19,7 @@ pub mod catalog;
 pub mod cost;
 mod eras;
 pub mod from_config;
+pub mod hygiene;
 mod lazy;
 mod listing;
 mod logs;
