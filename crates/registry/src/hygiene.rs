@@ -314,6 +314,19 @@ pub struct FieldFinding {
     pub finding: Finding,
 }
 
+impl FieldFinding {
+    /// As `hiddenText[]` in `mcphost/tools/list`: kind, field, byte offset
+    /// in the field's text, preview.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "kind": self.finding.kind.as_str(),
+            "where": self.field,
+            "at": self.finding.start,
+            "preview": self.finding.preview,
+        })
+    }
+}
+
 /// The findings in a tool's listed object (for `mcphost pins` and the
 /// like). An object that does not parse has none.
 pub fn scan_tool(raw: &RawValue) -> Vec<FieldFinding> {

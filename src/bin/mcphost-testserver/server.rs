@@ -731,17 +731,19 @@ impl Server {
                     "simulated tools/list failure (--fail-tools-list)",
                 ))
             }
-            "tools/list" => self.list(
-                "tools",
-                &catalog::tools(
+            "tools/list" => {
+                let mut tools = catalog::tools(
                     self.cfg.tools,
                     self.dynamic(),
                     self.cfg.link_tool,
                     self.cfg.host_tools,
                     self.cfg.scripted_tools,
-                ),
-                params,
-            ),
+                );
+                if self.cfg.hidden_text {
+                    tools.push(catalog::hidden_tool());
+                }
+                self.list("tools", &tools, params)
+            }
             "tools/call" => self.call_tool(params),
             "resources/list" => self.list(
                 "resources",
@@ -907,6 +909,7 @@ impl Server {
                 text_result(msg, true)
             }
             "lossless" => ok_raw(LOSSLESS_RESULT.to_owned()),
+            "hidden" if self.cfg.hidden_text => ok_raw(catalog::HIDDEN_RESULT.to_owned()),
             "link" if self.cfg.link_tool => {
                 let uri = arg("uri")
                     .and_then(Value::as_str)

@@ -60,6 +60,8 @@ pub(super) enum Fix<'a> {
     Above,
     /// The docker client runs, its engine does not.
     DockerEngine,
+    /// A tool's definition hides text (the registry's `hygiene`).
+    HiddenText,
 }
 
 impl Fix<'_> {
@@ -146,6 +148,7 @@ impl Fix<'_> {
                 "fix the server or its authorization server, then sign in again: `mcphost auth login {name}`"
             ),
             Fix::DockerEngine => "start Docker: open Docker Desktop (macOS, Windows), or `sudo systemctl start docker`; on Linux your user may also need to be in the docker group (`sudo usermod -aG docker $USER`, then log in again)".to_owned(),
+            Fix::HiddenText => "the text is invisible to people but read by models: review the server (a description that hides instructions is tool poisoning); mcphost removes it from what hosts and models are shown unless the server's \"hygiene\" is \"keep\" (docs/config.md)".to_owned(),
             Fix::Above => "fix the problems above, then run `mcphost doctor` again".to_owned(),
             Fix::NotChecked(name) => format!(
                 "doctor's overall limit (--total-timeout) ran out first: check it alone with `mcphost doctor {name}`"
