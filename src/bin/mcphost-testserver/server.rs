@@ -744,6 +744,9 @@ impl Server {
                 }
                 self.list("tools", &tools, params)
             }
+            "tools/call" if self.cfg.hidden_text && params["name"] == "hidden" => {
+                ok_raw(catalog::HIDDEN_RESULT.to_owned())
+            }
             "tools/call" => self.call_tool(params),
             "resources/list" => self.list(
                 "resources",
@@ -909,7 +912,6 @@ impl Server {
                 text_result(msg, true)
             }
             "lossless" => ok_raw(LOSSLESS_RESULT.to_owned()),
-            "hidden" if self.cfg.hidden_text => ok_raw(catalog::HIDDEN_RESULT.to_owned()),
             "link" if self.cfg.link_tool => {
                 let uri = arg("uri")
                     .and_then(Value::as_str)
