@@ -127,9 +127,19 @@ fn by_default_hosts_get_the_tool_without_its_hidden_text_and_every_other_byte_ke
     assert_eq!(t["hygiene"], "strip");
     assert!(tool(&tools, "ts__echo").get("hiddenText").is_none());
     let s = d.server("ts").unwrap();
+    // Five in the tool, one in the prompt.
     assert_eq!(
         (&s["hiddenText"], &s["hygiene"]),
-        (&json!(5), &json!("strip"))
+        (&json!(6), &json!("strip"))
+    );
+    // Prompts are stripped at the same place.
+    let prompts = w.result_text("prompts/list", json!({}));
+    assert!(
+        prompts.contains(concat!(
+            r#"{"name":"ts__hidden","description":"Greets.","#,
+            r#""arguments":[{"name":"who","description":"Whom","required":true}]}"#
+        )),
+        "{prompts}"
     );
     let table = d.run(&["tools"]);
     assert!(

@@ -346,7 +346,8 @@ pub struct Cli {
     /// Also list the `hidden` tool, whose description hides text (tag
     /// characters spelling an instruction, a zero-width space, a bidi
     /// override, an HTML comment; another comment in a schema property),
-    /// and whose result carries such characters too.
+    /// and whose result carries such characters too; and the `hidden`
+    /// prompt, a comment in its argument's description.
     #[arg(long, env = "MCPHOST_TS_HIDDEN_TEXT", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
     pub hidden_text: bool,
 

@@ -769,11 +769,13 @@ impl Server {
                 required_str(params, "uri")?;
                 ok_raw("{}".into())
             }
-            "prompts/list" => self.list(
-                "prompts",
-                &catalog::prompts(self.cfg.prompts, self.dynamic()),
-                params,
-            ),
+            "prompts/list" => {
+                let mut prompts = catalog::prompts(self.cfg.prompts, self.dynamic());
+                if self.cfg.hidden_text {
+                    prompts.push(catalog::HIDDEN_PROMPT.to_owned());
+                }
+                self.list("prompts", &prompts, params)
+            }
             "prompts/get" => self.get_prompt(params),
             "completion/complete" => complete(params),
             "logging/setLevel" => {
