@@ -16,11 +16,18 @@
 //!   own `list_changed` reaches a socket client, which then checks that the
 //!   listing has the new tool. Both clocks are this machine's wall clock.
 //!
+//! - `hygiene`: in-process, `registry::hygiene::clean` (scan + strip, what
+//!   the registry runs on each server's lists when they change) over 1k
+//!   tools, for ordinary ASCII text, non-ASCII text (no fast path) and
+//!   hidden text in every tool, next to a full catalog build of the same
+//!   tools.
+//!
 //! Run with `cargo bench --bench catalog`; `cargo test --bench catalog`
 //! runs a short smoke (10 servers × 10 tools, few rounds).
 //!
 //! Environment: `MCPHOST_BENCH_ROUNDS` (default 20), `MCPHOST_BENCH_SERVERS`
-//! (default 100), `MCPHOST_BENCH_TOOLS` (tools per server, default 100).
+//! (default 100), `MCPHOST_BENCH_TOOLS` (tools per server, default 100),
+//! `MCPHOST_BENCH_ROWS` (e.g. `hygiene,rebuild`; default all).
 
 mod common;
 
@@ -107,6 +114,77 @@ fn rebuild_rows(rounds: usize, per_server: usize, totals: &[usize]) -> BenchResu
             ms(f),
             ms(i),
             f.as_secs_f64() / i.as_secs_f64().max(1e-9)
+        );
+    }
+    Ok(())
+}
+
+/// `total` tools whose description and property description end in `tail`.
+fn tools_with(total: usize, tail: &str) -> BenchResult<Vec<Tool>> {
+    (0..total)
+        .map(|i| {
+            let v = serde_json::json!({
+                "name": format!("tool_{i:04}"),
+                "description": format!("Reads file {i} and returns its text, or an error.{tail}"),
+                "inputSchema": {"type": "object", "properties": {
+                    "path": {"type": "string", "description": format!("Absolute path{tail}")},
+                    "max": {"type": "integer", "minimum": 0}}}
+            });
+            Ok(serde_json::from_str(&v.to_string())?)
+        })
+        .collect()
+}
+
+fn hygiene_rows(rounds: usize, total: usize) -> BenchResult<()> {
+    use mcphost::registry::hygiene::{Item, clean};
+    println!(
+        "\n| tools' text | tools | scan + strip, median | per tool | full catalog build of the same tools, median |"
+    );
+    println!("|---|---|---|---|---|");
+    let rules = NamingRules::default();
+    for (label, tail, hidden) in [
+        ("ASCII (most servers)", "", false),
+        ("non-ASCII (é, —): no fast path", " — café", false),
+        ("hidden text in every tool", " <!-- x -->\u{200B}", true),
+    ] {
+        let list = tools_with(total, tail)?;
+        let names: Vec<String> = (0..total.div_ceil(100))
+            .map(|i| format!("s{i:03}"))
+            .collect();
+        let input: Vec<ServerTools<'_>> = list
+            .chunks(100)
+            .zip(&names)
+            .map(|(c, n)| ServerTools {
+                server: n,
+                prefix: n,
+                tools: c,
+            })
+            .collect();
+        let (mut scan, mut build) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            let t = Instant::now();
+            let mut found = 0usize;
+            for tool in &list {
+                let c = clean(Item::Tool, &tool.raw, true)?;
+                found += usize::from(c.stripped.is_some());
+            }
+            scan.push(t.elapsed());
+            if found != if hidden { total } else { 0 } {
+                return Err(format!("{label}: {found} of {total} tools stripped").into());
+            }
+            let t = Instant::now();
+            let whole = catalog::build(&input, &rules);
+            build.push(t.elapsed());
+            if whole.len() != total {
+                return Err("catalog lost tools".into());
+            }
+        }
+        let s = median(scan);
+        println!(
+            "| {label} | {total} | {} ms | {:.2} µs | {} ms |",
+            ms(s),
+            s.as_secs_f64() * 1e6 / total as f64,
+            ms(median(build))
         );
     }
     Ok(())
@@ -284,8 +362,19 @@ async fn main() -> BenchResult<()> {
     } else {
         vec![1_000, 3_000, 10_000]
     };
-    rebuild_rows(rounds, 100.min(per_server.max(1)), &totals)?;
-    list_row(rounds, servers, per_server).await?;
-    list_changed_row(rounds, servers, per_server).await?;
+    let rows = std::env::var("MCPHOST_BENCH_ROWS").unwrap_or_default();
+    let run = |row: &str| rows.is_empty() || rows.split(',').any(|r| r.trim() == row);
+    if run("hygiene") {
+        hygiene_rows(rounds, if smoke { 100 } else { 1_000 })?;
+    }
+    if run("rebuild") {
+        rebuild_rows(rounds, 100.min(per_server.max(1)), &totals)?;
+    }
+    if run("list") {
+        list_row(rounds, servers, per_server).await?;
+    }
+    if run("list_changed") {
+        list_changed_row(rounds, servers, per_server).await?;
+    }
     Ok(())
 }

@@ -57,6 +57,7 @@ fn server(name: &str, transport: TransportConfig) -> ServerConfig {
         protocol_version: None,
         start: Default::default(),
         idle_timeout: None,
+        hygiene: Default::default(),
     }
 }
 

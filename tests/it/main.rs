@@ -31,6 +31,7 @@ mod http_fault_server;
 mod http_interop;
 mod http_stateless;
 mod http_transport;
+mod hygiene;
 mod import;
 mod interop;
 mod ipc_socket;

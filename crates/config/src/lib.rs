@@ -173,6 +173,21 @@ pub struct ServerConfig {
     /// Stop the server after this long without a request (`idleTimeout`);
     /// the next call starts it again.
     pub idle_timeout: Option<Duration>,
+    /// Hidden text in its definitions: removed or relayed (`hygiene`, the
+    /// server's own or the top-level one).
+    pub hygiene: Hygiene,
+}
+
+/// What the catalog does with hidden text (invisible characters, bidi
+/// controls, HTML comments) in a server's descriptions and titles. It is
+/// flagged either way.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Hygiene {
+    /// Removed from what hosts and models are shown (the default).
+    #[default]
+    Strip,
+    /// Relayed as the server sent it.
+    Keep,
 }
 
 /// When a server's process is started (`start`).
@@ -258,6 +273,8 @@ impl ServerConfig {
             roots: Vec::new(),
             start: StartMode::Eager,
             idle_timeout: None,
+            // Applied to the lists the registry keeps; no restart.
+            hygiene: Hygiene::Strip,
             ..c.clone()
         };
         strip(self) == strip(other)

@@ -17,9 +17,9 @@ use super::duration::{no_unit_hint, parse_duration};
 use super::interpolate::interpolate;
 use super::tools::glob;
 use super::{
-    BrokenServer, ConfigError, HostConfig, HttpMode, HttpServer, Issue, Issues, Namespacing,
-    OAuthSetting, Offer, Root, ServerConfig, ServerEnvLookup, Share, StartMode, StdioServer,
-    Timeouts, ToolFilter, TransportConfig,
+    BrokenServer, ConfigError, HostConfig, HttpMode, HttpServer, Hygiene, Issue, Issues,
+    Namespacing, OAuthSetting, Offer, Root, ServerConfig, ServerEnvLookup, Share, StartMode,
+    StdioServer, Timeouts, ToolFilter, TransportConfig,
 };
 
 /// JSON plus comments and trailing commas, nothing looser: a config that
@@ -51,6 +51,7 @@ const TOP_KEYS: &[&str] = &[
     "tokens",
     "profiles",
     "daemon",
+    "hygiene",
 ];
 const TOKENS_KEYS: &[&str] = &["encoding"];
 const DAEMON_KEYS: &[&str] = &["autostart"];
@@ -82,6 +83,7 @@ const SERVER_KEYS: &[&str] = &[
     "start",
     "idleTimeout",
     "sandbox",
+    "hygiene",
 ];
 const OFFER_KEYS: &[&str] = &["sampling", "elicitation", "roots"];
 const STDIO_ONLY: &[&str] = &["command", "args", "env", "envFile", "cwd", "inheritEnv"];
@@ -174,6 +176,8 @@ struct Defaults {
     inherit_env: bool,
     login_shell_path: Option<(bool, usize)>,
     start: StartMode,
+    /// The top-level `hygiene`.
+    hygiene: Hygiene,
 }
 
 enum Kind {
@@ -240,10 +244,13 @@ impl<'a> Ctx<'a> {
 
     fn root(&mut self, root: &Object<'_>, config: &mut HostConfig) {
         self.keys(root, "", TOP_KEYS);
-        let defaults = match root.get("defaults") {
+        let mut defaults = match root.get("defaults") {
             Some(prop) => self.defaults(&prop.value),
             None => Defaults::default(),
         };
+        if let Some(prop) = root.get("hygiene") {
+            defaults.hygiene = self.hygiene(&prop.value, "hygiene", Hygiene::default());
+        }
         let top_login = root
             .get("loginShellPath")
             .and_then(|prop| self.boolean(&prop.value, "loginShellPath"));
@@ -693,6 +700,9 @@ impl<'a> Ctx<'a> {
         let idle_timeout = obj
             .get("idleTimeout")
             .and_then(|p| self.idle_timeout(p, field));
+        let hygiene = obj.get("hygiene").map_or(defaults.hygiene, |p| {
+            self.hygiene(&p.value, &child(field, "hygiene"), defaults.hygiene)
+        });
 
         if self.errors.len() > errors_before {
             return None;
@@ -710,6 +720,7 @@ impl<'a> Ctx<'a> {
             protocol_version,
             start,
             idle_timeout,
+            hygiene,
         })
     }
 
@@ -770,6 +781,20 @@ impl<'a> Ctx<'a> {
                 Share::Shared
             }
             None => Share::Shared,
+        }
+    }
+
+    /// `hygiene`: `"strip"` or `"keep"`; `fallback` when it is neither.
+    fn hygiene(&mut self, value: &Value<'_>, field: &str, fallback: Hygiene) -> Hygiene {
+        match self.string(value, field) {
+            Some("strip") => Hygiene::Strip,
+            Some("keep") => Hygiene::Keep,
+            Some(other) => {
+                let msg = format!("{other:?} is not one of \"strip\", \"keep\"");
+                self.error(value.start(), field, msg);
+                fallback
+            }
+            None => fallback,
         }
     }
 

@@ -11,6 +11,7 @@
 #![warn(clippy::too_many_lines)]
 
 mod broker;
+mod hygiene;
 mod roots;
 mod session;
 
@@ -682,9 +683,10 @@ impl Engine {
     fn annotated_tools(&self) -> Reply {
         let catalog = self.registry.catalog();
         let enc = self.model_view.load().encoding;
+        let hidden = self.registry.hidden_text();
         let mut items = Vec::with_capacity(catalog.tools().len());
         for t in catalog.tools() {
-            let extra = [
+            let mut extra = vec![
                 ("server".to_owned(), to_raw(&t.server).map_err(internal)?),
                 ("tool".to_owned(), to_raw(&t.tool).map_err(internal)?),
                 (
@@ -692,6 +694,10 @@ impl Engine {
                     to_raw(&t.tokens(enc)).map_err(internal)?,
                 ),
             ];
+            if let Some((found, mode)) = hygiene::hidden_of_tool(&hidden, &t.server, &t.tool) {
+                extra.push(("hiddenText".to_owned(), to_raw(&found).map_err(internal)?));
+                extra.push(("hygiene".to_owned(), to_raw(mode).map_err(internal)?));
+            }
             items.push(mcphost_protocol::set_fields(Some(&t.raw), extra).map_err(internal)?);
         }
         let text = format!(
@@ -867,6 +873,7 @@ impl Engine {
                 *sum = sum.saturating_add(n);
             }
         }
+        let hidden = self.registry.hidden_text();
         let list: Vec<serde_json::Value> = self
             .registry
             .statuses()
@@ -887,6 +894,10 @@ impl Engine {
                 v["attribution"] = self.attribution_of(s);
                 for (k, val) in self.broker.roots().describe(&s.name, era == Some("stateless")) {
                     v[k] = val;
+                }
+                if let Some(h) = hidden.get(&s.name) {
+                    v["hygiene"] = json!(hygiene::name(h.hygiene));
+                    v["hiddenText"] = json!(h.items.iter().map(|i| i.findings.len()).sum::<usize>());
                 }
                 let renamed: Vec<_> = catalog
                     .collisions()

@@ -41,7 +41,7 @@ impl Registry {
                     templates: c.resource_templates,
                     prompts: c.prompts,
                 };
-                e.drop_filtered_tools();
+                e.lists_changed();
                 e.known = true;
             }
             None => {

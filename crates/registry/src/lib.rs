@@ -19,6 +19,8 @@ pub mod catalog;
 pub mod cost;
 mod eras;
 pub mod from_config;
+mod hidden;
+pub mod hygiene;
 mod lazy;
 mod listing;
 mod logs;
@@ -32,6 +34,7 @@ pub mod supervisor;
 pub mod uri;
 
 pub use eras::EraCache;
+pub use hidden::{HiddenText, ServerHidden};
 pub use options::ServerOptions;
 
 use parking_lot::{RwLock, RwLockReadGuard};
@@ -204,6 +207,8 @@ struct ManagedServer {
     learning: bool,
     /// Digest of the catalog last stored for it.
     stored: Option<u64>,
+    /// `lists` as the catalog shows them, and the hidden text in them.
+    shown: hidden::Shown,
 }
 
 impl ManagedServer {
@@ -219,6 +224,7 @@ impl ManagedServer {
             known: false,
             learning: false,
             stored: None,
+            shown: hidden::Shown::default(),
         }
     }
 
@@ -227,11 +233,12 @@ impl ManagedServer {
         std::iter::once(self.handle).chain(self.per_session.into_values())
     }
 
-    /// The entry's allow/deny filter, applied once per listing: a changed
-    /// filter means a changed entry and fresh lists.
-    fn drop_filtered_tools(&mut self) {
+    /// After `lists` changed: the entry's allow/deny filter (a changed
+    /// filter means a changed entry and fresh lists), then its hygiene.
+    fn lists_changed(&mut self) {
         let filter = &self.config.tools;
         self.lists.tools.retain(|t| filter.allows(&t.name));
+        self.apply_hygiene();
     }
 
     /// The supervisor's status plus what only the registry knows.
@@ -298,8 +305,9 @@ impl Builders {
         let mut prompts = CatalogBuilder::new("prompts", st.rules.clone());
         for e in &st.entries {
             let (server, prefix) = (&e.config.name, e.config.prefix());
-            tools.push_server(server, prefix, catalog::tool_items(&e.lists.tools));
-            prompts.push_server(server, prefix, catalog::prompt_items(&e.lists.prompts));
+            let l = e.shown_lists();
+            tools.push_server(server, prefix, catalog::tool_items(&l.tools));
+            prompts.push_server(server, prefix, catalog::prompt_items(&l.prompts));
         }
         Builders { tools, prompts }
     }
@@ -580,6 +588,8 @@ impl Registry {
                     Some(mut e) if e.config.same_process(sc) => {
                         // Roots are asked for, not started with: no restart.
                         e.config = sc.clone();
+                        // `hygiene` may have changed.
+                        e.apply_hygiene();
                         entries.push(e);
                     }
                     Some(e) => {

@@ -159,6 +159,7 @@ impl Registry {
             );
             if gone {
                 e.lists = Lists::default();
+                e.lists_changed();
                 e.known = false;
             }
             gone
@@ -246,7 +247,7 @@ impl Registry {
                         if let Some(p) = prompts {
                             l.prompts = p;
                         }
-                        e.drop_filtered_tools();
+                        e.lists_changed();
                         let changed = e.list_error != error;
                         e.list_error = error.clone();
                         (true, changed)
@@ -343,7 +344,7 @@ impl Registry {
         match self.write().instance_mut(server, generation) {
             Some(e) => {
                 f(&mut e.lists);
-                e.drop_filtered_tools();
+                e.lists_changed();
                 true
             }
             None => false,
@@ -369,15 +370,13 @@ impl Registry {
             match st.entry(server) {
                 Some(e) => {
                     let prefix = e.config.prefix();
+                    let l = e.shown_lists();
                     let t = !tools
                         || b.tools
-                            .update(server, prefix, catalog::tool_items(&e.lists.tools));
+                            .update(server, prefix, catalog::tool_items(&l.tools));
                     let p = !prompts
-                        || b.prompts.update(
-                            server,
-                            prefix,
-                            catalog::prompt_items(&e.lists.prompts),
-                        );
+                        || b.prompts
+                            .update(server, prefix, catalog::prompt_items(&l.prompts));
                     t && p
                 }
                 None => false,
@@ -439,8 +438,8 @@ impl Registry {
                     .iter()
                     .map(|e| ServerResources {
                         server: &e.config.name,
-                        resources: &e.lists.resources,
-                        templates: &e.lists.templates,
+                        resources: &e.shown_lists().resources,
+                        templates: &e.shown_lists().templates,
                     })
                     .collect();
                 Arc::new(catalog::build_resources(&inputs))

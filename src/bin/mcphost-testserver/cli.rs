@@ -348,6 +348,14 @@ pub struct Cli {
     #[arg(long, env = "MCPHOST_TS_SANDBOX_PROBE", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
     pub sandbox_probe: bool,
 
+    /// Also list the `hidden` tool, whose description hides text (tag
+    /// characters spelling an instruction, a zero-width space, a bidi
+    /// override, an HTML comment; another comment in a schema property),
+    /// and whose result carries such characters too; and the `hidden`
+    /// prompt, a comment in its argument's description.
+    #[arg(long, env = "MCPHOST_TS_HIDDEN_TEXT", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    pub hidden_text: bool,
+
     /// Protocol era: `handshake` (the `initialize` handshake, as always),
     /// `stateless` (2026-07-28 only: `server/discover`, `_meta` on every request,
     /// `input_required` instead of server requests, `subscriptions/listen`) or

@@ -731,22 +731,25 @@ impl Server {
                     "simulated tools/list failure (--fail-tools-list)",
                 ))
             }
-            "tools/list" => self.list(
-                "tools",
-                &crate::probe::with_probe(
-                    catalog::tools(
-                        self.cfg.tools,
-                        self.dynamic(),
-                        self.cfg.link_tool,
-                        self.cfg.host_tools,
-                        self.cfg.scripted_tools,
-                    ),
-                    self.cfg.sandbox_probe,
-                ),
-                params,
-            ),
+            "tools/list" => {
+                let mut tools = catalog::tools(
+                    self.cfg.tools,
+                    self.dynamic(),
+                    self.cfg.link_tool,
+                    self.cfg.host_tools,
+                    self.cfg.scripted_tools,
+                );
+                if self.cfg.hidden_text {
+                    tools.push(catalog::hidden_tool());
+                }
+                let tools = crate::probe::with_probe(tools, self.cfg.sandbox_probe);
+                self.list("tools", &tools, params)
+            }
             "tools/call" if self.cfg.sandbox_probe && crate::probe::is_call(params) => {
                 ok(crate::probe::call(params.get("arguments")))
+            }
+            "tools/call" if self.cfg.hidden_text && params["name"] == "hidden" => {
+                ok_raw(catalog::HIDDEN_RESULT.to_owned())
             }
             "tools/call" => self.call_tool(params),
             "resources/list" => self.list(
@@ -770,11 +773,13 @@ impl Server {
                 required_str(params, "uri")?;
                 ok_raw("{}".into())
             }
-            "prompts/list" => self.list(
-                "prompts",
-                &catalog::prompts(self.cfg.prompts, self.dynamic()),
-                params,
-            ),
+            "prompts/list" => {
+                let mut prompts = catalog::prompts(self.cfg.prompts, self.dynamic());
+                if self.cfg.hidden_text {
+                    prompts.push(catalog::HIDDEN_PROMPT.to_owned());
+                }
+                self.list("prompts", &prompts, params)
+            }
             "prompts/get" => self.get_prompt(params),
             "completion/complete" => complete(params),
             "logging/setLevel" => {

@@ -21,6 +21,8 @@ pub struct ToolRow {
     pub description: String,
     /// Token cost (`None` from a daemon built without `tokens`).
     pub tokens: Option<u64>,
+    /// `hiddenText`: hidden text found in its definition (docs/ipc.md).
+    pub hidden: Vec<Value>,
     pub raw: Box<RawValue>,
 }
 
@@ -235,6 +237,9 @@ impl Backend {
                     tool: field("tool")?,
                     description: field("description")?,
                     tokens: raw_field::<Option<u64>>(&raw, "tokens")?.flatten(),
+                    hidden: raw_field::<Option<Vec<Value>>>(&raw, "hiddenText")?
+                        .flatten()
+                        .unwrap_or_default(),
                     raw,
                 })
             })
@@ -472,6 +477,7 @@ pub async fn direct_config(specs: &[String]) -> Result<HostConfig> {
             protocol_version: None,
             start: Default::default(),
             idle_timeout: None,
+            hygiene: Default::default(),
         });
     }
     Ok(cfg)

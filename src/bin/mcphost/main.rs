@@ -35,6 +35,7 @@ mod bridge;
 mod daemon_ctl;
 mod doctor;
 mod given_env;
+mod hidden;
 mod import;
 mod inspect;
 mod interactive;

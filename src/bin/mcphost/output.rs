@@ -395,10 +395,15 @@ impl Out {
             if cost.is_some() {
                 row.push(t.tokens.map(|n| n.to_string()).unwrap_or_default());
             }
-            row.push(d);
+            row.push(crate::hidden::marked(t, d));
             rows.push(row);
         }
         table(&rows);
+        crate::hidden::notes(
+            tools
+                .iter()
+                .filter(|t| server.is_none_or(|s| t.server == s)),
+        );
         if let Some(enc) = cost {
             outln!("total: {total} tokens in {count} tools ({})", s(enc));
         }

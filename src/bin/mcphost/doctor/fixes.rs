@@ -64,6 +64,8 @@ pub(super) enum Fix<'a> {
     SandboxGap(&'a str),
     /// This server hit its `sandbox`.
     SandboxDenied(&'a str),
+    /// A tool's definition hides text (the registry's `hygiene`).
+    HiddenText,
 }
 
 impl Fix<'_> {
@@ -150,6 +152,7 @@ impl Fix<'_> {
                 "fix the server or its authorization server, then sign in again: `mcphost auth login {name}`"
             ),
             Fix::DockerEngine => "start Docker: open Docker Desktop (macOS, Windows), or `sudo systemctl start docker`; on Linux your user may also need to be in the docker group (`sudo usermod -aG docker $USER`, then log in again)".to_owned(),
+            Fix::HiddenText => "the text is invisible to people but read by models: review the server (a description that hides instructions is tool poisoning); mcphost removes it from what hosts and models are shown unless the server's \"hygiene\" is \"keep\" (docs/config.md)".to_owned(),
             Fix::Above => "fix the problems above, then run `mcphost doctor` again".to_owned(),
             Fix::SandboxGap(name) => format!(
                 "the rest of the `sandbox` of {name} is enforced; for what is not, use a kernel with a newer Landlock ABI, or set \"network\" to \"none\" or \"any\" (docs/security.md says what each setting enforces)"

@@ -9,6 +9,7 @@
 
 mod config;
 mod fixes;
+mod hidden;
 mod http;
 mod paths;
 mod render;

@@ -97,10 +97,16 @@ pub(super) async fn answered(client: &ServerClient, init: Duration, p: &Progress
     let caps = &n.capabilities;
     let mut listing_errors = Vec::new();
     p.stage("listing tools");
+    let mut hidden = Vec::new();
+    let listed = async {
+        let tools = client.list_tools().await?;
+        hidden = super::hidden::checks(&tools);
+        Ok(tools)
+    };
     let tools = count(
         caps.tools.is_some(),
         "tools/list",
-        client.list_tools(),
+        listed,
         &mut listing_errors,
     )
     .await;
@@ -148,6 +154,9 @@ pub(super) async fn answered(client: &ServerClient, init: Duration, p: &Progress
             count(resources),
         ),
     ));
+    for c in hidden {
+        p.push(c);
+    }
     if !listing_errors.is_empty() {
         p.push(Check::problem(
             "list",
