@@ -89,6 +89,15 @@ pub struct DaemonOptions {
     pub started_by: Option<String>,
 }
 
+/// The pinned definitions in `pins.json` of the state directory (in memory
+/// without one): the daemon's, which `--direct` reads and adds to as well.
+pub fn pin_store() -> Arc<crate::registry::pins::PinStore> {
+    Arc::new(match crate::ipc::default_state_dir() {
+        Some(dir) => crate::registry::pins::PinStore::at(dir.join("pins.json")),
+        None => crate::registry::pins::PinStore::in_memory(),
+    })
+}
+
 /// Run until SIGINT or SIGTERM; every server is stopped before returning.
 pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     use tokio::signal::unix::{SignalKind, signal};
@@ -127,6 +136,7 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
             auth: auth.clone(),
             catalogs: crate::registry::stored::CatalogStore::default_dir()
                 .map(|d| Arc::new(crate::registry::stored::CatalogStore::at(d))),
+            pins: pin_store(),
             ..Default::default()
         })
         .shell_path(shell_path)

@@ -56,6 +56,7 @@ fn server(name: &str, transport: TransportConfig) -> ServerConfig {
         protocol_version: None,
         start: Default::default(),
         idle_timeout: None,
+        pinning: Default::default(),
     }
 }
 

@@ -172,6 +172,33 @@ pub struct ServerConfig {
     /// Stop the server after this long without a request (`idleTimeout`);
     /// the next call starts it again.
     pub idle_timeout: Option<Duration>,
+    /// What a change of its tool and prompt definitions does (`pinning`,
+    /// the top-level one unless the entry sets its own).
+    pub pinning: Pinning,
+}
+
+/// What drift from a server's pinned definitions does (`pinning`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Pinning {
+    /// Pin nothing, compare nothing.
+    Off,
+    /// Pin on first listing; a changed or added definition stays listed
+    /// and is reported (the default).
+    #[default]
+    Warn,
+    /// As `Warn`, and a changed or added definition is withheld until
+    /// approved.
+    Block,
+}
+
+impl Pinning {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Pinning::Off => "off",
+            Pinning::Warn => "warn",
+            Pinning::Block => "block",
+        }
+    }
 }
 
 /// When a server's process is started (`start`).
@@ -257,6 +284,8 @@ impl ServerConfig {
             roots: Vec::new(),
             start: StartMode::Eager,
             idle_timeout: None,
+            // Applied to the listing, not the process.
+            pinning: Pinning::Warn,
             ..c.clone()
         };
         strip(self) == strip(other)

@@ -18,8 +18,8 @@ use super::interpolate::interpolate;
 use super::tools::glob;
 use super::{
     BrokenServer, ConfigError, HostConfig, HttpMode, HttpServer, Issue, Issues, Namespacing,
-    OAuthSetting, Offer, Root, ServerConfig, ServerEnvLookup, Share, StartMode, StdioServer,
-    Timeouts, ToolFilter, TransportConfig,
+    OAuthSetting, Offer, Pinning, Root, ServerConfig, ServerEnvLookup, Share, StartMode,
+    StdioServer, Timeouts, ToolFilter, TransportConfig,
 };
 
 /// JSON plus comments and trailing commas, nothing looser: a config that
@@ -51,6 +51,7 @@ const TOP_KEYS: &[&str] = &[
     "tokens",
     "profiles",
     "daemon",
+    "pinning",
 ];
 const TOKENS_KEYS: &[&str] = &["encoding"];
 const DAEMON_KEYS: &[&str] = &["autostart"];
@@ -81,6 +82,7 @@ const SERVER_KEYS: &[&str] = &[
     "protocolVersion",
     "start",
     "idleTimeout",
+    "pinning",
 ];
 const OFFER_KEYS: &[&str] = &["sampling", "elicitation", "roots"];
 const STDIO_ONLY: &[&str] = &["command", "args", "env", "envFile", "cwd", "inheritEnv"];
@@ -170,6 +172,8 @@ struct Defaults {
     inherit_env: bool,
     login_shell_path: Option<(bool, usize)>,
     start: StartMode,
+    /// The top-level `pinning`, which an entry's own overrides.
+    pinning: Pinning,
 }
 
 enum Kind {
@@ -294,6 +298,11 @@ impl<'a> Ctx<'a> {
                     *slot = d;
                 }
             }
+        }
+        let mut defaults = defaults;
+        // One level, read before the entries that inherit it.
+        if let Some(prop) = root.get("pinning") {
+            defaults.pinning = self.pinning(&prop.value, "pinning");
         }
         config.servers = self.servers(root, &defaults);
     }
@@ -688,6 +697,10 @@ impl<'a> Ctx<'a> {
         let idle_timeout = obj
             .get("idleTimeout")
             .and_then(|p| self.idle_timeout(p, field));
+        let pinning = match obj.get("pinning") {
+            Some(p) => self.pinning(&p.value, &child(field, "pinning")),
+            None => defaults.pinning,
+        };
 
         if self.errors.len() > errors_before {
             return None;
@@ -705,7 +718,26 @@ impl<'a> Ctx<'a> {
             protocol_version,
             start,
             idle_timeout,
+            pinning,
         })
+    }
+
+    /// `pinning`: `"warn"`, `"block"` or `"off"`.
+    fn pinning(&mut self, value: &Value<'_>, field: &str) -> Pinning {
+        match self.string(value, field) {
+            Some("warn") => Pinning::Warn,
+            Some("block") => Pinning::Block,
+            Some("off") => Pinning::Off,
+            Some(other) => {
+                self.error(
+                    value.start(),
+                    field,
+                    format!("{other:?} is not one of \"warn\", \"block\", \"off\""),
+                );
+                Pinning::Warn
+            }
+            None => Pinning::Warn,
+        }
     }
 
     /// `alias`: `[A-Za-z0-9_-]+`.

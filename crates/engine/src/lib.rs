@@ -11,6 +11,7 @@
 #![warn(clippy::too_many_lines)]
 
 mod broker;
+mod pins;
 mod roots;
 mod session;
 
@@ -315,6 +316,9 @@ pub(crate) fn registry_error(e: RegistryError) -> ErrorObject {
                 rpc_err(error_codes::RESOURCE_NOT_FOUND, e.to_string())
             }
             RegistryError::UnknownServer(_) | RegistryError::AmbiguousResource { .. } => {
+                invalid_params(e.to_string())
+            }
+            RegistryError::Withheld { .. } | RegistryError::Pins(_) => {
                 invalid_params(e.to_string())
             }
             RegistryError::Unavailable(_) => rpc_err(error_codes::INTERNAL_ERROR, e.to_string()),
@@ -673,6 +677,10 @@ impl Engine {
             | methods::MCPHOST_SERVERS_REMOVE
             | methods::MCPHOST_SERVERS_ENABLE
             | methods::MCPHOST_SERVERS_DISABLE => self.manage(method, params).await,
+            methods::MCPHOST_PINS_LIST
+            | methods::MCPHOST_PINS_DIFF
+            | methods::MCPHOST_PINS_APPROVE
+            | methods::MCPHOST_PINS_RESET => self.pins_request(method, &params),
             _ => Err(ErrorObject::method_not_found(method)),
         }
     }
@@ -682,9 +690,10 @@ impl Engine {
     fn annotated_tools(&self) -> Reply {
         let catalog = self.registry.catalog();
         let enc = self.model_view.load().encoding;
+        let drifted = self.registry.drifted_tools();
         let mut items = Vec::with_capacity(catalog.tools().len());
         for t in catalog.tools() {
-            let extra = [
+            let mut extra = vec![
                 ("server".to_owned(), to_raw(&t.server).map_err(internal)?),
                 ("tool".to_owned(), to_raw(&t.tool).map_err(internal)?),
                 (
@@ -692,6 +701,12 @@ impl Engine {
                     to_raw(&t.tokens(enc)).map_err(internal)?,
                 ),
             ];
+            // A tool that differs from its pin (`pinning: warn`).
+            if !drifted.is_empty()
+                && let Some(d) = drifted.get(&(t.server.clone(), t.tool.clone()))
+            {
+                extra.push(("drift".to_owned(), to_raw(d).map_err(internal)?));
+            }
             items.push(mcphost_protocol::set_fields(Some(&t.raw), extra).map_err(internal)?);
         }
         let text = format!(

@@ -23,6 +23,7 @@ mod lazy;
 mod listing;
 mod logs;
 mod options;
+pub mod pins;
 mod resources;
 mod routing;
 mod sessions;
@@ -144,6 +145,12 @@ pub enum RegistryEvent {
         server: String,
         line: Arc<str>,
     },
+    /// A server's definitions differ from its pins: a `notifications/message`
+    /// (level warning, logger `mcphost`) for every host.
+    PinDrift {
+        server: String,
+        params: Box<RawValue>,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -162,6 +169,18 @@ pub enum RegistryError {
     UnknownServer(String),
     #[error("{0}")]
     Unavailable(String),
+    /// `pinning: block` holds this tool or prompt back until approved.
+    #[error(
+        "{kind} {name:?} of server {server:?} differs from its pinned definition and is withheld (pinning: block); review it with `mcphost pins diff {server} {name}`, then allow it with `mcphost pins approve {server} {name}`"
+    )]
+    Withheld {
+        kind: &'static str,
+        server: String,
+        name: String,
+    },
+    /// A `mcphost/pins/*` request that cannot be done.
+    #[error("{0}")]
+    Pins(String),
     #[error(transparent)]
     Client(#[from] ClientError),
 }
@@ -204,6 +223,8 @@ struct ManagedServer {
     learning: bool,
     /// Digest of the catalog last stored for it.
     stored: Option<u64>,
+    /// Its drift from the pins, and what `block` withholds.
+    pins: pins::EntryPins,
 }
 
 impl ManagedServer {
@@ -219,6 +240,7 @@ impl ManagedServer {
             known: false,
             learning: false,
             stored: None,
+            pins: pins::EntryPins::default(),
         }
     }
 
@@ -248,10 +270,17 @@ impl ManagedServer {
             && self.known
             && !self.listed
             && !matches!(status.state, ServerState::Disabled | ServerState::Stopped);
-        if list_error.is_none() && self.per_session.is_empty() && !unlisted && !cached {
+        let pins = self.pin_status();
+        if list_error.is_none()
+            && self.per_session.is_empty()
+            && !unlisted
+            && !cached
+            && pins.is_none()
+        {
             return status;
         }
         let mut s = (*status).clone();
+        s.pins = pins;
         s.cached = cached;
         if unlisted {
             s.state = ServerState::Starting;
@@ -298,8 +327,8 @@ impl Builders {
         let mut prompts = CatalogBuilder::new("prompts", st.rules.clone());
         for e in &st.entries {
             let (server, prefix) = (&e.config.name, e.config.prefix());
-            tools.push_server(server, prefix, catalog::tool_items(&e.lists.tools));
-            prompts.push_server(server, prefix, catalog::prompt_items(&e.lists.prompts));
+            tools.push_server(server, prefix, e.shown_tools());
+            prompts.push_server(server, prefix, e.shown_prompts());
         }
         Builders { tools, prompts }
     }
@@ -579,7 +608,12 @@ impl Registry {
                 match old.remove(&sc.name) {
                     Some(mut e) if e.config.same_process(sc) => {
                         // Roots are asked for, not started with: no restart.
+                        let pinning = e.config.pinning != sc.pinning;
                         e.config = sc.clone();
+                        if pinning && e.known {
+                            // Published below, withheld or not by the new mode.
+                            e.check_pins(&self.inner.base.pins);
+                        }
                         entries.push(e);
                     }
                     Some(e) => {

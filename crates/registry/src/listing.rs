@@ -137,6 +137,9 @@ impl Registry {
             _ => {}
         });
         if updated {
+            if kinds.0 || kinds.2 {
+                self.check_pins(&server, generation);
+            }
             self.publish_server_lists(&server, kinds.0, kinds.1, kinds.2);
             self.lists_listed(&server, generation);
         }
@@ -257,6 +260,7 @@ impl Registry {
             if !stored {
                 return;
             }
+            self.check_pins(server, generation);
             // Catalog first: `settled` waiters read it as soon as it is marked.
             self.publish_server_lists(server, true, true, true);
             // Listed even when a list failed: the error is in the status,
@@ -369,15 +373,8 @@ impl Registry {
             match st.entry(server) {
                 Some(e) => {
                     let prefix = e.config.prefix();
-                    let t = !tools
-                        || b.tools
-                            .update(server, prefix, catalog::tool_items(&e.lists.tools));
-                    let p = !prompts
-                        || b.prompts.update(
-                            server,
-                            prefix,
-                            catalog::prompt_items(&e.lists.prompts),
-                        );
+                    let t = !tools || b.tools.update(server, prefix, e.shown_tools());
+                    let p = !prompts || b.prompts.update(server, prefix, e.shown_prompts());
                     t && p
                 }
                 None => false,

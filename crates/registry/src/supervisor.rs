@@ -155,6 +155,9 @@ pub struct ServerStatus {
     /// the registry).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub cached: bool,
+    /// Its definitions against their pins (set by the registry).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pins: Option<crate::pins::hooks::PinStatus>,
 }
 
 /// One session's own instance of a `share: per-session` server.
@@ -189,6 +192,7 @@ impl ServerStatus {
             session_instances: Vec::new(),
             start_ms: None,
             cached: false,
+            pins: None,
         }
     }
 
@@ -216,6 +220,7 @@ impl ServerStatus {
             session_instances: Vec::new(),
             start_ms: None,
             cached: false,
+            pins: None,
         }
     }
 

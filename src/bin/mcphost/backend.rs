@@ -111,6 +111,8 @@ impl Backend {
             .fallback(fallback)
             .server_options(mcphost::registry::ServerOptions {
                 auth: Some(Arc::new(auth)),
+                // The daemon's pins: `--direct` checks against them too.
+                pins: mcphost::daemon::pin_store(),
                 ..Default::default()
             })
             .start();
@@ -471,6 +473,7 @@ pub async fn direct_config(specs: &[String]) -> Result<HostConfig> {
             protocol_version: None,
             start: Default::default(),
             idle_timeout: None,
+            pinning: Default::default(),
         });
     }
     Ok(cfg)
