@@ -41,6 +41,7 @@ mod models;
 mod oauth;
 mod oauth_daemon;
 mod oauth_mock;
+mod pins;
 mod resources;
 mod socket_concurrency;
 mod socket_leak;

@@ -733,12 +733,16 @@ impl Server {
             }
             "tools/list" => self.list(
                 "tools",
-                &catalog::tools(
-                    self.cfg.tools,
-                    self.dynamic(),
-                    self.cfg.link_tool,
-                    self.cfg.host_tools,
-                    self.cfg.scripted_tools,
+                &catalog::retouch(
+                    catalog::tools(
+                        self.cfg.tools,
+                        self.dynamic(),
+                        self.cfg.link_tool,
+                        self.cfg.host_tools,
+                        self.cfg.scripted_tools,
+                    ),
+                    self.cfg.describe.as_deref(),
+                    self.cfg.extra_tool.as_deref(),
                 ),
                 params,
             ),

@@ -12,6 +12,8 @@ mod fixes;
 mod http;
 mod paths;
 mod render;
+/// Terminal colours, for other commands' output too (`pins diff`).
+pub(crate) use render::{Colours, colour};
 mod start;
 mod stdio;
 
