@@ -334,15 +334,15 @@ fn pin_rows(rounds: usize, n: usize) -> BenchResult<()> {
     for round in 0..rounds.max(5) {
         let store = PinStore::in_memory();
         let t = Instant::now();
-        store.observe("s", "k", &listing, &[]);
+        store.observe("s", "k", &listing, &[], &|_| false);
         first.push(t.elapsed());
         let t = Instant::now();
-        store.observe("s", "k", &listing, &[]);
+        store.observe("s", "k", &listing, &[], &|_| false);
         again.push(t.elapsed());
         let mut changed = listing.clone();
         changed[round % n] = rich_tool(round % n, round + 1)?;
         let t = Instant::now();
-        let news = store.observe("s", "k", &changed, &[]);
+        let news = store.observe("s", "k", &changed, &[], &|_| false);
         drifted.push(t.elapsed());
         if news.map(|d| d.tools.changed.len()) != Some(1) {
             return Err("the changed tool was not flagged".into());

@@ -84,6 +84,38 @@ fn tool_names(w: &mut Wire) -> Vec<String> {
         .collect()
 }
 
+/// `pinning` at the top level applies to every server; a server's own wins;
+/// anything but warn, block or off is an error naming the field.
+#[test]
+fn pinning_is_read_at_the_top_level_and_a_servers_own_wins() {
+    use mcphost::config::Pinning;
+    let text = r#"{ "pinning": "block", "mcpServers": {
+        "a": { "command": "x" },
+        "b": { "command": "x", "pinning": "off" },
+        "c": { "command": "x", "pinning": "warn" } } }"#;
+    let cfg = mcphost::config::parse(text, Path::new("/c.json"), &|_| None).unwrap();
+    let modes: Vec<Pinning> = cfg.servers.iter().map(|s| s.pinning).collect();
+    assert_eq!(modes, [Pinning::Block, Pinning::Off, Pinning::Warn]);
+    let cfg = mcphost::config::parse(
+        r#"{ "mcpServers": { "a": { "command": "x" } } }"#,
+        Path::new("/c.json"),
+        &|_| None,
+    )
+    .unwrap();
+    assert_eq!(cfg.servers[0].pinning, Pinning::Warn);
+    let e = mcphost::config::parse(
+        r#"{ "mcpServers": { "a": { "command": "x", "pinning": "strict" } } }"#,
+        Path::new("/c.json"),
+        &|_| None,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("mcpServers.a.pinning") && e.contains("\"strict\""),
+        "{e}"
+    );
+}
+
 /// The changed `echo` stays listed and callable under `warn`; `pins`,
 /// `servers --json`, `tools` and a connected host are told, and a later
 /// daemon on the same pins still flags it.
@@ -131,6 +163,13 @@ fn warn_flags_a_changed_description_everywhere_and_keeps_the_tool_callable() {
     assert!(
         servers.stdout.contains("mcphost pins approve ts"),
         "{servers:?}"
+    );
+    let doctor = d.run(&["doctor", "ts"]);
+    assert_eq!(doctor.code, 1, "{doctor:?}");
+    assert!(
+        doctor.stdout.contains("differs from its pins: tool changed (echo)")
+            && doctor.stdout.contains("mcphost pins approve ts"),
+        "{doctor:?}"
     );
     let tools = d.run(&["tools"]);
     let echo_line = tools
@@ -226,10 +265,13 @@ fn block_withholds_changed_and_added_tools_until_approved() {
     let s = d.server("ts").unwrap();
     assert_eq!(s["pins"]["withheld"], 2, "{s}");
 
+    // A host connected after the drift sees only what approving changes.
+    let mut fresh = Wire::connect(&d);
+    fresh.initialize(json!({}));
     let approved = d.json(&["pins", "approve", "ts"]);
     assert_eq!(approved["approved"], json!(["echo", "extra"]), "{approved}");
-    w.notification("notifications/tools/list_changed", |_| true);
-    let listed = tool_names(&mut w);
+    fresh.notification("notifications/tools/list_changed", |_| true);
+    let listed = tool_names(&mut fresh);
     assert!(listed.contains(&"ts__echo".to_owned()), "{listed:?}");
     assert!(listed.contains(&"ts__extra".to_owned()), "{listed:?}");
     let r = w.request(
@@ -244,6 +286,81 @@ fn block_withholds_changed_and_added_tools_until_approved() {
             .unwrap()
             .is_empty()
     );
+}
+
+/// A reload that turns `block` into `warn` lists the withheld tool again at
+/// once (no restart: pinning is not part of the process), still flagged.
+#[test]
+fn a_reload_from_block_to_warn_lists_the_withheld_tool_again() {
+    let home = tempfile::tempdir().unwrap();
+    let d = Daemon::start_in(
+        sandbox_with_home(home.path()),
+        &config(&[], None, None, "block"),
+    );
+    d.wait_ready(&["ts"], SOON);
+    let mut w = Wire::connect(&d);
+    w.initialize(json!({}));
+    d.rename_config(&config(&[], Some(POISON), None, "block"));
+    w.notification("notifications/message", |m| {
+        m["params"]["data"]["server"] == "ts"
+    });
+    assert!(!tool_names(&mut w).contains(&"ts__echo".to_owned()));
+    let pid = d.server("ts").unwrap()["pid"].clone();
+    // A host connected after the drift sees only what the reload changes.
+    let mut fresh = Wire::connect(&d);
+    fresh.initialize(json!({}));
+    d.rename_config(&config(&[], Some(POISON), None, "warn"));
+    fresh.notification("notifications/tools/list_changed", |_| true);
+    assert!(tool_names(&mut fresh).contains(&"ts__echo".to_owned()));
+    let s = d.server("ts").unwrap();
+    assert_eq!(s["pid"], pid, "restarted: {s}");
+    assert_eq!(s["pins"]["pinning"], "warn", "{s}");
+    assert_eq!(
+        s["pins"]["drift"]["tools"]["changed"],
+        json!(["echo"]),
+        "{s}"
+    );
+}
+
+/// A lazy server listed from its stored catalog, before any process runs,
+/// is held to its pins: under `block` its changed tool is not listed.
+#[test]
+fn a_lazy_server_listed_from_its_stored_catalog_is_held_to_its_pins() {
+    let home = tempfile::tempdir().unwrap();
+    let lazy = |describe: Option<&str>| {
+        config(&[], describe, None, "block").replacen(
+            "\"env\":",
+            "\"start\": \"lazy\", \"env\":",
+            1,
+        )
+    };
+    // Pinned as it was; then it changes while the first daemon runs, and
+    // the stored catalog (written after every good listing) has the change.
+    let d = Daemon::start_in(
+        sandbox_with_home(home.path()),
+        &config(&[], None, None, "block"),
+    );
+    d.wait_ready(&["ts"], SOON);
+    drop(d);
+    let d = Daemon::start_in(sandbox_with_home(home.path()), &lazy(Some(POISON)));
+    common::poll("ts to learn its catalog and idle", SOON, || {
+        d.server("ts").filter(|s| s["state"] == "idle")
+    });
+    drop(d);
+    let d = Daemon::start_in(sandbox_with_home(home.path()), &lazy(Some(POISON)));
+    let s = d.server("ts").unwrap();
+    assert_eq!(s["state"], "idle", "{s}");
+    assert_eq!(s["cached"], true, "{s}");
+    assert_eq!(
+        s["pins"]["drift"]["tools"]["changed"],
+        json!(["echo"]),
+        "{s}"
+    );
+    let mut w = Wire::connect(&d);
+    w.initialize(json!({}));
+    let names = tool_names(&mut w);
+    assert!(!names.contains(&"ts__echo".to_owned()), "{names:?}");
+    assert!(names.contains(&"ts__add".to_owned()), "{names:?}");
 }
 
 /// `pins reset` forgets the old pins and pins what is listed now.

@@ -610,7 +610,7 @@ impl Registry {
                         // Roots are asked for, not started with: no restart.
                         let pinning = e.config.pinning != sc.pinning;
                         e.config = sc.clone();
-                        if pinning && e.known {
+                        if pinning && e.has_lists() {
                             // Published below, withheld or not by the new mode.
                             e.check_pins(&self.inner.base.pins);
                         }

@@ -250,6 +250,16 @@ fn show_diff(v: &Value, out: &Out) {
 
 /// `servers`: one line per server whose definitions drifted from its pins.
 pub fn drift_note(sv: &Value) -> Option<String> {
+    let name = text(&sv["name"]);
+    drift_summary(sv).map(|d| {
+        format!(
+            "note: {name}: {d}; review: mcphost pins diff {name}; accept: mcphost pins approve {name}"
+        )
+    })
+}
+
+/// What drifted of one server object (`mcphost/servers/list`), in words.
+pub fn drift_summary(sv: &Value) -> Option<String> {
     let p = &sv["pins"];
     let drift = &p["drift"];
     let mut parts = Vec::new();
@@ -273,13 +283,12 @@ pub fn drift_note(sv: &Value) -> Option<String> {
     if parts.is_empty() {
         return None;
     }
-    let name = text(&sv["name"]);
     let withheld = match p["withheld"].as_u64() {
         Some(n) if n > 0 => format!("; {n} withheld (pinning: block)"),
         _ => String::new(),
     };
     Some(format!(
-        "note: {name}: differs from its pins: {}{withheld}; review: mcphost pins diff {name}; accept: mcphost pins approve {name}",
+        "differs from its pins: {}{withheld}",
         parts.join(", ")
     ))
 }

@@ -39,14 +39,21 @@ impl ManagedServer {
             self.pins = EntryPins::default();
             return None;
         }
+        let filter = &self.config.tools;
         let news = store.observe(
             &self.config.name,
             &launch_key(&self.config),
             &self.lists.tools,
             &self.lists.prompts,
+            &|name| !filter.allows(name),
         );
         self.pins_from(store);
         news
+    }
+
+    /// It holds lists to compare: listed live, or from the store.
+    pub(crate) fn has_lists(&self) -> bool {
+        self.listed || self.known
     }
 
     /// Take the drift the store holds and withhold by the entry's mode.
@@ -120,7 +127,7 @@ impl Registry {
             let Some(e) = st.entries.iter_mut().find(|e| e.config.name == server) else {
                 return;
             };
-            if observe && e.known {
+            if observe && e.has_lists() {
                 e.check_pins(self.pin_store());
             } else {
                 e.pins_from(self.pin_store());
