@@ -167,7 +167,9 @@ fn warn_flags_a_changed_description_everywhere_and_keeps_the_tool_callable() {
     let doctor = d.run(&["doctor", "ts"]);
     assert_eq!(doctor.code, 1, "{doctor:?}");
     assert!(
-        doctor.stdout.contains("differs from its pins: tool changed (echo)")
+        doctor
+            .stdout
+            .contains("differs from its pins: tool changed (echo)")
             && doctor.stdout.contains("mcphost pins approve ts"),
         "{doctor:?}"
     );
@@ -264,6 +266,12 @@ fn block_withholds_changed_and_added_tools_until_approved() {
     assert!(err.contains("withheld"), "{err}");
     let s = d.server("ts").unwrap();
     assert_eq!(s["pins"]["withheld"], 2, "{s}");
+    let call = d.run(&["call", "ts__echo", r#"{"text":"x"}"#]);
+    assert_ne!(call.code, 0, "{call:?}");
+    assert!(
+        call.stderr.contains("mcphost pins approve ts echo"),
+        "{call:?}"
+    );
 
     // A host connected after the drift sees only what approving changes.
     let mut fresh = Wire::connect(&d);

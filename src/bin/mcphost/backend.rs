@@ -253,6 +253,9 @@ impl Backend {
         hits.dedup_by(|a, b| a.server == b.server);
         match hits.as_slice() {
             [one] => Ok(one.name.clone()),
+            // `pinning: block` holds tools back: the daemon's refusal names
+            // the tool's server and the approve command.
+            [] if self.withholds_tools().await => Ok(tool.to_owned()),
             [] => {
                 // A server that is not ready has no tools listed; say which
                 // one, and why, rather than only that the name is unknown.
@@ -288,6 +291,16 @@ impl Backend {
                 )
             }
         }
+    }
+
+    /// Whether a server withholds tools that drifted from their pins.
+    async fn withholds_tools(&self) -> bool {
+        let list = self.request("mcphost/servers/list", None).await;
+        list.ok()
+            .and_then(|l| l.as_array().cloned())
+            .into_iter()
+            .flatten()
+            .any(|s| s["pins"]["withheld"].as_u64().is_some_and(|n| n > 0))
     }
 
     /// The `namespacing.separator` in force (the default for a daemon too
