@@ -371,6 +371,43 @@ fn a_lazy_server_listed_from_its_stored_catalog_is_held_to_its_pins() {
     assert!(names.contains(&"ts__add".to_owned()), "{names:?}");
 }
 
+/// Prompts are pinned the same way: under `block` a prompt added after the
+/// first listing is not listed and `prompts/get` of it is refused until
+/// approved by name.
+#[test]
+fn block_withholds_an_added_prompt_until_approved() {
+    let home = tempfile::tempdir().unwrap();
+    let d = Daemon::start_in(
+        sandbox_with_home(home.path()),
+        &config(&[], None, None, "block"),
+    );
+    d.wait_ready(&["ts"], SOON);
+    let mut w = Wire::connect(&d);
+    w.initialize(json!({}));
+    // One generated prompt more, same launch configuration (env only).
+    d.rename_config(&config(&[], None, None, "block").replacen(
+        "\"env\": {}",
+        "\"env\": {\"MCPHOST_TS_PROMPTS\": \"1\"}",
+        1,
+    ));
+    w.notification("notifications/message", |m| {
+        m["params"]["data"]["drift"]["prompts"]["added"] == json!(["prompt_0000"])
+    });
+    let prompts =
+        |w: &mut Wire| w.request("prompts/list", json!({}))["result"]["prompts"].to_string();
+    assert!(!prompts(&mut w).contains("ts__prompt_0000"));
+    let r = w.request("prompts/get", json!({"name": "ts__prompt_0000"}));
+    let err = r["error"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"));
+    assert!(err.contains("mcphost pins approve ts prompt_0000"), "{err}");
+    let approved = d.json(&["pins", "approve", "ts", "prompt_0000"]);
+    assert_eq!(approved["approved"], json!(["prompt_0000"]), "{approved}");
+    assert!(prompts(&mut w).contains("ts__prompt_0000"));
+    let r = w.request("prompts/get", json!({"name": "ts__prompt_0000"}));
+    assert!(r.get("result").is_some(), "{r}");
+}
+
 /// `pins reset` forgets the old pins and pins what is listed now.
 #[test]
 fn reset_pins_what_the_server_lists_now() {
