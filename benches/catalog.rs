@@ -325,7 +325,7 @@ fn rich_tool(i: usize, generation: usize) -> BenchResult<Tool> {
 /// everything, in memory) and the steady state (compares; one tool changed
 /// every round so the drift path runs too).
 fn pin_rows(rounds: usize, n: usize) -> BenchResult<()> {
-    use mcphost::registry::pins::PinStore;
+    use mcphost::registry::pins::{Listing, PinStore};
     let listing: Vec<Tool> = (0..n)
         .map(|i| rich_tool(i, 0))
         .collect::<BenchResult<_>>()?;
@@ -334,15 +334,15 @@ fn pin_rows(rounds: usize, n: usize) -> BenchResult<()> {
     for round in 0..rounds.max(5) {
         let store = PinStore::in_memory();
         let t = Instant::now();
-        store.observe("s", "k", &listing, &[], &|_| false);
+        store.observe("s", "k", Listing::tools(&listing), &|_| false);
         first.push(t.elapsed());
         let t = Instant::now();
-        store.observe("s", "k", &listing, &[], &|_| false);
+        store.observe("s", "k", Listing::tools(&listing), &|_| false);
         again.push(t.elapsed());
         let mut changed = listing.clone();
         changed[round % n] = rich_tool(round % n, round + 1)?;
         let t = Instant::now();
-        let news = store.observe("s", "k", &changed, &[], &|_| false);
+        let news = store.observe("s", "k", Listing::tools(&changed), &|_| false);
         drifted.push(t.elapsed());
         if news.map(|d| d.tools.changed.len()) != Some(1) {
             return Err("the changed tool was not flagged".into());

@@ -507,10 +507,11 @@ fn real_servers_are_pinned_on_first_start_and_show_no_drift_after_a_restart() {
     ]);
     let states = |d: &Daemon, server: &str| -> Vec<(String, String)> {
         let v = d.json(&["pins", server]);
-        v[0]["tools"]
-            .as_array()
-            .unwrap()
+        let tools = v[0]["tools"].as_array().unwrap();
+        let prompts = v[0]["prompts"].as_array().unwrap();
+        tools
             .iter()
+            .chain(prompts)
             .map(|t| {
                 (
                     t["name"].as_str().unwrap().to_owned(),

@@ -138,7 +138,8 @@ impl Registry {
         });
         if updated {
             if kinds.0 || kinds.2 {
-                self.check_pins(&server, generation);
+                // Compared once a full listing has set every list.
+                self.check_pins(&server, generation, pins::Fetch::Changed);
             }
             self.publish_server_lists(&server, kinds.0, kinds.1, kinds.2);
             self.lists_listed(&server, generation);
@@ -260,7 +261,11 @@ impl Registry {
             if !stored {
                 return;
             }
-            self.check_pins(server, generation);
+            let how = match error {
+                None => pins::Fetch::Full,
+                Some(_) => pins::Fetch::Partial,
+            };
+            self.check_pins(server, generation, how);
             // Catalog first: `settled` waiters read it as soon as it is marked.
             self.publish_server_lists(server, true, true, true);
             // Listed even when a list failed: the error is in the status,

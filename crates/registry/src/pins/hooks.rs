@@ -11,6 +11,17 @@ use super::{PinStore, ServerDrift, launch_key};
 use crate::{ManagedServer, Registry, RegistryError, RegistryEvent};
 use mcphost_config::Pinning;
 
+/// What set an entry's lists, for [`Registry::check_pins`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fetch {
+    /// A listing that fetched every list.
+    Full,
+    /// A listing where some list failed (the entry keeps its old one).
+    Partial,
+    /// One list re-fetched after the server's `list_changed`.
+    Changed,
+}
+
 /// One entry's pin state, as of its last listing.
 #[derive(Debug, Default)]
 pub(crate) struct EntryPins {
@@ -34,31 +45,43 @@ impl ManagedServer {
     /// Compare the entry's lists with its pins (pinning them on the first
     /// listing); returns news of drift to announce.
     pub(crate) fn check_pins(&mut self, store: &PinStore) -> Option<ServerDrift> {
-        if self.config.pinning == Pinning::Off {
-            store.forget(&self.config.name);
-            self.pins = EntryPins::default();
-            return None;
-        }
-        let filter = &self.config.tools;
-        let news = store.observe(
-            &self.config.name,
-            &launch_key(&self.config),
-            &self.lists.tools,
-            &self.lists.prompts,
-            &|name| !filter.allows(name),
-        );
+        let news = self.observe_pins(store, true);
         self.pins_from(store);
         news
     }
 
-    /// It holds lists to compare: listed live, or from the store.
+    /// The comparison itself, on a shared borrow: the registry runs it
+    /// under an upgradable read lock, so calls routing meanwhile never wait.
+    fn observe_pins(&self, store: &PinStore, complete: bool) -> Option<ServerDrift> {
+        if self.config.pinning == Pinning::Off {
+            store.forget(&self.config.name);
+            return None;
+        }
+        let filter = &self.config.tools;
+        let listing = super::Listing {
+            tools: &self.lists.tools,
+            prompts: &self.lists.prompts,
+            complete,
+        };
+        store.observe(
+            &self.config.name,
+            &launch_key(&self.config),
+            listing,
+            &|name| !filter.allows(name),
+        )
+    }
+
+    /// It holds every list, from a good listing: live, or from the store.
     pub(crate) fn has_lists(&self) -> bool {
-        self.listed || self.known
+        (self.listed || self.known) && self.list_error.is_none()
     }
 
     /// Take the drift the store holds and withhold by the entry's mode.
     pub(crate) fn pins_from(&mut self, store: &PinStore) {
-        let drift = store.drift(&self.config.name);
+        let drift = match self.config.pinning {
+            Pinning::Off => None,
+            _ => store.drift(&self.config.name),
+        };
         let block = self.config.pinning == Pinning::Block;
         let withheld = |f: fn(&ServerDrift) -> &super::Drift| -> HashSet<String> {
             match (&drift, block) {
@@ -106,13 +129,29 @@ impl Registry {
 
     /// After a listing of `server`'s instance `generation`: compare with
     /// the pins and tell hosts what drifted.
-    pub(crate) fn check_pins(&self, server: &str, generation: u64) {
+    pub(crate) fn check_pins(&self, server: &str, generation: u64, how: Fetch) {
         let news = {
-            let mut st = self.write();
-            let Some(e) = st.instance_mut(server, generation) else {
+            let st = self.inner.state.upgradable_read();
+            let current =
+                |e: &&ManagedServer| e.config.name == server && e.handle.generation() == generation;
+            let Some(news) = st.entries.iter().find(current).and_then(|e| {
+                let complete = match how {
+                    Fetch::Full => true,
+                    Fetch::Partial => false,
+                    // Before the first full listing the other lists are
+                    // not there yet: what they lack is no news.
+                    Fetch::Changed if e.has_lists() => true,
+                    Fetch::Changed => return None,
+                };
+                Some(e.observe_pins(self.pin_store(), complete))
+            }) else {
                 return;
             };
-            e.check_pins(self.pin_store())
+            let mut st = parking_lot::RwLockUpgradableReadGuard::upgrade(st);
+            if let Some(e) = st.instance_mut(server, generation) {
+                e.pins_from(self.pin_store());
+            }
+            news
         };
         if let Some(d) = news.filter(|d| !d.is_empty()) {
             self.announce_drift(server, &d);
