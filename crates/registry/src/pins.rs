@@ -189,6 +189,65 @@ impl<'a> Listing<'a> {
 pub struct PinStore {
     file: Option<PathBuf>,
     pins: Mutex<Pins>,
+    /// Per server, each item's raw text at the last listing and its hash:
+    /// an item whose text did not change is not parsed and canonicalized
+    /// again (most listings). Exact text, so no collision to craft. Lock
+    /// order: `raw`, then `pins`.
+    raw: Mutex<HashMap<String, RawCache>>,
+}
+
+/// Item key (`t:NAME`, `p:NAME`) → its raw text and hash.
+type RawCache = HashMap<String, (Box<str>, String)>;
+
+/// One listed item: its name, raw text and hash.
+struct Listed<'a> {
+    name: &'a str,
+    raw: &'a str,
+    hash: String,
+    /// The pinned fields, when hashing just built them.
+    definition: Option<Value>,
+}
+
+impl Listed<'_> {
+    fn current(&self, fields: &[&str]) -> Current {
+        match &self.definition {
+            Some(d) => Current {
+                hash: self.hash.clone(),
+                definition: d.clone(),
+            },
+            None => current(self.raw, fields),
+        }
+    }
+}
+
+/// Hash each item, from `old` where its text is unchanged; `new` gets
+/// every item's text and hash for the next listing.
+fn hash_all<'a>(
+    kind: &str,
+    items: impl Iterator<Item = (&'a str, &'a str)>,
+    fields: &[&str],
+    old: &mut RawCache,
+    new: &mut RawCache,
+) -> Vec<Listed<'a>> {
+    items
+        .map(|(name, raw)| {
+            let key = format!("{kind}:{name}");
+            let (text, hash, definition) = match old.remove(&key) {
+                Some((text, hash)) if &*text == raw => (text, hash, None),
+                _ => {
+                    let c = current(raw, fields);
+                    (Box::from(raw), c.hash, Some(c.definition))
+                }
+            };
+            new.insert(key, (text, hash.clone()));
+            Listed {
+                name,
+                raw,
+                hash,
+                definition,
+            }
+        })
+        .collect()
 }
 
 /// The pinned fields of one item (absent ones left out) and their hash.
@@ -211,8 +270,17 @@ fn current(raw: &str, fields: &[&str]) -> Current {
 pub fn hash(v: &Value) -> String {
     // A `Value` always serializes; the fallback only keeps this total.
     let bytes = serde_json_canonicalizer::to_vec(v).unwrap_or_else(|_| v.to_string().into_bytes());
-    let d = sha2::Sha256::digest(&bytes);
-    d.iter().map(|b| format!("{b:02x}")).collect()
+    hex(&sha2::Sha256::digest(&bytes))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    s
 }
 
 /// The pinned definition of a tool's raw object.
@@ -260,24 +328,25 @@ pub fn launch_key(sc: &ServerConfig) -> String {
 /// removed by the server).
 fn compare(
     pinned: &BTreeMap<String, Pin>,
-    listed: Vec<(String, Current)>,
+    listed: &[Listed<'_>],
+    fields: &[&str],
     hidden: &dyn Fn(&str) -> bool,
 ) -> (Drift, BTreeMap<String, Current>) {
     let mut drift = Drift::default();
     let mut drifted = BTreeMap::new();
     let mut names = std::collections::HashSet::with_capacity(listed.len());
-    for (name, c) in listed {
-        names.insert(name.clone());
-        match pinned.get(&name) {
-            Some(p) if p.hash == c.hash => continue,
-            Some(_) => drift.changed.push(name.clone()),
-            None => drift.added.push(name.clone()),
+    for item in listed {
+        names.insert(item.name);
+        match pinned.get(item.name) {
+            Some(p) if p.hash == item.hash => continue,
+            Some(_) => drift.changed.push(item.name.to_owned()),
+            None => drift.added.push(item.name.to_owned()),
         }
-        drifted.insert(name, c);
+        drifted.insert(item.name.to_owned(), item.current(fields));
     }
     drift.removed = pinned
         .keys()
-        .filter(|n| !names.contains(*n) && !hidden(n))
+        .filter(|n| !names.contains(n.as_str()) && !hidden(n))
         .cloned()
         .collect();
     drift.changed.sort();
@@ -285,16 +354,17 @@ fn compare(
     (drift, drifted)
 }
 
-fn pin_all(listed: Vec<(String, Current)>, at: &str) -> BTreeMap<String, Pin> {
+fn pin_all(listed: &[Listed<'_>], fields: &[&str], at: &str) -> BTreeMap<String, Pin> {
     listed
-        .into_iter()
-        .map(|(name, c)| {
+        .iter()
+        .map(|item| {
+            let c = item.current(fields);
             let pin = Pin {
                 hash: c.hash,
                 pinned_at: at.to_owned(),
                 definition: c.definition,
             };
-            (name, pin)
+            (item.name.to_owned(), pin)
         })
         .collect()
 }
@@ -333,6 +403,7 @@ impl PinStore {
                 file: loaded,
                 seen: HashMap::new(),
             }),
+            raw: Mutex::default(),
         }
     }
 
@@ -359,15 +430,14 @@ impl PinStore {
         if !complete && !self.has_pins(server, launch) {
             return None;
         }
-        // Hashing happens before the lock: other servers' listings go on.
-        let tools: Vec<(String, Current)> = tools
-            .iter()
-            .map(|t| (t.name.clone(), current(t.raw.get(), TOOL_FIELDS)))
-            .collect();
-        let prompts: Vec<(String, Current)> = prompts
-            .iter()
-            .map(|p| (p.name.clone(), current(p.raw.get(), PROMPT_FIELDS)))
-            .collect();
+        let mut raw = self.raw.lock();
+        let mut old = raw.remove(server).unwrap_or_default();
+        let mut new = RawCache::with_capacity(tools.len() + prompts.len());
+        let t = tools.iter().map(|t| (t.name.as_str(), t.raw.get()));
+        let tools = hash_all("t", t, TOOL_FIELDS, &mut old, &mut new);
+        let pr = prompts.iter().map(|p| (p.name.as_str(), p.raw.get()));
+        let prompts = hash_all("p", pr, PROMPT_FIELDS, &mut old, &mut new);
+        raw.insert(server.to_owned(), new);
         let mut p = self.pins.lock();
         let previous = p.seen.get(server).filter(|s| s.launch == launch);
         let previous_drift = previous.map(|s| s.drift.clone()).unwrap_or_default();
@@ -384,8 +454,8 @@ impl PinStore {
                 launches.insert(
                     launch.to_owned(),
                     LaunchPins {
-                        tools: pin_all(tools, &at),
-                        prompts: pin_all(prompts, &at),
+                        tools: pin_all(&tools, TOOL_FIELDS, &at),
+                        prompts: pin_all(&prompts, PROMPT_FIELDS, &at),
                     },
                 );
                 self.persist(&mut p, server);
@@ -395,8 +465,8 @@ impl PinStore {
                 }
             }
             Some(pins) => {
-                let (t, tools) = compare(&pins.tools, tools, hidden);
-                let (pr, prompts) = compare(&pins.prompts, prompts, &|_| false);
+                let (t, tools) = compare(&pins.tools, &tools, TOOL_FIELDS, hidden);
+                let (pr, prompts) = compare(&pins.prompts, &prompts, PROMPT_FIELDS, &|_| false);
                 Seen {
                     launch: launch.to_owned(),
                     tools,
@@ -422,6 +492,7 @@ impl PinStore {
     /// Forget what `server`'s last listing looked like (pinning turned
     /// off, or the server removed); its pins stay.
     pub fn forget(&self, server: &str) {
+        self.raw.lock().remove(server);
         self.pins.lock().seen.remove(server);
     }
 
