@@ -408,6 +408,31 @@ fn block_withholds_an_added_prompt_until_approved() {
     assert!(r.get("result").is_some(), "{r}");
 }
 
+/// `--direct` pins into the same file as the daemon and answers `pins`
+/// itself; a second run compares with what the first pinned.
+#[test]
+fn direct_mode_pins_into_the_state_directory_and_compares_on_the_next_run() {
+    let sb = Sandbox::new();
+    let spec = format!("ts={}", common::TESTSERVER);
+    let first = sb.json(&["--direct", &spec, "pins", "ts"]);
+    assert_eq!(first[0]["pinning"], "warn", "{first}");
+    let echo = |v: &Value| {
+        v[0]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == "echo")
+            .cloned()
+            .unwrap_or_else(|| panic!("{v}"))
+    };
+    assert_eq!(echo(&first)["state"], "pinned");
+    let file = std::fs::read_to_string(pins_file(&sb.home)).unwrap();
+    assert!(file.contains("Returns the `text` argument"), "{file}");
+    let second = sb.json(&["--direct", &spec, "pins", "ts"]);
+    assert_eq!(echo(&second)["state"], "pinned");
+    assert_eq!(echo(&second)["pinnedAt"], echo(&first)["pinnedAt"]);
+}
+
 /// `pins reset` forgets the old pins and pins what is listed now.
 #[test]
 fn reset_pins_what_the_server_lists_now() {
