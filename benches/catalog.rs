@@ -331,6 +331,8 @@ fn pin_rows(rounds: usize, n: usize) -> BenchResult<()> {
         .collect::<BenchResult<_>>()?;
     let bytes: usize = listing.iter().map(|t| t.raw.get().len()).sum();
     let (mut first, mut again, mut drifted) = (Vec::new(), Vec::new(), Vec::new());
+    let mut restarted = Vec::new();
+    let dir = tempfile::tempdir()?;
     for round in 0..rounds.max(5) {
         let store = PinStore::in_memory();
         let t = Instant::now();
@@ -339,6 +341,13 @@ fn pin_rows(rounds: usize, n: usize) -> BenchResult<()> {
         let t = Instant::now();
         store.observe("s", "k", Listing::tools(&listing), &|_| false);
         again.push(t.elapsed());
+        // A new daemon on the pins a first one wrote (file write excluded).
+        let file = dir.path().join(format!("pins-{round}.json"));
+        PinStore::at(file.clone()).observe("s", "k", Listing::tools(&listing), &|_| false);
+        let store_again = PinStore::at(file);
+        let t = Instant::now();
+        store_again.observe("s", "k", Listing::tools(&listing), &|_| false);
+        restarted.push(t.elapsed());
         let mut changed = listing.clone();
         changed[round % n] = rich_tool(round % n, round + 1)?;
         let t = Instant::now();
@@ -353,6 +362,10 @@ fn pin_rows(rounds: usize, n: usize) -> BenchResult<()> {
     for (what, v) in [
         ("first listing: hash and pin every tool", first),
         ("later listing, nothing changed", again),
+        (
+            "first listing after a restart, pins from the file",
+            restarted,
+        ),
         ("later listing, one tool changed", drifted),
     ] {
         let max = v.iter().copied().max().unwrap_or_default();

@@ -70,6 +70,10 @@ pub struct Pin {
     pub pinned_at: String,
     /// The pinned fields, as the server sent them.
     pub definition: Value,
+    /// Hex SHA-256 of the item's whole text as listed when pinned: the
+    /// same text later (a restart) needs no parsing or canonicalizing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_hash: Option<String>,
 }
 
 /// One launch configuration's pins.
@@ -143,6 +147,8 @@ impl ServerDrift {
 struct Current {
     hash: String,
     definition: Value,
+    /// SHA-256 of the text it was read from ([`Pin::raw_hash`]).
+    raw_hash: Option<String>,
 }
 
 /// The last listing of a server compared with its pins: the current
@@ -210,30 +216,41 @@ struct Listed<'a> {
 
 impl Listed<'_> {
     fn current(&self, fields: &[&str]) -> Current {
-        match &self.definition {
+        let mut c = match &self.definition {
             Some(d) => Current {
                 hash: self.hash.clone(),
                 definition: d.clone(),
+                raw_hash: None,
             },
             None => current(self.raw, fields),
-        }
+        };
+        c.raw_hash = Some(raw_hash(self.raw));
+        c
     }
 }
 
 /// Hash each item, from `old` where its text is unchanged; `new` gets
 /// every item's text and hash for the next listing.
+/// `pinned`: an item whose text hashes to its pin's [`Pin::raw_hash`] is
+/// the pinned one, without parsing it.
 fn hash_all<'a>(
     kind: &str,
     items: impl Iterator<Item = (&'a str, &'a str)>,
     fields: &[&str],
+    pinned: Option<&BTreeMap<String, Pin>>,
     old: &mut RawCache,
     new: &mut RawCache,
 ) -> Vec<Listed<'a>> {
     items
         .map(|(name, raw)| {
             let key = format!("{kind}:{name}");
+            let as_pinned = || {
+                let pin = pinned?.get(name)?;
+                (pin.raw_hash.as_deref()? == raw_hash(raw)).then(|| pin.hash.clone())
+            };
             let (text, hash, definition) = match old.remove(&key) {
                 Some((text, hash)) if &*text == raw => (text, hash, None),
+                _ if let Some(hash) = as_pinned() => (Box::from(raw), hash, None),
                 _ => {
                     let c = current(raw, fields);
                     (Box::from(raw), c.hash, Some(c.definition))
@@ -252,18 +269,23 @@ fn hash_all<'a>(
 
 /// The pinned fields of one item (absent ones left out) and their hash.
 fn current(raw: &str, fields: &[&str]) -> Current {
-    let object: Map<String, Value> = serde_json::from_str(raw).unwrap_or_default();
+    let mut object: Map<String, Value> = serde_json::from_str(raw).unwrap_or_default();
     let mut definition = Map::new();
     for f in fields {
-        if let Some(v) = object.get(*f) {
-            definition.insert((*f).to_owned(), v.clone());
+        if let Some(v) = object.remove(*f) {
+            definition.insert((*f).to_owned(), v);
         }
     }
     let definition = Value::Object(definition);
     Current {
         hash: hash(&definition),
         definition,
+        raw_hash: None,
     }
+}
+
+fn raw_hash(raw: &str) -> String {
+    hex(&sha2::Sha256::digest(raw.as_bytes()))
 }
 
 /// Hex SHA-256 of `v`'s RFC 8785 canonical form.
@@ -363,6 +385,7 @@ fn pin_all(listed: &[Listed<'_>], fields: &[&str], at: &str) -> BTreeMap<String,
                 hash: c.hash,
                 pinned_at: at.to_owned(),
                 definition: c.definition,
+                raw_hash: c.raw_hash,
             };
             (item.name.to_owned(), pin)
         })
@@ -433,12 +456,16 @@ impl PinStore {
         let mut raw = self.raw.lock();
         let mut old = raw.remove(server).unwrap_or_default();
         let mut new = RawCache::with_capacity(tools.len() + prompts.len());
-        let t = tools.iter().map(|t| (t.name.as_str(), t.raw.get()));
-        let tools = hash_all("t", t, TOOL_FIELDS, &mut old, &mut new);
-        let pr = prompts.iter().map(|p| (p.name.as_str(), p.raw.get()));
-        let prompts = hash_all("p", pr, PROMPT_FIELDS, &mut old, &mut new);
-        raw.insert(server.to_owned(), new);
         let mut p = self.pins.lock();
+        let pins = p.file.servers.get(server).and_then(|l| l.get(launch));
+        let t = tools.iter().map(|t| (t.name.as_str(), t.raw.get()));
+        let pinned = pins.map(|p| &p.tools);
+        let tools = hash_all("t", t, TOOL_FIELDS, pinned, &mut old, &mut new);
+        let pr = prompts.iter().map(|p| (p.name.as_str(), p.raw.get()));
+        let pinned = pins.map(|p| &p.prompts);
+        let prompts = hash_all("p", pr, PROMPT_FIELDS, pinned, &mut old, &mut new);
+        raw.insert(server.to_owned(), new);
+        drop(raw);
         let previous = p.seen.get(server).filter(|s| s.launch == launch);
         let previous_drift = previous.map(|s| s.drift.clone()).unwrap_or_default();
         let launches = p.file.servers.entry(server.to_owned()).or_default();
@@ -560,6 +587,7 @@ impl PinStore {
                         hash: c.hash,
                         pinned_at: at.clone(),
                         definition: c.definition,
+                        raw_hash: c.raw_hash,
                     };
                     pinned.insert(name.clone(), pin);
                 }
@@ -871,6 +899,31 @@ mod tests {
             complete: false,
         };
         let d = store.observe("s", "k", partial, &|_| false).unwrap();
+        assert_eq!(d.tools.changed, ["a"]);
+    }
+
+    #[test]
+    fn after_a_restart_the_same_text_and_a_reordered_text_are_not_drift() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pins.json");
+        let a = tool(r#"{"name":"a","description":"d","inputSchema":{"type":"object"}}"#);
+        PinStore::at(file.clone()).observe("s", "k", Listing::tools(&[a.clone()]), &|_| false);
+        let store = PinStore::at(file.clone());
+        assert_eq!(
+            store.observe("s", "k", Listing::tools(&[a]), &|_| false),
+            None
+        );
+        let reordered = tool(r#"{"inputSchema":{"type":"object"},"description":"d","name":"a"}"#);
+        let store = PinStore::at(file.clone());
+        assert_eq!(
+            store.observe("s", "k", Listing::tools(&[reordered]), &|_| false),
+            None
+        );
+        let changed = tool(r#"{"name":"a","description":"e","inputSchema":{"type":"object"}}"#);
+        let store = PinStore::at(file);
+        let d = store
+            .observe("s", "k", Listing::tools(&[changed]), &|_| false)
+            .unwrap();
         assert_eq!(d.tools.changed, ["a"]);
     }
 
