@@ -22,6 +22,12 @@
 //!   hidden text in every tool, next to a full catalog build of the same
 //!   tools.
 //!
+//! - `pins`: pinning a 1k-tool listing in-process (`PinStore::observe`: the
+//!   first listing, which pins every tool, and every later one, which
+//!   compares), and a `tools/call` through two real daemons side by side,
+//!   one with `pinning: off` and one with `pinning: warn`: pins run on
+//!   listings, so the call's medians should match.
+//!
 //! Run with `cargo bench --bench catalog`; `cargo test --bench catalog`
 //! runs a short smoke (10 servers × 10 tools, few rounds).
 //!
@@ -375,6 +381,152 @@ async fn main() -> BenchResult<()> {
     }
     if run("list_changed") {
         list_changed_row(rounds, servers, per_server).await?;
+    }
+    if run("pins") {
+        pin_rows(rounds, if smoke { 100 } else { 1_000 })?;
+    }
+    if run("pinned_call") {
+        pinned_call_row(rounds).await?;
+    }
+    Ok(())
+}
+
+/// A tool the size of a real server's: a paragraph of description and a
+/// schema of a few typed, described properties.
+fn rich_tool(i: usize, generation: usize) -> BenchResult<Tool> {
+    let v = serde_json::json!({
+        "name": format!("tool_{i:04}"),
+        "title": format!("Tool {i}"),
+        "description": format!("Reads the record {i} of the store and returns it as JSON, with its history when `history` is set. Generation {generation}. Fails when the record does not exist or the caller may not read it."),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "id": {"type": "string", "description": "The record's id."},
+                "history": {"type": "boolean", "description": "Include earlier versions.", "default": false},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100},
+                "fields": {"type": "array", "items": {"type": "string"}}
+            },
+            "required": ["id"],
+            "additionalProperties": false
+        },
+        "annotations": {"readOnlyHint": true, "openWorldHint": false}
+    });
+    Ok(serde_json::from_value(v)?)
+}
+
+/// `PinStore::observe` of one server's `n`-tool listing: the first (pins
+/// everything, in memory) and the steady state (compares; one tool changed
+/// every round so the drift path runs too).
+fn pin_rows(rounds: usize, n: usize) -> BenchResult<()> {
+    use mcphost::registry::pins::{Listing, PinStore};
+    let listing: Vec<Tool> = (0..n)
+        .map(|i| rich_tool(i, 0))
+        .collect::<BenchResult<_>>()?;
+    let bytes: usize = listing.iter().map(|t| t.raw.get().len()).sum();
+    let (mut first, mut again, mut drifted) = (Vec::new(), Vec::new(), Vec::new());
+    let mut restarted = Vec::new();
+    let dir = tempfile::tempdir()?;
+    for round in 0..rounds.max(5) {
+        let store = PinStore::in_memory();
+        let t = Instant::now();
+        store.observe("s", "k", Listing::tools(&listing), &|_| false);
+        first.push(t.elapsed());
+        let t = Instant::now();
+        store.observe("s", "k", Listing::tools(&listing), &|_| false);
+        again.push(t.elapsed());
+        // A new daemon on the pins a first one wrote (file write excluded).
+        let file = dir.path().join(format!("pins-{round}.json"));
+        PinStore::at(file.clone()).observe("s", "k", Listing::tools(&listing), &|_| false);
+        let store_again = PinStore::at(file);
+        let t = Instant::now();
+        store_again.observe("s", "k", Listing::tools(&listing), &|_| false);
+        restarted.push(t.elapsed());
+        let mut changed = listing.clone();
+        changed[round % n] = rich_tool(round % n, round + 1)?;
+        let t = Instant::now();
+        let news = store.observe("s", "k", Listing::tools(&changed), &|_| false);
+        drifted.push(t.elapsed());
+        if news.map(|d| d.tools.changed.len()) != Some(1) {
+            return Err("the changed tool was not flagged".into());
+        }
+    }
+    println!("\n| pinning one listing (in-process) | tools | JSON bytes | median | max | goal |");
+    println!("|---|---|---|---|---|---|");
+    for (what, v) in [
+        ("first listing: hash and pin every tool", first),
+        ("later listing, nothing changed", again),
+        (
+            "first listing after a restart, pins from the file",
+            restarted,
+        ),
+        ("later listing, one tool changed", drifted),
+    ] {
+        let max = v.iter().copied().max().unwrap_or_default();
+        println!(
+            "| {what} | {n} | {bytes} | {} ms | {} ms | < 1 ms |",
+            ms(median(v)),
+            ms(max)
+        );
+    }
+    Ok(())
+}
+
+/// `tools/call echo` through two real daemons, `pinning: off` and
+/// `pinning: warn`, rounds interleaved (which goes first alternates).
+async fn pinned_call_row(rounds: usize) -> BenchResult<()> {
+    use mcphost::client::CallOptions;
+    let calls = if smoke() { 20 } else { 500 };
+    let mut daemons = Vec::new();
+    for pinning in ["off", "warn"] {
+        let dir = tempfile::tempdir()?;
+        let config = serde_json::json!({
+            "loginShellPath": false,
+            "pinning": pinning,
+            "mcpServers": {"ts": {"command": TESTSERVER, "args": ["--tools", "1000"]}},
+        })
+        .to_string();
+        let (d, client) = start_daemon(dir.path(), &config).await?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while client.list_tools().await.map_or(0, |t| t.len()) < 1000 {
+            if Instant::now() > deadline {
+                return Err(format!("pinning {pinning}: ts not listed").into());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        daemons.push((pinning, dir, d, client, Vec::new()));
+    }
+    let args = serde_json::value::RawValue::from_string(r#"{"text":"x"}"#.to_owned())?;
+    for round in 0..rounds {
+        let order: Vec<usize> = if round % 2 == 0 {
+            vec![0, 1]
+        } else {
+            vec![1, 0]
+        };
+        for i in order {
+            let (_, _, _, client, samples) = &mut daemons[i];
+            for _ in 0..calls {
+                let t = Instant::now();
+                client
+                    .call_tool("ts__echo", Some(args.clone()), CallOptions::default())
+                    .await?;
+                samples.push(t.elapsed());
+            }
+        }
+    }
+    println!(
+        "\n| `tools/call` through the daemon, 1,000-tool server | pinning | calls | median | p99 |"
+    );
+    println!("|---|---|---|---|---|");
+    for (pinning, _, _, _, samples) in daemons {
+        let n = samples.len();
+        let mut sorted = samples.clone();
+        sorted.sort();
+        let p99 = sorted[(n * 99 / 100).min(n.saturating_sub(1))];
+        println!(
+            "| echo | {pinning} | {n} | {} µs | {} µs |",
+            common::us(median(samples)),
+            common::us(p99)
+        );
     }
     Ok(())
 }

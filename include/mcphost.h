@@ -80,6 +80,14 @@
 #define MCPHOST_METHOD_MCPHOST_SESSION_CONFIGURE "mcphost/session/configure"
 /** `mcphost/daemon/shutdown` */
 #define MCPHOST_METHOD_MCPHOST_DAEMON_SHUTDOWN "mcphost/daemon/shutdown"
+/** `mcphost/pins/list` */
+#define MCPHOST_METHOD_MCPHOST_PINS_LIST "mcphost/pins/list"
+/** `mcphost/pins/diff` */
+#define MCPHOST_METHOD_MCPHOST_PINS_DIFF "mcphost/pins/diff"
+/** `mcphost/pins/approve` */
+#define MCPHOST_METHOD_MCPHOST_PINS_APPROVE "mcphost/pins/approve"
+/** `mcphost/pins/reset` */
+#define MCPHOST_METHOD_MCPHOST_PINS_RESET "mcphost/pins/reset"
 
 /* Server requests a host answers through its callbacks (the `method` of their request_json). */
 /** `sampling/createMessage` */

@@ -89,6 +89,32 @@ pub struct DaemonOptions {
     pub started_by: Option<String>,
 }
 
+/// What the daemon keeps across runs (the eras servers spoke, their
+/// catalogs, their pins) and its OAuth.
+fn state_options(auth: Option<Arc<crate::auth::AuthContext>>) -> crate::registry::ServerOptions {
+    let eras = match crate::ipc::default_state_dir() {
+        Some(dir) => crate::registry::EraCache::at(dir.join("eras.json")),
+        None => crate::registry::EraCache::in_memory(),
+    };
+    crate::registry::ServerOptions {
+        eras: Arc::new(eras),
+        auth,
+        catalogs: crate::registry::stored::CatalogStore::default_dir()
+            .map(|d| Arc::new(crate::registry::stored::CatalogStore::at(d))),
+        pins: pin_store(),
+        ..Default::default()
+    }
+}
+
+/// The pinned definitions in `pins.json` of the state directory (in memory
+/// without one): the daemon's, which `--direct` reads and adds to as well.
+pub fn pin_store() -> Arc<crate::registry::pins::PinStore> {
+    Arc::new(match crate::ipc::default_state_dir() {
+        Some(dir) => crate::registry::pins::PinStore::at(dir.join("pins.json")),
+        None => crate::registry::pins::PinStore::in_memory(),
+    })
+}
+
 /// Run until SIGINT or SIGTERM; every server is stopped before returning.
 pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     use tokio::signal::unix::{SignalKind, signal};
@@ -111,10 +137,6 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     };
     // `mcphost/daemon/shutdown` cancels it: the same stop as SIGTERM.
     let stop = tokio_util::sync::CancellationToken::new();
-    let eras = match crate::ipc::default_state_dir() {
-        Some(dir) => crate::registry::EraCache::at(dir.join("eras.json")),
-        None => crate::registry::EraCache::in_memory(),
-    };
     // A daemon never pops up a browser on its own: a sign-in page goes to
     // the registered host app (a URL elicitation), else MCPHOST_BROWSER if
     // set; otherwise the server waits in auth_required for
@@ -122,13 +144,7 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     let (host_browser, host_slot) = crate::auth::browser::HostBrowser::unbound();
     let auth = crate::auth::AuthContext::for_host(host_browser);
     let engine = EngineBuilder::new(cfg.clone())
-        .server_options(crate::registry::ServerOptions {
-            eras: Arc::new(eras),
-            auth: auth.clone(),
-            catalogs: crate::registry::stored::CatalogStore::default_dir()
-                .map(|d| Arc::new(crate::registry::stored::CatalogStore::at(d))),
-            ..Default::default()
-        })
+        .server_options(state_options(auth.clone()))
         .shell_path(shell_path)
         .fallback(opts.fallback)
         .info(EngineInfo {

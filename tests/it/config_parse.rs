@@ -58,6 +58,7 @@ fn server(name: &str, transport: TransportConfig) -> ServerConfig {
         start: Default::default(),
         idle_timeout: None,
         hygiene: Default::default(),
+        pinning: Default::default(),
     }
 }
 

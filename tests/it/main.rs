@@ -42,6 +42,7 @@ mod models;
 mod oauth;
 mod oauth_daemon;
 mod oauth_mock;
+mod pins;
 mod resources;
 mod sandbox;
 mod socket_concurrency;

@@ -145,6 +145,26 @@ pub const METHODS: &[(&str, &str, &str)] = &[
         "mcphost's own requests (docs/ipc.md describes their params and results).",
     ),
     (
+        "MCPHOST_METHOD_MCPHOST_PINS_LIST",
+        "mcphost/pins/list",
+        "mcphost's own requests (docs/ipc.md describes their params and results).",
+    ),
+    (
+        "MCPHOST_METHOD_MCPHOST_PINS_DIFF",
+        "mcphost/pins/diff",
+        "mcphost's own requests (docs/ipc.md describes their params and results).",
+    ),
+    (
+        "MCPHOST_METHOD_MCPHOST_PINS_APPROVE",
+        "mcphost/pins/approve",
+        "mcphost's own requests (docs/ipc.md describes their params and results).",
+    ),
+    (
+        "MCPHOST_METHOD_MCPHOST_PINS_RESET",
+        "mcphost/pins/reset",
+        "mcphost's own requests (docs/ipc.md describes their params and results).",
+    ),
+    (
         "MCPHOST_METHOD_SAMPLING_CREATE_MESSAGE",
         "sampling/createMessage",
         "Server requests a host answers through its callbacks (the `method` of their request_json).",

@@ -176,6 +176,9 @@ pub struct ServerConfig {
     /// Hidden text in its definitions: removed or relayed (`hygiene`, the
     /// server's own or the top-level one).
     pub hygiene: Hygiene,
+    /// What a change of its tool and prompt definitions does (`pinning`,
+    /// the top-level one unless the entry sets its own).
+    pub pinning: Pinning,
 }
 
 /// What the catalog does with hidden text (invisible characters, bidi
@@ -188,6 +191,30 @@ pub enum Hygiene {
     Strip,
     /// Relayed as the server sent it.
     Keep,
+}
+
+/// What drift from a server's pinned definitions does (`pinning`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Pinning {
+    /// Pin nothing, compare nothing.
+    Off,
+    /// Pin on first listing; a changed or added definition stays listed
+    /// and is reported (the default).
+    #[default]
+    Warn,
+    /// As `Warn`, and a changed or added definition is withheld until
+    /// approved.
+    Block,
+}
+
+impl Pinning {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Pinning::Off => "off",
+            Pinning::Warn => "warn",
+            Pinning::Block => "block",
+        }
+    }
 }
 
 /// When a server's process is started (`start`).
@@ -275,6 +302,8 @@ impl ServerConfig {
             idle_timeout: None,
             // Applied to the lists the registry keeps; no restart.
             hygiene: Hygiene::Strip,
+            // Applied to the listing, not the process.
+            pinning: Pinning::Warn,
             ..c.clone()
         };
         strip(self) == strip(other)

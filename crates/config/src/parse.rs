@@ -18,7 +18,8 @@ use super::interpolate::interpolate;
 use super::tools::glob;
 use super::{
     BrokenServer, ConfigError, HostConfig, HttpMode, HttpServer, Hygiene, Issue, Issues,
-    Namespacing, OAuthSetting, Offer, Root, ServerConfig, ServerEnvLookup, Share, StartMode,
+    Namespacing, OAuthSetting, Offer, Pinning, Root, ServerConfig, ServerEnvLookup, Share,
+    StartMode,
     StdioServer, Timeouts, ToolFilter, TransportConfig,
 };
 
@@ -52,6 +53,7 @@ const TOP_KEYS: &[&str] = &[
     "profiles",
     "daemon",
     "hygiene",
+    "pinning",
 ];
 const TOKENS_KEYS: &[&str] = &["encoding"];
 const DAEMON_KEYS: &[&str] = &["autostart"];
@@ -84,6 +86,7 @@ const SERVER_KEYS: &[&str] = &[
     "idleTimeout",
     "sandbox",
     "hygiene",
+    "pinning",
 ];
 const OFFER_KEYS: &[&str] = &["sampling", "elicitation", "roots"];
 const STDIO_ONLY: &[&str] = &["command", "args", "env", "envFile", "cwd", "inheritEnv"];
@@ -178,6 +181,8 @@ struct Defaults {
     start: StartMode,
     /// The top-level `hygiene`.
     hygiene: Hygiene,
+    /// The top-level `pinning`, which an entry's own overrides.
+    pinning: Pinning,
 }
 
 enum Kind {
@@ -305,6 +310,11 @@ impl<'a> Ctx<'a> {
                     *slot = d;
                 }
             }
+        }
+        let mut defaults = defaults;
+        // One level, read before the entries that inherit it.
+        if let Some(prop) = root.get("pinning") {
+            defaults.pinning = self.pinning(&prop.value, "pinning");
         }
         config.servers = self.servers(root, &defaults);
     }
@@ -703,6 +713,10 @@ impl<'a> Ctx<'a> {
         let hygiene = obj.get("hygiene").map_or(defaults.hygiene, |p| {
             self.hygiene(&p.value, &child(field, "hygiene"), defaults.hygiene)
         });
+        let pinning = match obj.get("pinning") {
+            Some(p) => self.pinning(&p.value, &child(field, "pinning")),
+            None => defaults.pinning,
+        };
 
         if self.errors.len() > errors_before {
             return None;
@@ -721,7 +735,26 @@ impl<'a> Ctx<'a> {
             start,
             idle_timeout,
             hygiene,
+            pinning,
         })
+    }
+
+    /// `pinning`: `"warn"`, `"block"` or `"off"`.
+    fn pinning(&mut self, value: &Value<'_>, field: &str) -> Pinning {
+        match self.string(value, field) {
+            Some("warn") => Pinning::Warn,
+            Some("block") => Pinning::Block,
+            Some("off") => Pinning::Off,
+            Some(other) => {
+                self.error(
+                    value.start(),
+                    field,
+                    format!("{other:?} is not one of \"warn\", \"block\", \"off\""),
+                );
+                Pinning::Warn
+            }
+            None => Pinning::Warn,
+        }
     }
 
     /// `alias`: `[A-Za-z0-9_-]+`.

@@ -12,6 +12,7 @@
 
 mod broker;
 mod hygiene;
+mod pins;
 mod roots;
 mod session;
 
@@ -316,6 +317,9 @@ pub(crate) fn registry_error(e: RegistryError) -> ErrorObject {
                 rpc_err(error_codes::RESOURCE_NOT_FOUND, e.to_string())
             }
             RegistryError::UnknownServer(_) | RegistryError::AmbiguousResource { .. } => {
+                invalid_params(e.to_string())
+            }
+            RegistryError::Withheld { .. } | RegistryError::Pins(_) => {
                 invalid_params(e.to_string())
             }
             RegistryError::Unavailable(_) => rpc_err(error_codes::INTERNAL_ERROR, e.to_string()),
@@ -674,6 +678,10 @@ impl Engine {
             | methods::MCPHOST_SERVERS_REMOVE
             | methods::MCPHOST_SERVERS_ENABLE
             | methods::MCPHOST_SERVERS_DISABLE => self.manage(method, params).await,
+            methods::MCPHOST_PINS_LIST
+            | methods::MCPHOST_PINS_DIFF
+            | methods::MCPHOST_PINS_APPROVE
+            | methods::MCPHOST_PINS_RESET => self.pins_request(method, &params),
             _ => Err(ErrorObject::method_not_found(method)),
         }
     }
@@ -684,6 +692,7 @@ impl Engine {
         let catalog = self.registry.catalog();
         let enc = self.model_view.load().encoding;
         let hidden = self.registry.hidden_text();
+        let drifted = self.registry.drifted_tools();
         let mut items = Vec::with_capacity(catalog.tools().len());
         for t in catalog.tools() {
             let mut extra = vec![
@@ -697,6 +706,12 @@ impl Engine {
             if let Some((found, mode)) = hygiene::hidden_of_tool(&hidden, &t.server, &t.tool) {
                 extra.push(("hiddenText".to_owned(), to_raw(&found).map_err(internal)?));
                 extra.push(("hygiene".to_owned(), to_raw(mode).map_err(internal)?));
+            }
+            // A tool that differs from its pin (`pinning: warn`).
+            if !drifted.is_empty()
+                && let Some(d) = drifted.get(&(t.server.clone(), t.tool.clone()))
+            {
+                extra.push(("drift".to_owned(), to_raw(d).map_err(internal)?));
             }
             items.push(mcphost_protocol::set_fields(Some(&t.raw), extra).map_err(internal)?);
         }

@@ -797,6 +797,10 @@ impl Session {
             RegistryEvent::Stderr { server, line } => {
                 self.stderr_note(&server, &line).into_iter().collect()
             }
+            // Every host: its model may be using the changed tool.
+            RegistryEvent::PinDrift { params, .. } => {
+                vec![(methods::NOTIFICATION_MESSAGE, Some(params))]
+            }
         }
     }
 }

@@ -38,6 +38,10 @@ pub const MCPHOST_HOST_UNREGISTER: &str = "mcphost/host/unregister";
 pub const MCPHOST_LOGS_FOLLOW: &str = "mcphost/logs/follow";
 pub const MCPHOST_SESSION_CONFIGURE: &str = "mcphost/session/configure";
 pub const MCPHOST_DAEMON_SHUTDOWN: &str = "mcphost/daemon/shutdown";
+pub const MCPHOST_PINS_LIST: &str = "mcphost/pins/list";
+pub const MCPHOST_PINS_DIFF: &str = "mcphost/pins/diff";
+pub const MCPHOST_PINS_APPROVE: &str = "mcphost/pins/approve";
+pub const MCPHOST_PINS_RESET: &str = "mcphost/pins/reset";
 
 /// Every `mcphost/*` request the engine answers: the C header's method
 /// table and the bindings are checked against it, and the engine's tests
@@ -59,6 +63,10 @@ pub const MCPHOST_REQUESTS: &[&str] = &[
     MCPHOST_LOGS_FOLLOW,
     MCPHOST_SESSION_CONFIGURE,
     MCPHOST_DAEMON_SHUTDOWN,
+    MCPHOST_PINS_LIST,
+    MCPHOST_PINS_DIFF,
+    MCPHOST_PINS_APPROVE,
+    MCPHOST_PINS_RESET,
 ];
 
 pub const NOTIFICATION_INITIALIZED: &str = "notifications/initialized";

@@ -42,6 +42,8 @@ impl Registry {
                     prompts: c.prompts,
                 };
                 e.lists_changed();
+                // Listed before the server runs: held to its pins all the same.
+                e.check_pins(&self.inner.base.pins);
                 e.known = true;
             }
             None => {

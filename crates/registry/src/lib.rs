@@ -25,6 +25,7 @@ mod lazy;
 mod listing;
 mod logs;
 mod options;
+pub mod pins;
 mod resources;
 mod routing;
 mod sessions;
@@ -147,6 +148,12 @@ pub enum RegistryEvent {
         server: String,
         line: Arc<str>,
     },
+    /// A server's definitions differ from its pins: a `notifications/message`
+    /// (level warning, logger `mcphost`) for every host.
+    PinDrift {
+        server: String,
+        params: Box<RawValue>,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -165,6 +172,18 @@ pub enum RegistryError {
     UnknownServer(String),
     #[error("{0}")]
     Unavailable(String),
+    /// `pinning: block` holds this tool or prompt back until approved.
+    #[error(
+        "{kind} {name:?} of server {server:?} differs from its pinned definition and is withheld (pinning: block); review it with `mcphost pins diff {server} {name}`, then allow it with `mcphost pins approve {server} {name}`"
+    )]
+    Withheld {
+        kind: &'static str,
+        server: String,
+        name: String,
+    },
+    /// A `mcphost/pins/*` request that cannot be done.
+    #[error("{0}")]
+    Pins(String),
     #[error(transparent)]
     Client(#[from] ClientError),
 }
@@ -209,6 +228,8 @@ struct ManagedServer {
     stored: Option<u64>,
     /// `lists` as the catalog shows them, and the hidden text in them.
     shown: hidden::Shown,
+    /// Its drift from the pins, and what `block` withholds.
+    pins: pins::EntryPins,
 }
 
 impl ManagedServer {
@@ -225,6 +246,7 @@ impl ManagedServer {
             learning: false,
             stored: None,
             shown: hidden::Shown::default(),
+            pins: pins::EntryPins::default(),
         }
     }
 
@@ -255,10 +277,17 @@ impl ManagedServer {
             && self.known
             && !self.listed
             && !matches!(status.state, ServerState::Disabled | ServerState::Stopped);
-        if list_error.is_none() && self.per_session.is_empty() && !unlisted && !cached {
+        let pins = self.pin_status();
+        if list_error.is_none()
+            && self.per_session.is_empty()
+            && !unlisted
+            && !cached
+            && pins.is_none()
+        {
             return status;
         }
         let mut s = (*status).clone();
+        s.pins = pins;
         s.cached = cached;
         if unlisted {
             s.state = ServerState::Starting;
@@ -305,9 +334,8 @@ impl Builders {
         let mut prompts = CatalogBuilder::new("prompts", st.rules.clone());
         for e in &st.entries {
             let (server, prefix) = (&e.config.name, e.config.prefix());
-            let l = e.shown_lists();
-            tools.push_server(server, prefix, catalog::tool_items(&l.tools));
-            prompts.push_server(server, prefix, catalog::prompt_items(&l.prompts));
+            tools.push_server(server, prefix, e.shown_tools());
+            prompts.push_server(server, prefix, e.shown_prompts());
         }
         Builders { tools, prompts }
     }
@@ -587,9 +615,14 @@ impl Registry {
                 match old.remove(&sc.name) {
                     Some(mut e) if e.config.same_process(sc) => {
                         // Roots are asked for, not started with: no restart.
+                        let pinning = e.config.pinning != sc.pinning;
                         e.config = sc.clone();
                         // `hygiene` may have changed.
                         e.apply_hygiene();
+                        if pinning && e.has_lists() {
+                            // Published below, withheld or not by the new mode.
+                            e.check_pins(&self.inner.base.pins);
+                        }
                         entries.push(e);
                     }
                     Some(e) => {

@@ -137,6 +137,10 @@ impl Registry {
             _ => {}
         });
         if updated {
+            if kinds.0 || kinds.2 {
+                // Compared once a full listing has set every list.
+                self.check_pins(&server, generation, pins::Fetch::Changed);
+            }
             self.publish_server_lists(&server, kinds.0, kinds.1, kinds.2);
             self.lists_listed(&server, generation);
         }
@@ -258,6 +262,11 @@ impl Registry {
             if !stored {
                 return;
             }
+            let how = match error {
+                None => pins::Fetch::Full,
+                Some(_) => pins::Fetch::Partial,
+            };
+            self.check_pins(server, generation, how);
             // Catalog first: `settled` waiters read it as soon as it is marked.
             self.publish_server_lists(server, true, true, true);
             // Listed even when a list failed: the error is in the status,
@@ -370,13 +379,8 @@ impl Registry {
             match st.entry(server) {
                 Some(e) => {
                     let prefix = e.config.prefix();
-                    let l = e.shown_lists();
-                    let t = !tools
-                        || b.tools
-                            .update(server, prefix, catalog::tool_items(&l.tools));
-                    let p = !prompts
-                        || b.prompts
-                            .update(server, prefix, catalog::prompt_items(&l.prompts));
+                    let t = !tools || b.tools.update(server, prefix, e.shown_tools());
+                    let p = !prompts || b.prompts.update(server, prefix, e.shown_prompts());
                     t && p
                 }
                 None => false,

@@ -23,6 +23,8 @@ pub struct ServerOptions {
     /// Where the registry keeps each server's last good lists (`None`:
     /// nowhere; a lazy server is then started to be listed).
     pub catalogs: Option<Arc<CatalogStore>>,
+    /// Each server's pinned definitions (in memory unless given a file).
+    pub pins: Arc<super::pins::PinStore>,
 }
 
 impl Default for ServerOptions {
@@ -40,6 +42,7 @@ impl From<ClientOptions> for ServerOptions {
             eras: Arc::new(EraCache::in_memory()),
             auth: None,
             catalogs: None,
+            pins: Arc::new(super::pins::PinStore::in_memory()),
         }
     }
 }

@@ -109,7 +109,7 @@ impl Registry {
             .load()
             .route(name)
             .cloned()
-            .ok_or_else(|| RegistryError::UnknownTool(name.to_owned()))?;
+            .ok_or_else(|| self.unknown(name, false))?;
         let (client, timeout) = self
             .client_for_call(&route.server, opts.timeout, opts.origin.as_ref())
             .await?;
@@ -130,7 +130,7 @@ impl Registry {
             .prompts()
             .route(name)
             .cloned()
-            .ok_or_else(|| RegistryError::UnknownPrompt(name.to_owned()))?;
+            .ok_or_else(|| self.unknown(name, true))?;
         let (client, timeout) = self
             .client_for_call(&route.server, opts.timeout, opts.origin.as_ref())
             .await?;
@@ -197,6 +197,19 @@ impl Registry {
             .await?;
         let opts = CallOptions { timeout, ..opts };
         Ok(client.complete_with(params, opts).await?)
+    }
+
+    /// Why `name` has no route: withheld by its pins, or not listed at all.
+    fn unknown(&self, name: &str, prompt: bool) -> RegistryError {
+        match (self.withheld(name, prompt), prompt) {
+            (Some((server, own)), _) => RegistryError::Withheld {
+                kind: if prompt { "prompt" } else { "tool" },
+                server,
+                name: own,
+            },
+            (None, false) => RegistryError::UnknownTool(name.to_owned()),
+            (None, true) => RegistryError::UnknownPrompt(name.to_owned()),
+        }
     }
 
     /// The clients of every ready server, in config order.

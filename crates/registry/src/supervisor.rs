@@ -159,6 +159,9 @@ pub struct ServerStatus {
     /// enforces.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<mcphost_transport::sandbox::SandboxReport>,
+    /// Its definitions against their pins (set by the registry).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pins: Option<crate::pins::hooks::PinStatus>,
 }
 
 /// One session's own instance of a `share: per-session` server.
@@ -197,6 +200,7 @@ impl ServerStatus {
                 Launch::Stdio(c) => c.sandbox.as_ref().map(mcphost_transport::sandbox::report),
                 Launch::Http(_) => None,
             },
+            pins: None,
         }
     }
 
@@ -225,6 +229,7 @@ impl ServerStatus {
             start_ms: None,
             cached: false,
             sandbox: None,
+            pins: None,
         }
     }
 

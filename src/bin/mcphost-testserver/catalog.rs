@@ -214,6 +214,23 @@ pub fn tools(
     v
 }
 
+/// `--describe NAME=TEXT` and `--extra-tool NAME` applied to the tools.
+pub fn retouch(mut tools: Vec<String>, describe: Option<&str>, extra: Option<&str>) -> Vec<String> {
+    if let Some((name, text)) = describe.and_then(|d| d.split_once('=')) {
+        for t in &mut tools {
+            let mut v: serde_json::Value = serde_json::from_str(t).unwrap_or_default();
+            if v["name"] == name {
+                v["description"] = serde_json::Value::from(text);
+                *t = v.to_string();
+            }
+        }
+    }
+    if let Some(name) = extra {
+        tools.push(simple_tool(name, "Added by --extra-tool"));
+    }
+    tools
+}
+
 /// The text of a readable resource, or `None` if `uri` is unknown.
 pub fn resource_text(uri: &str, extra: usize, dynamic: u64) -> Option<String> {
     if let Some(n) = uri.strip_prefix("test://static/") {

@@ -415,6 +415,15 @@ pub struct Cli {
         default_value_t = CacheScope::Public
     )]
     pub cache_scope: CacheScope,
+
+    // Pinned definitions (tests of `pinning`): a tool that differs between
+    // two starts.
+    /// Give tool NAME this description instead of its own (`NAME=TEXT`).
+    #[arg(long, env = "MCPHOST_TS_DESCRIBE", value_name = "NAME=TEXT")]
+    pub describe: Option<String>,
+    /// List one more tool, NAME (calls of it fail as unknown).
+    #[arg(long, env = "MCPHOST_TS_EXTRA_TOOL", value_name = "NAME")]
+    pub extra_tool: Option<String>,
 }
 
 impl Cli {

@@ -743,6 +743,11 @@ impl Server {
                     tools.push(catalog::hidden_tool());
                 }
                 let tools = crate::probe::with_probe(tools, self.cfg.sandbox_probe);
+                let tools = catalog::retouch(
+                    tools,
+                    self.cfg.describe.as_deref(),
+                    self.cfg.extra_tool.as_deref(),
+                );
                 self.list("tools", &tools, params)
             }
             "tools/call" if self.cfg.sandbox_probe && crate::probe::is_call(params) => {

@@ -113,6 +113,8 @@ impl Backend {
             .fallback(fallback)
             .server_options(mcphost::registry::ServerOptions {
                 auth: Some(Arc::new(auth)),
+                // The daemon's pins: `--direct` checks against them too.
+                pins: mcphost::daemon::pin_store(),
                 ..Default::default()
             })
             .start();
@@ -256,6 +258,9 @@ impl Backend {
         hits.dedup_by(|a, b| a.server == b.server);
         match hits.as_slice() {
             [one] => Ok(one.name.clone()),
+            // `pinning: block` holds tools back: the daemon's refusal names
+            // the tool's server and the approve command.
+            [] if self.withholds_tools().await => Ok(tool.to_owned()),
             [] => {
                 // A server that is not ready has no tools listed; say which
                 // one, and why, rather than only that the name is unknown.
@@ -291,6 +296,16 @@ impl Backend {
                 )
             }
         }
+    }
+
+    /// Whether a server withholds tools that drifted from their pins.
+    async fn withholds_tools(&self) -> bool {
+        let list = self.request("mcphost/servers/list", None).await;
+        list.ok()
+            .and_then(|l| l.as_array().cloned())
+            .into_iter()
+            .flatten()
+            .any(|s| s["pins"]["withheld"].as_u64().is_some_and(|n| n > 0))
     }
 
     /// The `namespacing.separator` in force (the default for a daemon too
@@ -478,6 +493,7 @@ pub async fn direct_config(specs: &[String]) -> Result<HostConfig> {
             start: Default::default(),
             idle_timeout: None,
             hygiene: Default::default(),
+            pinning: Default::default(),
         });
     }
     Ok(cfg)

@@ -41,6 +41,7 @@ mod inspect;
 mod interactive;
 mod logs;
 mod output;
+mod pins;
 mod resources;
 mod running;
 mod service;
@@ -364,6 +365,22 @@ In Claude Desktop: \"mcphost\": {\"command\": \"/path/to/mcphost\", \"args\": [\
   mcphost inspect --call echo --args '{\"text\":\"hi\"}'
   mcphost inspect --env KEY=VALUE -- npx -y @modelcontextprotocol/server-everything")]
     Inspect(InspectArgs),
+    /// Pinned tool and prompt definitions per server: pinned, changed,
+    /// added or removed since first listed; diff, approve, reset.
+    #[command(
+        args_conflicts_with_subcommands = true,
+        after_help = "Examples:
+  mcphost pins                    SERVER KIND NAME STATE PINNED AT HASH
+  mcphost pins fs --json
+  mcphost pins diff fs            what changed, old against new
+  mcphost pins approve fs         pin what fs lists now"
+    )]
+    Pins {
+        #[command(subcommand)]
+        action: Option<pins::PinsAction>,
+        /// Only this server.
+        server: Option<String>,
+    },
 }
 
 /// What `mcphost inspect` is given.
@@ -935,6 +952,7 @@ async fn dispatch(b: &Backend, command: Command, out: &Out) -> Result<u8> {
                 logs::tail(b, &name, lines, out).await?;
             }
         }
+        Command::Pins { action, server } => pins::run(b, action, server, out).await?,
         Command::Daemon { .. }
         | Command::Bridge { .. }
         | Command::Import(_)

@@ -314,6 +314,9 @@ impl Out {
                     s(&a["why"])
                 );
             }
+            if let Some(note) = crate::pins::drift_note(sv) {
+                outln!("{note}");
+            }
             if let Value::String(note) = &sv["rootsNote"] {
                 outln!("note: {}: roots: {note}", s(&sv["name"]));
             }
@@ -390,6 +393,11 @@ impl Out {
                 format!("{}…", d.chars().take(79).collect::<String>())
             } else {
                 d.to_owned()
+            };
+            // Differs from its pin (`pinning: warn`): say so first.
+            let d = match raw_field::<String>(&t.raw, "drift").ok().flatten() {
+                Some(drift) => format!("[{drift} since pinned] {d}"),
+                None => d,
             };
             let mut row = vec![t.name.clone(), t.server.clone()];
             if cost.is_some() {

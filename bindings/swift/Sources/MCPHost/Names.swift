@@ -62,6 +62,14 @@ extension MCPHost {
         public static let mcphostSessionConfigure = MCPHOST_METHOD_MCPHOST_SESSION_CONFIGURE
         /// `mcphost/daemon/shutdown`: stop the daemon (refused when embedded)
         public static let mcphostDaemonShutdown = MCPHOST_METHOD_MCPHOST_DAEMON_SHUTDOWN
+        /// `mcphost/pins/list`
+        public static let mcphostPinsList = MCPHOST_METHOD_MCPHOST_PINS_LIST
+        /// `mcphost/pins/diff`
+        public static let mcphostPinsDiff = MCPHOST_METHOD_MCPHOST_PINS_DIFF
+        /// `mcphost/pins/approve`
+        public static let mcphostPinsApprove = MCPHOST_METHOD_MCPHOST_PINS_APPROVE
+        /// `mcphost/pins/reset`
+        public static let mcphostPinsReset = MCPHOST_METHOD_MCPHOST_PINS_RESET
         /// `sampling/createMessage`
         public static let samplingCreateMessage = MCPHOST_METHOD_SAMPLING_CREATE_MESSAGE
         /// `elicitation/create`

@@ -34,6 +34,8 @@ pub(super) enum Fix<'a> {
     UnsetVariables(Vec<String>),
     ConfigIssue(&'a Issue),
     ConfigUnreadable(&'a Path),
+    /// Its definitions drifted from their pins (in the running daemon).
+    PinsDrift(&'a str),
     Crashed(String),
     Hung {
         command_line: Option<String>,
@@ -147,6 +149,9 @@ impl Fix<'_> {
             ),
             Fix::Duplicate { name, other } => format!(
                 "{name} and {other} start the same server: remove one (`mcphost servers remove {name}`) or disable it (`mcphost servers disable {name}`)"
+            ),
+            Fix::PinsDrift(name) => format!(
+                "review the change: `mcphost pins diff {name}`; if you trust it, `mcphost pins approve {name}`"
             ),
             Fix::SignIn(name) => format!(
                 "fix the server or its authorization server, then sign in again: `mcphost auth login {name}`"

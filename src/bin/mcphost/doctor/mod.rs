@@ -14,6 +14,8 @@ mod http;
 mod paths;
 mod render;
 mod sandbox;
+/// Terminal colours, for other commands' output too (`pins diff`).
+pub(crate) use render::{Colours, colour};
 mod start;
 mod stdio;
 
@@ -205,6 +207,9 @@ async fn examine(opts: &Options, loaded: Loaded) -> Result<Report> {
         }
     }
     attach_config_findings(&mut servers, &loaded, &auth_failed);
+    if opts.direct.is_empty() {
+        attach_pin_drift(&mut servers, &opts.socket).await;
+    }
     flag_duplicates(&mut servers, &picked);
     for s in &mut servers {
         s.ok = s.checks.iter().all(|c| c.ok);
@@ -349,6 +354,25 @@ fn unusable_report(name: &str) -> ServerReport {
 
 /// Each server's config errors and warnings, and the daemon's sign-in
 /// failure, ahead of its own checks.
+/// The running daemon's drift of each server from its pins
+/// (`mcphost/servers/list`): a problem whose fix is the approve command.
+async fn attach_pin_drift(servers: &mut [ServerReport], socket: &std::path::Path) {
+    let Some(list) = paths::ask_daemon(socket, "mcphost/servers/list").await else {
+        return;
+    };
+    for s in servers {
+        let sv = list
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|v| v["name"] == s.name);
+        if let Some(detail) = sv.and_then(crate::pins::drift_summary) {
+            s.checks
+                .push(Check::problem("pins", detail, Fix::PinsDrift(&s.name)));
+        }
+    }
+}
+
 fn attach_config_findings(
     servers: &mut [ServerReport],
     loaded: &Loaded,

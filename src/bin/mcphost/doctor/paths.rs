@@ -79,13 +79,9 @@ impl PathCtx {
 
 /// What the running daemon says: its pid, (on Linux) its `PATH`, and the
 /// servers it stopped signing in to (name → why); quick, or nothing.
-pub(super) async fn daemon_path(
-    socket: &Path,
-) -> (
-    Option<u32>,
-    Option<String>,
-    std::collections::BTreeMap<String, String>,
-) {
+/// The running daemon's answer to `method` (no params), if one answers
+/// within 3 s.
+pub(super) async fn ask_daemon(socket: &Path, method: &'static str) -> Option<serde_json::Value> {
     let ask = async {
         let conn = mcphost::ipc::connect(socket, mcphost::ipc::DEFAULT_MAX_MESSAGE_BYTES)
             .await
@@ -97,12 +93,25 @@ pub(super) async fn daemon_path(
             ..Default::default()
         };
         let c = ServerClient::connect("daemon", conn, opts).await.ok()?;
-        let status = c
-            .request_raw("mcphost/status", None, Default::default())
-            .await
-            .ok();
+        let answer = c.request_raw(method, None, Default::default()).await.ok();
         c.shutdown().await;
-        let v: serde_json::Value = serde_json::from_str(status?.get()).ok()?;
+        serde_json::from_str(answer?.get()).ok()
+    };
+    tokio::time::timeout(Duration::from_secs(3), ask)
+        .await
+        .ok()
+        .flatten()
+}
+
+pub(super) async fn daemon_path(
+    socket: &Path,
+) -> (
+    Option<u32>,
+    Option<String>,
+    std::collections::BTreeMap<String, String>,
+) {
+    let ask = async {
+        let v = ask_daemon(socket, "mcphost/status").await?;
         let pid = v["pid"].as_u64().and_then(|p| u32::try_from(p).ok())?;
         let failed = v["authFailed"]
             .as_object()

@@ -4,7 +4,7 @@ use super::{Report, ServerReport, servers_n};
 
 /// ANSI colours on a terminal; plain text when off (a pipe, `NO_COLOR`,
 /// `TERM=dumb`).
-struct Colours(bool);
+pub(crate) struct Colours(pub(crate) bool);
 
 impl Colours {
     fn wrap(&self, code: &str, s: &str) -> String {
@@ -14,19 +14,22 @@ impl Colours {
             s.to_owned()
         }
     }
-    fn green(&self, s: &str) -> String {
+    pub(crate) fn cyan(&self, s: &str) -> String {
+        self.wrap("36", s)
+    }
+    pub(crate) fn green(&self, s: &str) -> String {
         self.wrap("32", s)
     }
-    fn red(&self, s: &str) -> String {
+    pub(crate) fn red(&self, s: &str) -> String {
         self.wrap("1;31", s)
     }
-    fn yellow(&self, s: &str) -> String {
+    pub(crate) fn yellow(&self, s: &str) -> String {
         self.wrap("33", s)
     }
     fn dim(&self, s: &str) -> String {
         self.wrap("2", s)
     }
-    fn bold(&self, s: &str) -> String {
+    pub(crate) fn bold(&self, s: &str) -> String {
         self.wrap("1", s)
     }
     /// ✓ or ✗.
@@ -39,7 +42,7 @@ impl Colours {
     }
 }
 
-fn colour() -> bool {
+pub(crate) fn colour() -> bool {
     use std::io::IsTerminal;
     std::io::stdout().is_terminal()
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
