@@ -140,6 +140,7 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
             started_by: opts.started_by.clone(),
         })
         .editor(Arc::new(StoreEditor(store.clone())))
+        .audit_dir(crate::ipc::default_state_dir())
         .start();
     let registry = engine.registry().clone();
     let _ = host_slot.set(Arc::new(HostSignIn(engine.host())));

@@ -51,6 +51,7 @@ const TOP_KEYS: &[&str] = &[
     "tokens",
     "profiles",
     "daemon",
+    "audit",
 ];
 const TOKENS_KEYS: &[&str] = &["encoding"];
 const DAEMON_KEYS: &[&str] = &["autostart"];
@@ -292,6 +293,15 @@ impl<'a> Ctx<'a> {
                     && let Some(d) = self.duration(&p.value, &child("hostTimeouts", key))
                 {
                     *slot = d;
+                }
+            }
+        }
+        if let Some(prop) = root.get("audit") {
+            match super::audit::Settings::from_json(&to_json(&prop.value), "audit") {
+                Ok(audit) => config.audit = audit,
+                Err(e) => {
+                    let e = e.strip_prefix("audit: ").unwrap_or(&e).to_owned();
+                    self.error(prop.value.start(), "audit", e);
                 }
             }
         }

@@ -10,6 +10,7 @@
 // No production function over 100 lines of code (docs/architecture.md).
 #![warn(clippy::too_many_lines)]
 
+pub mod audit;
 mod broker;
 mod roots;
 mod session;
@@ -167,6 +168,7 @@ pub struct EngineBuilder {
     fallback: PolicyHost,
     info: EngineInfo,
     editor: Option<Arc<dyn ConfigEditor>>,
+    audit_dir: Option<PathBuf>,
 }
 
 impl EngineBuilder {
@@ -185,7 +187,15 @@ impl EngineBuilder {
             ),
             info: EngineInfo::default(),
             editor: None,
+            audit_dir: None,
         }
+    }
+
+    /// Where the audit log is written (`audit.jsonl` in the state
+    /// directory); without one nothing is recorded.
+    pub fn audit_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.audit_dir = dir;
+        self
     }
 
     /// Client options of every server (`host` is ignored: the broker is
@@ -233,7 +243,8 @@ impl EngineBuilder {
     /// Start every enabled server and return the engine. Must be called
     /// within a Tokio runtime, which the engine then runs on.
     pub fn start(self) -> Arc<Engine> {
-        let broker = Broker::new(self.fallback);
+        let audit = audit::AuditLog::new(self.audit_dir, self.config.audit);
+        let broker = Broker::new(self.fallback, audit);
         broker.set_config(&self.config);
         let configured = roots::ConfiguredRoots::of(&self.config);
         broker
@@ -556,6 +567,7 @@ impl Engine {
     /// Take up a new config: servers (see [`Registry::apply`]) and roots.
     pub fn apply(&self, cfg: &HostConfig) {
         self.broker.set_config(cfg);
+        self.broker.audit().set(cfg.audit);
         if **self.model_view.load() != cfg.model_view {
             self.model_view.store(Arc::new(cfg.model_view.clone()));
         }
@@ -585,12 +597,9 @@ impl Engine {
             }
             methods::TOOLS_CALL => {
                 let p: NameAndArguments = params_of(&params)?;
-                let r = self
-                    .registry
-                    .call_tool(&p.name, p.arguments, opts)
-                    .await
-                    .map_err(registry_error)?;
-                Ok(r.raw)
+                let audit = self.audit_begin(&call.caller, method, &p.name, p.arguments.as_deref());
+                let r = self.registry.call_tool(&p.name, p.arguments, opts).await;
+                Ok(audit::settle(audit, r, |r| r.is_error)?.raw)
             }
             methods::PROMPTS_LIST => {
                 let prompts = self.registry.prompts();
@@ -601,11 +610,9 @@ impl Engine {
             }
             methods::PROMPTS_GET => {
                 let p: NameAndArguments = params_of(&params)?;
-                Ok(self
-                    .registry
-                    .get_prompt(&p.name, p.arguments, opts)
-                    .await
-                    .map_err(registry_error)?)
+                let audit = self.audit_begin(&call.caller, method, &p.name, p.arguments.as_deref());
+                let r = self.registry.get_prompt(&p.name, p.arguments, opts).await;
+                audit::settle(audit, r, |_| false)
             }
             methods::RESOURCES_LIST => {
                 let resources = self.registry.resources();
@@ -627,11 +634,9 @@ impl Engine {
                     uri: String,
                 }
                 let p: UriParam = params_of(&params)?;
-                Ok(self
-                    .registry
-                    .read_resource(&p.uri, opts)
-                    .await
-                    .map_err(registry_error)?)
+                let audit = self.audit_begin(&call.caller, method, &p.uri, None);
+                let r = self.registry.read_resource(&p.uri, opts).await;
+                audit::settle(audit, r, |_| false)
             }
             methods::COMPLETION_COMPLETE => {
                 let p = params.ok_or_else(|| invalid_params("completion/complete needs params"))?;
@@ -673,6 +678,7 @@ impl Engine {
             | methods::MCPHOST_SERVERS_REMOVE
             | methods::MCPHOST_SERVERS_ENABLE
             | methods::MCPHOST_SERVERS_DISABLE => self.manage(method, params).await,
+            methods::MCPHOST_AUDIT_QUERY => self.audit_query(&params).await,
             _ => Err(ErrorObject::method_not_found(method)),
         }
     }

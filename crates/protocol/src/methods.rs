@@ -38,6 +38,7 @@ pub const MCPHOST_HOST_UNREGISTER: &str = "mcphost/host/unregister";
 pub const MCPHOST_LOGS_FOLLOW: &str = "mcphost/logs/follow";
 pub const MCPHOST_SESSION_CONFIGURE: &str = "mcphost/session/configure";
 pub const MCPHOST_DAEMON_SHUTDOWN: &str = "mcphost/daemon/shutdown";
+pub const MCPHOST_AUDIT_QUERY: &str = "mcphost/audit/query";
 
 /// Every `mcphost/*` request the engine answers: the C header's method
 /// table and the bindings are checked against it, and the engine's tests
@@ -59,6 +60,7 @@ pub const MCPHOST_REQUESTS: &[&str] = &[
     MCPHOST_LOGS_FOLLOW,
     MCPHOST_SESSION_CONFIGURE,
     MCPHOST_DAEMON_SHUTDOWN,
+    MCPHOST_AUDIT_QUERY,
 ];
 
 pub const NOTIFICATION_INITIALIZED: &str = "notifications/initialized";

@@ -1,0 +1,107 @@
+//! `mcphost audit`: the audit log's lines, through `mcphost/audit/query`
+//! (the daemon's, or with `--direct` the in-process engine's: both read
+//! the same file in the state directory).
+
+use anyhow::Result;
+use serde_json::{Value, json};
+
+use crate::backend::{Backend, params};
+use crate::output::{Out, table};
+
+#[derive(clap::Args, Debug)]
+pub struct AuditArgs {
+    /// Only this server's lines.
+    #[arg(long)]
+    server: Option<String>,
+    /// Only lines of this host app (its clientInfo.name).
+    #[arg(long)]
+    host: Option<String>,
+    /// Only lines since this long ago (1h, 30m, 2d) or this RFC 3339 time.
+    #[arg(long)]
+    since: Option<String>,
+    /// Only the newest N lines.
+    #[arg(long, value_name = "N")]
+    limit: Option<usize>,
+}
+
+pub async fn show(b: &Backend, args: AuditArgs, out: &Out) -> Result<()> {
+    let p = params(json!({
+        "server": args.server,
+        "host": args.host,
+        "since": args.since,
+        "limit": args.limit,
+    }))?;
+    let found = b
+        .request(mcphost::protocol::methods::MCPHOST_AUDIT_QUERY, Some(p))
+        .await?;
+    if out.json {
+        println!("{}", serde_json::to_string_pretty(&found)?);
+        return Ok(());
+    }
+    let lines = found["lines"].as_array().cloned().unwrap_or_default();
+    let mut rows = vec![
+        [
+            "TIME", "HOST", "SERVER", "WHAT", "NAME", "OUTCOME", "MS", "ARGS",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
+    rows.extend(lines.iter().map(row));
+    if lines.is_empty() {
+        match found["mode"].as_str() {
+            Some("off") => eprintln!("the audit log is off (config \"audit\": false) and empty"),
+            _ => eprintln!("no lines in {}", text(&found["file"])),
+        }
+    } else {
+        table(&rows);
+    }
+    if let Some(n) = found["skipped"].as_u64().filter(|n| *n > 0) {
+        eprintln!("{n} line(s) of the log were not records and were skipped");
+    }
+    Ok(())
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        other => other.to_string(),
+    }
+}
+
+/// One line of the table: a call, a server's request, or a note of lines
+/// dropped.
+fn row(l: &Value) -> Vec<String> {
+    let host = match &l["host"] {
+        Value::Null => "(fallback)".to_owned(),
+        h => format!("{}#{}", text(&h["name"]), text(&h["session"])),
+    };
+    let (outcome, name) = match l["kind"].as_str() {
+        Some("request") => (text(&l["answer"]), "-".to_owned()),
+        Some("dropped") => (
+            format!("{} lines dropped", text(&l["count"])),
+            "-".to_owned(),
+        ),
+        _ => {
+            let code = l.get("code").map(|c| format!(" {c}")).unwrap_or_default();
+            (format!("{}{code}", text(&l["outcome"])), text(&l["name"]))
+        }
+    };
+    let args = match &l["args"] {
+        Value::Null => "-".to_owned(),
+        a => {
+            let hash = text(&a["sha256"]);
+            format!("{}B {}", text(&a["bytes"]), hash.get(..12).unwrap_or(&hash))
+        }
+    };
+    vec![
+        text(&l["time"]),
+        host,
+        text(&l["server"]),
+        text(&l["method"]),
+        name,
+        outcome,
+        text(&l["ms"]),
+        args,
+    ]
+}
