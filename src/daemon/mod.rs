@@ -201,8 +201,9 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     // await makes sure none runs once shutdown has begun.
     reloader.abort();
     let _ = reloader.await;
-    // Also waits for servers a reload is still stopping.
-    registry.shutdown().await;
+    // Also waits for servers a reload is still stopping, then for the
+    // audit log's last lines.
+    engine.shutdown().await;
     // Before the listener lock: whoever sees that one free may start a
     // daemon for this config at once.
     drop(one_per_config);

@@ -375,3 +375,46 @@ fn a_call_of_a_real_server_nobody_here_wrote_is_audited() {
     let file = std::fs::read_to_string(log_file(&d)).unwrap();
     assert!(!file.contains("Europe/Paris"), "{file}");
 }
+
+#[test]
+fn a_call_the_host_cancels_and_one_that_times_out_are_recorded_as_such() {
+    let slow_ts = format!(r#"{}, "timeouts": {{ "request": "300ms" }}"#, ts_entry(&[]));
+    let d = daemon(&[ts(), ("late", slow_ts)], "");
+    let mut w = host(&d, "app", "1", json!({}));
+    // In flight once its first progress arrives; then cancelled.
+    let id = w.start(
+        "tools/call",
+        json!({"name": "ts__slow", "arguments": {"ms": 20000}, "_meta": {"progressToken": "p"}}),
+    );
+    w.notification("notifications/progress", |m| {
+        m["params"]["progressToken"] == "p"
+    });
+    w.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                   "params": {"requestId": id, "reason": "the user stopped it"}}),
+    );
+    let cancelled = audit_lines(&d, &["--server", "ts"], 1);
+    assert_eq!(cancelled[0]["outcome"], "cancelled", "{cancelled:?}");
+    // The server's own request timeout (300 ms) runs out.
+    let r = call(&mut w, "late__slow", json!({"ms": 20000}));
+    assert!(r.get("error").is_some(), "{r}");
+    let timed_out = audit_lines(&d, &["--server", "late"], 1);
+    assert_eq!(timed_out[0]["outcome"], "timeout", "{timed_out:?}");
+}
+
+#[test]
+fn direct_mode_audits_its_calls_in_the_same_file_and_reads_it_back() {
+    let sb = common::Sandbox::new();
+    let spec = format!("{} --tools 0", common::TESTSERVER);
+    let r = sb.run(&["--direct", &spec, "call", "echo", r#"{"text":"direct"}"#]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let found = sb.json(&["--direct", &spec, "audit"]);
+    let lines = found["lines"].as_array().expect("lines");
+    assert_eq!(lines.len(), 1, "{found}");
+    assert_eq!(lines[0]["host"]["name"], "cli");
+    assert_eq!(lines[0]["serverName"], "echo");
+    assert_eq!(
+        found["file"].as_str().map(PathBuf::from),
+        Some(sb.home.join(".local/state/mcphost/audit.jsonl"))
+    );
+}

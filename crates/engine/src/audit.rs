@@ -192,10 +192,17 @@ struct Inner {
     dir: Option<PathBuf>,
     settings: arc_swap::ArcSwap<Settings>,
     /// The writer's queue, started with the first line.
-    queue: std::sync::OnceLock<Option<SyncSender<String>>>,
+    queue: std::sync::OnceLock<Option<SyncSender<Msg>>>,
     dropped: Arc<AtomicU64>,
     /// The writer is gone (it could not start): said once.
     gone_said: AtomicBool,
+}
+
+/// What the writer is sent.
+enum Msg {
+    Line(String),
+    /// Answered once every line before it is written.
+    Flush(std::sync::mpsc::Sender<()>),
 }
 
 /// The engine's audit log; cheap to clone.
@@ -243,7 +250,7 @@ impl AuditLog {
         let Some(dir) = &self.inner.dir else { return };
         let queue = self.inner.queue.get_or_init(|| self.start(dir));
         let Some(queue) = queue else { return };
-        match queue.try_send(line.to_string()) {
+        match queue.try_send(Msg::Line(line.to_string())) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => {
                 self.inner.dropped.fetch_add(1, Ordering::Relaxed);
@@ -256,7 +263,20 @@ impl AuditLog {
         }
     }
 
-    fn start(&self, dir: &Path) -> Option<SyncSender<String>> {
+    /// Wait (at most `limit`) until every line recorded so far is written:
+    /// a process about to exit (`--direct`, the C library) loses none.
+    /// Blocking.
+    pub fn flush(&self, limit: Duration) {
+        let Some(Some(queue)) = self.inner.queue.get() else {
+            return;
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        if queue.send(Msg::Flush(tx)).is_ok() {
+            let _ = rx.recv_timeout(limit);
+        }
+    }
+
+    fn start(&self, dir: &Path) -> Option<SyncSender<Msg>> {
         let (tx, rx) = sync_channel(QUEUE);
         let writer = Writer {
             path: dir.join(FILE),
@@ -291,8 +311,15 @@ struct Writer {
 }
 
 impl Writer {
-    fn run(mut self, rx: Receiver<String>) {
-        while let Ok(line) = rx.recv() {
+    fn run(mut self, rx: Receiver<Msg>) {
+        while let Ok(msg) = rx.recv() {
+            let line = match msg {
+                Msg::Line(line) => line,
+                Msg::Flush(done) => {
+                    let _ = done.send(());
+                    continue;
+                }
+            };
             let lost = self.settings.inner.dropped.swap(0, Ordering::Relaxed);
             let mut text = String::new();
             if lost > 0 {

@@ -56,6 +56,9 @@ pub(crate) fn is_catalog_list(method: &str) -> bool {
 /// (a slow one joins later, with `list_changed`).
 pub const START_LISTING_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How long stopping waits for the audit log's last lines to be written.
+const AUDIT_FLUSH: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// JSON-RPC error code for a request refused because a limit of the daemon
 /// is reached (clients connected, requests in flight); retrying later helps.
 pub const BUSY: i64 = -32000;
@@ -562,6 +565,9 @@ impl Engine {
     /// Stop every server; resolves when all their processes are gone.
     pub async fn shutdown(&self) {
         self.registry.shutdown().await;
+        // The last calls' lines, before the process may exit.
+        let audit = self.broker.audit().clone();
+        let _ = tokio::task::spawn_blocking(move || audit.flush(AUDIT_FLUSH)).await;
     }
 
     /// Take up a new config: servers (see [`Registry::apply`]) and roots.
