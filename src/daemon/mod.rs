@@ -111,10 +111,8 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     };
     // `mcphost/daemon/shutdown` cancels it: the same stop as SIGTERM.
     let stop = tokio_util::sync::CancellationToken::new();
-    let eras = match crate::ipc::default_state_dir() {
-        Some(dir) => crate::registry::EraCache::at(dir.join("eras.json")),
-        None => crate::registry::EraCache::in_memory(),
-    };
+    // Eras and the audit log: the state directory, when there is one.
+    let state = crate::ipc::default_state_dir();
     // A daemon never pops up a browser on its own: a sign-in page goes to
     // the registered host app (a URL elicitation), else MCPHOST_BROWSER if
     // set; otherwise the server waits in auth_required for
@@ -123,7 +121,7 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     let auth = crate::auth::AuthContext::for_host(host_browser);
     let engine = EngineBuilder::new(cfg.clone())
         .server_options(crate::registry::ServerOptions {
-            eras: Arc::new(eras),
+            eras: Arc::new(era_cache(state.as_deref())),
             auth: auth.clone(),
             catalogs: crate::registry::stored::CatalogStore::default_dir()
                 .map(|d| Arc::new(crate::registry::stored::CatalogStore::at(d))),
@@ -140,7 +138,7 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
             started_by: opts.started_by.clone(),
         })
         .editor(Arc::new(StoreEditor(store.clone())))
-        .audit_dir(crate::ipc::default_state_dir())
+        .audit_dir(state)
         .start();
     let registry = engine.registry().clone();
     let _ = host_slot.set(Arc::new(HostSignIn(engine.host())));
@@ -201,8 +199,7 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     // await makes sure none runs once shutdown has begun.
     reloader.abort();
     let _ = reloader.await;
-    // Also waits for servers a reload is still stopping, then for the
-    // audit log's last lines.
+    // Also waits for servers a reload is stopping, and the audit log.
     engine.shutdown().await;
     // Before the listener lock: whoever sees that one free may start a
     // daemon for this config at once.
@@ -210,6 +207,14 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     drop(held);
     info!("stopped");
     Ok(())
+}
+
+/// The eras servers spoke, kept in the state directory (in memory without one).
+fn era_cache(state: Option<&Path>) -> crate::registry::EraCache {
+    match state {
+        Some(dir) => crate::registry::EraCache::at(dir.join("eras.json")),
+        None => crate::registry::EraCache::in_memory(),
+    }
 }
 
 /// `<config>.daemon.lock` beside the config file (a symlink's target),

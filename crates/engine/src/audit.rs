@@ -194,6 +194,8 @@ struct Inner {
     /// The writer's queue, started with the first line.
     queue: std::sync::OnceLock<Option<SyncSender<Msg>>>,
     dropped: Arc<AtomicU64>,
+    /// Lines the queue holds.
+    capacity: usize,
     /// The writer is gone (it could not start): said once.
     gone_said: AtomicBool,
 }
@@ -214,12 +216,22 @@ pub struct AuditLog {
 impl AuditLog {
     /// A log written to `dir`/[`FILE`]; `None` records nothing.
     pub fn new(dir: Option<PathBuf>, settings: Settings) -> AuditLog {
+        AuditLog::with_queue(dir, settings, QUEUE)
+    }
+
+    /// As [`AuditLog::new`], with a queue of `capacity` lines.
+    pub(crate) fn with_queue(
+        dir: Option<PathBuf>,
+        settings: Settings,
+        capacity: usize,
+    ) -> AuditLog {
         AuditLog {
             inner: Arc::new(Inner {
                 dir,
                 settings: arc_swap::ArcSwap::from_pointee(settings),
                 queue: std::sync::OnceLock::new(),
                 dropped: Arc::new(AtomicU64::new(0)),
+                capacity,
                 gone_said: AtomicBool::new(false),
             }),
         }
@@ -277,7 +289,7 @@ impl AuditLog {
     }
 
     fn start(&self, dir: &Path) -> Option<SyncSender<Msg>> {
-        let (tx, rx) = sync_channel(QUEUE);
+        let (tx, rx) = sync_channel(self.inner.capacity);
         let writer = Writer {
             path: dir.join(FILE),
             settings: self.clone(),

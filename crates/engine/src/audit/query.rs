@@ -43,7 +43,7 @@ fn files(dir: &Path) -> Vec<PathBuf> {
             Some((n, e.path()))
         })
         .collect();
-    rotated.sort_by(|a, b| b.0.cmp(&a.0));
+    rotated.sort_by_key(|(n, _)| std::cmp::Reverse(*n));
     let mut all: Vec<PathBuf> = rotated.into_iter().map(|(_, p)| p).collect();
     all.push(dir.join(FILE));
     all

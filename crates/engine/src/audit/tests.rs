@@ -177,3 +177,54 @@ fn a_log_without_a_directory_records_nothing_and_is_off() {
     assert_eq!(log.mode(), Mode::Off);
     log.record(&json!({}));
 }
+
+/// The writer stuck on its file (a FIFO nobody reads yet: opening it for
+/// writing blocks) while a call records line after line: the queue fills,
+/// recording never waits, and once the writer can go on, a line says how
+/// many were dropped; nothing is lost uncounted.
+#[cfg(unix)]
+#[test]
+fn a_full_queue_drops_lines_without_waiting_and_says_how_many() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join(FILE);
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let log = AuditLog::with_queue(Some(dir.path().to_owned()), Settings::default(), 2);
+    let started = std::time::Instant::now();
+    for i in 0..10 {
+        log.record(&json!({"time": "2026-01-01T00:00:00.000Z", "kind": "call", "n": i}));
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "recording waited"
+    );
+    // Now read: the writer's open completes and it drains the queue.
+    let mut reader = std::fs::File::open(&fifo).unwrap();
+    let flushing = {
+        let log = log.clone();
+        std::thread::spawn(move || log.flush(Duration::from_secs(10)))
+    };
+    flushing.join().unwrap();
+    let mut buf = vec![0u8; 65536];
+    // Everything written is in the pipe now (far under its buffer).
+    let n = reader.read(&mut buf).unwrap();
+    let lines: Vec<Value> = std::str::from_utf8(&buf[..n])
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let written = lines.iter().filter(|l| l["kind"] == "call").count();
+    let dropped: Vec<u64> = lines
+        .iter()
+        .filter(|l| l["kind"] == "dropped")
+        .map(|l| l["count"].as_u64().unwrap())
+        .collect();
+    assert_eq!(dropped.len(), 1, "{lines:?}");
+    assert!(
+        written <= 3,
+        "a queue of 2 and the line being written: {lines:?}"
+    );
+    assert_eq!(written as u64 + dropped[0], 10, "{lines:?}");
+}
