@@ -418,3 +418,23 @@ fn direct_mode_audits_its_calls_in_the_same_file_and_reads_it_back() {
         Some(sb.home.join(".local/state/mcphost/audit.jsonl"))
     );
 }
+
+#[test]
+fn audit_reads_the_file_itself_when_no_daemon_runs() {
+    let mut d = daemon(&[ts()], "");
+    let mut w = host(&d, "app", "1", json!({}));
+    call(&mut w, "ts__echo", json!({"text": "x"}));
+    audit_lines(&d, &[], 1);
+    drop(w);
+    d.terminate(Duration::from_secs(20))
+        .expect("the daemon stopped");
+    // No daemon now (and the sandbox never starts one).
+    let found = d.json(&["audit", "--host", "app"]);
+    let lines = found["lines"].as_array().expect("lines");
+    assert_eq!(lines.len(), 1, "{found}");
+    assert_eq!(lines[0]["name"], "ts__echo");
+    assert_eq!(
+        found["file"].as_str().map(PathBuf::from),
+        Some(log_file(&d))
+    );
+}

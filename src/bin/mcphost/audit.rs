@@ -1,6 +1,7 @@
 //! `mcphost audit`: the audit log's lines, through `mcphost/audit/query`
 //! (the daemon's, or with `--direct` the in-process engine's: both read
-//! the same file in the state directory).
+//! the same file in the state directory). Reading never starts a daemon:
+//! when none runs, this process reads the file itself.
 
 use anyhow::Result;
 use serde_json::{Value, json};
@@ -34,6 +35,47 @@ pub async fn show(b: &Backend, args: AuditArgs, out: &Out) -> Result<()> {
     let found = b
         .request(mcphost::protocol::methods::MCPHOST_AUDIT_QUERY, Some(p))
         .await?;
+    render(&found, out)
+}
+
+/// Whether no daemon listens on the socket (so `audit` reads the file).
+pub async fn no_daemon(socket: &std::path::Path) -> bool {
+    matches!(
+        mcphost::ipc::connect(socket, mcphost::ipc::DEFAULT_MAX_MESSAGE_BYTES).await,
+        Err(mcphost::ipc::IpcError::NotRunning { .. })
+    )
+}
+
+/// `audit` without a daemon: the file in the state directory, read here.
+pub fn show_file(args: &AuditArgs, out: &Out) -> Result<()> {
+    use mcphost::engine::audit;
+    let Some(dir) = mcphost::ipc::default_state_dir() else {
+        anyhow::bail!(
+            "no state directory (no home directory and no MCPHOST_STATE_DIR): there is no audit log"
+        );
+    };
+    let since = match &args.since {
+        Some(s) => Some(audit::parse_since(s).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
+    let filter = audit::Filter {
+        server: args.server.clone(),
+        host: args.host.clone(),
+        since,
+        limit: args.limit,
+    };
+    let found = audit::query(&dir, &filter)?;
+    // The config's `audit` is the daemon's to read: unknown here.
+    let found = json!({
+        "lines": found.lines,
+        "skipped": found.skipped,
+        "file": dir.join(audit::FILE),
+        "mode": null,
+    });
+    render(&found, out)
+}
+
+fn render(found: &Value, out: &Out) -> Result<()> {
     if out.json {
         println!("{}", serde_json::to_string_pretty(&found)?);
         return Ok(());

@@ -721,6 +721,13 @@ async fn run_command(
         }
         Command::Inspect(args) => run_inspect(args, cli.json, cli.protocol_version, host).await,
         command => {
+            // `audit` reads; it never starts a daemon to do so.
+            if let Command::Audit(args) = &command
+                && cli.direct.is_empty()
+                && audit::no_daemon(&auto.socket).await
+            {
+                return audit::show_file(args, out).map(|()| 0);
+            }
             let backend = if cli.direct.is_empty() {
                 refuse_policy_flags(&policy, "a command sent to the daemon")?;
                 // `status` reports; it never starts a daemon.
