@@ -5,6 +5,8 @@
 //! - `direct`: `ServerClient` over stdio to the test server;
 //! - `engine`: the in-process engine, an in-process `Session` (`Engine::open_session`), `request("tools/call", …)`
 //!   (catalog routing, then the registry's `ServerClient`);
+//! - `engine+audit`: the same on a second engine that writes its audit log
+//!   (`"audit": true`, into the bench's temp dir): the log's cost per call;
 //! - `socket`: a `ServerClient` over `ipc::connect` to a listener in this
 //!   process whose connections are served by `Engine::serve`, i.e. the
 //!   daemon's code path with caller and daemon sharing one process and one
@@ -495,7 +497,7 @@ fn main() -> BenchResult<()> {
             &both,
         ),
         (
-            "engine, audit on",
+            "engine+audit",
             Route::Engine(bench_session(&audited)),
             "engine-audit",
             &both,
@@ -608,7 +610,7 @@ fn main() -> BenchResult<()> {
         .filter_map(|l| l["count"].as_u64())
         .sum();
     println!(
-        "\n\"engine, audit on\": {} audit lines written, {dropped} dropped, {} unreadable.",
+        "\n\"engine+audit\": {} audit lines written, {dropped} dropped, {} unreadable.",
         found.lines.len(),
         found.skipped
     );

@@ -31,10 +31,15 @@ pub const FILE: &str = "audit.jsonl";
 
 /// Lines waiting for the writer; past this many, lines are dropped (and
 /// counted) rather than making a call wait.
-const QUEUE: usize = 4096;
+const QUEUE: usize = 16384;
+
+/// After a line wakes it, the writer lets this long of lines gather and
+/// writes them at once: a busy engine's calls then enqueue without waking
+/// a thread each, and the disk sees one write per batch.
+const BATCH: Duration = Duration::from_millis(20);
 
 /// The host session a line names.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
 pub struct Caller {
     /// Its `clientInfo.name` (cleaned), else the door's name for it.
     pub name: String,
@@ -80,8 +85,20 @@ pub struct Target {
 }
 
 /// The time as lines carry it: RFC 3339, UTC, milliseconds.
-fn now() -> String {
-    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+fn stamp(at: SystemTime) -> String {
+    humantime::format_rfc3339_millis(at).to_string()
+}
+
+/// Lowercase hex of a SHA-256 of `bytes`.
+fn sha256_hex(bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let hash = sha2::Sha256::digest(bytes);
+    let mut out = String::with_capacity(64);
+    for b in hash.iter() {
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    out
 }
 
 fn millis(d: Duration) -> f64 {
@@ -89,7 +106,9 @@ fn millis(d: Duration) -> f64 {
 }
 
 /// One call's line, as written (see docs/security.md).
+#[allow(clippy::too_many_arguments)]
 pub fn call_line(
+    at: SystemTime,
     method: &str,
     caller: &Caller,
     target: &Target,
@@ -99,7 +118,7 @@ pub fn call_line(
     took: Duration,
 ) -> Value {
     let mut v = json!({
-        "time": now(),
+        "time": stamp(at),
         "kind": "call",
         "method": method,
         "host": caller,
@@ -113,9 +132,7 @@ pub fn call_line(
         v["code"] = json!(code);
     }
     if let Some(args) = arguments {
-        let hash = sha2::Sha256::digest(args.as_bytes());
-        let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
-        v["args"] = json!({ "sha256": hex, "bytes": args.len() });
+        v["args"] = json!({ "sha256": sha256_hex(args.as_bytes()), "bytes": args.len() });
         if full {
             v["arguments"] = serde_json::from_str(args).unwrap_or(Value::Null);
         }
@@ -169,6 +186,7 @@ impl Answer {
 /// A server→host request's line: `host` is `None` when the fallback
 /// answered (no host was asked).
 pub fn request_line(
+    at: SystemTime,
     method: &str,
     server: &str,
     host: Option<&Caller>,
@@ -176,7 +194,7 @@ pub fn request_line(
     took: Duration,
 ) -> Value {
     json!({
-        "time": now(),
+        "time": stamp(at),
         "kind": "request",
         "method": method,
         "server": server,
@@ -200,9 +218,64 @@ struct Inner {
     gone_said: AtomicBool,
 }
 
+/// What a line records, formatted by the writer thread: a call pays for
+/// a few clones and a queue slot, not for JSON, hashing or the disk.
+#[derive(Debug)]
+pub enum Record {
+    Call {
+        method: &'static str,
+        caller: Caller,
+        target: Target,
+        /// The arguments' bytes as received.
+        arguments: Option<String>,
+        full: bool,
+        outcome: Outcome,
+        took: Duration,
+    },
+    Request {
+        method: String,
+        server: String,
+        host: Option<Caller>,
+        answer: Answer,
+        took: Duration,
+    },
+}
+
+impl Record {
+    fn line(&self, at: SystemTime) -> Value {
+        match self {
+            Record::Call {
+                method,
+                caller,
+                target,
+                arguments,
+                full,
+                outcome,
+                took,
+            } => call_line(
+                at,
+                method,
+                caller,
+                target,
+                arguments.as_deref(),
+                *full,
+                *outcome,
+                *took,
+            ),
+            Record::Request {
+                method,
+                server,
+                host,
+                answer,
+                took,
+            } => request_line(at, method, server, host.as_ref(), *answer, *took),
+        }
+    }
+}
+
 /// What the writer is sent.
 enum Msg {
-    Line(String),
+    Record(SystemTime, Box<Record>),
     /// Answered once every line before it is written.
     Flush(std::sync::mpsc::Sender<()>),
 }
@@ -257,12 +330,12 @@ impl AuditLog {
         }
     }
 
-    /// Queue `line`; never waits.
-    pub fn record(&self, line: &Value) {
+    /// Queue `record`; never waits.
+    pub fn record(&self, record: Record) {
         let Some(dir) = &self.inner.dir else { return };
         let queue = self.inner.queue.get_or_init(|| self.start(dir));
         let Some(queue) = queue else { return };
-        match queue.try_send(Msg::Line(line.to_string())) {
+        match queue.try_send(Msg::Record(SystemTime::now(), Box::new(record))) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => {
                 self.inner.dropped.fetch_add(1, Ordering::Relaxed);
@@ -295,6 +368,7 @@ impl AuditLog {
             settings: self.clone(),
             out: None,
             failed: false,
+            count: 0,
         };
         match std::thread::Builder::new()
             .name("mcphost-audit".into())
@@ -320,36 +394,75 @@ struct Writer {
     )>,
     /// A write failed: said once, not per line.
     failed: bool,
+    /// Bytes in the current file, as the rotating writer counts them.
+    count: u64,
 }
 
 impl Writer {
     fn run(mut self, rx: Receiver<Msg>) {
-        while let Ok(msg) = rx.recv() {
-            let line = match msg {
-                Msg::Line(line) => line,
-                Msg::Flush(done) => {
-                    let _ = done.send(());
-                    continue;
-                }
-            };
+        while let Ok(first) = rx.recv() {
+            std::thread::sleep(BATCH);
+            // Each line is its own write: rotation by size is decided
+            // between writes, so a batch never makes one file overshoot.
+            let mut lines = Vec::new();
             let lost = self.settings.inner.dropped.swap(0, Ordering::Relaxed);
-            let mut text = String::new();
             if lost > 0 {
-                let note = json!({"time": now(), "kind": "dropped", "count": lost});
-                text.push_str(&note.to_string());
-                text.push('\n');
+                let at = stamp(SystemTime::now());
+                lines.push(json!({"time": at, "kind": "dropped", "count": lost}));
             }
-            text.push_str(&line);
-            text.push('\n');
-            if let Err(e) = self.write(text.as_bytes()) {
-                if !self.failed {
-                    warn!(file = %self.path.display(), "the audit log could not be written: {e}; calls go on unrecorded until it can");
+            let mut flushes = Vec::new();
+            for msg in std::iter::once(first).chain(rx.try_iter()) {
+                match msg {
+                    Msg::Record(at, record) => lines.push(record.line(at)),
+                    Msg::Flush(done) => flushes.push(done),
                 }
-                self.failed = true;
-                self.out = None;
-            } else {
-                self.failed = false;
             }
+            self.write_lines(&lines);
+            for done in flushes {
+                let _ = done.send(());
+            }
+        }
+    }
+
+    /// Write, saying so once when it fails (and again only after it
+    /// worked in between).
+    fn write_logged(&mut self, bytes: &[u8]) {
+        if let Err(e) = self.write(bytes) {
+            if !self.failed {
+                warn!(file = %self.path.display(), "the audit log could not be written: {e}; calls go on unrecorded until it can");
+            }
+            self.failed = true;
+            self.out = None;
+        } else {
+            self.failed = false;
+        }
+    }
+
+    /// What the next write starts from: the rotating writer moves to a
+    /// new file before a write once the file has passed the limit.
+    fn used(&self, limit: u64) -> u64 {
+        if self.count > limit { 0 } else { self.count }
+    }
+
+    /// Whole lines in as few writes as rotation allows: a write ends at
+    /// the line that takes the file past its size, so no file overshoots
+    /// by more than one line, and a batch costs one system call per file.
+    fn write_lines(&mut self, lines: &[Value]) {
+        let limit = self.settings.inner.settings.load().max_file_size;
+        let mut chunk: Vec<u8> = Vec::new();
+        for line in lines {
+            if serde_json::to_writer(&mut chunk, line).is_err() {
+                continue;
+            }
+            chunk.push(b'\n');
+            let len = u64::try_from(chunk.len()).unwrap_or(u64::MAX);
+            if self.used(limit).saturating_add(len) > limit {
+                self.write_logged(&chunk);
+                chunk.clear();
+            }
+        }
+        if !chunk.is_empty() {
+            self.write_logged(&chunk);
         }
     }
 
@@ -358,10 +471,18 @@ impl Writer {
         let rotation = (s.max_file_size, s.keep);
         let out = match self.out.take() {
             Some((r, out)) if r == rotation => out,
-            _ => open(&self.path, rotation)?,
+            _ => {
+                let out = open(&self.path, rotation)?;
+                self.count = std::fs::metadata(&self.path).map_or(0, |m| m.len());
+                out
+            }
         };
+        self.count = self.used(s.max_file_size);
         let (_, out) = self.out.insert((rotation, out));
         out.write_all(bytes)?;
+        self.count = self
+            .count
+            .saturating_add(u64::try_from(bytes.len()).unwrap_or(u64::MAX));
         out.flush()
     }
 }
@@ -444,16 +565,15 @@ impl Pending {
 
     fn write(&mut self, outcome: Outcome) {
         self.done = true;
-        let line = call_line(
-            self.method,
-            &self.caller,
-            &self.target,
-            self.arguments.as_deref(),
-            self.full,
+        self.log.record(Record::Call {
+            method: self.method,
+            caller: std::mem::take(&mut self.caller),
+            target: std::mem::take(&mut self.target),
+            arguments: self.arguments.take(),
+            full: self.full,
             outcome,
-            self.started.elapsed(),
-        );
-        self.log.record(&line);
+            took: self.started.elapsed(),
+        });
     }
 }
 

@@ -470,8 +470,13 @@ impl Broker {
             Err(_) if timed_out => Answer::Timeout,
             Err(_) => Answer::Error,
         };
-        let line = crate::audit::request_line(&r.method, &r.server, host, kind, started.elapsed());
-        self.inner.audit.record(&line);
+        self.inner.audit.record(crate::audit::Record::Request {
+            method: r.method.clone(),
+            server: r.server.clone(),
+            host: host.cloned(),
+            answer: kind,
+            took: started.elapsed(),
+        });
     }
 }
 

@@ -18,6 +18,7 @@ fn a_call_line_hashes_its_arguments_and_keeps_them_out_unless_full() {
     };
     let args = r#"{"message":"secret-text"}"#;
     let line = call_line(
+        SystemTime::now(),
         "tools/call",
         &caller("app"),
         &target,
@@ -45,6 +46,7 @@ fn a_call_line_hashes_its_arguments_and_keeps_them_out_unless_full() {
     assert_eq!(line["args"]["sha256"], hex);
     assert!(!line.to_string().contains("secret-text"));
     let full = call_line(
+        SystemTime::now(),
         "tools/call",
         &caller("app"),
         &target,
@@ -79,9 +81,27 @@ fn an_answer_kind_is_the_elicitation_action_or_ok() {
         Answer::of_result("sampling/createMessage", &raw(r#"{"role":"assistant"}"#)),
         Answer::Ok
     );
-    let line = request_line(e, "ev", None, Answer::Decline, Duration::ZERO);
+    let line = request_line(
+        SystemTime::now(),
+        e,
+        "ev",
+        None,
+        Answer::Decline,
+        Duration::ZERO,
+    );
     assert_eq!(line["answeredBy"], "fallback");
     assert_eq!(line["answer"], "decline");
+}
+
+/// A server request's record, `n` its server's name.
+fn asked(n: u32) -> Record {
+    Record::Request {
+        method: "roots/list".into(),
+        server: n.to_string(),
+        host: None,
+        answer: Answer::Ok,
+        took: Duration::ZERO,
+    }
 }
 
 fn write_lines(path: &std::path::Path, lines: &[Value]) {
@@ -175,7 +195,7 @@ fn since_takes_a_duration_back_or_a_time() {
 fn a_log_without_a_directory_records_nothing_and_is_off() {
     let log = AuditLog::new(None, Settings::default());
     assert_eq!(log.mode(), Mode::Off);
-    log.record(&json!({}));
+    log.record(asked(0));
 }
 
 /// The writer stuck on its file (a FIFO nobody reads yet: opening it for
@@ -194,7 +214,7 @@ fn a_full_queue_drops_lines_without_waiting_and_says_how_many() {
     let log = AuditLog::with_queue(Some(dir.path().to_owned()), Settings::default(), 2);
     let started = std::time::Instant::now();
     for i in 0..10 {
-        log.record(&json!({"time": "2026-01-01T00:00:00.000Z", "kind": "call", "n": i}));
+        log.record(asked(i));
     }
     assert!(
         started.elapsed() < Duration::from_secs(1),
@@ -215,7 +235,7 @@ fn a_full_queue_drops_lines_without_waiting_and_says_how_many() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let written = lines.iter().filter(|l| l["kind"] == "call").count();
+    let written = lines.iter().filter(|l| l["kind"] == "request").count();
     let dropped: Vec<u64> = lines
         .iter()
         .filter(|l| l["kind"] == "dropped")
