@@ -38,12 +38,25 @@ pub async fn show(b: &Backend, args: AuditArgs, out: &Out) -> Result<()> {
     render(&found, out)
 }
 
-/// Whether no daemon listens on the socket (so `audit` reads the file).
-pub async fn no_daemon(socket: &std::path::Path) -> bool {
-    matches!(
-        mcphost::ipc::connect(socket, mcphost::ipc::DEFAULT_MAX_MESSAGE_BYTES).await,
-        Err(mcphost::ipc::IpcError::NotRunning { .. })
-    )
+/// `audit` (not `--direct`) when no daemon listens on `socket`: the file
+/// read here, its exit code. `None` for anything else.
+pub async fn offline(
+    command: &crate::Command,
+    direct: &[String],
+    socket: &std::path::Path,
+    out: &Out,
+) -> Option<Result<u8>> {
+    let crate::Command::Audit(args) = command else {
+        return None;
+    };
+    if !direct.is_empty() {
+        return None;
+    }
+    let conn = mcphost::ipc::connect(socket, mcphost::ipc::DEFAULT_MAX_MESSAGE_BYTES).await;
+    match conn {
+        Err(mcphost::ipc::IpcError::NotRunning { .. }) => Some(show_file(args, out).map(|()| 0)),
+        _ => None,
+    }
 }
 
 /// `audit` without a daemon: the file in the state directory, read here.

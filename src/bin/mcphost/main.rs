@@ -722,11 +722,8 @@ async fn run_command(
         Command::Inspect(args) => run_inspect(args, cli.json, cli.protocol_version, host).await,
         command => {
             // `audit` reads; it never starts a daemon to do so.
-            if let Command::Audit(args) = &command
-                && cli.direct.is_empty()
-                && audit::no_daemon(&auto.socket).await
-            {
-                return audit::show_file(args, out).map(|()| 0);
+            if let Some(done) = audit::offline(&command, &cli.direct, &auto.socket, out).await {
+                return done;
             }
             let backend = if cli.direct.is_empty() {
                 refuse_policy_flags(&policy, "a command sent to the daemon")?;
