@@ -438,3 +438,40 @@ fn audit_reads_the_file_itself_when_no_daemon_runs() {
         Some(log_file(&d))
     );
 }
+
+#[test]
+fn a_log_that_cannot_be_written_is_said_once_naming_the_file_and_never_fails_a_call() {
+    let mut sb = common::Sandbox::new();
+    // The state directory is a file: no audit.jsonl can be made in it.
+    let blocked = sb.dir.path().join("state-is-a-file");
+    std::fs::write(&blocked, "").unwrap();
+    sb.env
+        .push(("MCPHOST_STATE_DIR".into(), blocked.display().to_string()));
+    let mut d = Daemon::start_in(sb, &config(&[ts()], ""));
+    d.wait_ready(&["ts"], READY);
+    let mut w = host(&d, "app", "1", json!({}));
+    let said = "the audit log could not be written";
+    let r = call(&mut w, "ts__echo", json!({"text": "one"}));
+    assert!(r.get("result").is_some(), "a call failed: {r}");
+    // The first failed write is said...
+    poll("the write error in the daemon's log", LANDS, || {
+        d.log_text().contains(said).then_some(())
+    });
+    // ...and the lines of later batches fail again, silently.
+    for text in ["two", "three"] {
+        let r = call(&mut w, "ts__echo", json!({"text": text}));
+        assert!(r.get("result").is_some(), "a call failed: {r}");
+    }
+    drop(w);
+    // A clean stop writes out (here: tries) every queued line first.
+    d.terminate(Duration::from_secs(20))
+        .expect("the daemon stopped");
+    let log = d.log_text();
+    let said: Vec<&str> = log.lines().filter(|l| l.contains(said)).collect();
+    assert_eq!(said.len(), 1, "{log}");
+    assert!(
+        said[0].contains("state-is-a-file/audit.jsonl"),
+        "{}",
+        said[0]
+    );
+}
