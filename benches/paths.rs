@@ -5,6 +5,8 @@
 //! - `direct`: `ServerClient` over stdio to the test server;
 //! - `engine`: the in-process engine, an in-process `Session` (`Engine::open_session`), `request("tools/call", …)`
 //!   (catalog routing, then the registry's `ServerClient`);
+//! - `engine+audit`: the same on a second engine that writes its audit log
+//!   (`"audit": true`, into the bench's temp dir): the log's cost per call;
 //! - `socket`: a `ServerClient` over `ipc::connect` to a listener in this
 //!   process whose connections are served by `Engine::serve`, i.e. the
 //!   daemon's code path with caller and daemon sharing one process and one
@@ -215,14 +217,18 @@ async fn direct(log: Option<&Path>) -> BenchResult<ServerClient> {
     Ok(ServerClient::connect("direct", conn, ClientOptions::default()).await?)
 }
 
-async fn engine(dir: &Path, log: Option<&Path>) -> BenchResult<Arc<Engine>> {
+/// The in-process engine; with `audit`, writing its audit log (the
+/// default `"audit": true`) into `dir`/audit.
+async fn engine(dir: &Path, log: Option<&Path>, audit: bool) -> BenchResult<Arc<Engine>> {
     let path = dir.join("engine.json");
     let cfg = mcphost::config::parse(
         &config_json(&server_args(log))?,
         &path,
         &mcphost::auth::process_env,
     )?;
-    let engine = EngineBuilder::new(cfg).start();
+    let engine = EngineBuilder::new(cfg)
+        .audit_dir(audit.then(|| dir.join("audit")))
+        .start();
     let registry = engine.registry();
     registry.settled(Duration::from_secs(30)).await;
     if registry.catalog().route(CATALOG_ECHO).is_none() {
@@ -436,7 +442,7 @@ fn main() -> BenchResult<()> {
 
     let dir = tempfile::tempdir()?;
     let log = |name: &str| verify.then(|| dir.path().join(format!("{name}.log")));
-    let logs: Vec<(&str, Option<PathBuf>)> = ["direct", "engine", "daemon", "rmcp"]
+    let logs: Vec<(&str, Option<PathBuf>)> = ["direct", "engine", "engine-audit", "daemon", "rmcp"]
         .into_iter()
         .map(|n| (n, log(n)))
         .collect();
@@ -451,7 +457,8 @@ fn main() -> BenchResult<()> {
         .build()?;
 
     let direct_client = Arc::new(rt.block_on(direct(log_of("direct").as_deref()))?);
-    let engine = rt.block_on(engine(dir.path(), log_of("engine").as_deref()))?;
+    let audited = rt.block_on(engine(dir.path(), log_of("engine-audit").as_deref(), true))?;
+    let engine = rt.block_on(engine(dir.path(), log_of("engine").as_deref(), false))?;
     let socket = dir.path().join("engine.sock");
     rt.block_on(serve_socket(engine.clone(), &socket))?;
     let socket_one = Arc::new(rt.block_on(socket_client(&socket))?);
@@ -487,6 +494,12 @@ fn main() -> BenchResult<()> {
             "engine",
             Route::Engine(bench_session(&engine)),
             "engine",
+            &both,
+        ),
+        (
+            "engine+audit",
+            Route::Engine(bench_session(&audited)),
+            "engine-audit",
             &both,
         ),
         (
@@ -587,6 +600,20 @@ fn main() -> BenchResult<()> {
     println!();
     let sums = print_table(&rows);
     print_targets(&rows, &sums);
+    // What the audited engine wrote (its last lines flushed first).
+    rt.block_on(audited.shutdown());
+    let found = mcphost::engine::audit::query(&dir.path().join("audit"), &Default::default())?;
+    let dropped: u64 = found
+        .lines
+        .iter()
+        .filter(|l| l["kind"] == "dropped")
+        .filter_map(|l| l["count"].as_u64())
+        .sum();
+    println!(
+        "\n\"engine+audit\": {} audit lines written, {dropped} dropped, {} unreadable.",
+        found.lines.len(),
+        found.skipped
+    );
 
     if let Ok(dir) = std::env::var("MCPHOST_BENCH_PLOTS") {
         // The one-client paths; "socket, 32 connections" has no other count.

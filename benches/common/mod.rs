@@ -105,6 +105,8 @@ pub async fn start_daemon(
         .arg("--config")
         .arg(&config_path)
         .arg("daemon")
+        // Its eras and audit log stay in the bench's directory.
+        .env("MCPHOST_STATE_DIR", dir.join("state"))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

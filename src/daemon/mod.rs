@@ -137,6 +137,8 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     };
     // `mcphost/daemon/shutdown` cancels it: the same stop as SIGTERM.
     let stop = tokio_util::sync::CancellationToken::new();
+    // Eras and the audit log: the state directory, when there is one.
+    let state = crate::ipc::default_state_dir();
     // A daemon never pops up a browser on its own: a sign-in page goes to
     // the registered host app (a URL elicitation), else MCPHOST_BROWSER if
     // set; otherwise the server waits in auth_required for
@@ -156,6 +158,7 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
             started_by: opts.started_by.clone(),
         })
         .editor(Arc::new(StoreEditor(store.clone())))
+        .audit_dir(state)
         .start();
     let registry = engine.registry().clone();
     let _ = host_slot.set(Arc::new(HostSignIn(engine.host())));
@@ -216,8 +219,8 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     // await makes sure none runs once shutdown has begun.
     reloader.abort();
     let _ = reloader.await;
-    // Also waits for servers a reload is still stopping.
-    registry.shutdown().await;
+    // Also waits for servers a reload is stopping, and the audit log.
+    engine.shutdown().await;
     // Before the listener lock: whoever sees that one free may start a
     // daemon for this config at once.
     drop(one_per_config);

@@ -114,6 +114,7 @@ fn claude_desktop_shape() {
         host_timeouts: Default::default(),
         model_view: Default::default(),
         daemon: Default::default(),
+        audit: Default::default(),
         warnings: Vec::new(),
         broken: Vec::new(),
     };

@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod audit;
 mod auth_store;
 mod autostart;
 mod bridge;

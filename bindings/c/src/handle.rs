@@ -263,6 +263,9 @@ impl Inner {
             })
             .shell_path(shell_path)
             .editor(Arc::new(StoreEditor(Arc::new(store))))
+            // An app's embedded engine audits into the user's log, as the
+            // daemon does (its config's `audit` decides).
+            .audit_dir(mcphost_core::ipc::default_state_dir())
             .start();
         let events_for_port = events.clone();
         let thread_host = host.clone();

@@ -16,6 +16,7 @@
 // No production function over 100 lines of code (docs/architecture.md).
 #![warn(clippy::too_many_lines)]
 
+pub mod audit;
 mod dotenv;
 pub mod duration;
 pub mod edit;
@@ -79,6 +80,8 @@ pub struct HostConfig {
     pub model_view: model_view::Settings,
     /// How the CLI and the bridge treat the daemon (`daemon` in the file).
     pub daemon: DaemonSettings,
+    /// `audit`: the audit log of routed calls (see [`audit`]).
+    pub audit: audit::Settings,
     /// Non-fatal findings (unknown keys, problems in disabled servers), not
     /// logged: the caller says them, once ([`SaidOnce`]).
     pub warnings: Vec<Issue>,
@@ -119,6 +122,7 @@ impl Default for HostConfig {
             host_timeouts: HostTimeouts::default(),
             model_view: model_view::Settings::default(),
             daemon: DaemonSettings::default(),
+            audit: audit::Settings::default(),
             warnings: Vec::new(),
             broken: Vec::new(),
         }

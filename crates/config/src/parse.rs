@@ -19,8 +19,7 @@ use super::tools::glob;
 use super::{
     BrokenServer, ConfigError, HostConfig, HttpMode, HttpServer, Hygiene, Issue, Issues,
     Namespacing, OAuthSetting, Offer, Pinning, Root, ServerConfig, ServerEnvLookup, Share,
-    StartMode,
-    StdioServer, Timeouts, ToolFilter, TransportConfig,
+    StartMode, StdioServer, Timeouts, ToolFilter, TransportConfig,
 };
 
 /// JSON plus comments and trailing commas, nothing looser: a config that
@@ -54,6 +53,7 @@ const TOP_KEYS: &[&str] = &[
     "daemon",
     "hygiene",
     "pinning",
+    "audit",
 ];
 const TOKENS_KEYS: &[&str] = &["encoding"];
 const DAEMON_KEYS: &[&str] = &["autostart"];
@@ -256,6 +256,9 @@ impl<'a> Ctx<'a> {
         if let Some(prop) = root.get("hygiene") {
             defaults.hygiene = self.hygiene(&prop.value, "hygiene", Hygiene::default());
         }
+        if let Some(prop) = root.get("pinning") {
+            defaults.pinning = self.pinning(&prop.value, "pinning");
+        }
         let top_login = root
             .get("loginShellPath")
             .and_then(|prop| self.boolean(&prop.value, "loginShellPath"));
@@ -311,10 +314,14 @@ impl<'a> Ctx<'a> {
                 }
             }
         }
-        let mut defaults = defaults;
-        // One level, read before the entries that inherit it.
-        if let Some(prop) = root.get("pinning") {
-            defaults.pinning = self.pinning(&prop.value, "pinning");
+        if let Some(prop) = root.get("audit") {
+            match super::audit::Settings::from_json(&to_json(&prop.value), "audit") {
+                Ok(audit) => config.audit = audit,
+                Err(e) => {
+                    let e = e.strip_prefix("audit: ").unwrap_or(&e).to_owned();
+                    self.error(prop.value.start(), "audit", e);
+                }
+            }
         }
         config.servers = self.servers(root, &defaults);
     }

@@ -74,6 +74,8 @@ struct Inner {
     fallback: PolicyHost,
     /// Which roots each server sees (see `roots`).
     roots: Roots,
+    /// Where each request and its answer's kind are recorded.
+    audit: crate::audit::AuditLog,
 }
 
 /// Cloneable; the registry's clients hold it as their host.
@@ -90,7 +92,7 @@ enum Route {
 }
 
 impl Broker {
-    pub(crate) fn new(fallback: PolicyHost) -> Broker {
+    pub(crate) fn new(fallback: PolicyHost, audit: crate::audit::AuditLog) -> Broker {
         Broker {
             inner: Arc::new(Inner {
                 state: Mutex::new(State {
@@ -101,6 +103,7 @@ impl Broker {
                 }),
                 fallback,
                 roots: Roots::default(),
+                audit,
             }),
         }
     }
@@ -112,6 +115,11 @@ impl Broker {
     /// Take the config's host timeouts (its roots go to [`Broker::roots`]).
     pub(crate) fn set_config(&self, cfg: &HostConfig) {
         self.lock().timeouts = cfg.host_timeouts;
+    }
+
+    /// The audit log.
+    pub(crate) fn audit(&self) -> &crate::audit::AuditLog {
+        &self.inner.audit
     }
 
     /// Which roots each server sees.
@@ -314,11 +322,15 @@ impl Host for Broker {
             // Answered from the asking server's roots source, not routed to
             // whoever's call was in flight.
             return Box::pin(async move {
+                let started = std::time::Instant::now();
+                // Which host was asked, if any was (the audit line).
+                let asked_host = Mutex::new(None);
                 let ask = |id: u64, origin: Option<&Origin>| {
                     let s = broker.session(id)?;
                     if !s.can_answer(methods::ROOTS_LIST, None, origin) {
                         return None;
                     }
+                    *asked_host.lock() = Some(s.caller());
                     let name = s.name().to_owned();
                     let asked = broker.ask(&s, origin, &r, broker.timeout_for(methods::ROOTS_LIST));
                     Some(async move {
@@ -329,78 +341,142 @@ impl Host for Broker {
                         answer.map_err(|e| Broker::host_failed(&name, methods::ROOTS_LIST, e))
                     })
                 };
-                broker.inner.roots.answer(&r, ask).await
+                let answer = broker.inner.roots.answer(&r, ask).await;
+                let host = asked_host.lock().take();
+                broker.audit_answer(&r, host.as_ref(), &answer, false, started);
+                answer
             });
         }
         Box::pin(async move {
-            // An elicitation's mode decides who can answer it.
-            let mode: Option<String> = r
-                .params
-                .as_deref()
-                .and_then(|p| raw_field::<String>(p, "mode").ok().flatten());
-            let (session, origin) = match broker.route(&r, mode.as_deref()) {
-                Route::Ask(s, o) => (s, o),
-                Route::Fallback(why) => {
-                    info!(server = %r.server, method = %r.method, "answered by the fallback: {why}");
-                    return broker.fallback(&r, mode.as_deref());
-                }
-            };
-            let name = session.name().to_owned();
-            let timeout = broker.timeout_for(&r.method);
-            // Held weakly while the answer is awaited (see `ask`).
-            let permits = session.host_requests();
-            let weak = Arc::downgrade(&session);
-            drop(session);
-            let started = tokio::time::Instant::now();
-            let permit = match permits.clone().try_acquire_owned() {
-                Ok(p) => Ok(Ok(p)),
-                Err(_) => {
-                    info!(
-                        server = %r.server,
-                        method = %r.method,
-                        host = %name,
-                        "the host has {MAX_HOST_REQUESTS} requests of servers outstanding: this one waits for one of them to be answered"
-                    );
-                    tokio::time::timeout(timeout, permits.acquire_owned()).await
-                }
-            };
-            let permit = match permit {
-                Ok(Ok(p)) => p,
-                Ok(Err(_)) => return Err(Broker::host_failed(&name, &r.method, gone())),
-                Err(_) => {
-                    return Err(ErrorObject::new(
-                        error_codes::INTERNAL_ERROR,
-                        format!(
-                            "the host ({name}) still had {MAX_HOST_REQUESTS} requests of servers to answer after {timeout:.0?}, so {} was not shown to it",
-                            r.method
-                        ),
-                    ));
-                }
-            };
-            let Some(session) = weak.upgrade() else {
-                return Err(Broker::host_failed(&name, &r.method, gone()));
-            };
-            let left = timeout.saturating_sub(started.elapsed());
-            let asked = broker.ask(&session, origin.as_ref(), &r, left);
-            drop(session);
-            let outcome = match asked {
-                Ok(asked) => broker.forward(asked, &r).await,
-                Err(e) => Err(e),
-            };
-            drop(permit);
-            // A timeout is the host's whole timeout, whatever part of it
-            // went to waiting for a place among its requests.
-            outcome.map_err(|e| {
-                let e = match e {
-                    PeerError::Timeout { method, .. } => PeerError::Timeout {
-                        method,
-                        elapsed: timeout,
-                    },
-                    e => e,
-                };
-                Broker::host_failed(&name, &r.method, e)
-            })
+            let started = std::time::Instant::now();
+            let (host, answer, timed_out) = broker.routed(&r).await;
+            broker.audit_answer(&r, host.as_ref(), &answer, timed_out, started);
+            answer
         })
+    }
+}
+
+impl Broker {
+    /// A sampling or elicitation request, asked of the host it routes to
+    /// (or answered by the fallback): the answer, which host was asked,
+    /// and whether it ran out of time.
+    async fn routed(
+        &self,
+        r: &HostRequest,
+    ) -> (
+        Option<crate::audit::Caller>,
+        Result<Box<RawValue>, ErrorObject>,
+        bool,
+    ) {
+        // An elicitation's mode decides who can answer it.
+        let mode: Option<String> = r
+            .params
+            .as_deref()
+            .and_then(|p| raw_field::<String>(p, "mode").ok().flatten());
+        let (session, origin) = match self.route(r, mode.as_deref()) {
+            Route::Ask(s, o) => (s, o),
+            Route::Fallback(why) => {
+                info!(server = %r.server, method = %r.method, "answered by the fallback: {why}");
+                return (None, self.fallback(r, mode.as_deref()), false);
+            }
+        };
+        let caller = session.caller();
+        let name = session.name().to_owned();
+        let timeout = self.timeout_for(&r.method);
+        // Held weakly while the answer is awaited (see `ask`).
+        let permits = session.host_requests();
+        let weak = Arc::downgrade(&session);
+        drop(session);
+        let started = tokio::time::Instant::now();
+        let permit = match permits.clone().try_acquire_owned() {
+            Ok(p) => Ok(Ok(p)),
+            Err(_) => {
+                info!(
+                    server = %r.server,
+                    method = %r.method,
+                    host = %name,
+                    "the host has {MAX_HOST_REQUESTS} requests of servers outstanding: this one waits for one of them to be answered"
+                );
+                tokio::time::timeout(timeout, permits.acquire_owned()).await
+            }
+        };
+        let permit = match permit {
+            Ok(Ok(p)) => p,
+            Ok(Err(_)) => {
+                return (
+                    Some(caller),
+                    Err(Broker::host_failed(&name, &r.method, gone())),
+                    false,
+                );
+            }
+            Err(_) => {
+                let e = ErrorObject::new(
+                    error_codes::INTERNAL_ERROR,
+                    format!(
+                        "the host ({name}) still had {MAX_HOST_REQUESTS} requests of servers to answer after {timeout:.0?}, so {} was not shown to it",
+                        r.method
+                    ),
+                );
+                return (Some(caller), Err(e), true);
+            }
+        };
+        let Some(session) = weak.upgrade() else {
+            return (
+                Some(caller),
+                Err(Broker::host_failed(&name, &r.method, gone())),
+                false,
+            );
+        };
+        let left = timeout.saturating_sub(started.elapsed());
+        let asked = self.ask(&session, origin.as_ref(), r, left);
+        drop(session);
+        let outcome = match asked {
+            Ok(asked) => self.forward(asked, r).await,
+            Err(e) => Err(e),
+        };
+        drop(permit);
+        let timed_out = matches!(outcome, Err(PeerError::Timeout { .. }));
+        // A timeout is the host's whole timeout, whatever part of it
+        // went to waiting for a place among its requests.
+        let answer = outcome.map_err(|e| {
+            let e = match e {
+                PeerError::Timeout { method, .. } => PeerError::Timeout {
+                    method,
+                    elapsed: timeout,
+                },
+                e => e,
+            };
+            Broker::host_failed(&name, &r.method, e)
+        });
+        (Some(caller), answer, timed_out)
+    }
+
+    /// The audit line of a server's request: who was asked and what kind
+    /// of answer it gave, never the content.
+    fn audit_answer(
+        &self,
+        r: &HostRequest,
+        host: Option<&crate::audit::Caller>,
+        answer: &Result<Box<RawValue>, ErrorObject>,
+        timed_out: bool,
+        started: std::time::Instant,
+    ) {
+        use crate::audit::Answer;
+        if self.inner.audit.mode() == mcphost_config::audit::Mode::Off {
+            return;
+        }
+        let kind = match answer {
+            Ok(result) => Answer::of_result(&r.method, result),
+            Err(_) if timed_out => Answer::Timeout,
+            Err(_) => Answer::Error,
+        };
+        self.inner.audit.record(crate::audit::Record::Request {
+            method: r.method.clone(),
+            server: r.server.clone(),
+            host: host.cloned(),
+            answer: kind,
+            took: started.elapsed(),
+        });
     }
 }
 

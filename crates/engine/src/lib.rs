@@ -10,6 +10,7 @@
 // No production function over 100 lines of code (docs/architecture.md).
 #![warn(clippy::too_many_lines)]
 
+pub mod audit;
 mod broker;
 mod hygiene;
 mod pins;
@@ -56,6 +57,9 @@ pub(crate) fn is_catalog_list(method: &str) -> bool {
 /// How long after start a listing waits for the servers still starting
 /// (a slow one joins later, with `list_changed`).
 pub const START_LISTING_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How long stopping waits for the audit log's last lines to be written.
+const AUDIT_FLUSH: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// JSON-RPC error code for a request refused because a limit of the daemon
 /// is reached (clients connected, requests in flight); retrying later helps.
@@ -169,6 +173,7 @@ pub struct EngineBuilder {
     fallback: PolicyHost,
     info: EngineInfo,
     editor: Option<Arc<dyn ConfigEditor>>,
+    audit_dir: Option<PathBuf>,
 }
 
 impl EngineBuilder {
@@ -187,7 +192,15 @@ impl EngineBuilder {
             ),
             info: EngineInfo::default(),
             editor: None,
+            audit_dir: None,
         }
+    }
+
+    /// Where the audit log is written (`audit.jsonl` in the state
+    /// directory); without one nothing is recorded.
+    pub fn audit_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.audit_dir = dir;
+        self
     }
 
     /// Client options of every server (`host` is ignored: the broker is
@@ -235,7 +248,8 @@ impl EngineBuilder {
     /// Start every enabled server and return the engine. Must be called
     /// within a Tokio runtime, which the engine then runs on.
     pub fn start(self) -> Arc<Engine> {
-        let broker = Broker::new(self.fallback);
+        let audit = audit::AuditLog::new(self.audit_dir, self.config.audit);
+        let broker = Broker::new(self.fallback, audit);
         broker.set_config(&self.config);
         let configured = roots::ConfiguredRoots::of(&self.config);
         broker
@@ -556,11 +570,15 @@ impl Engine {
     /// Stop every server; resolves when all their processes are gone.
     pub async fn shutdown(&self) {
         self.registry.shutdown().await;
+        // The last calls' lines, before the process may exit.
+        let audit = self.broker.audit().clone();
+        let _ = tokio::task::spawn_blocking(move || audit.flush(AUDIT_FLUSH)).await;
     }
 
     /// Take up a new config: servers (see [`Registry::apply`]) and roots.
     pub fn apply(&self, cfg: &HostConfig) {
         self.broker.set_config(cfg);
+        self.broker.audit().set(cfg.audit);
         if **self.model_view.load() != cfg.model_view {
             self.model_view.store(Arc::new(cfg.model_view.clone()));
         }
@@ -590,12 +608,9 @@ impl Engine {
             }
             methods::TOOLS_CALL => {
                 let p: NameAndArguments = params_of(&params)?;
-                let r = self
-                    .registry
-                    .call_tool(&p.name, p.arguments, opts)
-                    .await
-                    .map_err(registry_error)?;
-                Ok(r.raw)
+                let audit = self.audit_begin(&call.caller, method, &p.name, p.arguments.as_deref());
+                let r = self.registry.call_tool(&p.name, p.arguments, opts).await;
+                Ok(audit::settle(audit, r, |r| r.is_error)?.raw)
             }
             methods::PROMPTS_LIST => {
                 let prompts = self.registry.prompts();
@@ -606,11 +621,9 @@ impl Engine {
             }
             methods::PROMPTS_GET => {
                 let p: NameAndArguments = params_of(&params)?;
-                Ok(self
-                    .registry
-                    .get_prompt(&p.name, p.arguments, opts)
-                    .await
-                    .map_err(registry_error)?)
+                let audit = self.audit_begin(&call.caller, method, &p.name, p.arguments.as_deref());
+                let r = self.registry.get_prompt(&p.name, p.arguments, opts).await;
+                audit::settle(audit, r, |_| false)
             }
             methods::RESOURCES_LIST => {
                 let resources = self.registry.resources();
@@ -632,11 +645,9 @@ impl Engine {
                     uri: String,
                 }
                 let p: UriParam = params_of(&params)?;
-                Ok(self
-                    .registry
-                    .read_resource(&p.uri, opts)
-                    .await
-                    .map_err(registry_error)?)
+                let audit = self.audit_begin(&call.caller, method, &p.uri, None);
+                let r = self.registry.read_resource(&p.uri, opts).await;
+                audit::settle(audit, r, |_| false)
             }
             methods::COMPLETION_COMPLETE => {
                 let p = params.ok_or_else(|| invalid_params("completion/complete needs params"))?;
@@ -682,6 +693,7 @@ impl Engine {
             | methods::MCPHOST_PINS_DIFF
             | methods::MCPHOST_PINS_APPROVE
             | methods::MCPHOST_PINS_RESET => self.pins_request(method, &params),
+            methods::MCPHOST_AUDIT_QUERY => self.audit_query(&params).await,
             _ => Err(ErrorObject::method_not_found(method)),
         }
     }

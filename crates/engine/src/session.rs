@@ -189,6 +189,8 @@ pub struct Session {
     name: String,
     /// `clientInfo.name` from `initialize`, cleaned: how errors name the host.
     client_name: std::sync::OnceLock<String>,
+    /// `clientInfo.version`, cleaned as the name is (the audit log).
+    client_version: std::sync::OnceLock<String>,
     engine: Arc<Engine>,
     port: Arc<dyn ClientPort>,
     state: Mutex<SessionState>,
@@ -268,6 +270,8 @@ impl ProgressSink {
 pub(crate) struct Call {
     pub(crate) origin: Origin,
     pub(crate) progress: Option<ProgressSink>,
+    /// Who asked, as the audit log names it.
+    pub(crate) caller: crate::audit::Caller,
 }
 
 const SESSION_METHODS: [&str; 11] = [
@@ -308,6 +312,7 @@ impl Session {
             id,
             name: name.to_owned(),
             client_name: std::sync::OnceLock::new(),
+            client_version: std::sync::OnceLock::new(),
             engine,
             port,
             state: Mutex::new(SessionState::default()),
@@ -328,6 +333,15 @@ impl Session {
     /// name for the session (`client-N`, `cli`).
     pub fn name(&self) -> &str {
         self.client_name.get().unwrap_or(&self.name)
+    }
+
+    /// This session as the audit log names it.
+    pub(crate) fn caller(&self) -> crate::audit::Caller {
+        crate::audit::Caller {
+            name: self.name().to_owned(),
+            version: self.client_version.get().cloned(),
+            session: self.id,
+        }
     }
 
     /// The permits for servers' requests to this client (the broker takes
@@ -697,6 +711,7 @@ impl Session {
                 request: id,
             },
             progress,
+            caller: self.caller(),
         };
         self.engine.dispatch(call, method, params).await
     }
@@ -918,12 +933,17 @@ impl Session {
                 ClientInfoIn::Params => "clientInfo",
                 ClientInfoIn::Meta => mcphost_protocol::methods::meta::CLIENT_INFO,
             };
-            let name = holder
-                .and_then(|h| raw_field::<Box<RawValue>>(&h, key).ok().flatten())
-                .and_then(|i| raw_field::<String>(&i, "name").ok().flatten())
-                .and_then(|n| clean_client_name(&n));
-            if let Some(name) = name {
+            let info = holder.and_then(|h| raw_field::<Box<RawValue>>(&h, key).ok().flatten());
+            let field = |f: &str| {
+                info.as_ref()
+                    .and_then(|i| raw_field::<String>(i, f).ok().flatten())
+                    .and_then(|n| clean_client_name(&n))
+            };
+            if let Some(name) = field("name") {
                 let _ = self.client_name.set(name);
+                if let Some(version) = field("version") {
+                    let _ = self.client_version.set(version);
+                }
             }
         }
         self.client_name.get().map(String::as_str)

@@ -42,6 +42,7 @@ pub const MCPHOST_PINS_LIST: &str = "mcphost/pins/list";
 pub const MCPHOST_PINS_DIFF: &str = "mcphost/pins/diff";
 pub const MCPHOST_PINS_APPROVE: &str = "mcphost/pins/approve";
 pub const MCPHOST_PINS_RESET: &str = "mcphost/pins/reset";
+pub const MCPHOST_AUDIT_QUERY: &str = "mcphost/audit/query";
 
 /// Every `mcphost/*` request the engine answers: the C header's method
 /// table and the bindings are checked against it, and the engine's tests
@@ -67,6 +68,7 @@ pub const MCPHOST_REQUESTS: &[&str] = &[
     MCPHOST_PINS_DIFF,
     MCPHOST_PINS_APPROVE,
     MCPHOST_PINS_RESET,
+    MCPHOST_AUDIT_QUERY,
 ];
 
 pub const NOTIFICATION_INITIALIZED: &str = "notifications/initialized";

@@ -870,7 +870,9 @@ mod tests {
         let store = PinStore::in_memory();
         let (a, b) = (tool(r#"{"name":"a"}"#), tool(r#"{"name":"b"}"#));
         store.observe("s", "k", Listing::tools(&[a.clone(), b]), &|_| false);
-        let d = store.observe("s", "k", Listing::tools(&[a.clone()]), &|n| n == "b");
+        let d = store.observe("s", "k", Listing::tools(std::slice::from_ref(&a)), &|n| {
+            n == "b"
+        });
         assert_eq!(d, None);
         let d = store
             .observe("s", "k", Listing::tools(&[a]), &|_| false)
@@ -907,7 +909,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("pins.json");
         let a = tool(r#"{"name":"a","description":"d","inputSchema":{"type":"object"}}"#);
-        PinStore::at(file.clone()).observe("s", "k", Listing::tools(&[a.clone()]), &|_| false);
+        PinStore::at(file.clone()).observe(
+            "s",
+            "k",
+            Listing::tools(std::slice::from_ref(&a)),
+            &|_| false,
+        );
         let store = PinStore::at(file.clone());
         assert_eq!(
             store.observe("s", "k", Listing::tools(&[a]), &|_| false),

@@ -117,6 +117,8 @@ impl Backend {
                 pins: mcphost::daemon::pin_store(),
                 ..Default::default()
             })
+            // The user's calls without a daemon go to the same log.
+            .audit_dir(mcphost::ipc::default_state_dir())
             .start();
         // Every command would answer from a partial catalog (an empty table,
         // exit 0): a server that did not start fails them all instead.

@@ -28,6 +28,7 @@ macro_rules! outln {
 /// Set by `outln!` once stdout is a closed pipe.
 static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+mod audit;
 mod auth;
 mod autostart;
 mod backend;
@@ -289,6 +290,13 @@ enum Command {
         /// Arguments as a JSON object of strings.
         args: Option<String>,
     },
+    /// The audit log: one line per tool call, resource read and prompt get,
+    /// and per request a server put to a host (oldest first).
+    #[command(after_help = "Examples:
+  mcphost audit --since 1h
+  mcphost audit --server fs --host Cursor --limit 20
+  mcphost audit --since 2026-12-01T00:00:00Z --json")]
+    Audit(audit::AuditArgs),
     /// A server's last stderr lines; with -f, follow every server's (or
     /// NAME's) log messages, stderr lines and state changes until Ctrl-C.
     #[command(after_help = "Examples:
@@ -731,6 +739,10 @@ async fn run_command(
         }
         Command::Inspect(args) => run_inspect(args, cli.json, cli.protocol_version, host).await,
         command => {
+            // `audit` reads; it never starts a daemon to do so.
+            if let Some(done) = audit::offline(&command, &cli.direct, &auto.socket, out).await {
+                return done;
+            }
             let backend = if cli.direct.is_empty() {
                 refuse_policy_flags(&policy, "a command sent to the daemon")?;
                 // `status` reports; it never starts a daemon.
@@ -953,6 +965,7 @@ async fn dispatch(b: &Backend, command: Command, out: &Out) -> Result<u8> {
             }
         }
         Command::Pins { action, server } => pins::run(b, action, server, out).await?,
+        Command::Audit(args) => audit::show(b, args, out).await?,
         Command::Daemon { .. }
         | Command::Bridge { .. }
         | Command::Import(_)

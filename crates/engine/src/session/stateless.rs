@@ -626,6 +626,7 @@ impl Session {
                 port: self.port.clone(),
                 token: progress.clone(),
             }),
+            caller: self.caller(),
         };
         let engine = self.engine.clone();
         let m = method.to_owned();
