@@ -88,6 +88,8 @@
 #define MCPHOST_METHOD_MCPHOST_PINS_APPROVE "mcphost/pins/approve"
 /** `mcphost/pins/reset` */
 #define MCPHOST_METHOD_MCPHOST_PINS_RESET "mcphost/pins/reset"
+/** `mcphost/audit/query` */
+#define MCPHOST_METHOD_MCPHOST_AUDIT_QUERY "mcphost/audit/query"
 
 /* Server requests a host answers through its callbacks (the `method` of their request_json). */
 /** `sampling/createMessage` */

@@ -165,6 +165,11 @@ pub const METHODS: &[(&str, &str, &str)] = &[
         "mcphost's own requests (docs/ipc.md describes their params and results).",
     ),
     (
+        "MCPHOST_METHOD_MCPHOST_AUDIT_QUERY",
+        "mcphost/audit/query",
+        "mcphost's own requests (docs/ipc.md describes their params and results).",
+    ),
+    (
         "MCPHOST_METHOD_SAMPLING_CREATE_MESSAGE",
         "sampling/createMessage",
         "Server requests a host answers through its callbacks (the `method` of their request_json).",

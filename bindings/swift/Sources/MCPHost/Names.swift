@@ -70,6 +70,8 @@ extension MCPHost {
         public static let mcphostPinsApprove = MCPHOST_METHOD_MCPHOST_PINS_APPROVE
         /// `mcphost/pins/reset`
         public static let mcphostPinsReset = MCPHOST_METHOD_MCPHOST_PINS_RESET
+        /// `mcphost/audit/query`
+        public static let mcphostAuditQuery = MCPHOST_METHOD_MCPHOST_AUDIT_QUERY
         /// `sampling/createMessage`
         public static let samplingCreateMessage = MCPHOST_METHOD_SAMPLING_CREATE_MESSAGE
         /// `elicitation/create`
