@@ -311,3 +311,38 @@ fn real_servers_descriptions_are_flagged_for_nothing() {
         "{prompts}"
     );
 }
+
+#[test]
+fn pins_shows_which_pinned_tool_and_prompt_hide_text() {
+    let d = Daemon::start(&servers_config(&[("ts", ts_entry(&["--hidden-text"]))]));
+    d.wait_ready(&["ts"], SOON);
+    poll("ts to be pinned", SOON, || {
+        let v = d.json(&["pins", "ts"]);
+        (v[0]["tools"].as_array().map_or(0, Vec::len) > 0).then_some(v)
+    });
+    let v = d.json(&["pins", "ts"]);
+    let row = |key: &str, name: &str| {
+        v[0][key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not in {v}"))
+            .clone()
+    };
+    assert_eq!(flags(&row("tools", "hidden")), expected_flags(), "{v}");
+    assert_eq!(
+        row("prompts", "hidden")["hiddenText"][0]["kind"],
+        "html-comment",
+        "{v}"
+    );
+    assert!(row("tools", "echo").get("hiddenText").is_none(), "{v}");
+    let table = d.run(&["pins", "ts"]);
+    assert!(table.stdout.contains("pinned +hidden text"), "{table:?}");
+    assert!(
+        table
+            .stdout
+            .contains("note: ts: a definition hides text from people"),
+        "{table:?}"
+    );
+}

@@ -14,12 +14,25 @@ pub(crate) fn hidden_of_tool(
     tool: &str,
 ) -> Option<(serde_json::Value, &'static str)> {
     let h = hidden.get(server)?;
-    let item = h
+    Some((
+        hidden_of(hidden, server, Item::Tool, tool)?,
+        name(h.hygiene),
+    ))
+}
+
+/// The findings in one item of `server` (its own name), as `hiddenText`.
+pub(crate) fn hidden_of(
+    hidden: &HashMap<String, ServerHidden>,
+    server: &str,
+    kind: Item,
+    item: &str,
+) -> Option<serde_json::Value> {
+    let found = hidden
+        .get(server)?
         .items
         .iter()
-        .find(|i| i.item == Item::Tool && i.name == tool)?;
-    let found = item.findings.iter().map(|f| f.to_json()).collect();
-    Some((found, name(h.hygiene)))
+        .find(|i| i.item == kind && i.name == item)?;
+    Some(found.findings.iter().map(|f| f.to_json()).collect())
 }
 
 pub(crate) fn name(h: Hygiene) -> &'static str {

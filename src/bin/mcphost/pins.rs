@@ -130,7 +130,7 @@ fn show_list(v: &Value, out: &Out) {
             .map(|h| h.chars().take(12).collect())
             .unwrap_or_else(|| "-".to_owned())
     };
-    let mut drifted = Vec::new();
+    let (mut drifted, mut hidden) = (Vec::new(), Vec::new());
     for s in v.as_array().into_iter().flatten() {
         let server = text(&s["server"]);
         if s["pinning"] == "off" {
@@ -157,10 +157,17 @@ fn show_list(v: &Value, out: &Out) {
                 if state != "pinned" && !drifted.contains(&server) {
                     drifted.push(server.clone());
                 }
-                let state = match state.as_str() {
+                let mut state = match state.as_str() {
                     "pinned" => state,
                     _ => c.yellow(&state),
                 };
+                if t.get("hiddenText").is_some() {
+                    // The definition hides text from people (`hygiene`).
+                    state.push_str(&c.yellow(" +hidden text"));
+                    if !hidden.contains(&server) {
+                        hidden.push(server.clone());
+                    }
+                }
                 rows.push(vec![
                     server.clone(),
                     kind.into(),
@@ -176,6 +183,11 @@ fn show_list(v: &Value, out: &Out) {
     for s in drifted {
         outln!(
             "note: {s}: review with `mcphost pins diff {s}`, accept with `mcphost pins approve {s}`"
+        );
+    }
+    for s in hidden {
+        outln!(
+            "note: {s}: a definition hides text from people; `mcphost tools --server {s}` shows what"
         );
     }
 }
