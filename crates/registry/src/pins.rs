@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 use sha2::Digest;
 use tracing::{debug, info, warn};
 
-use mcphost_config::{ServerConfig, TransportConfig};
+use mcphost_config::ServerConfig;
 use mcphost_protocol::{Prompt, Tool};
 use mcphost_state::statefile::{self, StateFileError};
 
@@ -319,29 +319,7 @@ fn now() -> String {
 /// command and its arguments, or the URL. Env values, headers and the
 /// tool filter are left out: they do not make it another server.
 pub fn launch_key(sc: &ServerConfig) -> String {
-    let mut h = sha2::Sha256::new();
-    let mut put = |s: &str| {
-        h.update(s.as_bytes());
-        h.update([0]);
-    };
-    match &sc.transport {
-        TransportConfig::Stdio(s) => {
-            put("stdio");
-            put(&s.command);
-            for a in &s.args {
-                put(a);
-            }
-        }
-        TransportConfig::Http(t) => {
-            put("http");
-            put(&t.url);
-        }
-    }
-    h.finalize()
-        .iter()
-        .take(16)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::stored::short_key(sc, |_| {})
 }
 
 /// Compares one kind of list with its pins; returns the drift and the

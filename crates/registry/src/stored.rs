@@ -155,6 +155,32 @@ fn writer(dir: &Path, rx: &mpsc::Receiver<(PathBuf, Vec<u8>)>) {
 /// are left out: they may be secrets, and rotating a token does not change
 /// the tools.
 pub fn config_key(sc: &ServerConfig) -> String {
+    short_key(sc, |put| {
+        match &sc.transport {
+            TransportConfig::Stdio(s) => {
+                put("env");
+                for k in s.env.keys() {
+                    put(k);
+                }
+                put(&format!("{:?}", s.cwd));
+                put(if s.inherit_env { "inherit" } else { "clean" });
+            }
+            TransportConfig::Http(t) => {
+                for k in t.headers.keys() {
+                    put(k);
+                }
+                put(super::from_config::http_mode(t.kind).label());
+            }
+        }
+        put(&format!("{:?}", sc.tools));
+        put(&format!("{:?}", sc.protocol_version));
+    })
+}
+
+/// 32 hex digits of a SHA-256 over how `sc` is launched (`stdio`, the
+/// command and each argument; or `http` and the URL), then what `more`
+/// puts: each string followed by a NUL, so no two lists hash alike.
+pub(crate) fn short_key(sc: &ServerConfig, more: impl FnOnce(&mut dyn FnMut(&str))) -> String {
     let mut h = sha2::Sha256::new();
     let mut put = |s: &str| {
         h.update(s.as_bytes());
@@ -167,24 +193,13 @@ pub fn config_key(sc: &ServerConfig) -> String {
             for a in &s.args {
                 put(a);
             }
-            put("env");
-            for k in s.env.keys() {
-                put(k);
-            }
-            put(&format!("{:?}", s.cwd));
-            put(if s.inherit_env { "inherit" } else { "clean" });
         }
         TransportConfig::Http(t) => {
             put("http");
             put(&t.url);
-            for k in t.headers.keys() {
-                put(k);
-            }
-            put(super::from_config::http_mode(t.kind).label());
         }
     }
-    put(&format!("{:?}", sc.tools));
-    put(&format!("{:?}", sc.protocol_version));
+    more(&mut put);
     let d = h.finalize();
     d.iter().take(16).map(|b| format!("{b:02x}")).collect()
 }
@@ -192,6 +207,44 @@ pub fn config_key(sc: &ServerConfig) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Stored catalogs are found again after an upgrade only if the key
+    /// of an unchanged entry stays the same.
+    #[test]
+    fn an_entrys_keys_do_not_change_across_versions() {
+        let cfg = mcphost_config::parse(
+            r#"{"loginShellPath": false, "mcpServers": {
+                "s": {"command": "node", "args": ["a.js", "--x"], "env": {"K": "v"}},
+                "h": {"url": "http://127.0.0.1:1/mcp", "headers": {"A": "b"}}}}"#,
+            Path::new("/cfg/mcphost.json"),
+            &|_| None,
+        )
+        .unwrap();
+        let keys: Vec<_> = ["s", "h"]
+            .iter()
+            .map(|n| {
+                let sc = cfg.server(n).unwrap();
+                (config_key(sc), crate::pins::launch_key(sc))
+            })
+            .collect();
+        // Taken from the code before config_key and launch_key shared
+        // their hashing.
+        let want = [
+            (
+                "416893d3a6f76625298ff7b950998f57",
+                "2c63ff4b9e60018c6ec78c2555614b75",
+            ),
+            (
+                "a44b1c0ddf3d58a4cd49be4bab29b5ce",
+                "60b970fd3884e2aa8c58dcf41470a033",
+            ),
+        ];
+        let want: Vec<_> = want
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        assert_eq!(keys, want);
+    }
 
     #[test]
     fn round_trip_and_corrupt_file() {

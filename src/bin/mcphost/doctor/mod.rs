@@ -357,7 +357,7 @@ fn unusable_report(name: &str) -> ServerReport {
 /// The running daemon's drift of each server from its pins
 /// (`mcphost/servers/list`): a problem whose fix is the approve command.
 async fn attach_pin_drift(servers: &mut [ServerReport], socket: &std::path::Path) {
-    let Some(list) = paths::ask_daemon(socket, "mcphost/servers/list").await else {
+    let Some(list) = paths::ask_daemon(socket, "mcphost/servers/list", None).await else {
         return;
     };
     for s in servers {

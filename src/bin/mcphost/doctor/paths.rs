@@ -79,9 +79,12 @@ impl PathCtx {
 
 /// What the running daemon says: its pid, (on Linux) its `PATH`, and the
 /// servers it stopped signing in to (name → why); quick, or nothing.
-/// The running daemon's answer to `method` (no params), if one answers
-/// within 3 s.
-pub(super) async fn ask_daemon(socket: &Path, method: &'static str) -> Option<serde_json::Value> {
+/// The running daemon's answer to `method`, if one answers within 3 s.
+pub(super) async fn ask_daemon(
+    socket: &Path,
+    method: &'static str,
+    params: Option<serde_json::Value>,
+) -> Option<serde_json::Value> {
     let ask = async {
         let conn = mcphost::ipc::connect(socket, mcphost::ipc::DEFAULT_MAX_MESSAGE_BYTES)
             .await
@@ -93,7 +96,11 @@ pub(super) async fn ask_daemon(socket: &Path, method: &'static str) -> Option<se
             ..Default::default()
         };
         let c = ServerClient::connect("daemon", conn, opts).await.ok()?;
-        let answer = c.request_raw(method, None, Default::default()).await.ok();
+        let params = match params {
+            Some(p) => Some(serde_json::value::to_raw_value(&p).ok()?),
+            None => None,
+        };
+        let answer = c.request_raw(method, params, Default::default()).await.ok();
         c.shutdown().await;
         serde_json::from_str(answer?.get()).ok()
     };
@@ -111,7 +118,7 @@ pub(super) async fn daemon_path(
     std::collections::BTreeMap<String, String>,
 ) {
     let ask = async {
-        let v = ask_daemon(socket, "mcphost/status").await?;
+        let v = ask_daemon(socket, "mcphost/status", None).await?;
         let pid = v["pid"].as_u64().and_then(|p| u32::try_from(p).ok())?;
         let failed = v["authFailed"]
             .as_object()

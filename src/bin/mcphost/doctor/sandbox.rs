@@ -3,10 +3,7 @@
 //! stderr of it), each with a hint naming the `sandbox` config.
 
 use std::path::Path;
-use std::time::Duration;
 
-use mcphost::client::{ClientOptions, ServerClient};
-use mcphost::protocol::Era;
 use mcphost::transport::sandbox::{SandboxReport, SandboxSpec, report};
 
 use super::Check;
@@ -75,39 +72,17 @@ fn is_denial(line: &str) -> bool {
 
 /// The running daemon's last stderr lines of `name` that read as denials.
 async fn daemon_denials(socket: &Path, name: &str) -> Vec<String> {
-    let ask = async {
-        let conn = mcphost::ipc::connect(socket, mcphost::ipc::DEFAULT_MAX_MESSAGE_BYTES)
-            .await
-            .ok()?;
-        let opts = ClientOptions {
-            known_era: Some(Era::Handshake),
-            init_timeout: Duration::from_secs(2),
-            request_timeout: Duration::from_secs(2),
-            ..Default::default()
-        };
-        let c = ServerClient::connect("daemon", conn, opts).await.ok()?;
-        let params =
-            serde_json::value::to_raw_value(&serde_json::json!({"name": name, "lines": 200}))
-                .ok()?;
-        let logs = c
-            .request_raw("mcphost/servers/logs", Some(params), Default::default())
-            .await
-            .ok();
-        c.shutdown().await;
-        let v: serde_json::Value = serde_json::from_str(logs?.get()).ok()?;
-        Some(
-            v["lines"]
-                .as_array()?
-                .iter()
-                .filter_map(|l| l.as_str().or_else(|| l["text"].as_str()))
-                .filter(|l| is_denial(l))
-                .map(str::to_owned)
-                .collect::<Vec<_>>(),
-        )
+    let params = serde_json::json!({"name": name, "lines": 200});
+    let Some(v) = super::paths::ask_daemon(socket, "mcphost/servers/logs", Some(params)).await
+    else {
+        return Vec::new();
     };
-    tokio::time::timeout(Duration::from_secs(3), ask)
-        .await
-        .ok()
+    v["lines"]
+        .as_array()
+        .into_iter()
         .flatten()
-        .unwrap_or_default()
+        .filter_map(|l| l.as_str().or_else(|| l["text"].as_str()))
+        .filter(|l| is_denial(l))
+        .map(str::to_owned)
+        .collect()
 }
