@@ -417,3 +417,34 @@ fn doctor_names_the_prompt_resource_and_template_that_hide_text_and_their_fields
         "{resource}"
     );
 }
+
+#[test]
+fn doctors_hint_says_what_the_servers_hygiene_does_with_the_hidden_text() {
+    for (hygiene, says, not) in [
+        (
+            "strip",
+            "removes it from what hosts and models are shown",
+            "as is",
+        ),
+        ("keep", "relayed to hosts and models as is", "removes it"),
+    ] {
+        let config = format!(
+            r#"{{ "loginShellPath": false, "mcpServers": {{ "ts": {{ "hygiene": "{hygiene}", {} }} }} }}"#,
+            ts_entry(&["--hidden-text"])
+        );
+        let d = Daemon::start(&config);
+        let r = d.run(&["--json", "doctor", "ts"]);
+        let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+        let fixes: Vec<&str> = v["servers"][0]["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["name"] == "hidden-text")
+            .map(|c| c["fix"].as_str().unwrap())
+            .collect();
+        assert_eq!(fixes.len(), 4, "{hygiene}: {v}");
+        for fix in fixes {
+            assert!(fix.contains(says) && !fix.contains(not), "{hygiene}: {fix}");
+        }
+    }
+}

@@ -1,6 +1,7 @@
 //! A finding per tool, prompt, resource or template whose definition hides
 //! text (registry `hygiene`).
 
+use mcphost::config::Hygiene;
 use mcphost::protocol::RawValue;
 use mcphost::registry::hygiene::{Item, clean};
 
@@ -9,10 +10,11 @@ use super::fixes::Fix;
 
 /// One `hidden-text` problem per listed item that has any, naming it
 /// (`what` is `tool`, `prompt`, `resource` or `resource template`) and
-/// the fields.
+/// the fields; the hint says what `hygiene` does with it.
 pub(super) fn checks<'a>(
     what: &str,
     item: Item,
+    hygiene: Hygiene,
     listed: impl IntoIterator<Item = (&'a str, &'a RawValue)>,
 ) -> Vec<Check> {
     listed
@@ -29,7 +31,7 @@ pub(super) fn checks<'a>(
             Some(Check::problem(
                 "hidden-text",
                 format!("{what} {name:?}: {}", found.join("; ")),
-                Fix::HiddenText,
+                Fix::HiddenText(hygiene),
             ))
         })
         .collect()
