@@ -127,10 +127,11 @@ fn by_default_hosts_get_the_tool_without_its_hidden_text_and_every_other_byte_ke
     assert_eq!(t["hygiene"], "strip");
     assert!(tool(&tools, "ts__echo").get("hiddenText").is_none());
     let s = d.server("ts").unwrap();
-    // Five in the tool, one in the prompt.
+    // Five in the tool, one in the prompt, two in the resource, one in
+    // the template.
     assert_eq!(
         (&s["hiddenText"], &s["hygiene"]),
-        (&json!(6), &json!("strip"))
+        (&json!(9), &json!("strip"))
     );
     // Prompts are stripped at the same place.
     let prompts = w.result_text("prompts/list", json!({}));
@@ -345,4 +346,105 @@ fn pins_shows_which_pinned_tool_and_prompt_hide_text() {
             .contains("note: ts: a definition hides text from people"),
         "{table:?}"
     );
+}
+
+/// The raw text of the first listed item of `method` whose text holds
+/// `needle`.
+fn listed_with(w: &mut Wire, method: &str, key: &str, needle: &str) -> String {
+    let text = w.result_text(method, json!({}));
+    let page: std::collections::HashMap<String, Box<RawValue>> =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let items: Vec<Box<RawValue>> = serde_json::from_str(page[key].get()).unwrap();
+    items
+        .iter()
+        .map(|i| i.get().to_owned())
+        .find(|i| i.contains(needle))
+        .unwrap_or_else(|| panic!("{needle} not listed: {text}"))
+}
+
+#[test]
+fn hosts_get_the_resource_and_template_without_their_hidden_text_and_every_other_byte_kept() {
+    let d = Daemon::start(&servers_config(&[("ts", ts_entry(&["--hidden-text"]))]));
+    d.wait_ready(&["ts"], SOON);
+    let mut w = Wire::connect(&d);
+    w.initialize(json!({}));
+    assert_eq!(
+        listed_with(&mut w, "resources/list", "resources", "test://hidden"),
+        concat!(
+            r#"{"uri":"test://hidden","name":"hidden","description":"Notes for you.","#,
+            r#""mimeType":"text/plain","x-vendor":{"n":1.10}}"#
+        )
+    );
+    assert_eq!(
+        listed_with(
+            &mut w,
+            "resources/templates/list",
+            "resourceTemplates",
+            "test://hidden/"
+        ),
+        r#"{"uriTemplate":"test://hidden/{id}","name":"hidden-by-id","title":"By id","x-vendor":{"n":1.10}}"#
+    );
+}
+
+#[test]
+fn doctor_names_the_prompt_resource_and_template_that_hide_text_and_their_fields() {
+    let d = Daemon::start(&servers_config(&[("ts", ts_entry(&["--hidden-text"]))]));
+    let r = d.run(&["--json", "doctor", "ts"]);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+    let details: Vec<&str> = v["servers"][0]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["name"] == "hidden-text")
+        .map(|c| c["detail"].as_str().unwrap())
+        .collect();
+    for want in [
+        "prompt \"hidden\": html-comment in arguments[0].description: ",
+        "resource \"test://hidden\": zero-width in description: ",
+        "resource template \"test://hidden/{id}\": bidi-control in title: ",
+    ] {
+        assert!(
+            details.iter().any(|d| d.starts_with(want)),
+            "no {want:?} in {details:#?}"
+        );
+    }
+    let resource = details
+        .iter()
+        .find(|d| d.starts_with("resource \"test://hidden\""))
+        .unwrap();
+    assert!(
+        resource.contains("html-comment in description"),
+        "{resource}"
+    );
+}
+
+#[test]
+fn doctors_hint_says_what_the_servers_hygiene_does_with_the_hidden_text() {
+    for (hygiene, says, not) in [
+        (
+            "strip",
+            "removes it from what hosts and models are shown",
+            "as is",
+        ),
+        ("keep", "relayed to hosts and models as is", "removes it"),
+    ] {
+        let config = format!(
+            r#"{{ "loginShellPath": false, "mcpServers": {{ "ts": {{ "hygiene": "{hygiene}", {} }} }} }}"#,
+            ts_entry(&["--hidden-text"])
+        );
+        let d = Daemon::start(&config);
+        let r = d.run(&["--json", "doctor", "ts"]);
+        let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+        let fixes: Vec<&str> = v["servers"][0]["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["name"] == "hidden-text")
+            .map(|c| c["fix"].as_str().unwrap())
+            .collect();
+        assert_eq!(fixes.len(), 4, "{hygiene}: {v}");
+        for fix in fixes {
+            assert!(fix.contains(says) && !fix.contains(not), "{hygiene}: {fix}");
+        }
+    }
 }

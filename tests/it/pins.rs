@@ -572,3 +572,50 @@ fn real_servers_are_pinned_on_first_start_and_show_no_drift_after_a_restart() {
         "{servers:?}"
     );
 }
+
+/// 2026-07-28 makes `notifications/message` request-scoped and forbids it
+/// on a `subscriptions/listen` stream (server/utilities/logging, "Per-request
+/// log level"): a stateless client learns of drift from the
+/// `tools/list_changed` on its stream and the `drift` of
+/// `mcphost/tools/list`, and is sent no log message, while a handshake
+/// client on the same daemon is.
+#[test]
+fn a_stateless_client_sees_drift_in_the_tool_list_and_is_sent_no_log_message() {
+    let home = tempfile::tempdir().unwrap();
+    let d = Daemon::start_in(
+        sandbox_with_home(home.path()),
+        &config(&[], None, None, "warn"),
+    );
+    d.wait_ready(&["ts"], SOON);
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let mut s = Wire::connect(&d);
+    s.send(
+        &json!({"jsonrpc": "2.0", "id": "drift", "method": "subscriptions/listen",
+        "params": {"_meta": meta, "notifications": {"toolsListChanged": true}}}),
+    );
+    s.notification("notifications/subscriptions/acknowledged", |_| true);
+    let mut h = Wire::connect(&d);
+    h.initialize(json!({}));
+
+    d.rename_config(&config(&[], Some(POISON), None, "warn"));
+    h.notification("notifications/message", |m| {
+        m["params"]["data"]["drift"]["tools"]["changed"] == json!(["echo"])
+    });
+    // The restart empties the list once; each change is told on the stream.
+    let echo = loop {
+        s.notification("notifications/tools/list_changed", |_| true);
+        let tools = s.request("mcphost/tools/list", json!({"_meta": meta}));
+        let echo = tools["result"]
+            .as_array()
+            .and_then(|t| t.iter().find(|t| t["name"] == "ts__echo"));
+        if let Some(echo) = echo {
+            break echo.clone();
+        }
+    };
+    assert_eq!(echo["drift"], "changed", "{echo}");
+    // Whatever reached the stateless client up to its answer.
+    s.nothing_else(Duration::ZERO, |m| m["method"] != "notifications/message");
+}

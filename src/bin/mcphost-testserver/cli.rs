@@ -352,7 +352,9 @@ pub struct Cli {
     /// characters spelling an instruction, a zero-width space, a bidi
     /// override, an HTML comment; another comment in a schema property),
     /// and whose result carries such characters too; and the `hidden`
-    /// prompt, a comment in its argument's description.
+    /// prompt, a comment in its argument's description; and the resource
+    /// `test://hidden` and template `test://hidden/{id}`, hidden text in a
+    /// description and a title.
     #[arg(long, env = "MCPHOST_TS_HIDDEN_TEXT", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
     pub hidden_text: bool,
 

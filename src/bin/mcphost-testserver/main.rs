@@ -139,7 +139,7 @@
 //! | `--no-withdraw` | a cancelled tool call does not withdraw the request it sent the client: it waits on for the answer |
 //! | `--collide-ids` | the server's own requests take the lowest id of a client request in flight, and each answered one is followed by a late `notifications/cancelled` for it |
 //! | `--scripted-tools` | also list `log` and `error` |
-//! | `--hidden-text` | also list the tool `hidden` (hidden text in its description and schema, and in its result) and the prompt `hidden` |
+//! | `--hidden-text` | also list the tool `hidden` (hidden text in its description and schema, and in its result), the prompt `hidden`, the resource `test://hidden` and the template `test://hidden/{id}` |
 //! | `--era ERA` | `handshake` (default), `stateless` (2026-07-28 only) or `both` (per request) |
 //! | `--stateless-fault KIND` | a 2026-07-28-era fault (above); repeatable / comma-separated |
 //! | `--stateless-versions LIST` | stateless versions accepted and listed (default 2026-07-28) |

@@ -757,13 +757,23 @@ impl Server {
                 ok_raw(catalog::HIDDEN_RESULT.to_owned())
             }
             "tools/call" => self.call_tool(params),
-            "resources/list" => self.list(
-                "resources",
-                &catalog::resources(self.cfg.resources, self.dynamic()),
-                params,
-            ),
-            "resources/templates/list" => {
-                self.list("resourceTemplates", &catalog::resource_templates(), params)
+            "resources/list" | "resources/templates/list" => {
+                let (key, mut items, hidden) = match method {
+                    "resources/list" => (
+                        "resources",
+                        catalog::resources(self.cfg.resources, self.dynamic()),
+                        catalog::HIDDEN_RESOURCE,
+                    ),
+                    _ => (
+                        "resourceTemplates",
+                        catalog::resource_templates(),
+                        catalog::HIDDEN_TEMPLATE,
+                    ),
+                };
+                if self.cfg.hidden_text {
+                    items.push(hidden.to_owned());
+                }
+                self.list(key, &items, params)
             }
             "resources/read" => self.read_resource(params),
             "resources/subscribe" => {

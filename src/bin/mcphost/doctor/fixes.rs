@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use mcphost::config::Issue;
+use mcphost::config::{Hygiene, Issue};
 use mcphost::runtime::Runtime;
 
 /// A problem's fix; [`Fix::text`] is the only place advice is written.
@@ -67,7 +67,8 @@ pub(super) enum Fix<'a> {
     /// This server hit its `sandbox`.
     SandboxDenied(&'a str),
     /// A tool's definition hides text (the registry's `hygiene`).
-    HiddenText,
+    /// Hidden text, and what the server's `hygiene` does with it.
+    HiddenText(Hygiene),
 }
 
 impl Fix<'_> {
@@ -157,7 +158,8 @@ impl Fix<'_> {
                 "fix the server or its authorization server, then sign in again: `mcphost auth login {name}`"
             ),
             Fix::DockerEngine => "start Docker: open Docker Desktop (macOS, Windows), or `sudo systemctl start docker`; on Linux your user may also need to be in the docker group (`sudo usermod -aG docker $USER`, then log in again)".to_owned(),
-            Fix::HiddenText => "the text is invisible to people but read by models: review the server (a description that hides instructions is tool poisoning); mcphost removes it from what hosts and models are shown unless the server's \"hygiene\" is \"keep\" (docs/config.md)".to_owned(),
+            Fix::HiddenText(Hygiene::Strip) => "the text is invisible to people but read by models: review the server (a description that hides instructions is tool poisoning); mcphost removes it from what hosts and models are shown (\"hygiene\": \"strip\", docs/config.md)".to_owned(),
+            Fix::HiddenText(Hygiene::Keep) => "the text is invisible to people but read by models, and this server's \"hygiene\" is \"keep\": it is relayed to hosts and models as is; review the server (a description that hides instructions is tool poisoning) or set \"hygiene\" to \"strip\" (docs/config.md)".to_owned(),
             Fix::Above => "fix the problems above, then run `mcphost doctor` again".to_owned(),
             Fix::SandboxGap(name) => format!(
                 "the rest of the `sandbox` of {name} is enforced; for what is not, use a kernel with a newer Landlock ABI, or set \"network\" to \"none\" or \"any\" (docs/security.md says what each setting enforces)"

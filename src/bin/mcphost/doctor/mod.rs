@@ -529,7 +529,10 @@ async fn check_server(
             PathFrom::Own => "daemon",
         });
     }
-    let p = Progress::default();
+    let p = Progress {
+        hygiene: sc.hygiene,
+        ..Progress::default()
+    };
     let work = async {
         match &sc.transport {
             TransportConfig::Stdio(s) => {

@@ -6,12 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcphost::client::{ClientError, ClientOptions, ServerClient};
-use mcphost::config::StdioServer;
+use mcphost::config::{Hygiene, StdioServer};
 use mcphost::jsonrpc::PeerError;
 use mcphost::protocol::Era;
+use mcphost::registry::hygiene::Item;
 use mcphost::transport::TransportControl;
 
 use super::fixes::Fix;
+use super::hidden::checks;
 use super::{Answer, Check};
 
 /// What a server's check has found so far: kept when its time runs out.
@@ -21,6 +23,8 @@ pub(super) struct Progress {
     pub(super) stage: Mutex<&'static str>,
     pub(super) control: Mutex<Option<Arc<dyn TransportControl>>>,
     pub(super) answer: Mutex<Option<Answer>>,
+    /// The server's `hygiene`: what the `hidden-text` hint says.
+    pub(super) hygiene: Hygiene,
 }
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> parking_lot::MutexGuard<'_, T> {
@@ -100,7 +104,8 @@ pub(super) async fn answered(client: &ServerClient, init: Duration, p: &Progress
     let mut hidden = Vec::new();
     let listed = async {
         let tools = client.list_tools().await?;
-        hidden = super::hidden::checks(&tools);
+        let named = tools.iter().map(|t| (t.name.as_str(), &*t.raw));
+        hidden.extend(checks("tool", Item::Tool, p.hygiene, named));
         Ok(tools)
     };
     let tools = count(
@@ -111,18 +116,41 @@ pub(super) async fn answered(client: &ServerClient, init: Duration, p: &Progress
     )
     .await;
     p.stage("listing prompts");
+    let listed = async {
+        let prompts = client.list_prompts().await?;
+        let named = prompts.iter().map(|p| (p.name.as_str(), &*p.raw));
+        hidden.extend(checks("prompt", Item::Prompt, p.hygiene, named));
+        Ok(prompts)
+    };
     let prompts = count(
         caps.prompts.is_some(),
         "prompts/list",
-        client.list_prompts(),
+        listed,
         &mut listing_errors,
     )
     .await;
     p.stage("listing resources");
+    let listed = async {
+        let resources = client.list_resources().await?;
+        let named = resources.iter().map(|r| (r.uri.as_str(), &*r.raw));
+        hidden.extend(checks("resource", Item::Resource, p.hygiene, named));
+        // Templates only for their hidden text: a server without
+        // templates/list is not a problem.
+        if let Ok(templates) = client.list_resource_templates().await {
+            let named = templates.iter().map(|t| (t.uri_template.as_str(), &*t.raw));
+            hidden.extend(checks(
+                "resource template",
+                Item::Resource,
+                p.hygiene,
+                named,
+            ));
+        }
+        Ok(resources)
+    };
     let resources = count(
         caps.resources.is_some(),
         "resources/list",
-        client.list_resources(),
+        listed,
         &mut listing_errors,
     )
     .await;
