@@ -619,3 +619,39 @@ fn a_stateless_client_sees_drift_in_the_tool_list_and_is_sent_no_log_message() {
     // Whatever reached the stateless client up to its answer.
     s.nothing_else(Duration::ZERO, |m| m["method"] != "notifications/message");
 }
+
+/// The drift warning is sent once the catalog shows what drifted: a host
+/// that lists as soon as it is told gets the changed tool, under `warn`,
+/// and does not get the withheld one under `block`.
+#[test]
+fn a_host_told_of_drift_lists_the_catalog_the_warning_describes() {
+    for pinning in ["warn", "block"] {
+        let home = tempfile::tempdir().unwrap();
+        let d = Daemon::start_in(
+            sandbox_with_home(home.path()),
+            &config(&[], None, None, pinning),
+        );
+        d.wait_ready(&["ts"], SOON);
+        let mut w = Wire::connect(&d);
+        w.initialize(json!({}));
+        d.rename_config(&config(&[], Some(POISON), None, pinning));
+        w.notification("notifications/message", |m| {
+            m["params"]["logger"] == "mcphost" && m["params"]["data"]["server"] == "ts"
+        });
+        let r = w.request("tools/list", json!({}));
+        let echo = r["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{r}"))
+            .iter()
+            .find(|t| t["name"] == "ts__echo")
+            .cloned();
+        match pinning {
+            "warn" => assert_eq!(
+                echo.as_ref().map(|t| t["description"].clone()),
+                Some(json!(POISON)),
+                "{pinning}: {r}"
+            ),
+            _ => assert_eq!(echo, None, "{pinning}: {r}"),
+        }
+    }
+}

@@ -137,11 +137,14 @@ impl Registry {
             _ => {}
         });
         if updated {
-            if kinds.0 || kinds.2 {
-                // Compared once a full listing has set every list.
-                self.check_pins(&server, generation, pins::Fetch::Changed);
-            }
+            // Compared once a full listing has set every list.
+            let drift = (kinds.0 || kinds.2)
+                .then(|| self.check_pins(&server, generation, pins::Fetch::Changed))
+                .flatten();
             self.publish_server_lists(&server, kinds.0, kinds.1, kinds.2);
+            if let Some(d) = drift {
+                self.announce_drift(&server, &d);
+            }
             self.lists_listed(&server, generation);
         }
     }
@@ -266,9 +269,12 @@ impl Registry {
                 None => pins::Fetch::Full,
                 Some(_) => pins::Fetch::Partial,
             };
-            self.check_pins(server, generation, how);
+            let drift = self.check_pins(server, generation, how);
             // Catalog first: `settled` waiters read it as soon as it is marked.
             self.publish_server_lists(server, true, true, true);
+            if let Some(d) = drift {
+                self.announce_drift(server, &d);
+            }
             // Listed even when a list failed: the error is in the status,
             // and waiting for a retry would hold `--direct` up.
             let newly = self.mark_listed(server, generation);

@@ -128,34 +128,34 @@ impl Registry {
     }
 
     /// After a listing of `server`'s instance `generation`: compare with
-    /// the pins and tell hosts what drifted.
-    pub(crate) fn check_pins(&self, server: &str, generation: u64, how: Fetch) {
-        let news = {
-            let st = self.inner.state.upgradable_read();
-            let current =
-                |e: &&ManagedServer| e.config.name == server && e.handle.generation() == generation;
-            let Some(news) = st.entries.iter().find(current).and_then(|e| {
-                let complete = match how {
-                    Fetch::Full => true,
-                    Fetch::Partial => false,
-                    // Before the first full listing the other lists are
-                    // not there yet: what they lack is no news.
-                    Fetch::Changed if e.has_lists() => true,
-                    Fetch::Changed => return None,
-                };
-                Some(e.observe_pins(self.pin_store(), complete))
-            }) else {
-                return;
+    /// the pins. Returns news of drift, which the caller announces
+    /// ([`Self::announce_drift`]) once the catalog it published shows it.
+    #[must_use]
+    pub(crate) fn check_pins(
+        &self,
+        server: &str,
+        generation: u64,
+        how: Fetch,
+    ) -> Option<ServerDrift> {
+        let st = self.inner.state.upgradable_read();
+        let current =
+            |e: &&ManagedServer| e.config.name == server && e.handle.generation() == generation;
+        let news = st.entries.iter().find(current).and_then(|e| {
+            let complete = match how {
+                Fetch::Full => true,
+                Fetch::Partial => false,
+                // Before the first full listing the other lists are
+                // not there yet: what they lack is no news.
+                Fetch::Changed if e.has_lists() => true,
+                Fetch::Changed => return None,
             };
-            let mut st = parking_lot::RwLockUpgradableReadGuard::upgrade(st);
-            if let Some(e) = st.instance_mut(server, generation) {
-                e.pins_from(self.pin_store());
-            }
-            news
-        };
-        if let Some(d) = news.filter(|d| !d.is_empty()) {
-            self.announce_drift(server, &d);
+            Some(e.observe_pins(self.pin_store(), complete))
+        })?;
+        let mut st = parking_lot::RwLockUpgradableReadGuard::upgrade(st);
+        if let Some(e) = st.instance_mut(server, generation) {
+            e.pins_from(self.pin_store());
         }
+        news.filter(|d| !d.is_empty())
     }
 
     /// Re-read one entry's drift from the store (after approve or reset)
@@ -176,7 +176,7 @@ impl Registry {
         self.send_state(server);
     }
 
-    fn announce_drift(&self, server: &str, d: &ServerDrift) {
+    pub(crate) fn announce_drift(&self, server: &str, d: &ServerDrift) {
         let part =
             |what: &str, v: &[String]| (!v.is_empty()).then(|| format!("{what} {}", v.join(", ")));
         let mut parts = Vec::new();
