@@ -395,6 +395,47 @@ mod tests {
         );
     }
 
+    fn stdio_sandbox(cfg: &HostConfig, name: &str) -> Option<super::Sandbox> {
+        let server = cfg.servers.iter().find(|s| s.name == name).unwrap();
+        let TransportConfig::Stdio(s) = &server.transport else {
+            panic!("{name} is not stdio")
+        };
+        s.sandbox.clone()
+    }
+
+    #[test]
+    fn defaults_sandbox_confines_stdio_servers_without_their_own_and_an_own_value_or_false_wins() {
+        let text = r#"{ "roots": ["/srv/shared"], "defaults": {"sandbox": "workspace"}, "mcpServers": {
+            "plain": {"command": "x", "roots": ["/srv/own"]},
+            "off": {"command": "x", "sandbox": false},
+            "own": {"command": "x", "sandbox": {"read": ["/r"]}},
+            "web": {"url": "https://h.example/mcp"} } }"#;
+        let env = |_: &str| None;
+        let cfg = crate::parse(text, Path::new("/etc/mcphost/config.json"), &env)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let plain = stdio_sandbox(&cfg, "plain").expect("the default applies");
+        assert_eq!(plain.requested, "workspace");
+        assert_eq!(
+            plain.root_paths,
+            [PathBuf::from("/srv/shared"), PathBuf::from("/srv/own")],
+            "the default gets each server's own roots"
+        );
+        assert_eq!(stdio_sandbox(&cfg, "off"), None);
+        assert_eq!(stdio_sandbox(&cfg, "own").unwrap().requested, "custom");
+        let web = cfg.servers.iter().find(|s| s.name == "web").unwrap();
+        assert!(matches!(web.transport, crate::TransportConfig::Http(_)));
+
+        let bad =
+            r#"{ "defaults": {"sandbox": "worksapce"}, "mcpServers": {"s": {"command": "x"}} }"#;
+        let e = crate::parse(bad, Path::new("/etc/mcphost/config.json"), &env)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("defaults.sandbox") && e.contains("unknown preset \"worksapce\""),
+            "{e}"
+        );
+    }
+
     #[test]
     fn the_workspace_preset_reads_etc_without_its_secret_files() {
         let s = preset("workspace").unwrap();
