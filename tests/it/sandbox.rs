@@ -467,3 +467,63 @@ fn defaults_sandbox_confines_a_server_without_its_own_while_false_opts_out_and_h
     let r = d.run(&["--json", "call", "web__whoami", "{}"]);
     assert_eq!(r.code, 0, "the HTTP server ignores the default: {r:?}");
 }
+
+#[test]
+fn require_keeps_a_server_whose_sandbox_the_kernel_cannot_enforce_from_starting_and_without_it_it_starts()
+ {
+    let sb = Sandbox::new();
+    let l = layout(&sb);
+    let config = with_roots(
+        &[
+            (
+                "strict",
+                probe_entry(Some(
+                    r#"{"preset": "workspace", "network": "loopback", "require": true}"#,
+                )),
+            ),
+            (
+                "lax",
+                probe_entry(Some(r#"{"preset": "workspace", "network": "loopback"}"#)),
+            ),
+            ("good", probe_entry(None)),
+        ],
+        &l.work,
+    );
+    let d = Daemon::start_in(sb, &config);
+    let servers = d.wait_ready(&["lax", "good"], Duration::from_secs(30));
+    // Linux: Landlock cannot filter by address, so loopback is never enforced.
+    assert!(
+        servers["lax"]["sandbox"]["notEnforced"]
+            .to_string()
+            .contains("cannot filter by address"),
+        "without require it starts best effort: {}",
+        servers["lax"]
+    );
+    let strict = d.server("strict").expect("strict is listed");
+    assert_eq!(strict["state"], "failed", "{strict}");
+    let error = strict["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("'strict'")
+            && error.contains("mcpServers.strict.sandbox.require")
+            && error.contains("network loopback: Landlock cannot filter by address"),
+        "{strict}"
+    );
+    let doctor = d.run(&["--json", "doctor", "strict"]).json();
+    let checks = doctor["servers"][0]["checks"].as_array().unwrap().clone();
+    let start = checks.iter().find(|c| c["name"] == "start").unwrap();
+    assert_eq!(start["ok"], false, "{doctor:#}");
+    assert!(
+        start["detail"].to_string().contains("sandbox.require"),
+        "{start}"
+    );
+    let hint = checks
+        .iter()
+        .find(|c| c["name"] == "sandbox" && c["ok"] == false)
+        .unwrap_or_else(|| panic!("no sandbox check: {doctor:#}"));
+    assert!(
+        hint["fix"].to_string().contains("\\\"require\\\""),
+        "the hint names require: {hint}"
+    );
+    let r = d.run(&["--json", "call", "good__echo", r#"{"text":"still"}"#]);
+    assert_eq!(r.code, 0, "{r:?}");
+}
