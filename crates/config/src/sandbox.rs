@@ -203,15 +203,7 @@ fn custom(
             SandboxNetwork::None
         }
     };
-    let require_field = format!("{field}.require");
-    let require = match obj.get("require").map(|p| &p.value) {
-        None => None,
-        Some(Value::BooleanLit(b)) => b.value.then_some(require_field),
-        Some(v) => {
-            problems.push((v.start(), require_field, "must be true or false".into()));
-            None
-        }
-    };
+    let require = require(obj, field, &mut problems);
     if !problems.is_empty() {
         return Err(problems);
     }
@@ -233,6 +225,23 @@ fn custom(
         root_paths: Vec::new(),
         require,
     })
+}
+
+/// `require`: the field's name when true (it goes into the error).
+fn require(
+    obj: &jsonc_parser::ast::Object<'_>,
+    field: &str,
+    problems: &mut Vec<Problem>,
+) -> Option<String> {
+    let field = format!("{field}.require");
+    match obj.get("require").map(|p| &p.value) {
+        None => None,
+        Some(Value::BooleanLit(b)) => b.value.then_some(field),
+        Some(v) => {
+            problems.push((v.start(), field, "must be true or false".into()));
+            None
+        }
+    }
 }
 
 fn preset(name: &str) -> Option<Sandbox> {
