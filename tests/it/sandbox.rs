@@ -516,6 +516,12 @@ fn require_keeps_a_server_whose_sandbox_the_kernel_cannot_enforce_from_starting_
         start["detail"].to_string().contains("sandbox.require"),
         "{start}"
     );
+    assert!(
+        start["fix"]
+            .to_string()
+            .contains("is not started because its `sandbox`"),
+        "not a crash to run by hand: {start}"
+    );
     let hint = checks
         .iter()
         .find(|c| c["name"] == "sandbox" && c["ok"] == false)
