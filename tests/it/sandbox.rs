@@ -12,6 +12,7 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use common::oauth_server::{OAuthOptions, OAuthServer};
 use common::{Daemon, Sandbox, TESTSERVER, interop, js, servers_config};
 use serde_json::Value;
 
@@ -410,4 +411,125 @@ fn a_server_its_sandbox_keeps_from_starting_fails_with_a_doctor_hint_naming_the_
         serde_json::json!(["/definitely/not/here does not exist"]),
         "a missing path is skipped and said, not an error"
     );
+}
+
+// ---- defaults.sandbox and require ----
+
+/// A config with `defaults` set to `defaults` (JSON text) and the roots.
+fn with_defaults(servers: &[(&str, String)], work: &Path, defaults: &str) -> String {
+    with_roots(servers, work).replacen(
+        "\"loginShellPath\": false,",
+        &format!("\"loginShellPath\": false,\n  \"defaults\": {defaults},"),
+        1,
+    )
+}
+
+#[test]
+fn defaults_sandbox_confines_a_server_without_its_own_while_false_opts_out_and_http_still_works() {
+    let sb = Sandbox::new();
+    let l = layout(&sb);
+    let oauth = OAuthServer::start(OAuthOptions::default());
+    let token = oauth
+        .issue_tokens_for_test("defaults-test", None)
+        .access_token;
+    let web = format!(
+        r#""url": {}, "headers": {{"Authorization": {}}}"#,
+        js(&oauth.mcp_url()),
+        js(&format!("Bearer {token}"))
+    );
+    let config = with_defaults(
+        &[
+            ("plain", probe_entry(None)),
+            ("open", probe_entry(Some("false"))),
+            ("web", web),
+        ],
+        &l.work,
+        r#"{"sandbox": "workspace"}"#,
+    );
+    let d = Daemon::start_in(sb, &config);
+    let servers = d.wait_ready(&["plain", "open", "web"], Duration::from_secs(30));
+    assert_eq!(servers["plain"]["sandbox"]["requested"], "workspace");
+    assert_eq!(servers["open"]["sandbox"], Value::Null);
+    assert_eq!(servers["web"]["sandbox"], Value::Null);
+
+    let shadow = l.shadow.display().to_string();
+    let args = serde_json::json!({"read": [shadow]});
+    let plain = outcomes(&call(&d, "plain__sandbox_probe", &args));
+    assert!(
+        plain[0]
+            .2
+            .as_deref()
+            .is_some_and(|e| e.contains("Permission denied")),
+        "the default confines it: {plain:?}"
+    );
+    let open = outcomes(&call(&d, "open__sandbox_probe", &args));
+    assert_eq!(open[0].2, None, "\"sandbox\": false wins: {open:?}");
+    let r = d.run(&["--json", "call", "web__whoami", "{}"]);
+    assert_eq!(r.code, 0, "the HTTP server ignores the default: {r:?}");
+}
+
+#[test]
+fn require_keeps_a_server_whose_sandbox_the_kernel_cannot_enforce_from_starting_and_without_it_it_starts()
+ {
+    let sb = Sandbox::new();
+    let l = layout(&sb);
+    let config = with_roots(
+        &[
+            (
+                "strict",
+                probe_entry(Some(
+                    r#"{"preset": "workspace", "network": "loopback", "require": true}"#,
+                )),
+            ),
+            (
+                "lax",
+                probe_entry(Some(r#"{"preset": "workspace", "network": "loopback"}"#)),
+            ),
+            ("good", probe_entry(None)),
+        ],
+        &l.work,
+    );
+    let d = Daemon::start_in(sb, &config);
+    let servers = d.wait_ready(&["lax", "good"], Duration::from_secs(30));
+    // Linux: Landlock cannot filter by address, so loopback is never enforced.
+    assert!(
+        servers["lax"]["sandbox"]["notEnforced"]
+            .to_string()
+            .contains("cannot filter by address"),
+        "without require it starts best effort: {}",
+        servers["lax"]
+    );
+    let strict = d.server("strict").expect("strict is listed");
+    assert_eq!(strict["state"], "failed", "{strict}");
+    let error = strict["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("'strict'")
+            && error.contains("mcpServers.strict.sandbox.require")
+            && error.contains("network loopback: Landlock cannot filter by address"),
+        "{strict}"
+    );
+    let doctor = d.run(&["--json", "doctor", "strict"]).json();
+    let checks = doctor["servers"][0]["checks"].as_array().unwrap().clone();
+    let start = checks.iter().find(|c| c["name"] == "start").unwrap();
+    assert_eq!(start["ok"], false, "{doctor:#}");
+    assert!(
+        start["detail"].to_string().contains("sandbox.require"),
+        "{start}"
+    );
+    assert!(
+        start["fix"]
+            .to_string()
+            .contains("is not started because its `sandbox`"),
+        "not a crash to run by hand: {start}"
+    );
+    let hint = checks
+        .iter()
+        .find(|c| c["name"] == "sandbox" && c["ok"] == false)
+        .unwrap_or_else(|| panic!("no sandbox check: {doctor:#}"));
+    assert!(
+        hint["fix"].to_string().contains("\\\"require\\\""),
+        "the hint names require: {hint}"
+    );
+    let r = d.run(&["--json", "call", "good__echo", r#"{"text":"still"}"#]);
+    assert_eq!(r.code, 0, "{r:?}");
 }

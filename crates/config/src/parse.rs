@@ -59,7 +59,13 @@ const TOKENS_KEYS: &[&str] = &["encoding"];
 const DAEMON_KEYS: &[&str] = &["autostart"];
 const HOST_TIMEOUT_KEYS: &[&str] = &["elicitation", "sampling", "roots"];
 const ROOT_KEYS: &[&str] = &["uri", "name"];
-const DEFAULTS_KEYS: &[&str] = &["timeouts", "inheritEnv", "loginShellPath", "start"];
+const DEFAULTS_KEYS: &[&str] = &[
+    "timeouts",
+    "inheritEnv",
+    "loginShellPath",
+    "start",
+    "sandbox",
+];
 const TIMEOUT_KEYS: &[&str] = &["request", "init", "maxRequest", "shutdown"];
 const NAMESPACING_KEYS: &[&str] = &["separator", "maxLength", "reserve"];
 const TOOLS_KEYS: &[&str] = &["allow", "deny"];
@@ -183,6 +189,8 @@ struct Defaults {
     hygiene: Hygiene,
     /// The top-level `pinning`, which an entry's own overrides.
     pinning: Pinning,
+    /// `defaults.sandbox`: for stdio servers without their own `sandbox`.
+    sandbox: Option<super::sandbox::Sandbox>,
 }
 
 enum Kind {
@@ -395,6 +403,9 @@ impl<'a> Ctx<'a> {
         }
         if let Some(prop) = obj.get("start") {
             defaults.start = self.start_mode(&prop.value, "defaults.start");
+        }
+        if let Some(prop) = obj.get("sandbox") {
+            defaults.sandbox = self.sandbox(&prop.value, "defaults.sandbox", "", false);
         }
         defaults
     }
@@ -1003,9 +1014,11 @@ impl<'a> Ctx<'a> {
             .and_then(|p| self.boolean(&p.value, &child(field, "inheritEnv")))
             .unwrap_or(defaults.inherit_env);
 
-        let sandbox = obj
-            .get("sandbox")
-            .and_then(|p| self.sandbox(&p.value, &child(field, "sandbox"), server, lenient));
+        // The server's own `sandbox`, `false` included, wins over the default.
+        let sandbox = match obj.get("sandbox") {
+            Some(p) => self.sandbox(&p.value, &child(field, "sandbox"), server, lenient),
+            None => defaults.sandbox.clone(),
+        };
 
         Some(StdioServer {
             command: command?,
@@ -1033,7 +1046,12 @@ impl<'a> Ctx<'a> {
             Ok(sandbox) => sandbox,
             Err(problems) => {
                 for (at, field, message) in problems {
-                    self.error(at, &field, format!("server \"{server}\": {message}"));
+                    let message = if server.is_empty() {
+                        message
+                    } else {
+                        format!("server \"{server}\": {message}")
+                    };
+                    self.error(at, &field, message);
                 }
                 None
             }

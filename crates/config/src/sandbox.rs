@@ -11,7 +11,7 @@ use jsonc_parser::common::Ranged as _;
 
 use crate::{HostConfig, Root, TransportConfig};
 
-const KEYS: &[&str] = &["preset", "read", "write", "network"];
+const KEYS: &[&str] = &["preset", "read", "write", "network", "require"];
 pub const PRESETS: &[&str] = &["workspace", "read-only", "no-network"];
 const NETWORKS: &[&str] = &["none", "loopback", "any"];
 
@@ -46,6 +46,10 @@ pub struct Sandbox {
     pub roots: RootAccess,
     /// The roots' paths, filled in by [`attach_roots`].
     pub root_paths: Vec<PathBuf>,
+    /// `"require": true`: fail closed. The field that asked
+    /// (`mcpServers.x.sandbox.require`, `defaults.sandbox.require`), for
+    /// the error when the kernel cannot enforce all of it.
+    pub require: Option<String>,
 }
 
 /// System directories a `workspace` or `read-only` server reads: binaries,
@@ -103,7 +107,7 @@ pub(crate) fn parse(
                 value.start(),
                 field.to_owned(),
                 format!(
-                    "unknown preset \"{}\"; expected one of {}, false, or an object {{\"preset\", \"read\", \"write\", \"network\"}}",
+                    "unknown preset \"{}\"; expected one of {}, false, or an object {{\"preset\", \"read\", \"write\", \"network\", \"require\"}}",
                     s.value,
                     PRESETS.join(", ")
                 ),
@@ -113,7 +117,7 @@ pub(crate) fn parse(
         _ => Err(vec![(
             value.start(),
             field.to_owned(),
-            "must be a preset name (workspace, read-only, no-network), false, or an object {\"preset\", \"read\", \"write\", \"network\"}".into(),
+            "must be a preset name (workspace, read-only, no-network), false, or an object {\"preset\", \"read\", \"write\", \"network\", \"require\"}".into(),
         )]),
     }
 }
@@ -199,6 +203,7 @@ fn custom(
             SandboxNetwork::None
         }
     };
+    let require = require(obj, field, &mut problems);
     if !problems.is_empty() {
         return Err(problems);
     }
@@ -206,6 +211,7 @@ fn custom(
         base.read.extend(read);
         base.write.extend(write);
         base.network = network;
+        base.require = require;
         return Ok(base);
     }
     Ok(Sandbox {
@@ -217,7 +223,25 @@ fn custom(
         private_tmp: false,
         roots: RootAccess::Ignore,
         root_paths: Vec::new(),
+        require,
     })
+}
+
+/// `require`: the field's name when true (it goes into the error).
+fn require(
+    obj: &jsonc_parser::ast::Object<'_>,
+    field: &str,
+    problems: &mut Vec<Problem>,
+) -> Option<String> {
+    let field = format!("{field}.require");
+    match obj.get("require").map(|p| &p.value) {
+        None => None,
+        Some(Value::BooleanLit(b)) => b.value.then_some(field),
+        Some(v) => {
+            problems.push((v.start(), field, "must be true or false".into()));
+            None
+        }
+    }
 }
 
 fn preset(name: &str) -> Option<Sandbox> {
@@ -252,6 +276,7 @@ fn preset(name: &str) -> Option<Sandbox> {
         private_tmp: toolchain,
         roots,
         root_paths: Vec::new(),
+        require: None,
     })
 }
 
@@ -391,6 +416,68 @@ mod tests {
         let e = parse("true").unwrap_err();
         assert!(
             e.contains("mcpServers.s.sandbox: server \"s\": must be a preset name"),
+            "{e}"
+        );
+    }
+
+    fn stdio_sandbox(cfg: &HostConfig, name: &str) -> Option<super::Sandbox> {
+        let server = cfg.servers.iter().find(|s| s.name == name).unwrap();
+        let TransportConfig::Stdio(s) = &server.transport else {
+            panic!("{name} is not stdio")
+        };
+        s.sandbox.clone()
+    }
+
+    #[test]
+    fn defaults_sandbox_confines_stdio_servers_without_their_own_and_an_own_value_or_false_wins() {
+        let text = r#"{ "roots": ["/srv/shared"], "defaults": {"sandbox": "workspace"}, "mcpServers": {
+            "plain": {"command": "x", "roots": ["/srv/own"]},
+            "off": {"command": "x", "sandbox": false},
+            "own": {"command": "x", "sandbox": {"read": ["/r"]}},
+            "web": {"url": "https://h.example/mcp"} } }"#;
+        let env = |_: &str| None;
+        let cfg = crate::parse(text, Path::new("/etc/mcphost/config.json"), &env)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let plain = stdio_sandbox(&cfg, "plain").expect("the default applies");
+        assert_eq!(plain.requested, "workspace");
+        assert_eq!(
+            plain.root_paths,
+            [PathBuf::from("/srv/shared"), PathBuf::from("/srv/own")],
+            "the default gets each server's own roots"
+        );
+        assert_eq!(stdio_sandbox(&cfg, "off"), None);
+        assert_eq!(stdio_sandbox(&cfg, "own").unwrap().requested, "custom");
+        let web = cfg.servers.iter().find(|s| s.name == "web").unwrap();
+        assert!(matches!(web.transport, crate::TransportConfig::Http(_)));
+
+        let bad =
+            r#"{ "defaults": {"sandbox": "worksapce"}, "mcpServers": {"s": {"command": "x"}} }"#;
+        let e = crate::parse(bad, Path::new("/etc/mcphost/config.json"), &env)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("defaults.sandbox") && e.contains("unknown preset \"worksapce\""),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn require_fails_closed_names_the_field_it_came_from_and_must_be_a_boolean() {
+        let s = sandbox(r#"{"preset": "workspace", "network": "loopback", "require": true}"#);
+        assert_eq!(s.require.as_deref(), Some("mcpServers.s.sandbox.require"));
+        assert_eq!(s.network, SandboxNetwork::Loopback);
+        assert_eq!(sandbox(r#"{"preset": "workspace"}"#).require, None);
+        assert_eq!(sandbox(r#"{"read": [], "require": false}"#).require, None);
+        let text = r#"{ "defaults": {"sandbox": {"preset": "workspace", "require": true}}, "mcpServers": {"s": {"command": "x"}} }"#;
+        let cfg = crate::parse(text, Path::new("/etc/mcphost/config.json"), &|_: &str| None)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            stdio_sandbox(&cfg, "s").unwrap().require.as_deref(),
+            Some("defaults.sandbox.require")
+        );
+        let e = parse(r#"{"preset": "workspace", "require": "yes"}"#).unwrap_err();
+        assert!(
+            e.contains("mcpServers.s.sandbox.require: server \"s\": must be true or false"),
             "{e}"
         );
     }

@@ -55,6 +55,7 @@ pub fn sandbox_spec(s: &Sandbox, cwd: Option<&std::path::Path>) -> SandboxSpec {
         },
         toolchain: s.toolchain,
         private_tmp: s.private_tmp,
+        require: s.require.clone(),
     }
 }
 

@@ -1262,14 +1262,17 @@ impl StartError {
     }
 }
 
-/// A missing command, an unsupported revision, a bad URL or refused
+/// A missing command, a `sandbox` the kernel cannot enforce under
+/// `require`, an unsupported revision, a bad URL or refused
 /// credentials will not fix themselves.
 fn retryable(e: &StartError) -> bool {
     !e.auth_required()
         && !matches!(
             e,
             StartError::Spawn(
-                stdio::StdioError::CommandNotFound { .. } | stdio::StdioError::EmptyCommand { .. }
+                stdio::StdioError::CommandNotFound { .. }
+                    | stdio::StdioError::EmptyCommand { .. }
+                    | stdio::StdioError::SandboxNotEnforced { .. }
             ) | StartError::Http(
                 HttpError::InvalidUrl { .. }
                     | HttpError::InvalidHeader { .. }

@@ -52,6 +52,9 @@ pub struct SandboxSpec {
     /// Give the server a private, writable temporary directory (`TMPDIR`),
     /// removed when it exits.
     pub private_tmp: bool,
+    /// Fail closed: do not start the server when [`report`] lists anything
+    /// not enforced. Holds the config field that asked, for the error.
+    pub require: Option<String>,
 }
 
 /// What the sandbox of one server enforces on this machine.
@@ -504,6 +507,7 @@ mod tests {
             network,
             toolchain: false,
             private_tmp: false,
+            require: None,
         }
     }
 

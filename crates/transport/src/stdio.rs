@@ -187,6 +187,16 @@ pub enum StdioError {
     },
     #[error("server '{server}': cannot set up its sandbox (the `sandbox` config): {source}")]
     Sandbox { server: String, source: io::Error },
+    #[error(
+        "server '{server}': not started: {field} is true and this machine cannot enforce all of its sandbox: {gaps}"
+    )]
+    SandboxNotEnforced {
+        server: String,
+        /// The config field that asked (`mcpServers.x.sandbox.require`).
+        field: String,
+        /// The report's `notEnforced` reasons, `; `-joined.
+        gaps: String,
+    },
     #[error("server '{server}': cannot start '{command}': {source}")]
     Spawn {
         server: String,
@@ -213,6 +223,18 @@ pub async fn spawn(server: &str, cfg: &StdioConfig) -> Result<Connection, StdioE
     };
     let mut env = child_env(cfg);
     let program = resolve_command(server, cfg, &env, cwd.as_deref())?;
+    if let Some(spec) = &cfg.sandbox
+        && let Some(field) = &spec.require
+    {
+        let gaps = crate::sandbox::report(spec).not_enforced;
+        if !gaps.is_empty() {
+            return Err(StdioError::SandboxNotEnforced {
+                server: server.to_owned(),
+                field: field.clone(),
+                gaps: gaps.join("; "),
+            });
+        }
+    }
     let confined = match &cfg.sandbox {
         Some(spec) => Some(
             confine::prepare(spec, &program, &cfg.args, &mut env).map_err(|source| {

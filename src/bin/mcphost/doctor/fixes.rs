@@ -66,6 +66,8 @@ pub(super) enum Fix<'a> {
     SandboxGap(&'a str),
     /// This server hit its `sandbox`.
     SandboxDenied(&'a str),
+    /// As `SandboxGap`, under `"require": true`: the server is not started.
+    SandboxRequired(&'a str),
     /// A tool's definition hides text (the registry's `hygiene`).
     /// Hidden text, and what the server's `hygiene` does with it.
     HiddenText(Hygiene),
@@ -163,6 +165,9 @@ impl Fix<'_> {
             Fix::Above => "fix the problems above, then run `mcphost doctor` again".to_owned(),
             Fix::SandboxGap(name) => format!(
                 "the rest of the `sandbox` of {name} is enforced; for what is not, use a kernel with a newer Landlock ABI, or set \"network\" to \"none\" or \"any\" (docs/security.md says what each setting enforces)"
+            ),
+            Fix::SandboxRequired(name) => format!(
+                "{name} is not started because its `sandbox` has \"require\": true and this machine cannot enforce all of it: use a kernel with a newer Landlock ABI, set \"network\" to \"none\" or \"any\", or remove \"require\" to run it with what is enforced (docs/security.md says what each setting enforces)"
             ),
             Fix::SandboxDenied(name) => format!(
                 "{name} was refused by its `sandbox` config: if it needs that path or the network, add it to \"read\", \"write\" or \"network\" in the server's \"sandbox\" (or set \"sandbox\": false); the line is in `mcphost logs {name}`"

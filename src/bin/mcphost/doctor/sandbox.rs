@@ -20,7 +20,11 @@ pub(super) async fn check(name: &str, spec: &SandboxSpec, socket: Option<&Path>,
         p.push(Check::problem(
             "sandbox",
             format!("{summary}; not enforced: {}", r.not_enforced.join("; ")),
-            Fix::SandboxGap(name),
+            if spec.require.is_some() {
+                Fix::SandboxRequired(name)
+            } else {
+                Fix::SandboxGap(name)
+            },
         ));
     }
     let started: Vec<String> = lock(&p.checks)

@@ -203,7 +203,14 @@ async fn start(
         let conn = match mcphost::transport::stdio::spawn(name, cfg).await {
             Ok(c) => c,
             Err(e) => {
-                p.push(Check::problem("start", e.to_string(), Fix::Crashed(line)));
+                // Refused before any process ran: its stderr has nothing.
+                let fix = match &e {
+                    mcphost::transport::stdio::StdioError::SandboxNotEnforced { .. } => {
+                        Fix::SandboxRequired(name)
+                    }
+                    _ => Fix::Crashed(line),
+                };
+                p.push(Check::problem("start", e.to_string(), fix));
                 return;
             }
         };
