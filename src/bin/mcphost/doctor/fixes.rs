@@ -68,8 +68,7 @@ pub(super) enum Fix<'a> {
     SandboxDenied(&'a str),
     /// As `SandboxGap`, under `"require": true`: the server is not started.
     SandboxRequired(&'a str),
-    /// A tool's definition hides text (the registry's `hygiene`).
-    /// Hidden text, and what the server's `hygiene` does with it.
+    /// A definition hides text, and what the server's `hygiene` does with it.
     HiddenText(Hygiene),
 }
 
@@ -153,16 +152,30 @@ impl Fix<'_> {
             Fix::Duplicate { name, other } => format!(
                 "{name} and {other} start the same server: remove one (`mcphost servers remove {name}`) or disable it (`mcphost servers disable {name}`)"
             ),
-            Fix::PinsDrift(name) => format!(
-                "review the change: `mcphost pins diff {name}`; if you trust it, `mcphost pins approve {name}`"
-            ),
             Fix::SignIn(name) => format!(
                 "fix the server or its authorization server, then sign in again: `mcphost auth login {name}`"
             ),
             Fix::DockerEngine => "start Docker: open Docker Desktop (macOS, Windows), or `sudo systemctl start docker`; on Linux your user may also need to be in the docker group (`sudo usermod -aG docker $USER`, then log in again)".to_owned(),
+            Fix::Above => "fix the problems above, then run `mcphost doctor` again".to_owned(),
+            Fix::NotChecked(name) => format!(
+                "doctor's overall limit (--total-timeout) ran out first: check it alone with `mcphost doctor {name}`"
+            ),
+            Fix::PinsDrift(_)
+            | Fix::HiddenText(_)
+            | Fix::SandboxGap(_)
+            | Fix::SandboxRequired(_)
+            | Fix::SandboxDenied(_) => self.trust_text(),
+        }
+    }
+
+    /// The hints of issue 24's defences: pins, hidden text, the sandbox.
+    fn trust_text(&self) -> String {
+        match self {
+            Fix::PinsDrift(name) => format!(
+                "review the change: `mcphost pins diff {name}`; if you trust it, `mcphost pins approve {name}`"
+            ),
             Fix::HiddenText(Hygiene::Strip) => "the text is invisible to people but read by models: review the server (a description that hides instructions is tool poisoning); mcphost removes it from what hosts and models are shown (\"hygiene\": \"strip\", docs/config.md)".to_owned(),
             Fix::HiddenText(Hygiene::Keep) => "the text is invisible to people but read by models, and this server's \"hygiene\" is \"keep\": it is relayed to hosts and models as is; review the server (a description that hides instructions is tool poisoning) or set \"hygiene\" to \"strip\" (docs/config.md)".to_owned(),
-            Fix::Above => "fix the problems above, then run `mcphost doctor` again".to_owned(),
             Fix::SandboxGap(name) => format!(
                 "the rest of the `sandbox` of {name} is enforced; for what is not, use a kernel with a newer Landlock ABI, or set \"network\" to \"none\" or \"any\" (docs/security.md says what each setting enforces)"
             ),
@@ -172,9 +185,7 @@ impl Fix<'_> {
             Fix::SandboxDenied(name) => format!(
                 "{name} was refused by its `sandbox` config: if it needs that path or the network, add it to \"read\", \"write\" or \"network\" in the server's \"sandbox\" (or set \"sandbox\": false); the line is in `mcphost logs {name}`"
             ),
-            Fix::NotChecked(name) => format!(
-                "doctor's overall limit (--total-timeout) ran out first: check it alone with `mcphost doctor {name}`"
-            ),
+            _ => String::new(),
         }
     }
 }
