@@ -600,21 +600,6 @@ fn main() -> BenchResult<()> {
     println!();
     let sums = print_table(&rows);
     print_targets(&rows, &sums);
-    // What the audited engine wrote (its last lines flushed first).
-    rt.block_on(audited.shutdown());
-    let found = mcphost::engine::audit::query(&dir.path().join("audit"), &Default::default())?;
-    let dropped: u64 = found
-        .lines
-        .iter()
-        .filter(|l| l["kind"] == "dropped")
-        .filter_map(|l| l["count"].as_u64())
-        .sum();
-    println!(
-        "\n\"engine+audit\": {} audit lines written, {dropped} dropped, {} unreadable.",
-        found.lines.len(),
-        found.skipped
-    );
-
     if let Ok(dir) = std::env::var("MCPHOST_BENCH_PLOTS") {
         // The one-client paths; "socket, 32 connections" has no other count.
         let curve: Vec<(&str, Route)> = paths
@@ -673,6 +658,22 @@ fn main() -> BenchResult<()> {
             &series(&|r| r.per_sec / 1e3),
         )?;
     }
+
+    // What the audited engine wrote (its last lines flushed first), once
+    // the plots, which call it too, are done.
+    rt.block_on(audited.shutdown());
+    let found = mcphost::engine::audit::query(&dir.path().join("audit"), &Default::default())?;
+    let dropped: u64 = found
+        .lines
+        .iter()
+        .filter(|l| l["kind"] == "dropped")
+        .filter_map(|l| l["count"].as_u64())
+        .sum();
+    println!(
+        "\n\"engine+audit\": {} audit lines written, {dropped} dropped, {} unreadable.",
+        found.lines.len(),
+        found.skipped
+    );
 
     // Shut down before reading the logs, so every server has flushed.
     drop(rows);
