@@ -436,6 +436,51 @@ fn a_servers_roots_list_names_the_host_asked_or_the_fallback_when_none_was() {
     assert_eq!(asked[0]["answer"], "ok");
 }
 
+/// A stateless (2026-07-28) request's params: `params` with the `_meta`
+/// that carries the protocol version and the client's `clientInfo`.
+fn stateless(mut params: Value, name: &str, version: &str) -> Value {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": name, "version": version},
+    });
+    params
+}
+
+#[test]
+fn a_stateless_clients_calls_are_audited_with_the_client_info_of_their_meta() {
+    let d = daemon(&[ts()], "");
+    let mut socket = Wire::connect(&d);
+    let mut bridged = Wire::bridge(&d);
+    for (w, name) in [
+        (&mut socket, "stateless-socket"),
+        (&mut bridged, "stateless-bridged"),
+    ] {
+        let params = json!({"name": "ts__echo", "arguments": {"text": name}});
+        let r = w.request("tools/call", stateless(params, name, "2026.7"));
+        assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    }
+    let lines = audit_lines(&d, &[], 2);
+    let named: Vec<(&str, &str)> = calls(&lines)
+        .iter()
+        .map(|l| {
+            (
+                l["host"]["name"].as_str().unwrap_or("-"),
+                l["host"]["version"].as_str().unwrap_or("-"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        named,
+        [
+            ("stateless-socket", "2026.7"),
+            ("stateless-bridged", "2026.7")
+        ]
+    );
+    let only = d.json(&["audit", "--host", "stateless-bridged"]);
+    assert_eq!(only["lines"].as_array().map(Vec::len), Some(1), "{only}");
+}
+
 #[test]
 fn the_socket_answers_mcphost_audit_query_with_filters() {
     let d = daemon(&[ts()], "");
