@@ -336,6 +336,151 @@ fn a_servers_elicitation_is_audited_with_the_host_whose_call_caused_it_and_its_a
     }
 }
 
+/// The request lines of `method`, in the order they were written.
+fn requests<'a>(lines: &'a [Value], method: &str) -> Vec<&'a Value> {
+    lines
+        .iter()
+        .filter(|l| l["kind"] == "request" && l["method"] == method)
+        .collect()
+}
+
+/// `w` calls `tool`, answers the server's `method` request it is then
+/// asked with `reply` (a `result` or an `error` member), and gets the
+/// call's answer.
+fn call_answering(w: &mut Wire, tool: &str, method: &str, reply: Value) -> Value {
+    let id = w.start("tools/call", json!({"name": tool, "arguments": {}}));
+    let line = w.until(&format!("a {method} request"), |m| {
+        m["method"] == method && m.get("id").is_some()
+    });
+    let req: Value = serde_json::from_str(&line).unwrap();
+    let mut answer = json!({"jsonrpc": "2.0", "id": req["id"]});
+    if let (Some(a), Some(r)) = (answer.as_object_mut(), reply.as_object()) {
+        a.extend(r.clone());
+    }
+    w.send(&answer);
+    w.answer(id)
+}
+
+#[test]
+fn a_servers_sampling_is_audited_with_the_host_whose_call_caused_it_ok_or_error_without_content() {
+    let d = daemon(&[ts()], "");
+    let caps = json!({"sampling": {}});
+    let mut a = host(&d, "app-a", "1", caps.clone());
+    let mut b = host(&d, "app-b", "1", caps);
+    let sampled = json!({"result": {"role": "assistant", "model": "m",
+        "content": {"type": "text", "text": "SAMPLED-SECRET"}}});
+    let r = call_answering(&mut a, "ts__sample", "sampling/createMessage", sampled);
+    assert!(r.to_string().contains("SAMPLED-SECRET"), "{r}");
+    let refused = json!({"error": {"code": -1, "message": "REFUSED-SECRET"}});
+    call_answering(&mut b, "ts__sample", "sampling/createMessage", refused);
+    let lines = audit_lines(&d, &[], 4);
+    let asked: Vec<(&str, &str, &str)> = requests(&lines, "sampling/createMessage")
+        .iter()
+        .map(|l| {
+            (
+                l["host"]["name"].as_str().unwrap_or("-"),
+                l["answeredBy"].as_str().unwrap_or("-"),
+                l["answer"].as_str().unwrap_or("-"),
+            )
+        })
+        .collect();
+    assert_eq!(asked, [("app-a", "host", "ok"), ("app-b", "host", "error")]);
+    for host_name in ["app-a", "app-b"] {
+        let of = |kind: &str| {
+            lines
+                .iter()
+                .find(|l| l["kind"] == kind && l["host"]["name"] == host_name)
+                .map(|l| l["host"]["session"].clone())
+        };
+        assert!(of("call").is_some_and(|s| s.is_u64()), "{lines:?}");
+        assert_eq!(of("request"), of("call"), "{host_name}");
+    }
+    let file = std::fs::read_to_string(log_file(&d)).unwrap();
+    assert!(!file.contains("SAMPLED-SECRET"), "{file}");
+    assert!(!file.contains("REFUSED-SECRET"), "{file}");
+}
+
+#[test]
+fn a_servers_roots_list_names_the_host_asked_or_the_fallback_when_none_was() {
+    // The one host with roots is the roots source: it is asked.
+    let d = daemon(&[ts()], "");
+    let mut w = host(
+        &d,
+        "app-roots",
+        "1",
+        json!({"roots": {"listChanged": true}}),
+    );
+    let roots = json!({"result": {"roots": [{"uri": "file:///ROOT-SECRET"}]}});
+    let r = call_answering(&mut w, "ts__roots", "roots/list", roots);
+    assert!(r.to_string().contains("ROOT-SECRET"), "{r}");
+    let lines = audit_lines(&d, &[], 2);
+    let asked = requests(&lines, "roots/list");
+    assert_eq!(asked.len(), 1, "{lines:?}");
+    assert_eq!(asked[0]["host"]["name"], "app-roots", "{}", asked[0]);
+    assert_eq!(asked[0]["answeredBy"], "host");
+    assert_eq!(asked[0]["answer"], "ok");
+    assert_eq!(asked[0]["server"], "ts");
+    let file = std::fs::read_to_string(log_file(&d)).unwrap();
+    assert!(!file.contains("ROOT-SECRET"), "{file}");
+
+    // A host without roots: nobody is asked, the configured roots answer.
+    let d = daemon(&[ts()], r#""roots": ["/configured"]"#);
+    let mut w = host(&d, "app-plain", "1", json!({}));
+    let r = call(&mut w, "ts__roots", json!({}));
+    assert!(r.to_string().contains("file:///configured"), "{r}");
+    let lines = audit_lines(&d, &[], 2);
+    let asked = requests(&lines, "roots/list");
+    assert_eq!(asked.len(), 1, "{lines:?}");
+    assert_eq!(asked[0]["host"], Value::Null, "{}", asked[0]);
+    assert_eq!(asked[0]["answeredBy"], "fallback");
+    assert_eq!(asked[0]["answer"], "ok");
+}
+
+/// A stateless (2026-07-28) request's params: `params` with the `_meta`
+/// that carries the protocol version and the client's `clientInfo`.
+fn stateless(mut params: Value, name: &str, version: &str) -> Value {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": name, "version": version},
+    });
+    params
+}
+
+#[test]
+fn a_stateless_clients_calls_are_audited_with_the_client_info_of_their_meta() {
+    let d = daemon(&[ts()], "");
+    let mut socket = Wire::connect(&d);
+    let mut bridged = Wire::bridge(&d);
+    for (w, name) in [
+        (&mut socket, "stateless-socket"),
+        (&mut bridged, "stateless-bridged"),
+    ] {
+        let params = json!({"name": "ts__echo", "arguments": {"text": name}});
+        let r = w.request("tools/call", stateless(params, name, "2026.7"));
+        assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    }
+    let lines = audit_lines(&d, &[], 2);
+    let named: Vec<(&str, &str)> = calls(&lines)
+        .iter()
+        .map(|l| {
+            (
+                l["host"]["name"].as_str().unwrap_or("-"),
+                l["host"]["version"].as_str().unwrap_or("-"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        named,
+        [
+            ("stateless-socket", "2026.7"),
+            ("stateless-bridged", "2026.7")
+        ]
+    );
+    let only = d.json(&["audit", "--host", "stateless-bridged"]);
+    assert_eq!(only["lines"].as_array().map(Vec::len), Some(1), "{only}");
+}
+
 #[test]
 fn the_socket_answers_mcphost_audit_query_with_filters() {
     let d = daemon(&[ts()], "");

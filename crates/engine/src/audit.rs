@@ -105,39 +105,33 @@ fn millis(d: Duration) -> f64 {
     (d.as_secs_f64() * 1e6).round() / 1e3
 }
 
-/// One call's line, as written (see docs/security.md).
-#[allow(clippy::too_many_arguments)]
-pub fn call_line(
-    at: SystemTime,
-    method: &str,
-    caller: &Caller,
-    target: &Target,
-    arguments: Option<&str>,
-    full: bool,
-    outcome: Outcome,
-    took: Duration,
-) -> Value {
-    let mut v = json!({
-        "time": stamp(at),
-        "kind": "call",
-        "method": method,
-        "host": caller,
-        "server": target.server,
-        "name": target.name,
-        "serverName": target.own,
-        "outcome": outcome.name(),
-        "ms": millis(took),
-    });
-    if let Outcome::Error(code) = outcome {
-        v["code"] = json!(code);
-    }
-    if let Some(args) = arguments {
-        v["args"] = json!({ "sha256": sha256_hex(args.as_bytes()), "bytes": args.len() });
-        if full {
-            v["arguments"] = serde_json::from_str(args).unwrap_or(Value::Null);
-        }
-    }
-    v
+/// One call's line, as written (see docs/security.md): a typed line the
+/// writer serializes straight into its buffer (no map of the line built).
+#[derive(Serialize)]
+struct CallLine<'a> {
+    time: String,
+    kind: &'static str,
+    method: &'a str,
+    host: &'a Caller,
+    server: Option<&'a str>,
+    name: &'a str,
+    #[serde(rename = "serverName")]
+    server_name: Option<&'a str>,
+    outcome: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    args: Option<ArgsLine>,
+    /// In clear only with `"audit": "full"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    arguments: Option<Value>,
+    ms: f64,
+}
+
+#[derive(Serialize)]
+struct ArgsLine {
+    sha256: String,
+    bytes: usize,
 }
 
 /// How a host (or the fallback in its place) answered a server's request.
@@ -185,24 +179,17 @@ impl Answer {
 
 /// A server→host request's line: `host` is `None` when the fallback
 /// answered (no host was asked).
-pub fn request_line(
-    at: SystemTime,
-    method: &str,
-    server: &str,
-    host: Option<&Caller>,
-    answer: Answer,
-    took: Duration,
-) -> Value {
-    json!({
-        "time": stamp(at),
-        "kind": "request",
-        "method": method,
-        "server": server,
-        "host": host,
-        "answeredBy": if host.is_some() { "host" } else { "fallback" },
-        "answer": answer.name(),
-        "ms": millis(took),
-    })
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RequestLine<'a> {
+    time: String,
+    kind: &'static str,
+    method: &'a str,
+    server: &'a str,
+    host: Option<&'a Caller>,
+    answered_by: &'static str,
+    answer: &'static str,
+    ms: f64,
 }
 
 struct Inner {
@@ -242,7 +229,8 @@ pub enum Record {
 }
 
 impl Record {
-    fn line(&self, at: SystemTime) -> Value {
+    /// Append this record's line (without its newline) to `out`.
+    fn write_line(&self, at: SystemTime, out: &mut Vec<u8>) -> serde_json::Result<()> {
         match self {
             Record::Call {
                 method,
@@ -252,23 +240,51 @@ impl Record {
                 full,
                 outcome,
                 took,
-            } => call_line(
-                at,
-                method,
-                caller,
-                target,
-                arguments.as_deref(),
-                *full,
-                *outcome,
-                *took,
-            ),
+            } => {
+                let args = arguments.as_deref();
+                let line = CallLine {
+                    time: stamp(at),
+                    kind: "call",
+                    method,
+                    host: caller,
+                    server: target.server.as_deref(),
+                    name: &target.name,
+                    server_name: target.own.as_deref(),
+                    outcome: outcome.name(),
+                    code: match outcome {
+                        Outcome::Error(code) => Some(*code),
+                        _ => None,
+                    },
+                    args: args.map(|a| ArgsLine {
+                        sha256: sha256_hex(a.as_bytes()),
+                        bytes: a.len(),
+                    }),
+                    arguments: args
+                        .filter(|_| *full)
+                        .map(|a| serde_json::from_str(a).unwrap_or(Value::Null)),
+                    ms: millis(*took),
+                };
+                serde_json::to_writer(out, &line)
+            }
             Record::Request {
                 method,
                 server,
                 host,
                 answer,
                 took,
-            } => request_line(at, method, server, host.as_ref(), *answer, *took),
+            } => {
+                let line = RequestLine {
+                    time: stamp(at),
+                    kind: "request",
+                    method,
+                    server,
+                    host: host.as_ref(),
+                    answered_by: if host.is_some() { "host" } else { "fallback" },
+                    answer: answer.name(),
+                    ms: millis(*took),
+                };
+                serde_json::to_writer(out, &line)
+            }
         }
     }
 }
@@ -406,18 +422,14 @@ impl Writer {
             // between writes, so a batch never makes one file overshoot.
             let mut lines = Vec::new();
             let lost = self.settings.inner.dropped.swap(0, Ordering::Relaxed);
-            if lost > 0 {
-                let at = stamp(SystemTime::now());
-                lines.push(json!({"time": at, "kind": "dropped", "count": lost}));
-            }
             let mut flushes = Vec::new();
             for msg in std::iter::once(first).chain(rx.try_iter()) {
                 match msg {
-                    Msg::Record(at, record) => lines.push(record.line(at)),
+                    Msg::Record(at, record) => lines.push((at, record)),
                     Msg::Flush(done) => flushes.push(done),
                 }
             }
-            self.write_lines(&lines);
+            self.write_lines(lost, &lines);
             for done in flushes {
                 let _ = done.send(());
             }
@@ -447,11 +459,20 @@ impl Writer {
     /// Whole lines in as few writes as rotation allows: a write ends at
     /// the line that takes the file past its size, so no file overshoots
     /// by more than one line, and a batch costs one system call per file.
-    fn write_lines(&mut self, lines: &[Value]) {
+    fn write_lines(&mut self, lost: u64, lines: &[(SystemTime, Box<Record>)]) {
         let limit = self.settings.inner.settings.load().max_file_size;
         let mut chunk: Vec<u8> = Vec::new();
-        for line in lines {
-            if serde_json::to_writer(&mut chunk, line).is_err() {
+        if lost > 0 {
+            let at = stamp(SystemTime::now());
+            let line = json!({"time": at, "kind": "dropped", "count": lost});
+            if serde_json::to_writer(&mut chunk, &line).is_ok() {
+                chunk.push(b'\n');
+            }
+        }
+        for (at, record) in lines {
+            let before = chunk.len();
+            if record.write_line(*at, &mut chunk).is_err() {
+                chunk.truncate(before);
                 continue;
             }
             chunk.push(b'\n');

@@ -9,6 +9,27 @@ fn caller(name: &str) -> Caller {
     }
 }
 
+/// `record`'s line as the writer writes it, read back.
+fn line_of(record: &Record) -> Value {
+    let mut out = Vec::new();
+    record.write_line(SystemTime::now(), &mut out).unwrap();
+    assert!(!out.contains(&b'\n'), "one line");
+    serde_json::from_slice(&out).unwrap()
+}
+
+/// A call's record on `target`.
+fn called(target: &Target, args: &str, full: bool, outcome: Outcome, took: Duration) -> Record {
+    Record::Call {
+        method: "tools/call",
+        caller: caller("app"),
+        target: target.clone(),
+        arguments: Some(args.to_owned()),
+        full,
+        outcome,
+        took,
+    }
+}
+
 #[test]
 fn a_call_line_hashes_its_arguments_and_keeps_them_out_unless_full() {
     let target = Target {
@@ -17,16 +38,13 @@ fn a_call_line_hashes_its_arguments_and_keeps_them_out_unless_full() {
         own: Some("echo".into()),
     };
     let args = r#"{"message":"secret-text"}"#;
-    let line = call_line(
-        SystemTime::now(),
-        "tools/call",
-        &caller("app"),
+    let line = line_of(&called(
         &target,
-        Some(args),
+        args,
         false,
         Outcome::Error(-32602),
         Duration::from_micros(1500),
-    );
+    ));
     assert_eq!(
         line["host"],
         json!({"name": "app", "version": "1.0", "session": 7})
@@ -45,16 +63,7 @@ fn a_call_line_hashes_its_arguments_and_keeps_them_out_unless_full() {
         .collect();
     assert_eq!(line["args"]["sha256"], hex);
     assert!(!line.to_string().contains("secret-text"));
-    let full = call_line(
-        SystemTime::now(),
-        "tools/call",
-        &caller("app"),
-        &target,
-        Some(args),
-        true,
-        Outcome::Ok,
-        Duration::ZERO,
-    );
+    let full = line_of(&called(&target, args, true, Outcome::Ok, Duration::ZERO));
     assert_eq!(full["arguments"]["message"], "secret-text");
     assert!(full.get("code").is_none());
     let t = humantime::parse_rfc3339(full["time"].as_str().unwrap());
@@ -81,14 +90,13 @@ fn an_answer_kind_is_the_elicitation_action_or_ok() {
         Answer::of_result("sampling/createMessage", &raw(r#"{"role":"assistant"}"#)),
         Answer::Ok
     );
-    let line = request_line(
-        SystemTime::now(),
-        e,
-        "ev",
-        None,
-        Answer::Decline,
-        Duration::ZERO,
-    );
+    let line = line_of(&Record::Request {
+        method: e.into(),
+        server: "ev".into(),
+        host: None,
+        answer: Answer::Decline,
+        took: Duration::ZERO,
+    });
     assert_eq!(line["answeredBy"], "fallback");
     assert_eq!(line["answer"], "decline");
 }
