@@ -303,9 +303,13 @@ step_done
 # What users link: the release library exports only mcphost_* and, stripped
 # as an app ships it, stays small. 17.7 MB on x86_64 Linux once issue 13's
 # incremental catalog, stored catalogs and call statistics went in (it was
-# under 16 MiB before); the limit leaves room for the next issue, not more.
+# under 16 MiB before); 19.9 MB after issue 23; 21.0 MB with issue 24's
+# pins, hygiene, sandbox and audit log (their own code about 0.3 MB of
+# symbols; file-rotate with chrono and flate2 about 0.1 MB; landlock,
+# seccompiler and the JCS crate 0.05 MB; the rest is what they instantiate
+# of serde and tokio). The limit leaves room for the next issue, not more.
 # The C tests, Python's wheel and the Swift package use this same build.
-LIB_MAX_BYTES=$((20 * 1024 * 1024))
+LIB_MAX_BYTES=$((22 * 1024 * 1024))
 step "libmcphost release build: exported symbols and stripped size (at most $LIB_MAX_BYTES bytes)"
 cargo build --release -p mcphost-c
 so="$TARGET/release/libmcphost.so"
