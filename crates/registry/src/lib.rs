@@ -616,9 +616,11 @@ impl Registry {
                     Some(mut e) if e.config.same_process(sc) => {
                         // Roots are asked for, not started with: no restart.
                         let pinning = e.config.pinning != sc.pinning;
+                        let hygiene = e.config.hygiene != sc.hygiene;
                         e.config = sc.clone();
-                        // `hygiene` may have changed.
-                        e.apply_hygiene();
+                        if hygiene {
+                            e.apply_hygiene();
+                        }
                         if pinning && e.has_lists() {
                             // Published below, withheld or not by the new mode.
                             e.check_pins(&self.inner.base.pins);
