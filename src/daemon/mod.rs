@@ -89,10 +89,13 @@ pub struct DaemonOptions {
     pub started_by: Option<String>,
 }
 
-/// What the daemon keeps across runs (the eras servers spoke, their
-/// catalogs, their pins) and its OAuth.
-fn state_options(auth: Option<Arc<crate::auth::AuthContext>>) -> crate::registry::ServerOptions {
-    let eras = match crate::ipc::default_state_dir() {
+/// What the daemon keeps across runs in `state` (the eras servers spoke,
+/// their pins; in memory without one), its stored catalogs and its OAuth.
+fn state_options(
+    auth: Option<Arc<crate::auth::AuthContext>>,
+    state: Option<&Path>,
+) -> crate::registry::ServerOptions {
+    let eras = match state {
         Some(dir) => crate::registry::EraCache::at(dir.join("eras.json")),
         None => crate::registry::EraCache::in_memory(),
     };
@@ -101,15 +104,15 @@ fn state_options(auth: Option<Arc<crate::auth::AuthContext>>) -> crate::registry
         auth,
         catalogs: crate::registry::stored::CatalogStore::default_dir()
             .map(|d| Arc::new(crate::registry::stored::CatalogStore::at(d))),
-        pins: pin_store(),
+        pins: pin_store(state),
         ..Default::default()
     }
 }
 
 /// The pinned definitions in `pins.json` of the state directory (in memory
 /// without one): the daemon's, which `--direct` reads and adds to as well.
-pub fn pin_store() -> Arc<crate::registry::pins::PinStore> {
-    Arc::new(match crate::ipc::default_state_dir() {
+pub fn pin_store(state: Option<&Path>) -> Arc<crate::registry::pins::PinStore> {
+    Arc::new(match state {
         Some(dir) => crate::registry::pins::PinStore::at(dir.join("pins.json")),
         None => crate::registry::pins::PinStore::in_memory(),
     })
@@ -137,7 +140,7 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     };
     // `mcphost/daemon/shutdown` cancels it: the same stop as SIGTERM.
     let stop = tokio_util::sync::CancellationToken::new();
-    // Eras and the audit log: the state directory, when there is one.
+    // Eras, pins and the audit log: the state directory, when there is one.
     let state = crate::ipc::default_state_dir();
     // A daemon never pops up a browser on its own: a sign-in page goes to
     // the registered host app (a URL elicitation), else MCPHOST_BROWSER if
@@ -146,7 +149,7 @@ pub async fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     let (host_browser, host_slot) = crate::auth::browser::HostBrowser::unbound();
     let auth = crate::auth::AuthContext::for_host(host_browser);
     let engine = EngineBuilder::new(cfg.clone())
-        .server_options(state_options(auth.clone()))
+        .server_options(state_options(auth.clone(), state.as_deref()))
         .shell_path(shell_path)
         .fallback(opts.fallback)
         .info(EngineInfo {

@@ -109,16 +109,17 @@ impl Backend {
                 s.timeouts.init = s.timeouts.init.max(start_limit);
             }
         }
+        let state = mcphost::ipc::default_state_dir();
         let engine = EngineBuilder::new(cfg)
             .fallback(fallback)
             .server_options(mcphost::registry::ServerOptions {
                 auth: Some(Arc::new(auth)),
                 // The daemon's pins: `--direct` checks against them too.
-                pins: mcphost::daemon::pin_store(),
+                pins: mcphost::daemon::pin_store(state.as_deref()),
                 ..Default::default()
             })
             // The user's calls without a daemon go to the same log.
-            .audit_dir(mcphost::ipc::default_state_dir())
+            .audit_dir(state)
             .start();
         // Every command would answer from a partial catalog (an empty table,
         // exit 0): a server that did not start fails them all instead.
