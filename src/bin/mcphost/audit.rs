@@ -7,7 +7,7 @@ use anyhow::Result;
 use serde_json::{Value, json};
 
 use crate::backend::{Backend, params};
-use crate::output::{Out, table};
+use crate::output::{Out, s as text, table};
 
 #[derive(clap::Args, Debug)]
 pub struct AuditArgs {
@@ -114,14 +114,6 @@ fn render(found: &Value, out: &Out) -> Result<()> {
         eprintln!("{n} line(s) of the log were not records and were skipped");
     }
     Ok(())
-}
-
-fn text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => "-".into(),
-        other => other.to_string(),
-    }
 }
 
 /// One line of the table: a call, a server's request, or a note of lines

@@ -37,7 +37,8 @@ pub(crate) fn table(rows: &[Vec<String>]) {
     }
 }
 
-fn s(v: &Value) -> String {
+/// A JSON value as a table cell: a string as is, null as `-`.
+pub fn s(v: &Value) -> String {
     match v {
         Value::Null => "-".to_owned(),
         Value::String(s) => s.clone(),

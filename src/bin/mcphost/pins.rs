@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::backend::{Backend, params};
 use crate::doctor::{Colours, colour};
-use crate::output::{Out, table};
+use crate::output::{Out, s as text, table};
 
 #[derive(Subcommand)]
 pub enum PinsAction {
@@ -102,14 +102,6 @@ pub async fn run(
         }
     }
     Ok(())
-}
-
-fn text(v: &Value) -> String {
-    match v {
-        Value::Null => "-".to_owned(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
 }
 
 /// One row per tool and prompt: server, kind, name, state, when pinned and
