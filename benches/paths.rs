@@ -13,6 +13,9 @@
 //!   tokio runtime;
 //! - `daemon`: the same over the socket of a real `mcphost daemon` process
 //!   (set `MCPHOST_BENCH_DAEMON=0` to leave it out);
+//! - `bridge`: a `ServerClient` over stdio to `mcphost bridge --socket S`,
+//!   which relays to that daemon: the path of a stdio-only host (Claude
+//!   Desktop, an IDE); left out with the daemon;
 //! - `rmcp`: the `rmcp` client with its child-process transport.
 //!
 //! Each path runs sequentially (one caller task) and with 32 caller tasks
@@ -64,6 +67,7 @@ use common::plot::{self, Series};
 use common::{BenchResult, Daemon, Round, env_usize, start_daemon, summarize, us};
 
 const TESTSERVER: &str = env!("CARGO_BIN_EXE_mcphost-testserver");
+const MCPHOST: &str = env!("CARGO_BIN_EXE_mcphost");
 const WARMUP: usize = 500;
 const CONCURRENCY: usize = 32;
 /// The server's name in the engine's config, so its echo is `testserver__echo`.
@@ -280,6 +284,17 @@ async fn daemon(dir: &Path, log: Option<&Path>) -> BenchResult<(Daemon, ServerCl
     Ok((d, client))
 }
 
+/// A stdio client of `mcphost bridge` to the daemon listening on `socket`.
+async fn bridge_client(socket: &Path) -> BenchResult<ServerClient> {
+    let args = vec![
+        "--socket".to_owned(),
+        socket.display().to_string(),
+        "bridge".to_owned(),
+    ];
+    let conn = spawn("bridge", &StdioConfig::new(MCPHOST, args)).await?;
+    Ok(ServerClient::connect("bridge", conn, ClientOptions::default()).await?)
+}
+
 type RmcpClient = rmcp::service::RunningService<rmcp::RoleClient, ()>;
 
 async fn rmcp_client(log: Option<&Path>) -> BenchResult<RmcpClient> {
@@ -399,6 +414,28 @@ fn print_targets(rows: &[Row], sums: &[Round]) {
             verdict(s <= 2.0)
         );
     }
+    // Issue 25's rows: the daemon hop against the same client direct.
+    if let (Some(a), Some(d)) = (find("direct", 1), find("daemon process", 1)) {
+        let r = d.p50.as_secs_f64() / a.p50.as_secs_f64();
+        println!(
+            "| daemon process p50 ≤ 2.0× direct | sequential | {r:.2}× | {} |",
+            verdict(r <= 2.0)
+        );
+    }
+    if let (Some(a), Some(b)) = (find("direct", 1), find("bridge", 1)) {
+        let r = b.p50.as_secs_f64() / a.p50.as_secs_f64();
+        println!(
+            "| bridge p50 ≤ 2.5× direct | sequential | {r:.2}× | {} |",
+            verdict(r <= 2.5)
+        );
+    }
+    if let (Some(a), Some(b)) = (find("direct", CONCURRENCY), find("bridge", CONCURRENCY)) {
+        let r = b.per_sec / a.per_sec;
+        println!(
+            "| bridge calls/s ≥ 0.6× direct | 32 in flight | {r:.2}× | {} |",
+            verdict(r >= 0.6)
+        );
+    }
     if let Some(c) = find("socket", CONCURRENCY) {
         println!(
             "| socket ≥ 50,000 calls/s, 32 callers | one connection | {:.0} | {} |",
@@ -469,11 +506,12 @@ fn main() -> BenchResult<()> {
         }
         Ok::<_, Box<dyn std::error::Error + Send + Sync>>(v)
     })?);
-    let (daemon_proc, daemon_client) = if with_daemon {
+    let (daemon_proc, daemon_client, bridge) = if with_daemon {
         let (d, c) = rt.block_on(daemon(dir.path(), log_of("daemon").as_deref()))?;
-        (Some(d), Some(Arc::new(c)))
+        let b = rt.block_on(bridge_client(&dir.path().join("daemon.sock")))?;
+        (Some(d), Some(Arc::new(c)), Some(Arc::new(b)))
     } else {
-        (None, None)
+        (None, None, None)
     };
     let rmcp = rt.block_on(rmcp_client(log_of("rmcp").as_deref()))?;
 
@@ -526,6 +564,17 @@ fn main() -> BenchResult<()> {
             "daemon process",
             Route::Client {
                 client: c.clone(),
+                tool: CATALOG_ECHO,
+            },
+            "daemon",
+            &both,
+        ));
+    }
+    if let Some(b) = &bridge {
+        paths.push((
+            "bridge",
+            Route::Client {
+                client: b.clone(),
                 tool: CATALOG_ECHO,
             },
             "daemon",
@@ -692,6 +741,9 @@ fn main() -> BenchResult<()> {
             }
         }
         if let Some(c) = daemon_client.and_then(|c| Arc::try_unwrap(c).ok()) {
+            c.shutdown().await;
+        }
+        if let Some(c) = bridge.and_then(|c| Arc::try_unwrap(c).ok()) {
             c.shutdown().await;
         }
         engine.registry().shutdown().await;

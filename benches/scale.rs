@@ -5,7 +5,9 @@
 //! - mcphost: the daemon's own start-up time, `settledAfterMs` of
 //!   `mcphost/status` (engine start until every configured server is ready
 //!   or failed), its RSS once they are all ready (children excluded), and
-//!   its live tokio tasks.
+//!   its live tokio tasks, and the PSS of all of mcphost's own processes
+//!   (the daemon and every process it started that is not a server: the
+//!   per-server watchdogs or the supervisor), servers excluded.
 //! - rmcp: a child process (this bench binary again) that starts N
 //!   `TokioChildProcess` clients concurrently, times until every one has
 //!   initialized, and reports its own RSS while it holds them.
@@ -41,6 +43,9 @@ const RMCP_CHILD: &str = "MCPHOST_SCALE_RMCP_CHILD";
 struct Sample {
     start: Duration,
     rss_kib: u64,
+    /// PSS of the side's own processes (servers excluded), and how many.
+    pss_kib: u64,
+    procs: usize,
     tasks: Option<u64>,
 }
 
@@ -66,6 +71,63 @@ fn rss_kib(pid: u32) -> BenchResult<u64> {
             .output()?;
         Ok(String::from_utf8(out.stdout)?.trim().parse()?)
     }
+}
+
+/// PSS (proportional set size: shared pages split between their sharers)
+/// of `root` and every descendant that is not a server, in KiB, and how many
+/// processes that was. A server is a process whose executable is `server`;
+/// what it starts is the server's too.
+#[cfg(target_os = "linux")]
+fn own_pss_kib(root: u32, server: &Path) -> BenchResult<(u64, usize)> {
+    use std::collections::HashMap;
+    let server = std::fs::canonicalize(server)?;
+    let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
+    for entry in std::fs::read_dir("/proc")? {
+        let Ok(pid) = entry?.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        // A process may end between the listing and the read.
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if let Some(ppid) = ppid {
+            children.entry(ppid).or_default().push(pid);
+        }
+    }
+    let (mut total, mut procs) = (0u64, 0usize);
+    let mut todo = vec![root];
+    while let Some(pid) = todo.pop() {
+        // A server and what it starts are the server's, not ours.
+        if std::fs::read_link(format!("/proc/{pid}/exe"))
+            .ok()
+            .as_deref()
+            == Some(server.as_path())
+        {
+            continue;
+        }
+        todo.extend(children.get(&pid).into_iter().flatten());
+        let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))?;
+        let pss: u64 = rollup
+            .lines()
+            .find(|l| l.starts_with("Pss:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .ok_or("no Pss in smaps_rollup")?
+            .parse()?;
+        total = total.checked_add(pss).ok_or("PSS overflow")?;
+        procs += 1;
+    }
+    Ok((total, procs))
+}
+
+/// Not measured off Linux: `smaps_rollup` is Linux's.
+#[cfg(not(target_os = "linux"))]
+fn own_pss_kib(root: u32, _server: &Path) -> BenchResult<(u64, usize)> {
+    Ok((rss_kib(root)?, 1))
 }
 
 fn config(n: usize) -> String {
@@ -107,12 +169,15 @@ async fn mcphost_once(dir: &Path, n: usize) -> BenchResult<Sample> {
     // Let the last listings' buffers be freed before reading the RSS.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let rss = rss_kib(daemon.pid())?;
+    let (pss_kib, procs) = own_pss_kib(daemon.pid(), Path::new(TESTSERVER))?;
     let tasks = status(&client).await?["runtime"]["aliveTasks"].as_u64();
     client.shutdown().await;
     drop(daemon);
     Ok(Sample {
         start: Duration::from_secs_f64(ms / 1e3),
         rss_kib: rss,
+        pss_kib,
+        procs,
         tasks,
     })
 }
@@ -130,6 +195,8 @@ fn rmcp_once(n: usize) -> BenchResult<Sample> {
     Ok(Sample {
         start: Duration::from_secs_f64(v["ms"].as_f64().ok_or("ms")? / 1e3),
         rss_kib: v["rssKib"].as_u64().ok_or("rssKib")?,
+        pss_kib: v["pssKib"].as_u64().ok_or("pssKib")?,
+        procs: 1,
         tasks: None,
     })
 }
@@ -153,6 +220,7 @@ fn rmcp_child(n: usize) -> BenchResult<()> {
         let clients = clients.into_iter().collect::<BenchResult<Vec<_>>>()?;
         tokio::time::sleep(Duration::from_millis(200)).await;
         let rss = rss_kib(std::process::id())?;
+        let (pss, _) = own_pss_kib(std::process::id(), Path::new(TESTSERVER))?;
         // Every one of them answers.
         for (i, c) in clients.iter().enumerate() {
             let text = format!("c{i}");
@@ -175,7 +243,7 @@ fn rmcp_child(n: usize) -> BenchResult<()> {
         }
         println!(
             "{}",
-            serde_json::json!({ "ms": took.as_secs_f64() * 1e3, "rssKib": rss })
+            serde_json::json!({ "ms": took.as_secs_f64() * 1e3, "rssKib": rss, "pssKib": pss })
         );
         for c in clients {
             let _ = c.cancel().await;
@@ -215,11 +283,14 @@ fn main() -> BenchResult<()> {
                 (rt.block_on(mcphost_once(dir.path(), n))?, r)
             };
             eprintln!(
-                "round {round} n={n}: mcphost {:.1} ms {} KiB, rmcp {:.1} ms {} KiB",
+                "round {round} n={n}: mcphost {:.1} ms {} KiB RSS {} KiB PSS in {} processes, rmcp {:.1} ms {} KiB RSS {} KiB PSS",
                 m.start.as_secs_f64() * 1e3,
                 m.rss_kib,
+                m.pss_kib,
+                m.procs,
                 r.start.as_secs_f64() * 1e3,
-                r.rss_kib
+                r.rss_kib,
+                r.pss_kib
             );
             ours[i].push(m);
             theirs[i].push(r);
@@ -227,19 +298,23 @@ fn main() -> BenchResult<()> {
     }
     let ms = |v: &[Sample]| median(v.iter().map(|s| s.start.as_secs_f64() * 1e3).collect());
     let mib = |v: &[Sample]| median(v.iter().map(|s| s.rss_kib as f64 / 1024.0).collect());
+    let pss_mb = |v: &[Sample]| median(v.iter().map(|s| s.pss_kib as f64 * 1.024e-3).collect());
     println!(
-        "| servers | mcphost start ms | rmcp start ms | start vs rmcp | mcphost RSS MiB | rmcp RSS MiB | mcphost tasks |"
+        "| servers | mcphost start ms | rmcp start ms | start vs rmcp | mcphost RSS MiB | rmcp RSS MiB | mcphost PSS MB (processes) | rmcp PSS MB | mcphost tasks |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (i, &n) in counts.iter().enumerate() {
         let tasks = median(ours[i].iter().map(|s| s.tasks.unwrap_or(0)).collect());
+        let procs = median(ours[i].iter().map(|s| s.procs).collect());
         println!(
-            "| {n} | {:.1} | {:.1} | {:.2}× | {:.1} | {:.1} | {tasks} |",
+            "| {n} | {:.1} | {:.1} | {:.2}× | {:.1} | {:.1} | {:.1} ({procs}) | {:.1} | {tasks} |",
             ms(&ours[i]),
             ms(&theirs[i]),
             ms(&ours[i]) / ms(&theirs[i]),
             mib(&ours[i]),
             mib(&theirs[i]),
+            pss_mb(&ours[i]),
+            pss_mb(&theirs[i]),
         );
     }
     if let Ok(dir) = std::env::var("MCPHOST_BENCH_PLOTS") {
@@ -284,10 +359,11 @@ fn main() -> BenchResult<()> {
         let per =
             |f: &dyn Fn(&[Sample]) -> f64| (f(&ours[b]) - f(&ours[a])) / (last - first) as f64;
         let kib = per(&|v| mib(v) * 1024.0);
+        let pss_kib = per(&|v| pss_mb(v) / 1.024e-3);
         let tasks = per(&|v| median(v.iter().map(|s| s.tasks.unwrap_or(0) as f64).collect()));
         println!();
         println!(
-            "per idle server (daemon, from {first} to {last} servers): {kib:.0} KiB RSS, {tasks:.1} tasks"
+            "per idle server (from {first} to {last} servers): daemon {kib:.0} KiB RSS and {tasks:.1} tasks; all of mcphost's processes {pss_kib:.0} KiB PSS"
         );
         let goal = ms(&ours[b]) / ms(&theirs[b]);
         println!();
@@ -298,6 +374,19 @@ fn main() -> BenchResult<()> {
             if goal <= 1.5 { "met" } else { "**missed**" }
         );
         let rss = mib(&ours[b]);
+        let pss = pss_mb(&ours[b]);
+        println!(
+            "| PSS of mcphost's own processes with {last} live servers ≤ 30 MB | {pss:.1} MB | {} |",
+            if pss <= 30.0 { "met" } else { "**missed**" }
+        );
+        println!(
+            "| per idle server ≤ 80 KiB daemon RSS and ≤ 4 tasks | {kib:.0} KiB, {tasks:.1} tasks | {} |",
+            if kib <= 80.0 && tasks <= 4.0 {
+                "met"
+            } else {
+                "**missed**"
+            }
+        );
         println!(
             "| daemon RSS with {last} live servers ≤ 15 MB | {rss:.1} MiB | {} |",
             if rss * 1.048_576 <= 15.0 {
