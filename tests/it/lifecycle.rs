@@ -303,10 +303,11 @@ fn sigint_and_sigterm_leave_no_process_of_a_stubborn_group() {
             .remove("stubborn")
             .unwrap();
         let group = group_of(pid_of(&s));
-        // The watchdog, the server and the server's child.
+        // The server and the server's child (the process supervisor holds
+        // the group from outside it).
         let members = poll("the server's child to start", SOON, || {
             let m = group_members(group);
-            (m.len() >= 3).then_some(m)
+            (m.len() >= 2).then_some(m)
         });
         let daemon = d.pid();
         let t = Instant::now();
@@ -328,6 +329,129 @@ fn sigint_and_sigterm_leave_no_process_of_a_stubborn_group() {
             m.is_empty().then_some(m)
         });
         assert_eq!(left, Vec::<u32>::new(), "{members:?} left behind");
+    }
+}
+
+fn parent_of(pid: u32) -> u32 {
+    stat(pid)
+        .and_then(|f| f.get(1)?.parse().ok())
+        .unwrap_or_else(|| panic!("no process {pid}"))
+}
+
+/// Each server leads its own group, as a child of the daemon's one process
+/// supervisor (itself the daemon's child): the supervisor's pid.
+fn supervisor_of(d: &Daemon, servers: &[Value]) -> u32 {
+    let parents: BTreeSet<u32> = servers
+        .iter()
+        .map(|s| {
+            let pid = pid_of(s);
+            assert_eq!(group_of(pid), pid, "{s} does not lead its group");
+            parent_of(pid)
+        })
+        .collect();
+    assert_eq!(parents.len(), 1, "servers with different parents: {parents:?}");
+    let supervisor = parents.into_iter().next().unwrap();
+    assert_eq!(parent_of(supervisor), d.pid(), "{supervisor} is not the daemon's child");
+    supervisor
+}
+
+/// Servers with a child of their own each, all through the one supervisor.
+fn three_with_children() -> String {
+    let child = entry(&["--spawn-child", "--ignore-sigterm"], json!({}));
+    config_text(&[("a", child.clone()), ("b", child.clone()), ("c", child)])
+}
+
+/// Waits until every group in `groups` has its server and its child.
+fn wait_for_children(groups: &[u32]) {
+    for &g in groups {
+        poll("the server's child to start", SOON, || {
+            (group_members(g).len() >= 2).then_some(())
+        });
+    }
+}
+
+/// Issue 25: the per-server watchdogs became one supervisor; `kill -9` of
+/// the daemon must still leave no server nor any server's child behind.
+#[test]
+fn kill_9_of_the_daemon_leaves_no_server_of_its_supervisor_nor_their_children() {
+    let mut d = Daemon::start(&three_with_children());
+    let ready = d.wait_ready(&["a", "b", "c"], SOON);
+    let servers: Vec<Value> = ready.into_values().collect();
+    let supervisor = supervisor_of(&d, &servers);
+    let groups: Vec<u32> = servers.iter().map(pid_of).collect();
+    wait_for_children(&groups);
+
+    let daemon = d.pid();
+    // SAFETY: kill(2) on our own child.
+    assert_eq!(unsafe { libc::kill(daemon as libc::pid_t, libc::SIGKILL) }, 0);
+    poll("the daemon to be reaped", SOON, || d.child_exit());
+    let left = poll("every group to be empty", Duration::from_secs(10), || {
+        let left: Vec<(u32, Vec<u32>)> = groups
+            .iter()
+            .map(|&g| (g, group_members(g)))
+            .filter(|(_, m)| !m.is_empty())
+            .collect();
+        left.is_empty().then_some(left)
+    });
+    assert_eq!(left, [], "processes outlived the daemon");
+    poll("the supervisor to exit", SOON, || (!alive(supervisor)).then_some(()));
+}
+
+/// The supervisor killed by someone: the daemon kills the servers it held,
+/// says why, and starts them again each under a watchdog; a `kill -9` of
+/// the daemon then still leaves nothing behind.
+#[test]
+fn a_killed_supervisor_takes_its_servers_along_and_they_come_back_under_watchdogs() {
+    let mut d = Daemon::start(&three_with_children());
+    let ready = d.wait_ready(&["a", "b", "c"], SOON);
+    let servers: Vec<Value> = ready.values().cloned().collect();
+    let supervisor = supervisor_of(&d, &servers);
+    let old: Vec<u32> = servers.iter().map(pid_of).collect();
+    wait_for_children(&old);
+
+    // SAFETY: kill(2) on the daemon's supervisor, our grandchild.
+    assert_eq!(unsafe { libc::kill(supervisor as libc::pid_t, libc::SIGKILL) }, 0);
+    for &g in &old {
+        poll("the old server's group to be killed", SOON, || {
+            group_members(g).is_empty().then_some(())
+        });
+    }
+    poll("the daemon to say why", SOON, || {
+        let log = d.log_text();
+        log.contains("the process supervisor was killed by SIGKILL")
+            .then_some(())
+    });
+    let again: Vec<Value> = ["a", "b", "c"]
+        .iter()
+        .map(|name| {
+            poll("a new instance", SOON, || {
+                let s = d.server(name)?;
+                (s["state"] == "ready" && !old.contains(&pid_of(&s))).then_some(s)
+            })
+        })
+        .collect();
+    let daemon = d.pid();
+    let groups: Vec<u32> = again
+        .iter()
+        .map(|s| {
+            let pid = pid_of(s);
+            let leader = group_of(pid);
+            // The watchdog leads the group, the daemon's child.
+            assert_ne!(leader, pid, "{s}");
+            assert_eq!(parent_of(leader), daemon, "{s}");
+            leader
+        })
+        .collect();
+    let r = d.json(&["call", "a__echo", r#"{"text":"still here"}"#]);
+    assert_eq!(text_of(&r), "still here");
+
+    // SAFETY: kill(2) on our own child.
+    assert_eq!(unsafe { libc::kill(daemon as libc::pid_t, libc::SIGKILL) }, 0);
+    poll("the daemon to be reaped", SOON, || d.child_exit());
+    for g in groups {
+        poll("the group to be empty", Duration::from_secs(10), || {
+            group_members(g).is_empty().then_some(())
+        });
     }
 }
 

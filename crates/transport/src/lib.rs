@@ -13,6 +13,7 @@ pub mod framing;
 pub mod http;
 pub mod sandbox;
 pub mod stdio;
+pub mod supervisor;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -157,7 +158,8 @@ pub trait TransportControl: Send + Sync + 'static {
         None
     }
     /// The process group of the server's processes (stdio only): what to
-    /// signal to reach all of them. For stdio it is the watchdog's pid.
+    /// signal to reach all of them. It is the group leader's pid: the
+    /// server itself under the process supervisor, else its watchdog.
     fn pid(&self) -> Option<u32>;
     /// The server process itself (stdio only), as shown to users.
     fn server_pid(&self) -> Option<u32> {

@@ -401,6 +401,21 @@ pub(crate) mod linux {
     }
 
     impl Prepared {
+        /// What the process supervisor needs to apply it in its own child:
+        /// the ruleset (sent as a descriptor) and the filter's instructions.
+        pub fn parts(&self) -> (Option<std::os::fd::BorrowedFd<'_>>, Option<&BpfProgram>) {
+            use std::os::fd::AsFd as _;
+            (
+                self.ruleset.as_ref().map(|fd| fd.as_fd()),
+                self.seccomp.as_ref(),
+            )
+        }
+
+        /// [`Self::parts`] received in the process supervisor.
+        pub fn from_parts(ruleset: Option<OwnedFd>, seccomp: Option<BpfProgram>) -> Self {
+            Prepared { ruleset, seccomp }
+        }
+
         /// Runs in the forked server process before exec: only
         /// async-signal-safe syscalls (prctl, landlock_restrict_self,
         /// seccomp), no allocation.
@@ -486,12 +501,14 @@ pub(crate) mod confine {
         })
     }
 
-    /// `sandbox-exec -p PROFILE program`: the caller adds the arguments.
+    /// The program that runs a server under a Seatbelt profile.
     #[cfg(target_os = "macos")]
-    pub(crate) fn seatbelt_command(c: &Confined, program: &Path) -> tokio::process::Command {
-        let mut command = tokio::process::Command::new("/usr/bin/sandbox-exec");
-        command.arg("-p").arg(&c.profile).arg(program);
-        command
+    pub(crate) const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
+
+    /// `sandbox-exec`'s arguments before the server's own: `-p PROFILE program`.
+    #[cfg(target_os = "macos")]
+    pub(crate) fn seatbelt_args(c: &Confined, program: &Path) -> Vec<OsString> {
+        vec!["-p".into(), c.profile.clone().into(), program.into()]
     }
 }
 

@@ -5,9 +5,20 @@
 //! No server process may outlive the host, even a host that is SIGKILLed, and
 //! an `npx` server is a tree (npm → sh → node), so killing one pid is not enough.
 //! - Each server runs in its own process group, and every signal goes to the group.
-//! - All spawns happen on one spawner thread that lives as long as the process:
-//!   `PR_SET_PDEATHSIG` fires when the *thread* that forked exits, so a pooled
-//!   or short-lived thread would kill servers early.
+//! - A host that started the process supervisor ([`crate::supervisor`]: the
+//!   daemon and the CLI do, first thing in `main`) spawns every server
+//!   through it. The server is its own group's leader and the supervisor's
+//!   child; the supervisor reports its exit status, signals its group on
+//!   request while it holds it, and SIGKILLs every group it holds when the
+//!   host dies (EOF on their socket pair). [`TransportControl::pid`] and
+//!   [`TransportControl::server_pid`] are both the server's pid. One small
+//!   process for all servers, forked before the host grew: 100 servers
+//!   no longer mean 100 copies of a grown daemon (docs/benchmarks.md).
+//! - Without it (the C library, an embedded engine, or after the supervisor
+//!   died) each server gets a watchdog of its own, below.
+//! - All watchdog spawns happen on one spawner thread that lives as long as
+//!   the process: `PR_SET_PDEATHSIG` fires when the *thread* that forked
+//!   exits, so a pooled or short-lived thread would kill servers early.
 //! - Between fork and exec the child turns itself into a tiny watchdog: it
 //!   forks again, the grandchild execs the server in the same group, and the
 //!   watchdog closes every fd and waits for signals. Its PDEATHSIG (`SIGUSR1`)
@@ -26,12 +37,14 @@
 //!
 //! # macOS
 //!
-//! Same design, other kernel calls (see [`watchdog`]): no PDEATHSIG, so the
-//! watchdog waits on a kqueue for the owner's `NOTE_EXIT` (and SIGKILLs the
-//! group on it, as on `SIGUSR1` here), the server's `NOTE_EXIT`, SIGCHLD and
-//! SIGTERM, and re-reads `getppid()` after arming and on every wake-up; fds
-//! are closed by a loop; the group scan uses `proc_listpgrppids`. The
-//! spawner thread is not needed there but harmless.
+//! The supervisor is the same there (it learns of the host's death by the
+//! socket's EOF alone, and `getppid`). The watchdog has other kernel calls
+//! (see [`watchdog`]): no PDEATHSIG, so it waits on a kqueue for the
+//! owner's `NOTE_EXIT` (and SIGKILLs the group on it, as on `SIGUSR1`
+//! here), the server's `NOTE_EXIT`, SIGCHLD and SIGTERM, and re-reads
+//! `getppid()` after arming and on every wake-up; fds are closed by a loop;
+//! the group scan uses `proc_listpgrppids`. The spawner thread is not
+//! needed there but harmless.
 
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
 compile_error!("the stdio transport supports Linux and macOS only");
@@ -40,7 +53,7 @@ use parking_lot::Mutex;
 use std::collections::{BTreeMap, VecDeque};
 use std::ffi::{OsStr, OsString};
 use std::io::{self, Read as _};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::ExitStatusExt;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
@@ -60,6 +73,9 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::sandbox::{SandboxSpec, confine};
+use crate::supervisor::{self, Outcome, SpawnRequest, Supervisor};
+#[cfg(target_os = "linux")]
+use crate::supervisor::WireSandbox;
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, Span};
@@ -247,10 +263,215 @@ pub async fn spawn(server: &str, cfg: &StdioConfig) -> Result<Connection, StdioE
         None => None,
     };
 
-    let mut command = child_command(cfg, &program, &env, cwd.as_deref(), confined.as_ref());
+    let argv = server_argv(cfg, &program, confined.as_ref());
+    let launched = launch(&argv, &env, cwd.as_deref(), confined.as_ref())
+        .await
+        .map_err(spawn_error)?;
+
+    let span = tracing::info_span!("mcp_server", server = %server);
+    span.in_scope(|| {
+        tracing::debug!(
+            pid = launched.pgid.as_raw(),
+            supervised = launched.supervisor.is_some(),
+            program = %program.display(),
+            "server started"
+        );
+    });
+    // A write to a dead server's stdin is EPIPE, never SIGPIPE, even for a
+    // host (the C library's) that left SIGPIPE at its default.
+    #[cfg(target_os = "macos")]
+    // SAFETY: fcntl on a descriptor we own.
+    if unsafe { libc::fcntl(launched.stdin.as_raw_fd(), libc::F_SETNOSIGPIPE, 1) } != 0 {
+        let e = io::Error::last_os_error();
+        span.in_scope(|| tracing::debug!("F_SETNOSIGPIPE on the server's stdin: {e}"));
+    }
+
+    let Launched {
+        leader,
+        stdin,
+        stdout,
+        stderr,
+        pgid,
+        server_pid,
+        supervisor,
+    } = launched;
+    Ok(run_child(
+        server,
+        cfg,
+        leader,
+        (stdin, stdout, stderr),
+        (pgid, server_pid, supervisor),
+        span,
+        confined.and_then(|c| c.tmp),
+    ))
+}
+
+/// What runs: the program, its `argv[0]` (the command as configured) and
+/// its arguments; on macOS a sandboxed server runs under `sandbox-exec`.
+struct Argv {
+    program: PathBuf,
+    arg0: OsString,
+    args: Vec<OsString>,
+}
+
+fn server_argv(cfg: &StdioConfig, program: &Path, confined: Option<&confine::Confined>) -> Argv {
+    let args = cfg.args.iter().map(OsString::from);
+    #[cfg(target_os = "macos")]
+    if let Some(c) = confined {
+        return Argv {
+            program: PathBuf::from(confine::SANDBOX_EXEC),
+            arg0: OsString::from(&cfg.command),
+            args: confine::seatbelt_args(c, program)
+                .into_iter()
+                .chain(args)
+                .collect(),
+        };
+    }
+    #[cfg(target_os = "linux")]
+    let _ = confined;
+    Argv {
+        program: program.to_owned(),
+        arg0: OsString::from(&cfg.command),
+        args: args.collect(),
+    }
+}
+
+/// A started server: the group's leader, our ends of its pipes.
+struct Launched {
+    leader: Leader,
+    stdin: ChildStdin,
+    stdout: ChildStdout,
+    stderr: ChildStderr,
+    /// The group id, the leader's pid.
+    pgid: Pid,
+    /// The server process itself.
+    server_pid: Option<u32>,
+    /// Set when the process supervisor holds the group.
+    supervisor: Option<Arc<Supervisor>>,
+}
+
+/// The process whose end is the server's end, and that we wait for.
+enum Leader {
+    /// Our child, the watchdog that mirrors the server's exit.
+    Watchdog(Child),
+    /// The server itself, the supervisor's child: it reports the status.
+    Supervised(oneshot::Receiver<io::Result<ExitStatus>>),
+}
+
+impl Leader {
+    async fn wait(self) -> io::Result<ExitStatus> {
+        match self {
+            Leader::Watchdog(mut child) => child.wait().await,
+            Leader::Supervised(exit) => exit
+                .await
+                .unwrap_or_else(|_| Err(io::Error::other("the process supervisor is gone"))),
+        }
+    }
+}
+
+/// Under the process supervisor if this process started one (and it still
+/// runs), else under a watchdog of its own.
+async fn launch(
+    argv: &Argv,
+    env: &BTreeMap<OsString, OsString>,
+    cwd: Option<&Path>,
+    confined: Option<&confine::Confined>,
+) -> io::Result<Launched> {
+    if let Some(supervisor) = supervisor::current()
+        && let Some(launched) = launch_supervised(supervisor, argv, env, cwd, confined).await?
+    {
+        return Ok(launched);
+    }
+    launch_watchdog(argv, env, cwd, confined).await
+}
+
+/// `None` when the supervisor turned out to be gone.
+async fn launch_supervised(
+    supervisor: Arc<Supervisor>,
+    argv: &Argv,
+    env: &BTreeMap<OsString, OsString>,
+    cwd: Option<&Path>,
+    confined: Option<&confine::Confined>,
+) -> io::Result<Option<Launched>> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let bytes = |s: &OsStr| s.as_bytes().to_vec();
+    let (stdin_r, stdin_w) = io::pipe()?;
+    let (stdout_r, stdout_w) = io::pipe()?;
+    let (stderr_r, stderr_w) = io::pipe()?;
+    let theirs: [OwnedFd; 3] = [stdin_r.into(), stdout_w.into(), stderr_w.into()];
+    #[cfg_attr(target_os = "macos", allow(unused_mut))]
+    let mut fds: Vec<RawFd> = theirs.iter().map(AsRawFd::as_raw_fd).collect();
+    #[cfg_attr(target_os = "macos", allow(unused_mut))]
+    let mut request = SpawnRequest {
+        id: 0,
+        program: bytes(argv.program.as_os_str()),
+        arg0: bytes(&argv.arg0),
+        args: argv.args.iter().map(|a| bytes(a)).collect(),
+        env: env.iter().map(|(k, v)| (bytes(k), bytes(v))).collect(),
+        // Ours now, not the one the supervisor was started in.
+        cwd: cwd
+            .map(Path::to_owned)
+            .or_else(|| std::env::current_dir().ok())
+            .map(|d| bytes(d.as_os_str())),
+        sandbox: None,
+    };
+    #[cfg(target_os = "linux")]
+    if let Some(c) = confined {
+        let (ruleset, seccomp) = c.prepared.parts();
+        fds.extend(ruleset.map(|fd| fd.as_raw_fd()));
+        request.sandbox = Some(WireSandbox {
+            landlock: ruleset.is_some(),
+            seccomp: seccomp.map(|p| p.iter().map(|i| (i.code, i.jt, i.jf, i.k)).collect()),
+        });
+    }
+    #[cfg(target_os = "macos")]
+    let _ = confined;
+    let outcome = supervisor.spawn(request, &fds).await;
+    // The server has its own copies now (or never will).
+    drop(theirs);
+    let pid = match outcome {
+        Outcome::Started(started) => started,
+        Outcome::Failed(e) => return Err(e),
+        Outcome::Gone => return Ok(None),
+    };
+    let pgid = Pid::from_raw(pid.pid);
+    let pipes = (|| {
+        Ok::<_, io::Error>((
+            ChildStdin::from_std(std::process::ChildStdin::from(OwnedFd::from(stdin_w)))?,
+            ChildStdout::from_std(std::process::ChildStdout::from(OwnedFd::from(stdout_r)))?,
+            ChildStderr::from_std(std::process::ChildStderr::from(OwnedFd::from(stderr_r)))?,
+        ))
+    })();
+    let (stdin, stdout, stderr) = match pipes {
+        Ok(pipes) => pipes,
+        Err(e) => {
+            // Never leave a group behind.
+            let _ = supervisor.signal(pgid, Signal::SIGKILL);
+            return Err(e);
+        }
+    };
+    Ok(Some(Launched {
+        leader: Leader::Supervised(pid.exit),
+        stdin,
+        stdout,
+        stderr,
+        pgid,
+        server_pid: u32::try_from(pid.pid).ok(),
+        supervisor: Some(supervisor),
+    }))
+}
+
+/// Forks a watchdog (see the module docs) that forks the server.
+async fn launch_watchdog(
+    argv: &Argv,
+    env: &BTreeMap<OsString, OsString>,
+    cwd: Option<&Path>,
+    confined: Option<&confine::Confined>,
+) -> io::Result<Launched> {
+    let mut command = child_command(argv, env, cwd);
     let owner = nix::unistd::getpid().as_raw();
     // Close-on-exec: the watchdog writes to it, the server never sees it.
-    let (mut pid_reader, pid_writer) = io::pipe().map_err(spawn_error)?;
+    let (mut pid_reader, pid_writer) = io::pipe()?;
     let report = pid_writer.as_raw_fd();
     // SAFETY: the closure only makes async-signal-safe libc calls; see `watchdog`.
     unsafe {
@@ -260,17 +481,19 @@ pub async fn spawn(server: &str, cfg: &StdioConfig) -> Result<Connection, StdioE
     // process: the watchdog itself stays unconfined (it only waits and
     // signals), the server and all it starts are confined.
     #[cfg(target_os = "linux")]
-    if let Some(c) = &confined {
+    if let Some(c) = confined {
         let prepared = c.prepared.clone();
         // SAFETY: `apply` makes only async-signal-safe syscalls.
         unsafe {
             command.pre_exec(move || prepared.apply());
         }
     }
+    #[cfg(target_os = "macos")]
+    let _ = confined;
 
     let spawned = spawn_on_spawner_thread(command).await;
     drop(pid_writer);
-    let mut child = spawned.map_err(spawn_error)?;
+    let mut child = spawned?;
     // Written before the watchdog closed its fds, which is before spawn
     // returned; with every writer gone the read cannot block.
     let mut pid_bytes = [0u8; std::mem::size_of::<libc::pid_t>()];
@@ -280,61 +503,32 @@ pub async fn spawn(server: &str, cfg: &StdioConfig) -> Result<Connection, StdioE
         .and_then(|()| u32::try_from(libc::pid_t::from_ne_bytes(pid_bytes)).ok());
     let pid = child
         .id()
-        .ok_or_else(|| spawn_error(io::Error::other("the process was reaped at once")))?;
-    let pgid = Pid::from_raw(
-        i32::try_from(pid).map_err(|_| spawn_error(io::Error::other("pid out of range")))?,
-    );
+        .ok_or_else(|| io::Error::other("the process was reaped at once"))?;
+    let pgid = Pid::from_raw(i32::try_from(pid).map_err(|_| io::Error::other("pid out of range"))?);
     let (Some(stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
         // Unreachable with piped stdio, but never leave a group behind.
         let _ = killpg(pgid, Signal::SIGKILL);
-        return Err(spawn_error(io::Error::other("missing stdio pipe")));
+        return Err(io::Error::other("missing stdio pipe"));
     };
-
-    let span = tracing::info_span!("mcp_server", server = %server);
-    span.in_scope(|| tracing::debug!(pid, program = %program.display(), "server started"));
-    // A write to a dead server's stdin is EPIPE, never SIGPIPE, even for a
-    // host (the C library's) that left SIGPIPE at its default.
-    #[cfg(target_os = "macos")]
-    // SAFETY: fcntl on a descriptor we own.
-    if unsafe { libc::fcntl(stdin.as_raw_fd(), libc::F_SETNOSIGPIPE, 1) } != 0 {
-        let e = io::Error::last_os_error();
-        span.in_scope(|| tracing::debug!("F_SETNOSIGPIPE on the server's stdin: {e}"));
-    }
-
-    Ok(run_child(
-        server,
-        cfg,
-        child,
-        (stdin, stdout, stderr),
-        (pgid, server_pid),
-        span,
-        confined.and_then(|c| c.tmp),
-    ))
+    Ok(Launched {
+        leader: Leader::Watchdog(child),
+        stdin,
+        stdout,
+        stderr,
+        pgid,
+        server_pid,
+        supervisor: None,
+    })
 }
 
 /// The server's process in the group we made for it.
-fn child_command(
-    cfg: &StdioConfig,
-    program: &Path,
-    env: &BTreeMap<OsString, OsString>,
-    cwd: Option<&Path>,
-    confined: Option<&confine::Confined>,
-) -> Command {
-    #[cfg(target_os = "macos")]
-    let mut command = match confined {
-        Some(c) => confine::seatbelt_command(c, program),
-        None => Command::new(program),
-    };
-    #[cfg(target_os = "linux")]
-    let mut command = {
-        let _ = confined;
-        Command::new(program)
-    };
+fn child_command(argv: &Argv, env: &BTreeMap<OsString, OsString>, cwd: Option<&Path>) -> Command {
+    let mut command = Command::new(&argv.program);
     command
-        .arg0(&cfg.command)
-        .args(&cfg.args)
+        .arg0(&argv.arg0)
+        .args(&argv.args)
         .env_clear()
         .envs(env)
         .stdin(Stdio::piped())
@@ -352,9 +546,9 @@ fn child_command(
 fn run_child(
     server: &str,
     cfg: &StdioConfig,
-    child: Child,
+    leader: Leader,
     (stdin, stdout, stderr): (ChildStdin, ChildStdout, ChildStderr),
-    (pgid, server_pid): (Pid, Option<u32>),
+    (pgid, server_pid, supervisor): (Pid, Option<u32>, Option<Arc<Supervisor>>),
     span: tracing::Span,
     tmp: Option<tempfile::TempDir>,
 ) -> Connection {
@@ -364,6 +558,7 @@ fn run_child(
         server: server.to_owned(),
         pgid,
         server_pid,
+        supervisor,
         span: span.clone(),
         stderr: Mutex::new(StderrRing::new(cfg.stderr_lines)),
         stderr_feed: Mutex::new(Some(
@@ -397,7 +592,7 @@ fn run_child(
         .instrument(span.clone()),
     );
     let stderr_task = tokio::spawn(read_stderr(stderr, shared.clone()).instrument(span.clone()));
-    tokio::spawn(watch_leader(child, shared.clone(), exit_tx, done_tx).instrument(span.clone()));
+    tokio::spawn(watch_leader(leader, shared.clone(), exit_tx, done_tx).instrument(span.clone()));
     tokio::spawn(
         report_close(
             shared.clone(),
@@ -541,10 +736,13 @@ fn spawner() -> io::Result<std::sync::mpsc::Sender<SpawnJob>> {
 
 struct Shared {
     server: String,
-    /// Group id, equal to the watchdog's pid.
+    /// Group id, equal to the leader's pid: the server under the process
+    /// supervisor, else its watchdog.
     pgid: Pid,
-    /// The server process, the watchdog's child.
+    /// The server process (the watchdog's child, or the leader itself).
     server_pid: Option<u32>,
+    /// Holds the group when set: signals go through it.
+    supervisor: Option<Arc<Supervisor>>,
     span: Span,
     stderr: Mutex<StderrRing>,
     /// Live stderr lines for followers; taken when stderr ends, which tells
@@ -608,6 +806,13 @@ impl Shared {
         if self.leader_reaped.load(Ordering::SeqCst) {
             return; // `watch_leader` takes care of what is left.
         }
+        if let Some(supervisor) = &self.supervisor {
+            match supervisor.signal(self.pgid, signal) {
+                Ok(()) => return,
+                // It died: it has SIGKILLed the group already, or will.
+                Err(e) => tracing::debug!(pgid = %self.pgid, "signal through the supervisor: {e}"),
+            }
+        }
         match killpg(self.pgid, signal) {
             Ok(()) | Err(Errno::ESRCH) => {}
             Err(e) => {
@@ -660,7 +865,7 @@ impl TransportControl for StdioControl {
             .map(tokio::sync::broadcast::Sender::subscribe)
     }
 
-    /// The watchdog's pid, which is also the process group id.
+    /// The group leader's pid, which is also the process group id.
     fn pid(&self) -> Option<u32> {
         u32::try_from(self.shared.pgid.as_raw()).ok()
     }
@@ -677,20 +882,30 @@ impl TransportControl for StdioControl {
 impl Drop for StdioControl {
     fn drop(&mut self) {
         // Synchronous on purpose: tasks spawned from Drop may never run.
-        if !self.shared.group_gone.load(Ordering::SeqCst) {
-            let _ = killpg(self.shared.pgid, Signal::SIGKILL);
+        let shared = &self.shared;
+        if shared.group_gone.load(Ordering::SeqCst) {
+            return;
         }
+        // The leader unreaped: the supervisor knows for sure; strays of a
+        // reaped leader keep the group id reserved, so killpg is safe.
+        if let Some(supervisor) = &shared.supervisor
+            && !shared.leader_reaped.load(Ordering::SeqCst)
+            && supervisor.signal(shared.pgid, Signal::SIGKILL).is_ok()
+        {
+            return;
+        }
+        let _ = killpg(shared.pgid, Signal::SIGKILL);
     }
 }
 
 /// Waits for the group leader, publishes how it ended, then clears the group.
 async fn watch_leader(
-    mut child: Child,
+    leader: Leader,
     shared: Arc<Shared>,
     exit_tx: watch::Sender<Option<String>>,
     done_tx: watch::Sender<bool>,
 ) {
-    let how = match child.wait().await {
+    let how = match leader.wait().await {
         Ok(status) => describe(status),
         Err(e) => {
             // We cannot tell what state it is in: make sure it is dead.

@@ -161,6 +161,16 @@ impl Cli {
             }),
         )
     }
+
+    /// Whether this command starts stdio servers in this process: then it
+    /// starts the process supervisor first.
+    fn runs_servers(&self) -> bool {
+        !self.direct.is_empty()
+            || matches!(
+                self.command,
+                Command::Daemon { action: None, .. } | Command::Inspect(_) | Command::Doctor { .. }
+            )
+    }
 }
 
 #[derive(Subcommand)]
@@ -613,9 +623,27 @@ impl std::fmt::Display for Exit {
 }
 impl std::error::Error for Exit {}
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli: Cli = output::parse_args();
+    // Before any thread exists: the supervisor is a fork of this process
+    // as it is now, small, not of the grown runtime.
+    let supervisor = cli
+        .runs_servers()
+        .then(mcphost::transport::supervisor::start);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("mcphost: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    runtime.block_on(async_main(cli, supervisor))
+}
+
+async fn async_main(cli: Cli, supervisor: Option<std::io::Result<()>>) -> ExitCode {
     init_tracing(
         cli.verbose,
         matches!(cli.command, Command::Daemon { action: None, .. }),
@@ -623,6 +651,9 @@ async fn main() -> ExitCode {
         // doctor reports every failure itself, with its fix.
         matches!(cli.command, Command::Doctor { .. }),
     );
+    if let Some(Err(e)) = supervisor {
+        tracing::warn!("no process supervisor ({e}): each server gets a watchdog process");
+    }
     let out = Out { json: cli.json };
     // On a terminal, with no policy flag, the person answers the servers.
     let terminal = (cli.policy_host() == PolicyHost::default()
