@@ -349,9 +349,17 @@ fn supervisor_of(d: &Daemon, servers: &[Value]) -> u32 {
             parent_of(pid)
         })
         .collect();
-    assert_eq!(parents.len(), 1, "servers with different parents: {parents:?}");
+    assert_eq!(
+        parents.len(),
+        1,
+        "servers with different parents: {parents:?}"
+    );
     let supervisor = parents.into_iter().next().unwrap();
-    assert_eq!(parent_of(supervisor), d.pid(), "{supervisor} is not the daemon's child");
+    assert_eq!(
+        parent_of(supervisor),
+        d.pid(),
+        "{supervisor} is not the daemon's child"
+    );
     supervisor
 }
 
@@ -383,7 +391,10 @@ fn kill_9_of_the_daemon_leaves_no_server_of_its_supervisor_nor_their_children() 
 
     let daemon = d.pid();
     // SAFETY: kill(2) on our own child.
-    assert_eq!(unsafe { libc::kill(daemon as libc::pid_t, libc::SIGKILL) }, 0);
+    assert_eq!(
+        unsafe { libc::kill(daemon as libc::pid_t, libc::SIGKILL) },
+        0
+    );
     poll("the daemon to be reaped", SOON, || d.child_exit());
     let left = poll("every group to be empty", Duration::from_secs(10), || {
         let left: Vec<(u32, Vec<u32>)> = groups
@@ -394,7 +405,9 @@ fn kill_9_of_the_daemon_leaves_no_server_of_its_supervisor_nor_their_children() 
         left.is_empty().then_some(left)
     });
     assert_eq!(left, [], "processes outlived the daemon");
-    poll("the supervisor to exit", SOON, || (!alive(supervisor)).then_some(()));
+    poll("the supervisor to exit", SOON, || {
+        (!alive(supervisor)).then_some(())
+    });
 }
 
 /// The supervisor killed by someone: the daemon kills the servers it held,
@@ -410,7 +423,10 @@ fn a_killed_supervisor_takes_its_servers_along_and_they_come_back_under_watchdog
     wait_for_children(&old);
 
     // SAFETY: kill(2) on the daemon's supervisor, our grandchild.
-    assert_eq!(unsafe { libc::kill(supervisor as libc::pid_t, libc::SIGKILL) }, 0);
+    assert_eq!(
+        unsafe { libc::kill(supervisor as libc::pid_t, libc::SIGKILL) },
+        0
+    );
     for &g in &old {
         poll("the old server's group to be killed", SOON, || {
             group_members(g).is_empty().then_some(())
@@ -446,7 +462,10 @@ fn a_killed_supervisor_takes_its_servers_along_and_they_come_back_under_watchdog
     assert_eq!(text_of(&r), "still here");
 
     // SAFETY: kill(2) on our own child.
-    assert_eq!(unsafe { libc::kill(daemon as libc::pid_t, libc::SIGKILL) }, 0);
+    assert_eq!(
+        unsafe { libc::kill(daemon as libc::pid_t, libc::SIGKILL) },
+        0
+    );
     poll("the daemon to be reaped", SOON, || d.child_exit());
     for g in groups {
         poll("the group to be empty", Duration::from_secs(10), || {

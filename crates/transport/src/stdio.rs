@@ -73,9 +73,9 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::sandbox::{SandboxSpec, confine};
-use crate::supervisor::{self, Outcome, SpawnRequest, Supervisor};
 #[cfg(target_os = "linux")]
 use crate::supervisor::WireSandbox;
+use crate::supervisor::{self, Outcome, SpawnRequest, Supervisor};
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, Span};

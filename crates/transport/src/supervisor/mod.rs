@@ -43,8 +43,8 @@ use nix::unistd::Pid;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
-pub(crate) use wire::{Sandbox as WireSandbox, SpawnRequest};
 use wire::{Reply, Request};
+pub(crate) use wire::{Sandbox as WireSandbox, SpawnRequest};
 
 static SUPERVISOR: OnceLock<Arc<Supervisor>> = OnceLock::new();
 
@@ -326,7 +326,9 @@ impl Supervisor {
             let _ = tx.send(Err(io::Error::other("its process supervisor died")));
         }
         for (_, p) in pending {
-            let _ = p.reply.send(Err(io::Error::other("the process supervisor died")));
+            let _ = p
+                .reply
+                .send(Err(io::Error::other("the process supervisor died")));
         }
         let how = self.reap();
         tracing::error!(

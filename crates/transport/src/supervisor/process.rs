@@ -202,22 +202,31 @@ impl Supervisor {
                 let ready = |f: &PollFd| f.revents().is_some_and(|r| !r.is_empty());
                 (ready(&fds[0]), ready(&fds[1]))
             };
-            if woken && self.woken()? {
-                return Ok(());
-            }
+            // The host first: its EOF must be seen before any reaping.
             if host {
                 if !self.receive()? {
                     return Ok(()); // EOF: the host is gone.
                 }
                 while let Some(request) = wire::take_frame::<Request>(&mut self.inbox)? {
-                    self.handle(request)?;
+                    if !self.handle(request)? {
+                        return Ok(());
+                    }
                 }
+            }
+            if woken && !self.woken()? {
+                return Ok(());
             }
         }
     }
 
-    /// Drains the self-pipe and reaps; `true` when the host died.
+    /// Drains the self-pipe and reaps; `false` when the host is gone.
     fn woken(&mut self) -> io::Result<bool> {
+        // The host's death closes its ends of the servers' stdin too, and
+        // a server may exit on that EOF before we read ours: reaping it
+        // would drop its group (and the children in it) from those we kill.
+        if self.host_gone() {
+            return Ok(false);
+        }
         let mut bytes = [0u8; 64];
         let mut owner_died = false;
         loop {
@@ -232,28 +241,44 @@ impl Supervisor {
                 owner_died |= bytes[..n].contains(&(OWNER_DIED as u8));
             }
         }
-        self.reap()?;
-        Ok(owner_died)
+        if owner_died {
+            return Ok(false);
+        }
+        self.reap()
+    }
+
+    /// Whether the host's end of the socket is closed, without waiting.
+    fn host_gone(&self) -> bool {
+        let mut fds = [PollFd::new(self.sock.as_fd(), PollFlags::empty())];
+        matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
+            && fds[0]
+                .revents()
+                .is_some_and(|r| r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR))
     }
 
     /// Reaps every child that ended and tells the host how each did. All
-    /// children of this process are servers it started.
-    fn reap(&mut self) -> io::Result<()> {
+    /// children of this process are servers it started. `false` when the
+    /// host is gone.
+    fn reap(&mut self) -> io::Result<bool> {
         loop {
             let mut status = 0;
             // SAFETY: waitpid on our own children.
             let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
             match pid {
-                0 => return Ok(()),
+                0 => return Ok(true),
                 -1 => match Errno::last() {
                     Errno::EINTR => {}
-                    _ => return Ok(()), // ECHILD: none left
+                    _ => return Ok(true), // ECHILD: none left
                 },
-                pid => {
-                    if self.held.remove(&pid) {
-                        self.reply(&Reply::Exited { pid, status })?;
+                pid if self.held.contains(&pid) => {
+                    // Kept while the host may not know: a host gone now
+                    // leaves its group (its children) to the final kill.
+                    if !self.reply(&Reply::Exited { pid, status })? {
+                        return Ok(false);
                     }
+                    self.held.remove(&pid);
                 }
+                _ => {}
             }
         }
     }
@@ -280,6 +305,8 @@ impl Supervisor {
                     break (msg.bytes, fds);
                 }
                 Err(Errno::EINTR) => {}
+                // The host died with our replies unread.
+                Err(Errno::ECONNRESET) => return Ok(false),
                 Err(e) => return Err(e.into()),
             }
         };
@@ -287,19 +314,27 @@ impl Supervisor {
             // SAFETY: the kernel just gave us this descriptor.
             let fd = unsafe { OwnedFd::from_raw_fd(fd) };
             // Never inherited by a server but where it is meant to go.
-            set_flags(fd.as_raw_fd(), libc::F_GETFD, libc::F_SETFD, libc::FD_CLOEXEC)?;
+            set_flags(
+                fd.as_raw_fd(),
+                libc::F_GETFD,
+                libc::F_SETFD,
+                libc::FD_CLOEXEC,
+            )?;
             self.fds.push_back(fd);
         }
         self.inbox.extend_from_slice(&buf[..n]);
         Ok(n > 0)
     }
 
-    fn handle(&mut self, request: Request) -> io::Result<()> {
+    /// `false` when the host is gone.
+    fn handle(&mut self, request: Request) -> io::Result<bool> {
         match request {
             Request::Spawn(req) => {
                 let count = req.fds();
                 if self.fds.len() < count {
-                    return Err(io::Error::other("a spawn request came without its descriptors"));
+                    return Err(io::Error::other(
+                        "a spawn request came without its descriptors",
+                    ));
                 }
                 let fds: Vec<OwnedFd> = self.fds.drain(..count).collect();
                 let id = req.id;
@@ -323,13 +358,18 @@ impl Supervisor {
                     // SAFETY: kill(2) on a group we hold.
                     unsafe { libc::kill(-pid, signal) };
                 }
-                Ok(())
+                Ok(true)
             }
         }
     }
 
-    fn reply(&mut self, reply: &Reply) -> io::Result<()> {
-        wire::write_frame(&mut self.sock, reply)
+    /// Sends a reply; `false` when the host is gone.
+    fn reply(&mut self, reply: &Reply) -> io::Result<bool> {
+        match wire::write_frame(&mut self.sock, reply) {
+            Ok(()) => Ok(true),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EPIPE | libc::ECONNRESET)) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -337,7 +377,10 @@ impl Supervisor {
 /// mask and SIGPIPE in the child, and reports an exec failure as an error.
 fn spawn(req: SpawnRequest, fds: Vec<OwnedFd>) -> io::Result<libc::pid_t> {
     let mut fds = fds.into_iter();
-    let mut next = || fds.next().ok_or_else(|| io::Error::other("missing descriptor"));
+    let mut next = || {
+        fds.next()
+            .ok_or_else(|| io::Error::other("missing descriptor"))
+    };
     let (stdin, stdout, stderr) = (next()?, next()?, next()?);
     let mut command = Command::new(OsStr::from_bytes(&req.program));
     command

@@ -15,7 +15,10 @@ pub(super) const MAX_FRAME: usize = 16 * 1024 * 1024;
 pub(super) enum Request {
     Spawn(SpawnRequest),
     /// Signal the group led by `pid`, if its leader is not reaped yet.
-    Signal { pid: i32, signal: i32 },
+    Signal {
+        pid: i32,
+        signal: i32,
+    },
 }
 
 /// Everything the supervisor needs to start one server; byte strings
