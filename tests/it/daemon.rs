@@ -62,7 +62,7 @@ fn pid_of(s: &Value) -> u32 {
     s["pid"].as_u64().unwrap_or_else(|| panic!("no pid in {s}")) as u32
 }
 
-/// The process group of a live process (a server's: its watchdog's pid).
+/// The process group of a live process (a server's: its own pid).
 fn group_of(pid: u32) -> u32 {
     let pid = nix::unistd::Pid::from_raw(pid as i32);
     nix::unistd::getpgid(Some(pid)).unwrap().as_raw() as u32
@@ -316,10 +316,14 @@ fn killed_server_is_restarted_and_sigterm_leaves_no_process() {
     assert_eq!(groups.len(), 3);
     let daemon_pid = d.pid();
     let tree = family(daemon_pid, &groups);
-    for g in &groups {
-        // Each group holds its watchdog and the server under it.
-        let members = tree.iter().filter(|p| p.pgrp == *g).count();
-        assert!(members >= 2, "group {g} has {members} processes: {tree:?}");
+    for s in d.servers() {
+        // Each server leads its group, under the daemon's process supervisor.
+        let pid = pid_of(&s);
+        assert_eq!(group_of(pid), pid, "{s}");
+        assert!(
+            tree.iter().any(|p| p.pid == pid),
+            "{pid} is not the daemon's: {tree:?}"
+        );
     }
     let t = Instant::now();
     let status = d

@@ -45,7 +45,7 @@ fn stat(pid: u32) -> Option<Vec<String>> {
     Some(rest.split_whitespace().map(str::to_owned).collect())
 }
 
-/// The process group of a live process (a server's: its watchdog's pid).
+/// The process group of a live process (a server's: its own pid).
 fn group_of(pid: u32) -> u32 {
     stat(pid)
         .and_then(|f| f.get(2)?.parse().ok())

@@ -836,6 +836,9 @@ impl Shared {
             }
         }
         self.group_gone.store(true, Ordering::SeqCst);
+        if let Some(supervisor) = &self.supervisor {
+            supervisor.release(self.pgid);
+        }
     }
 
     fn stderr_tail(&self, n: usize) -> Vec<String> {

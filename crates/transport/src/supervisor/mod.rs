@@ -13,7 +13,10 @@
 //! - The host dies, even by SIGKILL: its end closes, the supervisor sees
 //!   EOF (Linux also gets `PR_SET_PDEATHSIG`, and every wake-up checks
 //!   `getppid`), SIGKILLs every group it holds, grandchildren included,
-//!   and exits.
+//!   and exits. It holds a group from the spawn until the host releases it
+//!   (the leader reaped and the group found empty), not only until the
+//!   leader exits: a dying host closes the servers' stdin before (or as)
+//!   its socket, so a server may exit on that EOF first, leaving children.
 //! - The supervisor dies: the host's reader thread sees EOF, SIGKILLs every
 //!   group it knew, fails their exit waits, logs why, and later spawns go
 //!   back to a watchdog per server (`stdio`'s fallback).
@@ -228,6 +231,18 @@ impl Supervisor {
             signal: signal as i32,
         })?;
         self.send(&frame, &[])
+    }
+
+    /// The group of `pid`, whose leader has exited, is empty now.
+    pub(crate) fn release(&self, pid: Pid) {
+        if self.state.lock().gone {
+            return;
+        }
+        let sent = wire::encode(&Request::Release { pid: pid.as_raw() })
+            .and_then(|frame| self.send(&frame, &[]));
+        if let Err(e) = sent {
+            tracing::debug!(pgid = pid.as_raw(), "releasing a group: {e}");
+        }
     }
 
     fn send(&self, frame: &[u8], fds: &[RawFd]) -> io::Result<()> {

@@ -54,6 +54,7 @@ fn serve(sock: UnixStream, owner: libc::pid_t) -> io::Result<()> {
         wake,
         owner,
         held: HashSet::new(),
+        strays: HashSet::new(),
         inbox: Vec::new(),
         fds: VecDeque::new(),
     };
@@ -165,6 +166,10 @@ struct Supervisor {
     owner: libc::pid_t,
     /// Servers started and not yet reaped: each leads a group of its pid.
     held: HashSet<libc::pid_t>,
+    /// Groups whose leader is reaped but that had members left (a server's
+    /// children), until the host says it cleared them: the host may die
+    /// first, and its death may reach a server (EOF on stdin) before us.
+    strays: HashSet<libc::pid_t>,
     /// Bytes received that do not make a whole frame yet.
     inbox: Vec<u8>,
     /// Descriptors received, in order, not yet taken by a request.
@@ -173,7 +178,7 @@ struct Supervisor {
 
 impl Drop for Supervisor {
     fn drop(&mut self) {
-        for &pid in &self.held {
+        for &pid in self.held.iter().chain(&self.strays) {
             // SAFETY: kill(2); the group's leader is our unreaped child, so
             // its id cannot belong to anyone else.
             unsafe { libc::kill(-pid, libc::SIGKILL) };
@@ -277,6 +282,11 @@ impl Supervisor {
                         return Ok(false);
                     }
                     self.held.remove(&pid);
+                    // SAFETY: kill(2) with signal 0 only asks whether the
+                    // group has members; they keep its id reserved.
+                    if unsafe { libc::kill(-pid, 0) } == 0 {
+                        self.strays.insert(pid);
+                    }
                 }
                 _ => {}
             }
@@ -358,6 +368,10 @@ impl Supervisor {
                     // SAFETY: kill(2) on a group we hold.
                     unsafe { libc::kill(-pid, signal) };
                 }
+                Ok(true)
+            }
+            Request::Release { pid } => {
+                self.strays.remove(&pid);
                 Ok(true)
             }
         }

@@ -19,6 +19,10 @@ pub(super) enum Request {
         pid: i32,
         signal: i32,
     },
+    /// The group of the reaped leader `pid` is empty: forget it.
+    Release {
+        pid: i32,
+    },
 }
 
 /// Everything the supervisor needs to start one server; byte strings
