@@ -11,8 +11,8 @@
 //! ```
 //!
 //! - [`protocol`]: wire types, method names, revisions and eras, capabilities.
-//! - [`transport`]: framing, stdio child processes (process groups, watchdog,
-//!   stderr ring), Streamable HTTP and SSE.
+//! - [`transport`]: framing, stdio child processes (process groups, the
+//!   process supervisor or a watchdog, stderr ring), Streamable HTTP and SSE.
 //! - [`jsonrpc`]: decoder, Peer (ids, pending map, timeouts, cancel, progress).
 //! - [`lockfile`], [`statefile`]: one exclusive lock across processes;
 //!   private state files replaced atomically, in directories the caller

@@ -46,8 +46,10 @@ use nix::unistd::Pid;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
+#[cfg(target_os = "linux")]
+pub(crate) use wire::Sandbox as WireSandbox;
+pub(crate) use wire::SpawnRequest;
 use wire::{Reply, Request};
-pub(crate) use wire::{Sandbox as WireSandbox, SpawnRequest};
 
 static SUPERVISOR: OnceLock<Arc<Supervisor>> = OnceLock::new();
 

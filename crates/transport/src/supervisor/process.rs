@@ -28,6 +28,12 @@ static WAKE: AtomicI32 = AtomicI32::new(-1);
 #[cfg(target_os = "linux")]
 const OWNER_DIED: libc::c_int = libc::SIGUSR1;
 
+/// What the signal handler reports.
+#[cfg(target_os = "linux")]
+const SIGNALS: [libc::c_int; 2] = [libc::SIGCHLD, OWNER_DIED];
+#[cfg(target_os = "macos")]
+const SIGNALS: [libc::c_int; 1] = [libc::SIGCHLD];
+
 /// Descriptors one `recvmsg` may carry: a request has at most four, and
 /// a stream socket does not merge two requests' descriptors.
 const MAX_FDS: usize = 32;
@@ -79,9 +85,6 @@ fn setup(sock: &UnixStream) -> io::Result<OwnedFd> {
     // Lives as long as the process: the handler writes to it.
     WAKE.store(wake_write.as_raw_fd(), Ordering::SeqCst);
     std::mem::forget(wake_write);
-    let mut signals = vec![libc::SIGCHLD];
-    #[cfg(target_os = "linux")]
-    signals.push(OWNER_DIED);
     // SAFETY: installing a handler that only calls write(2), and
     // unblocking the signals it handles.
     unsafe {
@@ -91,7 +94,7 @@ fn setup(sock: &UnixStream) -> io::Result<OwnedFd> {
         libc::sigemptyset(&mut action.sa_mask);
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
-        for &sig in &signals {
+        for sig in SIGNALS {
             if libc::sigaction(sig, &action, std::ptr::null_mut()) != 0 {
                 return Err(io::Error::last_os_error());
             }
@@ -115,6 +118,17 @@ extern "C" fn on_signal(sig: libc::c_int) {
         libc::write(WAKE.load(Ordering::Relaxed), (&raw const byte).cast(), 1);
     }
     Errno::set_raw(errno);
+}
+
+/// Whether the self-pipe's bytes (signal numbers) include the host's death.
+fn reports_owner_died(bytes: &[u8]) -> bool {
+    #[cfg(target_os = "linux")]
+    return u8::try_from(OWNER_DIED).is_ok_and(|sig| bytes.contains(&sig));
+    #[cfg(target_os = "macos")]
+    {
+        let _ = bytes;
+        false
+    }
 }
 
 /// Closes every inherited descriptor but stderr (for our few messages) and
@@ -241,10 +255,7 @@ impl Supervisor {
             if n == 0 {
                 break;
             }
-            #[cfg(target_os = "linux")]
-            {
-                owner_died |= bytes[..n].contains(&(OWNER_DIED as u8));
-            }
+            owner_died |= reports_owner_died(&bytes[..n]);
         }
         if owner_died {
             return Ok(false);
