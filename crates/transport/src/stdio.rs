@@ -13,7 +13,7 @@
 //!   host dies (EOF on their socket pair). [`TransportControl::pid`] and
 //!   [`TransportControl::server_pid`] are both the server's pid. One small
 //!   process for all servers, forked before the host grew: 100 servers
-//!   no longer mean 100 copies of a grown daemon (docs/benchmarks.md).
+//!   no longer mean 100 copies of a grown daemon.
 //! - Without it (the C library, an embedded engine, or after the supervisor
 //!   died) each server gets a watchdog of its own, below.
 //! - All watchdog spawns happen on one spawner thread that lives as long as
