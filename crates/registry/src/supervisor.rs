@@ -1138,7 +1138,7 @@ async fn forward_stderr(
     events: broadcast::Sender<SupervisorEvent>,
     server: String,
     generation: u64,
-    mut lines: broadcast::Receiver<Arc<str>>,
+    mut lines: mcphost_transport::feed::FeedReceiver<Arc<str>>,
 ) {
     const WINDOW: Duration = Duration::from_secs(1);
     let send = |line: Arc<str>| {

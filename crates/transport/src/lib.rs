@@ -9,6 +9,7 @@
 // No production function over 100 lines of code (docs/architecture.md).
 #![warn(clippy::too_many_lines)]
 
+pub mod feed;
 pub mod framing;
 pub mod http;
 pub mod sandbox;
@@ -150,10 +151,10 @@ pub trait TransportControl: Send + Sync + 'static {
     /// The last `n` stderr lines, oldest first (empty for non-stdio).
     fn stderr_tail(&self, n: usize) -> Vec<String>;
     /// Every stderr line from now on, as it arrives (stdio only; `None` for
-    /// other transports and once stderr has closed). The channel is bounded:
+    /// other transports and once stderr has closed). The feed is bounded:
     /// a receiver that falls behind gets `Lagged(n)` instead of growing
     /// memory, and `Closed` when the server's stderr ends.
-    fn stderr_lines(&self) -> Option<tokio::sync::broadcast::Receiver<std::sync::Arc<str>>> {
+    fn stderr_lines(&self) -> Option<feed::FeedReceiver<std::sync::Arc<str>>> {
         None
     }
     /// The process group of the server's processes (stdio only): what to

@@ -64,6 +64,7 @@ use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, Span};
 
+use super::feed::{Feed, FeedReceiver};
 use super::framing::{BoundedLineCodec, Frame, encode_line};
 use super::{BoxFuture, CloseReason, Connection, Outbound, TransportControl, TransportEvent};
 
@@ -100,6 +101,9 @@ const OUTBOUND_CAPACITY: usize = 256;
 const MAX_STDERR_LINE: usize = 8 * 1024;
 /// The initial read buffer for a server's stdout.
 const STDOUT_READ_CAPACITY: usize = 8 * 1024;
+/// The stderr read buffer: lines longer than it are read in pieces, and an
+/// idle server should not hold the default 8 KiB for a pipe that is quiet.
+const STDERR_READ_CAPACITY: usize = 1024;
 /// Stderr lines a live follower may fall behind by before it is told how
 /// many it missed (at most 2 MiB per server with the longest lines).
 const STDERR_FEED_CAPACITY: usize = 256;
@@ -366,9 +370,7 @@ fn run_child(
         server_pid,
         span: span.clone(),
         stderr: Mutex::new(StderrRing::new(cfg.stderr_lines)),
-        stderr_feed: Mutex::new(Some(
-            tokio::sync::broadcast::channel(STDERR_FEED_CAPACITY).0,
-        )),
+        stderr_feed: Mutex::new(Some(Feed::new(STDERR_FEED_CAPACITY))),
         close_stdin: CancellationToken::new(),
         exit: exit_rx,
         done: done_rx,
@@ -549,7 +551,7 @@ struct Shared {
     stderr: Mutex<StderrRing>,
     /// Live stderr lines for followers; taken when stderr ends, which tells
     /// every receiver the feed is over.
-    stderr_feed: Mutex<Option<tokio::sync::broadcast::Sender<Arc<str>>>>,
+    stderr_feed: Mutex<Option<Feed<Arc<str>>>>,
     close_stdin: CancellationToken,
     /// How the group leader exited, once tokio has reaped it.
     exit: watch::Receiver<Option<String>>,
@@ -652,12 +654,8 @@ impl TransportControl for StdioControl {
         self.shared.stderr_tail(n)
     }
 
-    fn stderr_lines(&self) -> Option<tokio::sync::broadcast::Receiver<Arc<str>>> {
-        self.shared
-            .stderr_feed
-            .lock()
-            .as_ref()
-            .map(tokio::sync::broadcast::Sender::subscribe)
+    fn stderr_lines(&self) -> Option<FeedReceiver<Arc<str>>> {
+        self.shared.stderr_feed.lock().as_ref().map(Feed::subscribe)
     }
 
     /// The watchdog's pid, which is also the process group id.
@@ -848,7 +846,7 @@ fn append_line(buf: &mut BytesMut, msg: &str) {
 }
 
 async fn read_stderr(stderr: ChildStderr, shared: Arc<Shared>) {
-    let mut reader = BufReader::new(stderr);
+    let mut reader = BufReader::with_capacity(STDERR_READ_CAPACITY, stderr);
     let mut line = Vec::new();
     let mut truncated = false;
     loop {
@@ -905,7 +903,8 @@ struct StderrRing {
 impl StderrRing {
     fn new(capacity: usize) -> Self {
         Self {
-            lines: VecDeque::with_capacity(capacity.min(1024)),
+            // Grows with the lines: most servers write a few, if any.
+            lines: VecDeque::new(),
             capacity,
         }
     }
