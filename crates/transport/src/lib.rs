@@ -141,6 +141,9 @@ impl std::fmt::Display for CloseReason {
     }
 }
 
+/// See [`TransportControl::follow_stderr`].
+pub type StderrFollower = Box<dyn FnMut(std::sync::Arc<str>) + Send>;
+
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Control over a running transport, independent of message flow.
@@ -156,6 +159,16 @@ pub trait TransportControl: Send + Sync + 'static {
     /// memory, and `Closed` when the server's stderr ends.
     fn stderr_lines(&self) -> Option<feed::FeedReceiver<std::sync::Arc<str>>> {
         None
+    }
+    /// Hand every stderr line from now on to `follower`, at most
+    /// [`stdio::STDERR_FOLLOW_LINES_PER_SECOND`] a second; past that lines
+    /// are counted, and a `[mcphost: N stderr lines dropped]` line follows.
+    /// It runs on the transport's stderr reader, so a follower costs no
+    /// task, and must not block. `false` for other transports and once
+    /// stderr has closed.
+    fn follow_stderr(&self, follower: StderrFollower) -> bool {
+        drop(follower);
+        false
     }
     /// The process group of the server's processes (stdio only): what to
     /// signal to reach all of them. For stdio it is the watchdog's pid.
