@@ -49,7 +49,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{Buf as _, BytesMut};
 use futures_util::StreamExt;
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
@@ -357,8 +357,9 @@ fn child_command(
     command
 }
 
-/// The tasks that own a started server: its stdin writer, the leader's
-/// reaper, and the reader of its output (stdout, stderr, the close report).
+/// The tasks that own a started server: the leader's reaper, and the one
+/// that writes its input and reads its output (stdout, stderr, the close
+/// report).
 fn run_child(
     server: &str,
     cfg: &StdioConfig,
@@ -392,9 +393,6 @@ fn run_child(
     let (outbound_tx, outbound_rx) = mpsc::channel(OUTBOUND_CAPACITY);
     let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_CAPACITY);
 
-    tokio::spawn(
-        write_stdin(stdin, outbound_rx, shared.close_stdin.clone()).instrument(span.clone()),
-    );
     tokio::spawn(watch_leader(child, shared.clone(), exit_tx, done_tx).instrument(span.clone()));
     let output = Output {
         exit: shared.exit.clone(),
@@ -414,7 +412,13 @@ fn run_child(
         stage: Stage::Reading,
     };
     let stderr = Some(BufReader::with_capacity(STDERR_READ_CAPACITY, stderr));
-    tokio::spawn(read_output(output, stderr, inbound_tx).instrument(span));
+    let input = Input {
+        stdin: Some(stdin),
+        outbound: outbound_rx,
+        buf: BytesMut::new(),
+        close: shared.close_stdin.clone(),
+    };
+    tokio::spawn(read_output(output, input, stderr, inbound_tx).instrument(span));
 
     Connection {
         outbound: outbound_tx,
@@ -770,11 +774,13 @@ fn after(now: Instant, d: Duration) -> Instant {
     now.checked_add(d).unwrap_or(now)
 }
 
-/// stdout's frames to the peer, stderr's lines to the ring and followers,
-/// and the one [`TransportEvent::Closed`] after every frame and with the
-/// complete stderr tail: one task, where there were three.
+/// The peer's messages to stdin, stdout's frames to the peer, stderr's
+/// lines to the ring and followers, and the one [`TransportEvent::Closed`]
+/// after every frame and with the complete stderr tail: one task, where
+/// there were four.
 async fn read_output(
     mut out: Output,
+    mut input: Input,
     mut stderr: Option<BufReader<ChildStderr>>,
     inbound: mpsc::Sender<TransportEvent>,
 ) {
@@ -789,8 +795,15 @@ async fn read_output(
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        let open = input.stdin.is_some();
+        let more = open && input.buf.is_empty();
+        // Not biased: a flood on one pipe must not starve the others.
         tokio::select! {
-            biased;
+            () = closing(&input.close, open) => input.stop(),
+            written = write_some(input.stdin.as_mut(), &input.buf) => input.wrote(written),
+            msg = next_out(&mut input.outbound, more) => {
+                input.take(msg);
+            }
             permit = reserve(&inbound, out.held.is_some()) => {
                 match (permit, out.held.take()) {
                     (Ok(p), Some(ev)) => p.send(ev),
@@ -968,43 +981,71 @@ fn take_stderr(buf: &[u8], line: &mut Vec<u8>, truncated: &mut bool, shared: &Sh
     used
 }
 
-async fn write_stdin(
-    mut stdin: ChildStdin,
-    mut outbound: mpsc::Receiver<Outbound>,
+/// The server's input, written by the task that reads its output.
+struct Input {
+    /// `None` once closed: asked to, a failed write, or no sender left.
+    /// Dropping it is what closes the server's input.
+    stdin: Option<ChildStdin>,
+    outbound: mpsc::Receiver<Outbound>,
+    /// Messages taken from `outbound` and not written yet.
+    buf: BytesMut,
     close: CancellationToken,
-) {
-    let mut buf = BytesMut::new();
-    let closed = close.cancelled();
-    tokio::pin!(closed);
-    loop {
-        let first = tokio::select! {
-            biased;
-            _ = &mut closed => break,
-            msg = outbound.recv() => match msg {
-                Some(msg) => msg,
-                None => break,
-            },
+}
+
+impl Input {
+    fn take(&mut self, first: Option<Outbound>) {
+        let Some(first) = first else {
+            self.stop();
+            return;
         };
         // Whatever else is queued goes out in the same write.
-        buf.clear();
-        append_line(&mut buf, &first.text);
-        while let Ok(msg) = outbound.try_recv() {
-            append_line(&mut buf, &msg.text);
-        }
-        if buf.is_empty() {
-            continue;
-        }
-        let written = tokio::select! {
-            biased;
-            _ = &mut closed => break,
-            written = stdin.write_all(&buf) => written,
-        };
-        if let Err(e) = written {
-            tracing::debug!("server's stdin closed: {e}");
-            break;
+        append_line(&mut self.buf, &first.text);
+        while let Ok(msg) = self.outbound.try_recv() {
+            append_line(&mut self.buf, &msg.text);
         }
     }
-    // Dropping `stdin` here is what closes the server's input.
+
+    fn wrote(&mut self, written: io::Result<usize>) {
+        match written {
+            Ok(n) if n > 0 => self.buf.advance(n),
+            Ok(_) => {
+                tracing::debug!("server's stdin closed");
+                self.stop();
+            }
+            Err(e) => {
+                tracing::debug!("server's stdin closed: {e}");
+                self.stop();
+            }
+        }
+    }
+
+    /// Closes the server's input; senders learn of it at once.
+    fn stop(&mut self) {
+        self.stdin = None;
+        self.buf = BytesMut::new();
+        self.outbound.close();
+    }
+}
+
+async fn closing(close: &CancellationToken, open: bool) {
+    if !open {
+        return std::future::pending().await;
+    }
+    close.cancelled().await;
+}
+
+async fn write_some(stdin: Option<&mut ChildStdin>, buf: &[u8]) -> io::Result<usize> {
+    match stdin {
+        Some(w) if !buf.is_empty() => w.write(buf).await,
+        _ => std::future::pending().await,
+    }
+}
+
+async fn next_out(outbound: &mut mpsc::Receiver<Outbound>, wanted: bool) -> Option<Outbound> {
+    if !wanted {
+        return std::future::pending().await;
+    }
+    outbound.recv().await
 }
 
 fn append_line(buf: &mut BytesMut, msg: &str) {
