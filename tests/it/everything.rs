@@ -203,7 +203,7 @@ pub async fn calls_back_into_the_host(c: &ServerClient, what: &str) {
 
 /// Waits for the first event `pick` accepts.
 async fn wait_event(
-    events: &mut tokio::sync::broadcast::Receiver<ServerEvent>,
+    events: &mut mcphost::transport::feed::FeedReceiver<ServerEvent>,
     what: &str,
     pick: impl Fn(&ServerEvent) -> bool,
 ) {

@@ -358,7 +358,7 @@ async fn everything_restarted_on_its_port_renews_the_session_on_its_400() {
 /// connecting may lose some: a few calls are allowed.
 async fn notify_and_relist(
     c: &ServerClient,
-    events: &mut tokio::sync::broadcast::Receiver<ServerEvent>,
+    events: &mut mcphost::transport::feed::FeedReceiver<ServerEvent>,
     srv: &HttpServer,
 ) {
     let mut seen = common::PyRelisted::default();

@@ -280,6 +280,57 @@ async fn a_stderr_follower_that_falls_behind_is_told_how_many_it_missed() {
     assert_eq!(lines.last().map(String::as_str), Some("line 2000"));
 }
 
+/// The daemon follows every server's stderr through `follow_stderr`, on the
+/// transport's reader (no task of its own): a flood reaches it at 1,000
+/// lines a second at most, the rest counted in a note that comes even when
+/// the flood stopped and the process lives on.
+#[tokio::test]
+async fn a_stderr_follower_gets_a_bounded_rate_and_a_note_for_the_rest() {
+    use mcphost::transport::stdio::STDERR_FOLLOW_LINES_PER_SECOND;
+    const LINES: u64 = 3000;
+    let script = format!(
+        r#"read go; i=1; while [ $i -le {LINES} ]; do echo "line $i" >&2; i=$((i+1)); done; read wait"#
+    );
+    let conn = spawn("flood", &sh(&script)).await.unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    assert!(conn.control.follow_stderr(Box::new(move |line| {
+        let _ = tx.send(line);
+    })));
+    conn.outbound.send("go".into()).await.unwrap();
+    let (mut shown, mut dropped, mut last) = (0u64, 0u64, 0u64);
+    while shown + dropped < LINES {
+        let line = tokio::time::timeout(WAIT, rx.recv())
+            .await
+            .unwrap_or_else(|_| panic!("stalled at {shown} shown, {dropped} dropped"))
+            .expect("follower dropped");
+        if let Some(n) = line
+            .strip_prefix("[mcphost: ")
+            .and_then(|l| l.strip_suffix(" stderr lines dropped]"))
+        {
+            dropped += n.parse::<u64>().unwrap();
+        } else {
+            let n: u64 = line.strip_prefix("line ").unwrap().parse().unwrap();
+            assert!(n > last, "out of order: {n} after {last}");
+            last = n;
+            shown += 1;
+        }
+    }
+    assert!(dropped > 0, "3000 lines at once, none dropped");
+    assert!(
+        shown <= LINES.div_ceil(u64::from(STDERR_FOLLOW_LINES_PER_SECOND)) * 1000,
+        "{shown}"
+    );
+    // Every line of the flood is either shown or counted.
+    assert_eq!(shown + dropped, LINES);
+    // The ring keeps its own lines, unlimited by the follower's rate.
+    assert_eq!(
+        conn.control.stderr_tail(1),
+        [format!("line {LINES}")],
+        "the ring saw every line"
+    );
+    conn.control.shutdown().await;
+}
+
 #[tokio::test]
 async fn killed_by_signal_is_reported() {
     let mut conn = spawn("doomed", &sh("echo dying >&2; kill -9 $$"))

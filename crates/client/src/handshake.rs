@@ -28,7 +28,7 @@ impl ServerClient {
         name: &str,
         conn: Connection,
         opts: ClientOptions,
-    ) -> Result<(Link, broadcast::Receiver<Arc<Notification>>), ClientError> {
+    ) -> Result<Link, ClientError> {
         let http = conn.control.kind() != "stdio";
         let stateless = Arc::new(std::sync::atomic::AtomicBool::new(false));
         // Calls may have to take turns only if the server may ask for a
@@ -43,10 +43,8 @@ impl ServerClient {
             host: host::HostHandler::new(name, opts.host.clone(), turns.clone()),
         });
         let peer = Peer::start(opts.peer_config(name), conn.outbound, conn.inbound, handler);
-        // Subscribe before anything is sent so no early notification is
-        // missed. The waker only wakes the notification task; the queue
-        // behind it is read in order, counting (see `notes`).
-        let notes = peer.subscribe();
+        // Subscribed before anything is sent so no early notification is
+        // missed; read in order, counting (see `notes`), once connected.
         let queue = notes::Notes::new(peer.subscribe());
         let unknown = Arc::new(Negotiated {
             protocol_version: ProtocolVersion::LATEST_HANDSHAKE,
@@ -85,7 +83,7 @@ impl ServerClient {
                 Probe::Stateless(n) => {
                     debug!(version = %n.protocol_version, server_name = ?n.server_name, "discovered");
                     *link.negotiated.lock() = Arc::new(n);
-                    return Ok((link, notes));
+                    return Ok(link);
                 }
                 Probe::Legacy(why) => {
                     debug!("not the stateless revision ({why}); falling back to initialize");
@@ -112,7 +110,7 @@ impl ServerClient {
                 return match link.probe(ProtocolVersion::V2026_07_28, false).await? {
                     Probe::Stateless(n) => {
                         *link.negotiated.lock() = Arc::new(n);
-                        Ok((link, notes))
+                        Ok(link)
                     }
                     Probe::Legacy(_) => Err(e),
                 };
@@ -121,7 +119,7 @@ impl ServerClient {
         };
         debug!(version = %negotiated.protocol_version, server_name = ?negotiated.server_name, "initialized");
         *link.negotiated.lock() = Arc::new(negotiated);
-        Ok((link, notes))
+        Ok(link)
     }
 }
 

@@ -30,10 +30,10 @@ mod tests;
 use std::sync::Arc;
 use std::time::Duration;
 
+use mcphost_transport::feed::{Feed, FeedReceiver};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
-use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info_span, warn};
@@ -43,7 +43,7 @@ pub use host::{Asker, ElicitationPolicy, Host, HostRequest, NoHost, PolicyHost, 
 pub use notes::{CallMark, LogMessage};
 
 use handshake::InfoKey;
-use listing::{ListTtl, StaleLists, relist, watch_notifications};
+use listing::{ListTtl, Pump, StaleLists, relist, watch_renewals};
 use probe::{Probe, pick_version, supported_versions};
 use stateless::{EraHandler, StatelessState, listen};
 
@@ -218,12 +218,19 @@ struct Link {
     notes: notes::Notes,
 }
 
+/// Events a subscriber may fall behind by before it loses the oldest
+/// (`Lagged(n)`).
+const EVENT_BACKLOG: usize = 256;
+
 /// A connected MCP server.
 pub struct ServerClient {
     link: Arc<Link>,
     control: Arc<dyn TransportControl>,
-    events: broadcast::Sender<ServerEvent>,
-    watcher: JoinHandle<()>,
+    events: Arc<Feed<ServerEvent>>,
+    /// Turns notifications into events, in a task only while some wait.
+    pump: Arc<Pump>,
+    /// Sessions the transport renewed (HTTP only).
+    renewer: Option<JoinHandle<()>>,
     /// The stateless era's `subscriptions/listen` loop, and the resource
     /// URIs it asks updates for (`resources/subscribe` of the handshake).
     listener: Option<JoinHandle<()>>,
@@ -232,7 +239,10 @@ pub struct ServerClient {
 
 impl Drop for ServerClient {
     fn drop(&mut self) {
-        self.watcher.abort();
+        self.pump.stop();
+        if let Some(r) = &self.renewer {
+            r.abort();
+        }
         if let Some(l) = &self.listener {
             l.abort();
         }
@@ -251,19 +261,21 @@ impl ServerClient {
         let control = conn.control.clone();
         let relist = opts.relist_on_change;
         match Self::handshake(name, conn, opts).instrument(span).await {
-            Ok((link, notes)) => {
+            Ok(link) => {
                 let link = Arc::new(link);
-                let (events, _) = broadcast::channel(256);
-                let watcher = tokio::spawn(
-                    watch_notifications(
-                        link.clone(),
-                        notes,
-                        control.renewals(),
-                        events.clone(),
-                        relist,
-                    )
-                    .instrument(info_span!("server", server = name)),
+                let events = Arc::new(Feed::new(EVENT_BACKLOG));
+                let pump = Pump::start(
+                    &link,
+                    events.clone(),
+                    relist,
+                    info_span!("server", server = name),
                 );
+                let renewer = control.renewals().map(|r| {
+                    tokio::spawn(
+                        watch_renewals(link.clone(), r, events.clone())
+                            .instrument(info_span!("server", server = name)),
+                    )
+                });
                 let (subscriptions, subs) = tokio::sync::watch::channel(Default::default());
                 let listener = (link.era == Era::Stateless).then(|| {
                     tokio::spawn(
@@ -275,7 +287,8 @@ impl ServerClient {
                     link,
                     control,
                     events,
-                    watcher,
+                    pump,
+                    renewer,
                     listener,
                     subscriptions,
                 })
@@ -297,7 +310,7 @@ impl ServerClient {
     }
 
     /// Server changes, with lists already re-fetched.
-    pub fn subscribe(&self) -> broadcast::Receiver<ServerEvent> {
+    pub fn subscribe(&self) -> FeedReceiver<ServerEvent> {
         self.events.subscribe()
     }
 
@@ -308,14 +321,14 @@ impl ServerClient {
 
     /// The server's stderr lines as they arrive (stdio only); see
     /// [`TransportControl::stderr_lines`].
-    pub fn stderr_lines(&self) -> Option<broadcast::Receiver<Arc<str>>> {
+    pub fn stderr_lines(&self) -> Option<FeedReceiver<Arc<str>>> {
         self.control.stderr_lines()
     }
 
     /// Every notification the server sends, untouched (a daemon's
     /// `notifications/mcphost/*` included); bounded, lagging receivers get
     /// `Lagged(n)`.
-    pub fn notifications(&self) -> broadcast::Receiver<Arc<Notification>> {
+    pub fn notifications(&self) -> FeedReceiver<Arc<Notification>> {
         self.link.peer.subscribe()
     }
 
@@ -331,7 +344,10 @@ impl ServerClient {
     /// Stop the server (stdio: stdin EOF, SIGTERM, SIGKILL, reap).
     /// Idempotent; calls still in flight fail with the close reason.
     pub async fn shutdown(&self) {
-        self.watcher.abort();
+        self.pump.stop();
+        if let Some(r) = &self.renewer {
+            r.abort();
+        }
         if let Some(l) = &self.listener {
             l.abort();
         }

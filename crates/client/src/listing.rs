@@ -1,6 +1,8 @@
 //! Paged listings, and re-listing when the server says a list changed.
 
 use super::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::task::AbortHandle;
 
 #[derive(Debug, Clone, Copy)]
 pub(super) struct ListTtl {
@@ -119,116 +121,189 @@ impl StaleLists {
     }
 }
 
-/// Turns server notifications into [`ServerEvent`]s, re-listing on change.
-/// `waker` only says that something came; the notifications are taken, in
-/// order, from `link.notes`.
-pub(super) async fn watch_notifications(
-    link: Arc<Link>,
-    mut waker: broadcast::Receiver<Arc<Notification>>,
-    mut renewals: Option<tokio::sync::watch::Receiver<Option<Arc<str>>>>,
-    events: broadcast::Sender<ServerEvent>,
+/// Turns server notifications into [`ServerEvent`]s, re-listing on change,
+/// in a task that runs only while there is something to do: the queue
+/// (`link.notes`) calls [`Pump::wake`] when a notification or the close
+/// arrives, so an idle server costs no task here.
+pub(super) struct Pump {
+    /// A drain task is running, or about to.
+    running: AtomicBool,
+    /// The client is gone or shut down: start nothing more.
+    stopped: AtomicBool,
+    task: parking_lot::Mutex<Option<AbortHandle>>,
+    events: Arc<Feed<ServerEvent>>,
     relist_on_change: bool,
-) {
-    loop {
-        let renewed = async {
-            match renewals.as_mut() {
-                Some(r) => match r.changed().await {
-                    Ok(()) => r.borrow_and_update().clone(),
-                    Err(_) => std::future::pending().await,
-                },
-                None => std::future::pending().await,
+    span: tracing::Span,
+}
+
+impl Pump {
+    /// Hooks the pump to `link`'s notifications; what came during the
+    /// handshake is taken at once.
+    pub(super) fn start(
+        link: &Arc<Link>,
+        events: Arc<Feed<ServerEvent>>,
+        relist_on_change: bool,
+        span: tracing::Span,
+    ) -> Arc<Pump> {
+        let pump = Arc::new(Pump {
+            running: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
+            task: parking_lot::Mutex::new(None),
+            events,
+            relist_on_change,
+            span,
+        });
+        // Weak both ways: the queue's callback lives in the link.
+        let (weak_link, weak_pump) = (Arc::downgrade(link), Arc::downgrade(&pump));
+        link.notes.on_arrival(move || {
+            if let (Some(link), Some(pump)) = (weak_link.upgrade(), weak_pump.upgrade()) {
+                pump.wake(link);
             }
-        };
-        let woke = tokio::select! {
-            Some(frame) = renewed => {
-                match link.renewed(&frame) {
-                    Ok(()) => drop(events.send(ServerEvent::SessionRenewed)),
-                    Err(e) => warn!("the renewed session's initialize answer: {e}; keeping what was negotiated before"),
-                }
-                continue;
-            }
-            w = waker.recv() => w,
-            _ = link.peer.closed() => {
-                if let Some(reason) = link.peer.close_reason() {
-                    let _ = events.send(ServerEvent::Closed(reason));
-                }
-                return;
-            }
-        };
-        if let Err(broadcast::error::RecvError::Closed) = woke {
+        });
+        if link.notes.ready() {
+            pump.wake(link.clone());
+        }
+        pump
+    }
+
+    /// Start a drain task unless one runs.
+    fn wake(self: &Arc<Self>, link: Arc<Link>) {
+        if self.stopped.load(Ordering::SeqCst) || self.running.swap(true, Ordering::SeqCst) {
             return;
         }
-        // Wakes for what is taken below are spent now; one for a later
-        // notification stays.
-        while !matches!(
-            waker.try_recv(),
-            Err(broadcast::error::TryRecvError::Empty | broadcast::error::TryRecvError::Closed)
-        ) {}
-        let mut dirty = StaleLists::default();
-        let handle = |n: Arc<Notification>, callers: Option<Arc<[u64]>>, dirty: &mut StaleLists| {
-            if !link.current_subscription(&n) {
-                debug!(method = %n.method, "dropped: it belongs to a closed subscriptions/listen");
-                return;
-            }
-            if dirty.mark(&n) {
-                return;
-            }
-            match n.method.as_str() {
-                methods::NOTIFICATION_RESOURCES_UPDATED => {
-                    let uri = n
-                        .params
-                        .as_deref()
-                        .and_then(|p| raw_field::<String>(p, "uri").ok().flatten());
-                    if let Some(uri) = uri {
-                        let _ = events.send(ServerEvent::ResourceUpdated { uri });
-                    }
-                }
-                methods::NOTIFICATION_MESSAGE => {
-                    if let Some(p) = &n.params {
-                        let _ = events.send(ServerEvent::Log(LogMessage {
-                            params: p.clone(),
-                            callers: callers.unwrap_or_else(|| Arc::from(Vec::new())),
-                        }));
-                    }
-                }
-                methods::NOTIFICATION_ELICITATION_COMPLETE => {
-                    if let Some(p) = &n.params {
-                        let _ = events.send(ServerEvent::ElicitationComplete(p.clone()));
-                    }
-                }
-                other => debug!(method = other, "unhandled notification"),
-            }
+        // Not in a runtime: a peer dropped while its runtime shuts down.
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            self.running.store(false, Ordering::SeqCst);
+            return;
         };
-        // Coalesce a burst of change notifications into one re-list each.
-        loop {
-            match link.notes.next() {
-                notes::Next::Note(n, callers) => handle(n, callers, &mut dirty),
-                notes::Next::Lagged(k) => {
-                    warn!(
-                        missed = k,
-                        "notifications were dropped; re-listing everything"
-                    );
-                    dirty = StaleLists {
-                        tools: true,
-                        resources: true,
-                        prompts: true,
-                    };
-                }
-                notes::Next::Empty => break,
-                notes::Next::Closed => return,
-            }
+        let task = rt.spawn(self.clone().drain(link).instrument(self.span.clone()));
+        *self.task.lock() = Some(task.abort_handle());
+    }
+
+    pub(super) fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+        if let Some(t) = self.task.lock().take() {
+            t.abort();
         }
-        if relist_on_change {
-            relist(&link, &events, dirty).await;
+    }
+
+    /// Take every queued notification (coalescing a burst of change
+    /// notifications into one re-list each), re-list, and again while more
+    /// came; end when the queue is empty.
+    async fn drain(self: Arc<Self>, link: Arc<Link>) {
+        let events = &self.events;
+        while !self.stopped.load(Ordering::SeqCst) {
+            let mut dirty = StaleLists::default();
+            loop {
+                match link.notes.next() {
+                    notes::Next::Note(n, callers) => handle(&link, events, &n, callers, &mut dirty),
+                    notes::Next::Lagged(k) => {
+                        warn!(
+                            missed = k,
+                            "notifications were dropped; re-listing everything"
+                        );
+                        dirty = StaleLists {
+                            tools: true,
+                            resources: true,
+                            prompts: true,
+                        };
+                    }
+                    notes::Next::Empty => break,
+                    // Nothing arrives after the close, so no task starts again.
+                    notes::Next::Closed => {
+                        if let Some(reason) = link.peer.close_reason() {
+                            events.send(ServerEvent::Closed(reason));
+                        }
+                        return;
+                    }
+                }
+            }
+            if self.relist_on_change {
+                relist(&link, events, dirty).await;
+            }
+            self.running.store(false, Ordering::SeqCst);
+            // A notification that came after the queue was emptied found
+            // this task still running and started none: take it now.
+            if !link.notes.ready() || self.running.swap(true, Ordering::SeqCst) {
+                return;
+            }
         }
     }
 }
 
-pub(super) async fn relist(
+/// One notification taken from the queue: an event, or a list marked stale.
+fn handle(
     link: &Link,
-    events: &broadcast::Sender<ServerEvent>,
-    dirty: StaleLists,
+    events: &Feed<ServerEvent>,
+    n: &Notification,
+    callers: Option<Arc<[u64]>>,
+    dirty: &mut StaleLists,
 ) {
+    if !link.current_subscription(n) {
+        debug!(method = %n.method, "dropped: it belongs to a closed subscriptions/listen");
+        return;
+    }
+    if dirty.mark(n) {
+        return;
+    }
+    match n.method.as_str() {
+        methods::NOTIFICATION_RESOURCES_UPDATED => {
+            let uri = n
+                .params
+                .as_deref()
+                .and_then(|p| raw_field::<String>(p, "uri").ok().flatten());
+            if let Some(uri) = uri {
+                events.send(ServerEvent::ResourceUpdated { uri });
+            }
+        }
+        methods::NOTIFICATION_MESSAGE => {
+            if let Some(p) = &n.params {
+                events.send(ServerEvent::Log(LogMessage {
+                    params: p.clone(),
+                    callers: callers.unwrap_or_else(|| Arc::from(Vec::new())),
+                }));
+            }
+        }
+        methods::NOTIFICATION_ELICITATION_COMPLETE => {
+            if let Some(p) = &n.params {
+                events.send(ServerEvent::ElicitationComplete(p.clone()));
+            }
+        }
+        other => debug!(method = other, "unhandled notification"),
+    }
+}
+
+/// Sessions the transport renewed on its own (HTTP), until the
+/// connection closes.
+pub(super) async fn watch_renewals(
+    link: Arc<Link>,
+    mut renewals: tokio::sync::watch::Receiver<Option<Arc<str>>>,
+    events: Arc<Feed<ServerEvent>>,
+) {
+    loop {
+        tokio::select! {
+            changed = renewals.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+            () = link.peer.closed() => return,
+        }
+        let frame = renewals.borrow_and_update().clone();
+        if let Some(frame) = frame {
+            match link.renewed(&frame) {
+                Ok(()) => {
+                    events.send(ServerEvent::SessionRenewed);
+                }
+                Err(e) => warn!(
+                    "the renewed session's initialize answer: {e}; keeping what was negotiated before"
+                ),
+            }
+        }
+    }
+}
+
+pub(super) async fn relist(link: &Link, events: &Feed<ServerEvent>, dirty: StaleLists) {
     let failed = |what, e: ClientError| {
         // A server (or daemon) going away ends its lists with it: the close
         // is reported once, as the close; only a live server's refusal warns.
@@ -250,7 +325,9 @@ pub(super) async fn relist(
     };
     if dirty.tools {
         match link.list_tools().await {
-            Ok(t) => drop(events.send(ServerEvent::ToolsChanged(Arc::new(t)))),
+            Ok(t) => {
+                events.send(ServerEvent::ToolsChanged(Arc::new(t)));
+            }
             Err(e) => failed("tools", e),
         }
     }
@@ -266,10 +343,12 @@ pub(super) async fn relist(
             )
             .await;
         match (r, t) {
-            (Ok(resources), Ok(templates)) => drop(events.send(ServerEvent::ResourcesChanged {
-                resources: Arc::new(resources),
-                templates: Arc::new(templates),
-            })),
+            (Ok(resources), Ok(templates)) => {
+                events.send(ServerEvent::ResourcesChanged {
+                    resources: Arc::new(resources),
+                    templates: Arc::new(templates),
+                });
+            }
             (Err(e), _) | (_, Err(e)) => failed("resources", e),
         }
     }
@@ -278,7 +357,9 @@ pub(super) async fn relist(
             .list::<Prompt>(methods::PROMPTS_LIST, "prompts", Some(Cap::Prompts))
             .await
         {
-            Ok(p) => drop(events.send(ServerEvent::PromptsChanged(Arc::new(p)))),
+            Ok(p) => {
+                events.send(ServerEvent::PromptsChanged(Arc::new(p)));
+            }
             Err(e) => failed("prompts", e),
         }
     }

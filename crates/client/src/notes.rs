@@ -3,7 +3,7 @@
 //! session's call is in flight is that session's (see
 //! [`LogMessage::callers`]).
 //!
-//! The peer puts every notification on a broadcast channel before it reads
+//! The peer puts every notification on a feed before it reads
 //! the next message, so a notification that came before a call's response
 //! is on the channel before the call can return. Counting the channel's
 //! messages gives each notification a position; a call records the position
@@ -16,8 +16,8 @@
 use parking_lot::{Mutex, MutexGuard};
 use std::sync::Arc;
 
+use mcphost_transport::feed::{FeedReceiver, TryRecvError};
 use serde_json::value::RawValue;
-use tokio::sync::broadcast;
 
 use mcphost_protocol::{Notification, methods};
 
@@ -51,7 +51,7 @@ struct Call {
 }
 
 struct Queue {
-    rx: broadcast::Receiver<Arc<Notification>>,
+    rx: FeedReceiver<Arc<Notification>>,
     /// Messages taken from `rx`, or lost to a lag: the position of the last
     /// one taken.
     taken: u64,
@@ -86,7 +86,7 @@ pub(super) enum Next {
 pub(super) struct Notes(Mutex<Queue>);
 
 impl Notes {
-    pub(super) fn new(rx: broadcast::Receiver<Arc<Notification>>) -> Notes {
+    pub(super) fn new(rx: FeedReceiver<Arc<Notification>>) -> Notes {
         Notes(Mutex::new(Queue {
             rx,
             taken: 0,
@@ -97,6 +97,17 @@ impl Notes {
 
     fn lock(&self) -> MutexGuard<'_, Queue> {
         self.0.lock()
+    }
+
+    /// Call `f` when a notification or the close arrives (see
+    /// [`FeedReceiver::on_arrival`]).
+    pub(super) fn on_arrival(&self, f: impl Fn() + Send + Sync + 'static) {
+        self.lock().rx.on_arrival(f);
+    }
+
+    /// Whether [`Notes::next`] has something other than `Empty`.
+    pub(super) fn ready(&self) -> bool {
+        self.lock().rx.ready()
     }
 
     /// Take the next notification, without waiting.
@@ -118,12 +129,12 @@ impl Notes {
                 });
                 Next::Note(n, callers)
             }
-            Err(broadcast::error::TryRecvError::Lagged(k)) => {
+            Err(TryRecvError::Lagged(k)) => {
                 q.taken = q.taken.saturating_add(k);
                 Next::Lagged(k)
             }
-            Err(broadcast::error::TryRecvError::Empty) => Next::Empty,
-            Err(broadcast::error::TryRecvError::Closed) => Next::Closed,
+            Err(TryRecvError::Empty) => Next::Empty,
+            Err(TryRecvError::Closed) => Next::Closed,
         };
         q.purge();
         next
@@ -184,18 +195,18 @@ mod tests {
 
     #[test]
     fn a_log_before_the_answer_is_the_callers_even_when_the_call_ended_first() {
-        let (tx, rx) = broadcast::channel(16);
-        let notes = Notes::new(rx);
-        tx.send(note(methods::NOTIFICATION_MESSAGE)).unwrap();
+        let tx = mcphost_transport::feed::Feed::new(16);
+        let notes = Notes::new(tx.subscribe());
+        assert_eq!(tx.send(note(methods::NOTIFICATION_MESSAGE)), 1);
         // Sent before the call started: nobody's.
         let a = notes.call(1);
         let b = notes.call(2);
-        tx.send(note(methods::NOTIFICATION_MESSAGE)).unwrap();
+        assert_eq!(tx.send(note(methods::NOTIFICATION_MESSAGE)), 1);
         // Both calls end (their answers came) before the task took the log.
         drop(a);
-        tx.send(note(methods::NOTIFICATION_MESSAGE)).unwrap();
+        assert_eq!(tx.send(note(methods::NOTIFICATION_MESSAGE)), 1);
         drop(b);
-        tx.send(note(methods::NOTIFICATION_MESSAGE)).unwrap();
+        assert_eq!(tx.send(note(methods::NOTIFICATION_MESSAGE)), 1);
         assert!(callers(notes.next()).is_empty());
         assert_eq!(callers(notes.next()), [1, 2]);
         assert_eq!(callers(notes.next()), [2]);
@@ -206,19 +217,18 @@ mod tests {
 
     #[test]
     fn two_calls_of_one_session_name_it_once_and_a_lag_forgets_ended_calls() {
-        let (tx, rx) = broadcast::channel(2);
-        let notes = Notes::new(rx);
+        let tx = mcphost_transport::feed::Feed::new(2);
+        let notes = Notes::new(tx.subscribe());
         let a = notes.call(7);
         let b = notes.call(7);
-        tx.send(note(methods::NOTIFICATION_MESSAGE)).unwrap();
+        assert_eq!(tx.send(note(methods::NOTIFICATION_MESSAGE)), 1);
         assert_eq!(callers(notes.next()), [7]);
         drop(a);
         drop(b);
         assert!(notes.lock().calls.is_empty());
         let c = notes.call(8);
         for _ in 0..5 {
-            tx.send(note(methods::NOTIFICATION_TOOLS_LIST_CHANGED))
-                .unwrap();
+            tx.send(note(methods::NOTIFICATION_TOOLS_LIST_CHANGED));
         }
         drop(c);
         assert!(matches!(notes.next(), Next::Lagged(3)));

@@ -437,11 +437,11 @@ pub(super) const MAX_LISTEN_BACKOFF: Duration = Duration::from_secs(30);
 /// `subscriptions/listen` at a time, asking for what the server declared
 /// and the subscribed resource URIs; listened to again (with backoff) when
 /// the stream drops, and at once when the URIs change. Its notifications
-/// reach [`watch_notifications`] like those of the handshake.
+/// reach the [`Pump`] like those of the handshake.
 pub(super) async fn listen(
     link: Arc<Link>,
     mut subs: tokio::sync::watch::Receiver<std::collections::BTreeSet<String>>,
-    events: broadcast::Sender<ServerEvent>,
+    events: Arc<Feed<ServerEvent>>,
 ) {
     let mut backoff = Duration::from_millis(250);
     let mut dropped = false;

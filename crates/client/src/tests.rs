@@ -507,7 +507,7 @@ fn counts_listings(server: &FakeServer) {
     });
 }
 
-async fn next_tools(events: &mut broadcast::Receiver<ServerEvent>) -> Vec<String> {
+async fn next_tools(events: &mut FeedReceiver<ServerEvent>) -> Vec<String> {
     loop {
         let e = tokio::time::timeout(Duration::from_secs(30), events.recv())
             .await

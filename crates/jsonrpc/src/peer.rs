@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -22,6 +22,7 @@ use mcphost_protocol::{
     ErrorObject, Id, Message, Notification, Request, Response, empty_object, error_codes, methods,
     raw_field, set_fields, to_raw,
 };
+use mcphost_transport::feed::{Feed, FeedReceiver};
 use mcphost_transport::{BoxFuture, CloseReason, Outbound, Stream, TransportEvent};
 
 /// Limits that apply to every request unless [`RequestOptions`] overrides them.
@@ -256,13 +257,18 @@ struct Noise {
 
 const NOISE_SUMMARY_EVERY: Duration = Duration::from_secs(60);
 
+/// Notifications a subscriber may fall behind by before it loses the oldest.
+const NOTIFICATION_BACKLOG: usize = 1024;
+
 struct Inner {
     cfg: PeerConfig,
     noise: Mutex<Noise>,
     next_id: AtomicI64,
     outbound: mpsc::Sender<Outbound>,
     state: Mutex<State>,
-    notifications: broadcast::Sender<Arc<Notification>>,
+    /// A feed, not a broadcast channel: nothing is allocated for a server
+    /// whose notifications nobody is behind on.
+    notifications: Feed<Arc<Notification>>,
     closed: CancellationToken,
     handler: Arc<dyn RequestHandler>,
     /// Bumped whenever a pending request's `held` count changes, so the
@@ -297,7 +303,7 @@ impl Peer {
         handler: Arc<dyn RequestHandler>,
         first: impl FnOnce(&Peer),
     ) -> Peer {
-        let (notifications, _) = broadcast::channel(1024);
+        let notifications = Feed::new(NOTIFICATION_BACKLOG);
         let inner = Arc::new(Inner {
             cfg,
             noise: Mutex::default(),
@@ -513,7 +519,9 @@ impl Peer {
     }
 
     /// Notifications from the server, except progress (routed to requests).
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Notification>> {
+    /// Bounded: a receiver more than 1,024 behind gets `Lagged(n)`; all get
+    /// `Closed` once the connection has closed.
+    pub fn subscribe(&self) -> FeedReceiver<Arc<Notification>> {
         self.inner.notifications.subscribe()
     }
 
@@ -775,6 +783,9 @@ impl Inner {
             h.abort();
         }
         self.closed.cancel();
+        // After the last notification: subscribers learn of the close in
+        // order, and one woken per arrival is woken for it too.
+        self.notifications.close();
     }
 
     fn on_response(&self, r: Response) {

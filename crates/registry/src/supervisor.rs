@@ -916,14 +916,15 @@ impl Supervisor {
         *control.lock() = Some(conn.control.clone());
         // From the start, not once ready: a server that dies in its
         // handshake says why on stderr.
-        if let Some(lines) = conn.control.stderr_lines() {
-            tokio::spawn(forward_stderr(
-                self.events.clone(),
-                self.name.clone(),
-                self.generation,
-                lines,
-            ));
-        }
+        let (events, server, generation) =
+            (self.events.clone(), self.name.clone(), self.generation);
+        conn.control.follow_stderr(Box::new(move |line| {
+            let _ = events.send(SupervisorEvent::Stderr {
+                server: server.clone(),
+                generation,
+                line,
+            });
+        }));
         self.start_with(conn, began).await
     }
 
@@ -1130,67 +1131,7 @@ async fn control_command(commands: &mut mpsc::Receiver<Command>) -> Option<Comma
 /// channel every client shares; past it lines are counted, not sent, and a
 /// "N stderr lines dropped" line follows. A flooding server must not make
 /// clients lag (and re-list everything) or queue up memory.
-pub const STDERR_LINES_PER_SECOND: u32 = 1000;
-
-/// Relays one process's stderr feed as [`SupervisorEvent::Stderr`], bounded
-/// by [`STDERR_LINES_PER_SECOND`]; ends with the feed (stderr closed).
-async fn forward_stderr(
-    events: broadcast::Sender<SupervisorEvent>,
-    server: String,
-    generation: u64,
-    mut lines: broadcast::Receiver<Arc<str>>,
-) {
-    const WINDOW: Duration = Duration::from_secs(1);
-    let send = |line: Arc<str>| {
-        let _ = events.send(SupervisorEvent::Stderr {
-            server: server.clone(),
-            generation,
-            line,
-        });
-    };
-    let dropped_note = |n: u64| Arc::<str>::from(format!("[mcphost: {n} stderr lines dropped]"));
-    let mut window = Instant::now();
-    let mut sent = 0u32;
-    let mut dropped = 0u64;
-    loop {
-        let window_end = window + WINDOW;
-        let got = tokio::select! {
-            got = lines.recv() => got,
-            // A flood that stopped still gets its note, without waiting
-            // for another line.
-            _ = tokio::time::sleep_until(window_end), if dropped > 0 => {
-                send(dropped_note(dropped));
-                dropped = 0;
-                window = Instant::now();
-                sent = 0;
-                continue;
-            }
-        };
-        let now = Instant::now();
-        if now >= window_end {
-            if dropped > 0 {
-                send(dropped_note(dropped));
-                dropped = 0;
-            }
-            window = now;
-            sent = 0;
-        }
-        match got {
-            Ok(line) if sent < STDERR_LINES_PER_SECOND => {
-                sent = sent.saturating_add(1);
-                send(line);
-            }
-            Ok(_) => dropped = dropped.saturating_add(1),
-            Err(broadcast::error::RecvError::Lagged(n)) => dropped = dropped.saturating_add(n),
-            Err(broadcast::error::RecvError::Closed) => {
-                if dropped > 0 {
-                    send(dropped_note(dropped));
-                }
-                return;
-            }
-        }
-    }
-}
+pub const STDERR_LINES_PER_SECOND: u32 = stdio::STDERR_FOLLOW_LINES_PER_SECOND;
 
 /// The run loop's count of starts and restarts.
 struct Tries {

@@ -9,6 +9,7 @@
 // No production function over 100 lines of code (docs/architecture.md).
 #![warn(clippy::too_many_lines)]
 
+pub mod feed;
 pub mod framing;
 pub mod http;
 pub mod sandbox;
@@ -141,6 +142,9 @@ impl std::fmt::Display for CloseReason {
     }
 }
 
+/// See [`TransportControl::follow_stderr`].
+pub type StderrFollower = Box<dyn FnMut(std::sync::Arc<str>) + Send>;
+
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Control over a running transport, independent of message flow.
@@ -151,11 +155,21 @@ pub trait TransportControl: Send + Sync + 'static {
     /// The last `n` stderr lines, oldest first (empty for non-stdio).
     fn stderr_tail(&self, n: usize) -> Vec<String>;
     /// Every stderr line from now on, as it arrives (stdio only; `None` for
-    /// other transports and once stderr has closed). The channel is bounded:
+    /// other transports and once stderr has closed). The feed is bounded:
     /// a receiver that falls behind gets `Lagged(n)` instead of growing
     /// memory, and `Closed` when the server's stderr ends.
-    fn stderr_lines(&self) -> Option<tokio::sync::broadcast::Receiver<std::sync::Arc<str>>> {
+    fn stderr_lines(&self) -> Option<feed::FeedReceiver<std::sync::Arc<str>>> {
         None
+    }
+    /// Hand every stderr line from now on to `follower`, at most
+    /// [`stdio::STDERR_FOLLOW_LINES_PER_SECOND`] a second; past that lines
+    /// are counted, and a `[mcphost: N stderr lines dropped]` line follows.
+    /// It runs on the transport's stderr reader, so a follower costs no
+    /// task, and must not block. `false` for other transports and once
+    /// stderr has closed.
+    fn follow_stderr(&self, follower: StderrFollower) -> bool {
+        drop(follower);
+        false
     }
     /// The process group of the server's processes (stdio only): what to
     /// signal to reach all of them. It is the group leader's pid: the

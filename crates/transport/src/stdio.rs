@@ -62,7 +62,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{Buf as _, BytesMut};
 use futures_util::StreamExt;
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
@@ -70,7 +70,7 @@ use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::sync::{mpsc, oneshot, watch};
-use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 use crate::sandbox::{SandboxSpec, confine};
 #[cfg(target_os = "linux")]
@@ -80,8 +80,11 @@ use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, Span};
 
-use super::framing::{BoundedLineCodec, Frame, encode_line};
-use super::{BoxFuture, CloseReason, Connection, Outbound, TransportControl, TransportEvent};
+use super::feed::{Feed, FeedReceiver};
+use super::framing::{BoundedLineCodec, Frame, FramingError, encode_line};
+use super::{
+    BoxFuture, CloseReason, Connection, Outbound, StderrFollower, TransportControl, TransportEvent,
+};
 
 /// Variables passed through from our environment when `inherit_env` is off:
 /// the basics, then proxy and CA settings (`npx`/`uvx` servers behind a
@@ -116,9 +119,16 @@ const OUTBOUND_CAPACITY: usize = 256;
 const MAX_STDERR_LINE: usize = 8 * 1024;
 /// The initial read buffer for a server's stdout.
 const STDOUT_READ_CAPACITY: usize = 8 * 1024;
+/// The stderr read buffer: lines longer than it are read in pieces, and an
+/// idle server should not hold the default 8 KiB for a pipe that is quiet.
+const STDERR_READ_CAPACITY: usize = 1024;
 /// Stderr lines a live follower may fall behind by before it is told how
 /// many it missed (at most 2 MiB per server with the longest lines).
 const STDERR_FEED_CAPACITY: usize = 256;
+/// Most stderr lines a second handed to a follower
+/// ([`TransportControl::follow_stderr`]); a flooding server must not make
+/// the daemon's clients lag (and re-list everything) or queue up memory.
+pub const STDERR_FOLLOW_LINES_PER_SECOND: u32 = 1000;
 /// After the server exits, how long output still in the pipes may take to
 /// arrive; a grandchild that inherited stdout/stderr can keep them open forever.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
@@ -541,8 +551,9 @@ fn child_command(argv: &Argv, env: &BTreeMap<OsString, OsString>, cwd: Option<&P
     command
 }
 
-/// The tasks that own a started server: its stdin writer, stdout reader,
-/// stderr ring, the leader's reaper and the close report.
+/// The tasks that own a started server: the leader's reaper, and the one
+/// that writes its input and reads its output (stdout, stderr, the close
+/// report).
 fn run_child(
     server: &str,
     cfg: &StdioConfig,
@@ -561,9 +572,8 @@ fn run_child(
         supervisor,
         span: span.clone(),
         stderr: Mutex::new(StderrRing::new(cfg.stderr_lines)),
-        stderr_feed: Mutex::new(Some(
-            tokio::sync::broadcast::channel(STDERR_FEED_CAPACITY).0,
-        )),
+        stderr_feed: Mutex::new(Some(Feed::new(STDERR_FEED_CAPACITY))),
+        stderr_follower: Mutex::new(None),
         close_stdin: CancellationToken::new(),
         exit: exit_rx,
         done: done_rx,
@@ -577,32 +587,33 @@ fn run_child(
 
     let (outbound_tx, outbound_rx) = mpsc::channel(OUTBOUND_CAPACITY);
     let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_CAPACITY);
-    let stop_reading = CancellationToken::new();
 
-    tokio::spawn(
-        write_stdin(stdin, outbound_rx, shared.close_stdin.clone()).instrument(span.clone()),
-    );
-    let reader = tokio::spawn(
-        read_stdout(
-            stdout,
-            cfg.max_message_bytes,
-            inbound_tx.clone(),
-            stop_reading.clone(),
-        )
-        .instrument(span.clone()),
-    );
-    let stderr_task = tokio::spawn(read_stderr(stderr, shared.clone()).instrument(span.clone()));
     tokio::spawn(watch_leader(leader, shared.clone(), exit_tx, done_tx).instrument(span.clone()));
-    tokio::spawn(
-        report_close(
-            shared.clone(),
-            reader,
-            stop_reading,
-            stderr_task,
-            inbound_tx,
-        )
-        .instrument(span),
-    );
+    let output = Output {
+        exit: shared.exit.clone(),
+        shared: shared.clone(),
+        // Small to start: an idle server should not hold a pipe-sized
+        // buffer (64 KiB each, most of a daemon's heap at 100 servers); it
+        // grows while a message is longer.
+        frames: Some(FramedRead::with_capacity(
+            stdout,
+            BoundedLineCodec::new(cfg.max_message_bytes),
+            STDOUT_READ_CAPACITY,
+        )),
+        line: Vec::new(),
+        truncated: false,
+        held: None,
+        how: None,
+        stage: Stage::Reading,
+    };
+    let stderr = Some(BufReader::with_capacity(STDERR_READ_CAPACITY, stderr));
+    let input = Input {
+        stdin: Some(stdin),
+        outbound: outbound_rx,
+        buf: BytesMut::new(),
+        close: shared.close_stdin.clone(),
+    };
+    tokio::spawn(read_output(output, input, stderr, inbound_tx).instrument(span));
 
     Connection {
         outbound: outbound_tx,
@@ -747,7 +758,8 @@ struct Shared {
     stderr: Mutex<StderrRing>,
     /// Live stderr lines for followers; taken when stderr ends, which tells
     /// every receiver the feed is over.
-    stderr_feed: Mutex<Option<tokio::sync::broadcast::Sender<Arc<str>>>>,
+    stderr_feed: Mutex<Option<Feed<Arc<str>>>>,
+    stderr_follower: Mutex<Option<Follower>>,
     close_stdin: CancellationToken,
     /// How the group leader exited, once tokio has reaped it.
     exit: watch::Receiver<Option<String>>,
@@ -860,12 +872,20 @@ impl TransportControl for StdioControl {
         self.shared.stderr_tail(n)
     }
 
-    fn stderr_lines(&self) -> Option<tokio::sync::broadcast::Receiver<Arc<str>>> {
-        self.shared
-            .stderr_feed
-            .lock()
-            .as_ref()
-            .map(tokio::sync::broadcast::Sender::subscribe)
+    fn stderr_lines(&self) -> Option<FeedReceiver<Arc<str>>> {
+        self.shared.stderr_feed.lock().as_ref().map(Feed::subscribe)
+    }
+
+    fn follow_stderr(&self, follower: StderrFollower) -> bool {
+        // Under the feed's lock: the reader takes the follower after it
+        // took the feed, so a follower set while the feed is there is
+        // always given its last note.
+        let feed = self.shared.stderr_feed.lock();
+        if feed.is_none() {
+            return false;
+        }
+        *self.shared.stderr_follower.lock() = Some(Follower::new(follower));
+        true
     }
 
     /// The group leader's pid, which is also the process group id.
@@ -936,127 +956,314 @@ fn describe(status: ExitStatus) -> String {
     }
 }
 
-/// Emits the one [`TransportEvent::Closed`], after every frame and with the
-/// complete stderr tail.
-async fn report_close(
+/// The server's output, read by one task (see [`read_output`]).
+struct Output {
     shared: Arc<Shared>,
-    mut reader: JoinHandle<()>,
-    stop_reading: CancellationToken,
-    stderr_task: JoinHandle<()>,
-    inbound: mpsc::Sender<TransportEvent>,
-) {
-    let mut exit = shared.exit.clone();
-    let exited = tokio::select! {
-        _ = &mut reader => None,
-        how = exit.wait_for(Option::is_some) => Some(how.ok().and_then(|how| how.clone())),
-    };
-    let how = match exited {
-        // stdout closed first; the exit status usually follows at once.
-        None => tokio::time::timeout(EXIT_AFTER_EOF, exit.wait_for(Option::is_some))
-            .await
-            .ok()
-            .and_then(|how| how.ok().and_then(|how| how.clone()))
-            .unwrap_or_else(|| "closed its stdout".to_owned()),
-        Some(how) => {
-            if tokio::time::timeout(DRAIN_AFTER_EXIT, &mut reader)
-                .await
-                .is_err()
-            {
-                // The reader finishes delivering what it holds, then stops.
-                stop_reading.cancel();
-                let _ = reader.await;
-            }
-            how.unwrap_or_else(|| "ended".to_owned())
-        }
-    };
-    // If a grandchild still holds stderr, the task keeps logging it.
-    let _ = tokio::time::timeout(DRAIN_AFTER_EXIT, stderr_task).await;
-    let reason = CloseReason {
-        summary: format!("server '{}' {how}", shared.server),
-        stderr_tail: shared.stderr_tail(usize::MAX),
-        auth_required: false,
-    };
-    tracing::info!("{}", reason.summary);
-    let _ = inbound.send(TransportEvent::Closed(reason)).await;
+    /// `None` once stdout ended or reading it stopped.
+    frames: Option<FramedRead<ChildStdout, BoundedLineCodec>>,
+    /// The stderr line read so far, and whether it was cut.
+    line: Vec<u8>,
+    truncated: bool,
+    /// An event waiting for room in the inbound channel.
+    held: Option<TransportEvent>,
+    exit: watch::Receiver<Option<String>>,
+    /// How the leader exited, once known.
+    how: Option<String>,
+    stage: Stage,
 }
 
-async fn read_stdout(
-    stdout: ChildStdout,
-    max_message_bytes: usize,
+/// Where the close report stands.
+#[derive(Clone, Copy)]
+enum Stage {
+    Reading,
+    /// The server exited: output still in the pipe may arrive until then.
+    Draining(Instant),
+    /// stdout closed first: the exit status usually follows, until then.
+    AwaitingExit(Instant),
+    /// stdout is done and the exit known: stderr may end until then.
+    AwaitingStderr(Instant),
+    /// `Closed` is held for `inbound`.
+    Closing,
+    /// `Closed` went out: stderr is read on while a grandchild holds it.
+    Closed,
+}
+
+fn after(now: Instant, d: Duration) -> Instant {
+    now.checked_add(d).unwrap_or(now)
+}
+
+/// The peer's messages to stdin, stdout's frames to the peer, stderr's
+/// lines to the ring and followers, and the one [`TransportEvent::Closed`]
+/// after every frame and with the complete stderr tail: one task, where
+/// there were four.
+async fn read_output(
+    mut out: Output,
+    mut input: Input,
+    mut stderr: Option<BufReader<ChildStderr>>,
     inbound: mpsc::Sender<TransportEvent>,
-    stop: CancellationToken,
 ) {
-    // Small to start: an idle server should not hold a pipe-sized buffer
-    // (64 KiB each, most of a daemon's heap at 100 servers); it grows
-    // while a message is longer.
-    let mut frames = FramedRead::with_capacity(
-        stdout,
-        BoundedLineCodec::new(max_message_bytes),
-        STDOUT_READ_CAPACITY,
-    );
-    let stopped = stop.cancelled();
-    tokio::pin!(stopped);
     loop {
-        let item = tokio::select! {
-            biased;
-            _ = &mut stopped => break,
-            item = frames.next() => item,
+        let note_due = out
+            .shared
+            .stderr_follower
+            .lock()
+            .as_ref()
+            .and_then(Follower::note_due);
+        let wake = match (note_due, out.deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         };
-        let event = match item {
-            None => break,
-            Some(Ok(Frame::Line(line))) => TransportEvent::Frame(line),
+        let open = input.stdin.is_some();
+        let more = open && input.buf.is_empty();
+        // Not biased: a flood on one pipe must not starve the others.
+        tokio::select! {
+            () = closing(&input.close, open) => input.stop(),
+            written = write_some(input.stdin.as_mut(), &input.buf) => input.wrote(written),
+            msg = next_out(&mut input.outbound, more) => {
+                input.take(msg);
+            }
+            permit = reserve(&inbound, out.held.is_some()) => {
+                match (permit, out.held.take()) {
+                    (Ok(p), Some(ev)) => p.send(ev),
+                    // Nobody listens any more.
+                    _ => out.frames = None,
+                }
+            }
+            filled = fill(stderr.as_mut()) => {
+                let used = match filled {
+                    Ok([]) | Err(_) => None,
+                    Ok(buf) => Some(take_stderr(buf, &mut out.line, &mut out.truncated, &out.shared)),
+                };
+                match (used, stderr.as_mut()) {
+                    (Some(used), Some(r)) => r.consume(used),
+                    _ => {
+                        stderr = None;
+                        out.stderr_ended();
+                    }
+                }
+            }
+            item = next_frame(out.frames.as_mut(), out.held.is_none()) => out.on_frame(item),
+            how = exit_of(&mut out.exit, out.how.is_none()) => out.how = Some(how),
+            () = sleep_until_some(wake) => {
+                if note_due.is_some_and(|t| t <= Instant::now())
+                    && let Some(f) = out.shared.stderr_follower.lock().as_mut()
+                {
+                    // A flood that stopped still gets its note, without
+                    // waiting for another line.
+                    f.new_window(Instant::now());
+                }
+            }
+        }
+        if out.advance(stderr.is_none()) {
+            return;
+        }
+    }
+}
+
+impl Output {
+    /// When the stage ends if nothing happens first; only while its wait
+    /// is still open, so a passed deadline never spins the loop.
+    fn deadline(&self) -> Option<Instant> {
+        match self.stage {
+            Stage::Draining(t) if self.frames.is_some() => Some(t),
+            Stage::AwaitingExit(t) | Stage::AwaitingStderr(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    fn on_frame(&mut self, item: Option<Result<Frame, FramingError>>) {
+        self.held = match item {
+            None => None,
+            Some(Ok(Frame::Line(line))) => Some(TransportEvent::Frame(line)),
             Some(Ok(Frame::Oversized { limit, id })) => {
                 tracing::warn!(limit, id = ?id, "dropped a message over the size limit");
-                TransportEvent::Oversized { limit, id }
+                Some(TransportEvent::Oversized { limit, id })
             }
             Some(Err(e)) => {
                 tracing::warn!("reading the server's stdout failed: {e}");
-                break;
+                None
             }
         };
-        if inbound.send(event).await.is_err() {
-            break; // Nobody listens any more.
+        if self.held.is_none() {
+            self.frames = None;
         }
+    }
+
+    fn stderr_ended(&mut self) {
+        push_stderr(&self.shared, &self.line, self.truncated);
+        self.line = Vec::new();
+        let feed = self.shared.stderr_feed.lock().take();
+        if let Some(mut f) = self.shared.stderr_follower.lock().take() {
+            f.note_dropped();
+        }
+        drop(feed);
+    }
+
+    /// Moves the close report on; `true` once nothing is left to read.
+    fn advance(&mut self, stderr_done: bool) -> bool {
+        loop {
+            let now = Instant::now();
+            let stdout_done = self.frames.is_none() && self.held.is_none();
+            self.stage = match self.stage {
+                Stage::Reading | Stage::Draining(_) if stdout_done => match self.how {
+                    Some(_) => Stage::AwaitingStderr(after(now, DRAIN_AFTER_EXIT)),
+                    None => Stage::AwaitingExit(after(now, EXIT_AFTER_EOF)),
+                },
+                Stage::Reading if self.how.is_some() => {
+                    Stage::Draining(after(now, DRAIN_AFTER_EXIT))
+                }
+                // The reader delivers what it holds, then stops.
+                Stage::Draining(t) if now >= t && self.frames.is_some() => {
+                    self.frames = None;
+                    continue;
+                }
+                Stage::AwaitingExit(t) if self.how.is_some() || now >= t => {
+                    Stage::AwaitingStderr(after(now, DRAIN_AFTER_EXIT))
+                }
+                Stage::AwaitingStderr(t) if stderr_done || now >= t => {
+                    self.held = Some(TransportEvent::Closed(self.close_reason()));
+                    Stage::Closing
+                }
+                Stage::Closing if self.held.is_none() => Stage::Closed,
+                Stage::Closed => return stderr_done,
+                _ => return false,
+            };
+        }
+    }
+
+    fn close_reason(&self) -> CloseReason {
+        let how = self.how.as_deref().unwrap_or("closed its stdout");
+        let reason = CloseReason {
+            summary: format!("server '{}' {how}", self.shared.server),
+            stderr_tail: self.shared.stderr_tail(usize::MAX),
+            auth_required: false,
+        };
+        tracing::info!("{}", reason.summary);
+        reason
     }
 }
 
-async fn write_stdin(
-    mut stdin: ChildStdin,
-    mut outbound: mpsc::Receiver<Outbound>,
+async fn reserve(
+    inbound: &mpsc::Sender<TransportEvent>,
+    wanted: bool,
+) -> Result<mpsc::Permit<'_, TransportEvent>, mpsc::error::SendError<()>> {
+    if !wanted {
+        return std::future::pending().await;
+    }
+    inbound.reserve().await
+}
+
+async fn fill(reader: Option<&mut BufReader<ChildStderr>>) -> io::Result<&[u8]> {
+    match reader {
+        Some(r) => r.fill_buf().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn next_frame(
+    frames: Option<&mut FramedRead<ChildStdout, BoundedLineCodec>>,
+    wanted: bool,
+) -> Option<Result<Frame, FramingError>> {
+    match frames {
+        Some(f) if wanted => f.next().await,
+        _ => std::future::pending().await,
+    }
+}
+
+/// How the leader exited; "ended" when its waiter is gone.
+async fn exit_of(exit: &mut watch::Receiver<Option<String>>, wanted: bool) -> String {
+    if !wanted {
+        return std::future::pending().await;
+    }
+    match exit.wait_for(Option::is_some).await {
+        Ok(how) => how.clone().unwrap_or_default(),
+        Err(_) => "ended".to_owned(),
+    }
+}
+
+/// Takes one piece of stderr (up to a newline) into `line`, pushing the
+/// line when complete; returns how many bytes were used.
+fn take_stderr(buf: &[u8], line: &mut Vec<u8>, truncated: &mut bool, shared: &Shared) -> usize {
+    let (chunk, used, complete) = match buf.iter().position(|&b| b == b'\n') {
+        Some(i) => (&buf[..i], i + 1, true),
+        None => (buf, buf.len(), false),
+    };
+    let room = MAX_STDERR_LINE.saturating_sub(line.len());
+    line.extend_from_slice(&chunk[..chunk.len().min(room)]);
+    *truncated |= chunk.len() > room;
+    if complete {
+        push_stderr(shared, line, *truncated);
+        line.clear();
+        *truncated = false;
+    }
+    used
+}
+
+/// The server's input, written by the task that reads its output.
+struct Input {
+    /// `None` once closed: asked to, a failed write, or no sender left.
+    /// Dropping it is what closes the server's input.
+    stdin: Option<ChildStdin>,
+    outbound: mpsc::Receiver<Outbound>,
+    /// Messages taken from `outbound` and not written yet.
+    buf: BytesMut,
     close: CancellationToken,
-) {
-    let mut buf = BytesMut::new();
-    let closed = close.cancelled();
-    tokio::pin!(closed);
-    loop {
-        let first = tokio::select! {
-            biased;
-            _ = &mut closed => break,
-            msg = outbound.recv() => match msg {
-                Some(msg) => msg,
-                None => break,
-            },
+}
+
+impl Input {
+    fn take(&mut self, first: Option<Outbound>) {
+        let Some(first) = first else {
+            self.stop();
+            return;
         };
         // Whatever else is queued goes out in the same write.
-        buf.clear();
-        append_line(&mut buf, &first.text);
-        while let Ok(msg) = outbound.try_recv() {
-            append_line(&mut buf, &msg.text);
-        }
-        if buf.is_empty() {
-            continue;
-        }
-        let written = tokio::select! {
-            biased;
-            _ = &mut closed => break,
-            written = stdin.write_all(&buf) => written,
-        };
-        if let Err(e) = written {
-            tracing::debug!("server's stdin closed: {e}");
-            break;
+        append_line(&mut self.buf, &first.text);
+        while let Ok(msg) = self.outbound.try_recv() {
+            append_line(&mut self.buf, &msg.text);
         }
     }
-    // Dropping `stdin` here is what closes the server's input.
+
+    fn wrote(&mut self, written: io::Result<usize>) {
+        match written {
+            Ok(n) if n > 0 => self.buf.advance(n),
+            Ok(_) => {
+                tracing::debug!("server's stdin closed");
+                self.stop();
+            }
+            Err(e) => {
+                tracing::debug!("server's stdin closed: {e}");
+                self.stop();
+            }
+        }
+    }
+
+    /// Closes the server's input; senders learn of it at once.
+    fn stop(&mut self) {
+        self.stdin = None;
+        self.buf = BytesMut::new();
+        self.outbound.close();
+    }
+}
+
+async fn closing(close: &CancellationToken, open: bool) {
+    if !open {
+        return std::future::pending().await;
+    }
+    close.cancelled().await;
+}
+
+async fn write_some(stdin: Option<&mut ChildStdin>, buf: &[u8]) -> io::Result<usize> {
+    match stdin {
+        Some(w) if !buf.is_empty() => w.write(buf).await,
+        _ => std::future::pending().await,
+    }
+}
+
+async fn next_out(outbound: &mut mpsc::Receiver<Outbound>, wanted: bool) -> Option<Outbound> {
+    if !wanted {
+        return std::future::pending().await;
+    }
+    outbound.recv().await
 }
 
 fn append_line(buf: &mut BytesMut, msg: &str) {
@@ -1065,35 +1272,11 @@ fn append_line(buf: &mut BytesMut, msg: &str) {
     }
 }
 
-async fn read_stderr(stderr: ChildStderr, shared: Arc<Shared>) {
-    let mut reader = BufReader::new(stderr);
-    let mut line = Vec::new();
-    let mut truncated = false;
-    loop {
-        let buf = match reader.fill_buf().await {
-            Ok([]) => break,
-            Ok(buf) => buf,
-            Err(e) => {
-                tracing::debug!("reading the server's stderr failed: {e}");
-                break;
-            }
-        };
-        let (chunk, used, complete) = match buf.iter().position(|&b| b == b'\n') {
-            Some(i) => (&buf[..i], i + 1, true),
-            None => (buf, buf.len(), false),
-        };
-        let room = MAX_STDERR_LINE.saturating_sub(line.len());
-        line.extend_from_slice(&chunk[..chunk.len().min(room)]);
-        truncated |= chunk.len() > room;
-        reader.consume(used);
-        if complete {
-            push_stderr(&shared, &line, truncated);
-            line.clear();
-            truncated = false;
-        }
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
-    push_stderr(&shared, &line, truncated);
-    shared.stderr_feed.lock().take();
 }
 
 fn push_stderr(shared: &Shared, line: &[u8], truncated: bool) {
@@ -1110,9 +1293,69 @@ fn push_stderr(shared: &Shared, line: &[u8], truncated: bool) {
         && feed.receiver_count() > 0
     {
         // No receiver, no copy: an unfollowed server costs nothing extra.
-        let _ = feed.send(Arc::from(text.as_str()));
+        feed.send(Arc::from(text.as_str()));
+    }
+    if let Some(f) = shared.stderr_follower.lock().as_mut() {
+        f.offer(&text, Instant::now());
     }
     shared.stderr.lock().push(text);
+}
+
+/// A [`StderrFollower`] and its rate limit: at most
+/// [`STDERR_FOLLOW_LINES_PER_SECOND`] lines a window of a second, the rest
+/// counted and said.
+struct Follower {
+    send: StderrFollower,
+    window: Instant,
+    sent: u32,
+    dropped: u64,
+}
+
+impl Follower {
+    const WINDOW: Duration = Duration::from_secs(1);
+
+    fn new(send: StderrFollower) -> Follower {
+        Follower {
+            send,
+            window: Instant::now(),
+            sent: 0,
+            dropped: 0,
+        }
+    }
+
+    fn offer(&mut self, line: &str, now: Instant) {
+        if now >= self.window_end() {
+            self.new_window(now);
+        }
+        if self.sent < STDERR_FOLLOW_LINES_PER_SECOND {
+            self.sent = self.sent.saturating_add(1);
+            (self.send)(Arc::from(line));
+        } else {
+            self.dropped = self.dropped.saturating_add(1);
+        }
+    }
+
+    fn window_end(&self) -> Instant {
+        self.window.checked_add(Self::WINDOW).unwrap_or(self.window)
+    }
+
+    /// When the note for the lines dropped in this window is due, if any were.
+    fn note_due(&self) -> Option<Instant> {
+        (self.dropped > 0).then(|| self.window_end())
+    }
+
+    fn new_window(&mut self, now: Instant) {
+        self.note_dropped();
+        self.window = now;
+        self.sent = 0;
+    }
+
+    fn note_dropped(&mut self) {
+        if self.dropped > 0 {
+            let n = std::mem::take(&mut self.dropped);
+            (self.send)(Arc::from(format!("[mcphost: {n} stderr lines dropped]")));
+        }
+    }
 }
 
 struct StderrRing {
@@ -1123,7 +1366,8 @@ struct StderrRing {
 impl StderrRing {
     fn new(capacity: usize) -> Self {
         Self {
-            lines: VecDeque::with_capacity(capacity.min(1024)),
+            // Grows with the lines: most servers write a few, if any.
+            lines: VecDeque::new(),
             capacity,
         }
     }
