@@ -4,8 +4,9 @@
 //! Every server starts concurrently and independently; a slow or broken one
 //! only affects its own entry. Lists are fetched when a server becomes ready
 //! (retried with backoff when that fails) and again when it says a list
-//! changed; each change rebuilds the catalog, and a list whose bytes changed
-//! is announced as a [`RegistryEvent`].
+//! changed; each change rebuilds the changed servers' parts of the catalog
+//! (listings that arrive together are published together), and a list
+//! whose bytes changed is announced as a [`RegistryEvent`].
 //!
 //! Supervisor events carry their instance's generation: events from an
 //! instance a reload replaced are dropped. A lagged event channel resyncs
@@ -52,7 +53,7 @@ use tracing::{debug, info, warn};
 use arc_swap::ArcSwap;
 use catalog::{
     Catalog, CatalogBuilder, CatalogPrompt, CatalogTool, NamingRules, PromptCatalog,
-    ResourceCatalog, ServerResources,
+    ResourceBuilder, ResourceCatalog,
 };
 pub use logs::LogLevel;
 use mcphost_client::{CallOptions, ClientError, ServerClient, ServerEvent};
@@ -324,20 +325,39 @@ struct State {
 struct Builders {
     tools: CatalogBuilder<CatalogTool>,
     prompts: CatalogBuilder<CatalogPrompt>,
+    resources: ResourceBuilder,
 }
 
 impl Builders {
+    /// Take up one server's current lists (the flagged kinds) into its
+    /// parts. False when a builder does not know the server (a reload).
+    fn update(&mut self, server: &str, e: &ManagedServer, k: listing::Kinds) -> bool {
+        let prefix = e.config.prefix();
+        let l = e.shown_lists();
+        let t = !k.tools || self.tools.update(server, prefix, e.shown_tools());
+        let p = !k.prompts || self.prompts.update(server, prefix, e.shown_prompts());
+        let r = !k.resources || self.resources.update(server, &l.resources, &l.templates);
+        t && p && r
+    }
+
     /// Every server's part from scratch (a reload: order, prefixes or rules
     /// may have changed).
     fn full(st: &State) -> Builders {
         let mut tools = CatalogBuilder::new("tools", st.rules.clone());
         let mut prompts = CatalogBuilder::new("prompts", st.rules.clone());
+        let mut resources = ResourceBuilder::default();
         for e in &st.entries {
             let (server, prefix) = (&e.config.name, e.config.prefix());
             tools.push_server(server, prefix, e.shown_tools());
             prompts.push_server(server, prefix, e.shown_prompts());
+            let l = e.shown_lists();
+            resources.push_server(server, &l.resources, &l.templates);
         }
-        Builders { tools, prompts }
+        Builders {
+            tools,
+            prompts,
+            resources,
+        }
     }
 }
 
@@ -367,6 +387,10 @@ struct Inner {
     /// Held while a listing is composed, never by a call. Lock order:
     /// `builders`, then `state`.
     builders: parking_lot::Mutex<Builders>,
+    /// Listings waiting for the next publish (a leaf lock).
+    pending: parking_lot::Mutex<listing::Pending>,
+    /// The last [`listing::Pending`] ticket a published listing includes.
+    published_upto: tokio::sync::watch::Sender<u64>,
     published: Published,
     base: ServerOptions,
     /// PATH from the user's login shell, for servers without their own.
@@ -435,7 +459,10 @@ impl Registry {
             builders: parking_lot::Mutex::new(Builders {
                 tools: CatalogBuilder::new("tools", rules.clone()),
                 prompts: CatalogBuilder::new("prompts", rules.clone()),
+                resources: ResourceBuilder::default(),
             }),
+            pending: parking_lot::Mutex::new(listing::Pending::default()),
+            published_upto: tokio::sync::watch::channel(0).0,
             published: Published {
                 catalog: ArcSwap::from_pointee(catalog::build(&[], &rules)),
                 prompts: ArcSwap::from_pointee(catalog::build_prompts(&[], &rules)),
@@ -712,5 +739,104 @@ mod tests {
         let r = tokio::time::timeout(Duration::from_secs(5), call).await;
         assert!(matches!(r, Ok(Err(RegistryError::UnknownTool(_)))));
         drop(rebuilding);
+    }
+
+    fn registry_of(n: usize) -> Registry {
+        let servers: Vec<String> = (0..n)
+            .map(|i| format!(r#""s{i}":{{"command":"x","disabled":true}}"#))
+            .collect();
+        let text = format!(
+            r#"{{"mcpServers":{{{}}},"loginShellPath":false}}"#,
+            servers.join(",")
+        );
+        let cfg = mcphost_config::parse(
+            &text,
+            std::path::Path::new("/nonexistent/config.json"),
+            &|_| None,
+        )
+        .unwrap();
+        Registry::start(
+            &cfg,
+            ServerOptions::default(),
+            RestartPolicy::default(),
+            None,
+        )
+    }
+
+    /// Give server `s{i}` a tool and a resource every server shares, the
+    /// way a listing does, and wait until they are published.
+    async fn list(reg: &Registry, i: usize) {
+        let server = format!("s{i}");
+        let generation = reg.read().entry(&server).unwrap().handle.generation();
+        let tool: Tool =
+            serde_json::from_str(r#"{"name":"t","inputSchema":{"type":"object"}}"#).unwrap();
+        let res: Resource = serde_json::from_str(r#"{"uri":"x://shared","name":"r"}"#).unwrap();
+        assert!(reg.set_lists(&server, generation, |l| {
+            l.tools = vec![tool];
+            l.resources = vec![res];
+        }));
+        reg.publish_soon(&server).await;
+        // Published by the time it returns: `settled` relies on it.
+        assert!(reg.catalog().route(&format!("s{i}__t")).is_some());
+        assert!(
+            reg.resources()
+                .resolve(&format!("mcphost://s{i}/x://shared"), |_| None)
+                .is_ok_and(|r| r.server == server)
+        );
+    }
+
+    /// (tools, resources) list_changed events waiting in `rx`.
+    fn changes(rx: &mut broadcast::Receiver<RegistryEvent>) -> (usize, usize) {
+        let (mut tools, mut resources) = (0, 0);
+        while let Ok(ev) = rx.try_recv() {
+            match ev {
+                RegistryEvent::ToolsChanged => tools += 1,
+                RegistryEvent::ResourcesChanged => resources += 1,
+                _ => {}
+            }
+        }
+        (tools, resources)
+    }
+
+    /// Servers listed in one burst share a publish: the catalog ends with
+    /// every server's lists, and clients hear of it at least once but far
+    /// fewer times than there were listings.
+    #[tokio::test]
+    async fn a_burst_of_listings_is_published_together() {
+        const N: usize = 40;
+        let reg = registry_of(N);
+        let mut rx = reg.subscribe();
+        let tasks: Vec<_> = (0..N)
+            .map(|i| {
+                let reg = reg.clone();
+                tokio::spawn(async move { list(&reg, i).await })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert_eq!(reg.catalog().len(), N);
+        let resources = reg.resources();
+        assert_eq!(resources.resources().len(), N);
+        // Every copy of the shared URI is wrapped, naming all the others.
+        assert!(resources.renamed().iter().all(|r| r.with.len() == N - 1));
+        let (tools, res) = changes(&mut rx);
+        assert!((1..=N / 4).contains(&tools), "{tools} tools/list_changed");
+        assert!((1..=N / 4).contains(&res), "{res} resources/list_changed");
+    }
+
+    /// A lone listing is published at once: no timer holds it back for a
+    /// burst that does not come.
+    #[tokio::test(start_paused = true)]
+    async fn a_lone_listing_waits_for_no_timer() {
+        let reg = registry_of(3);
+        let mut rx = reg.subscribe();
+        let before = tokio::time::Instant::now();
+        list(&reg, 1).await;
+        assert_eq!(tokio::time::Instant::now(), before);
+        assert_eq!(changes(&mut rx), (1, 1));
+        list(&reg, 2).await;
+        assert_eq!(changes(&mut rx), (1, 1));
+        assert_eq!(reg.catalog().len(), 2);
     }
 }

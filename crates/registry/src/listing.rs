@@ -271,7 +271,7 @@ impl Registry {
             };
             let drift = self.check_pins(server, generation, how);
             // Catalog first: `settled` waiters read it as soon as it is marked.
-            self.publish_server_lists(server, true, true, true);
+            self.publish_soon(server).await;
             if let Some(d) = drift {
                 self.announce_drift(server, &d);
             }
@@ -367,11 +367,12 @@ impl Registry {
     }
 
     /// Publish one server's current lists (the flagged kinds; the others
-    /// cannot have changed): only its part of the catalog is re-named, the
-    /// rest is composed from the parts kept. The new listing is built
-    /// without the state's write lock and swapped in; calls keep reading
-    /// the old one meanwhile. `list_changed` goes out only when the listed
-    /// bytes changed.
+    /// cannot have changed) now, with any listing still waiting: only the
+    /// changed servers' parts of the catalog are re-named, the rest is
+    /// composed from the parts kept. The new listing is built without the
+    /// state's write lock and swapped in; calls keep reading the old one
+    /// meanwhile. `list_changed` goes out only when the listed bytes
+    /// changed.
     pub(crate) fn publish_server_lists(
         &self,
         server: &str,
@@ -379,33 +380,108 @@ impl Registry {
         resources: bool,
         prompts: bool,
     ) {
-        let mut b = self.inner.builders.lock();
-        let known = {
-            let st = self.read();
-            match st.entry(server) {
-                Some(e) => {
-                    let prefix = e.config.prefix();
-                    let t = !tools || b.tools.update(server, prefix, e.shown_tools());
-                    let p = !prompts || b.prompts.update(server, prefix, e.shown_prompts());
-                    t && p
-                }
-                None => false,
-            }
-        };
-        if !known {
-            // A reload is under way; its own full publish follows.
-            drop(b);
-            self.publish_all();
-            return;
-        }
-        self.publish_from(&mut b, tools, resources, prompts);
+        self.mark(
+            server,
+            Kinds {
+                tools,
+                resources,
+                prompts,
+            },
+        );
+        self.flush();
     }
 
-    /// Rebuild every server's part (a reload) and publish.
+    /// [`Self::publish_server_lists`] for a burst: returns once a published
+    /// catalog holds `server`'s current lists. The publish is a task queued
+    /// behind the tasks runnable now, so servers that become ready together
+    /// share one publish (and one `list_changed`), while a lone listing
+    /// waits only for that turn.
+    pub(super) async fn publish_soon(&self, server: &str) {
+        let all = Kinds {
+            tools: true,
+            resources: true,
+            prompts: true,
+        };
+        let (ticket, lead) = self.mark(server, all);
+        let mut done = self.inner.published_upto.subscribe();
+        if lead {
+            let reg = self.clone();
+            // Spawned, not awaited here: a cancelled caller must not strand
+            // the listings that joined it.
+            tokio::spawn(async move {
+                tokio::task::yield_now().await;
+                reg.flush();
+            });
+        }
+        // The sender lives in `inner`, which `self` holds: never closed.
+        let _ = done.wait_for(|upto| *upto >= ticket).await;
+    }
+
+    /// Queue `server`'s lists for the next publish: its ticket, and whether
+    /// the caller must schedule that publish (none is scheduled yet).
+    fn mark(&self, server: &str, kinds: Kinds) -> (u64, bool) {
+        let mut q = self.inner.pending.lock();
+        let k = q.servers.entry(server.to_owned()).or_default();
+        k.tools |= kinds.tools;
+        k.resources |= kinds.resources;
+        k.prompts |= kinds.prompts;
+        q.ticket = q.ticket.wrapping_add(1);
+        let lead = !std::mem::replace(&mut q.scheduled, true);
+        (q.ticket, lead)
+    }
+
+    /// Publish every queued server's lists at once.
+    pub(super) fn flush(&self) {
+        let mut b = self.inner.builders.lock();
+        // Taken under the builders' lock: whatever is queued after this
+        // schedules a publish of its own.
+        let (queued, upto) = {
+            let mut q = self.inner.pending.lock();
+            q.scheduled = false;
+            (std::mem::take(&mut q.servers), q.ticket)
+        };
+        if !queued.is_empty() {
+            let mut all = Kinds::default();
+            let known = {
+                let st = self.read();
+                queued.iter().all(|(server, k)| {
+                    all.tools |= k.tools;
+                    all.resources |= k.resources;
+                    all.prompts |= k.prompts;
+                    st.entry(server).is_some_and(|e| b.update(server, e, *k))
+                })
+            };
+            if known {
+                self.publish_from(&mut b, all.tools, all.resources, all.prompts);
+            } else {
+                // A reload is under way: every part from scratch.
+                *b = Builders::full(&self.read());
+                self.publish_from(&mut b, true, true, true);
+            }
+        }
+        self.inner.published_upto.send_if_modified(|d| {
+            let newer = upto > *d;
+            *d = (*d).max(upto);
+            newer
+        });
+    }
+
+    /// Rebuild every server's part (a reload) and publish, queued
+    /// listings included.
     pub(super) fn publish_all(&self) {
         let mut b = self.inner.builders.lock();
+        let upto = {
+            let mut q = self.inner.pending.lock();
+            q.servers.clear();
+            q.ticket
+        };
         *b = Builders::full(&self.read());
         self.publish_from(&mut b, true, true, true);
+        self.inner.published_upto.send_if_modified(|d| {
+            let newer = upto > *d;
+            *d = (*d).max(upto);
+            newer
+        });
     }
 
     pub(super) fn publish_from(
@@ -417,58 +493,33 @@ impl Registry {
     ) {
         // Names alone miss a changed schema or description: compare bytes
         // (entries shared with the old listing compare by pointer).
-        fn differ<E: catalog::CatalogEntry>(a: &[Arc<E>], b: &[Arc<E>]) -> bool {
+        fn differ<T>(a: &[Arc<T>], b: &[Arc<T>], raw: impl Fn(&T) -> &str) -> bool {
             a.len() != b.len()
                 || a.iter()
                     .zip(b)
-                    .any(|(x, y)| !Arc::ptr_eq(x, y) && x.raw().get() != y.raw().get())
+                    .any(|(x, y)| !Arc::ptr_eq(x, y) && raw(x) != raw(y))
         }
         let p = &self.inner.published;
         if tools {
             let new = Arc::new(b.tools.publish());
             let old = p.catalog.swap(new.clone());
-            if differ(new.items(), old.items()) {
+            if differ(new.items(), old.items(), |t| t.raw.get()) {
                 let _ = self.inner.events.send(RegistryEvent::ToolsChanged);
             }
         }
         if prompts {
             let new = Arc::new(b.prompts.publish());
             let old = p.prompts.swap(new.clone());
-            if differ(new.items(), old.items()) {
+            if differ(new.items(), old.items(), |t| t.raw.get()) {
                 let _ = self.inner.events.send(RegistryEvent::PromptsChanged);
             }
         }
         if resources {
-            // Resources are still merged whole: a template of any server
-            // can claim another's URI. Under the read lock only.
-            let new = {
-                let st = self.read();
-                let inputs: Vec<ServerResources<'_>> = st
-                    .entries
-                    .iter()
-                    .map(|e| ServerResources {
-                        server: &e.config.name,
-                        resources: &e.shown_lists().resources,
-                        templates: &e.shown_lists().templates,
-                    })
-                    .collect();
-                Arc::new(catalog::build_resources(&inputs))
-            };
+            let new = Arc::new(b.resources.publish());
             let old = p.resources.swap(new.clone());
-            fn raw_differ<'a>(
-                a: impl Iterator<Item = &'a RawValue>,
-                b: impl Iterator<Item = &'a RawValue>,
-            ) -> bool {
-                a.map(RawValue::get).ne(b.map(RawValue::get))
-            }
             // One notification covers both resources and templates.
-            let changed = raw_differ(
-                new.resources().iter().map(|r| &*r.raw),
-                old.resources().iter().map(|r| &*r.raw),
-            ) || raw_differ(
-                new.templates().iter().map(|t| &*t.raw),
-                old.templates().iter().map(|t| &*t.raw),
-            );
+            let changed = differ(new.resources(), old.resources(), |r| r.raw.get())
+                || differ(new.templates(), old.templates(), |t| t.raw.get());
             if changed {
                 let _ = self.inner.events.send(RegistryEvent::ResourcesChanged);
             }
@@ -508,4 +559,24 @@ async fn fetch_lists(client: &ServerClient) -> Fetched {
         prompts: keep(prompts, &mut errors),
         errors,
     }
+}
+
+/// Which of a server's lists a publish must take up.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Kinds {
+    pub(super) tools: bool,
+    pub(super) resources: bool,
+    pub(super) prompts: bool,
+}
+
+/// Listings queued for the next publish.
+#[derive(Debug, Default)]
+pub(crate) struct Pending {
+    /// Servers whose lists changed since the last publish.
+    servers: HashMap<String, Kinds>,
+    /// Counts every queued listing; a publish includes all up to the one
+    /// it read.
+    ticket: u64,
+    /// A publish is queued and has not taken `servers` yet.
+    scheduled: bool,
 }

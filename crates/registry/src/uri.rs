@@ -167,6 +167,19 @@ impl UriTemplate {
         if uri.len() > MAX_MATCH_LEN {
             return false;
         }
+        // The literal ends anchor a template: most URIs fail here, without
+        // the tables below (each listed URI meets every other server's
+        // templates).
+        if let Some(Part::Literal(first)) = parts.first()
+            && !uri.starts_with(first.as_str())
+        {
+            return false;
+        }
+        if let Some(Part::Literal(last)) = parts.last()
+            && !uri.ends_with(last.as_str())
+        {
+            return false;
+        }
         let s = uri.as_bytes();
         let n = s.len();
         // reach[p]: position p is reachable after the parts so far.

@@ -72,8 +72,9 @@
 //! restart that rebuilds the identical catalog.
 //!
 //! Files: `names.rs` (rules 1–4 on one item), `builder.rs` (rule 5 and the
-//! incremental [`CatalogBuilder`]), `resources.rs` (the resource catalog);
-//! this file holds the listed types and pagination.
+//! incremental [`CatalogBuilder`]), `resources.rs` (the resource catalog and
+//! its incremental [`ResourceBuilder`]); this file holds the listed types
+//! and pagination.
 
 mod builder;
 mod names;
@@ -89,8 +90,9 @@ use sha2::{Digest, Sha256};
 pub use builder::{CatalogBuilder, build, build_prompts, prompt_items, tool_items};
 use mcphost_protocol::{Prompt, RawValue, Tool, set_fields, to_raw};
 pub use resources::{
-    CatalogResource, CatalogTemplate, Exposed, RenameReason, ResolveError, ResourceCatalog,
-    ResourceKind, ResourceRenamed, ResourceRoute, ServerResources, build_resources,
+    CatalogResource, CatalogTemplate, Exposed, RenameReason, ResolveError, ResourceBuilder,
+    ResourceCatalog, ResourceKind, ResourceRenamed, ResourceRoute, ServerResources,
+    build_resources,
 };
 
 pub const HASH_LEN: usize = 6;

@@ -2,6 +2,7 @@
 //! it, else `mcphost://<server>/<uri>` (see the module above).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use super::*;
 use crate::uri::{self, UriTemplate, is_reserved, unwrap, wrap};
@@ -108,23 +109,39 @@ pub enum Exposed {
 }
 
 /// All resources and resource templates of all servers.
+///
+/// Entries are shared (`Arc`) with the [`ResourceBuilder`] that composed it
+/// and with earlier listings: a new listing after one server's change
+/// copies pointers for every other server.
 #[derive(Debug, Clone)]
 pub struct ResourceCatalog {
-    resources: Vec<CatalogResource>,
-    templates: Vec<CatalogTemplate>,
+    resources: Vec<Arc<CatalogResource>>,
+    templates: Vec<Arc<CatalogTemplate>>,
     /// Parallel to `templates`.
-    matchers: Vec<UriTemplate>,
+    matchers: Vec<Arc<UriTemplate>>,
     /// Every server given, listing or not: `mcphost://` routes to any.
-    servers: Vec<String>,
+    servers: Arc<[String]>,
     /// Exposed URI → index in `resources`.
     by_uri: HashMap<String, usize>,
     /// The server's own URI → indices in `resources` (one per server).
     by_original: HashMap<String, Vec<usize>>,
     /// Exposed template → index in `templates`.
     by_template: HashMap<String, usize>,
-    renamed: Vec<ResourceRenamed>,
+    renamed: Vec<Arc<Wrapped>>,
     resources_fp: u64,
     templates_fp: u64,
+}
+
+/// A wrapped item as a listing keeps it. Who else claims it (the `with` of
+/// [`ResourceRenamed`]) is worked out when asked: kept here it would change
+/// every sharing server's part whenever one more server lists the URI.
+#[derive(Debug)]
+struct Wrapped {
+    kind: ResourceKind,
+    server: String,
+    uri: String,
+    exposed: String,
+    reason: RenameReason,
 }
 
 /// Merge every server's resources under the exposure rule (module docs of
@@ -140,67 +157,468 @@ pub struct ResourceCatalog {
 /// The order is the servers' order (config order), then each server's own;
 /// a server listing the same URI (or template) twice keeps the first.
 pub fn build_resources(servers: &[ServerResources<'_>]) -> ResourceCatalog {
-    let own = distinct_per_server(servers);
-    let listed = Listed::new(&own);
+    let mut b = ResourceBuilder::default();
+    for s in servers {
+        b.push_server(s.server, s.resources, s.templates);
+    }
+    b.publish()
+}
+
+/// One listed item of one server, in both forms it can be shown in.
+#[derive(Debug)]
+struct Item<E> {
+    /// The server's own URI or template.
+    own: String,
+    kept: Arc<E>,
+    /// The `mcphost://` form, made the first time it is needed; `Some(None)`
+    /// when the raw object cannot take it (left out, logged).
+    wrapped: Option<Option<Arc<E>>>,
+}
+
+/// What one server contributes, and the segment last composed from it.
+#[derive(Debug)]
+struct Part {
+    server: String,
+    resources: Vec<Item<CatalogResource>>,
+    templates: Vec<Item<CatalogTemplate>>,
+    /// Parallel to `templates`.
+    matchers: Vec<Arc<UriTemplate>>,
+    /// `None`: rebuilt on the next publish.
+    segment: Option<Segment>,
+}
+
+#[derive(Debug)]
+struct Segment {
+    resources: Vec<Arc<CatalogResource>>,
+    templates: Vec<Arc<CatalogTemplate>>,
+    matchers: Vec<Arc<UriTemplate>>,
+    renamed: Vec<Arc<Wrapped>>,
+}
+
+/// Part indices (config order) by URI or template text.
+type Claimants = HashMap<String, Vec<usize>>;
+
+/// Keeps every server's resources and templates as a part and composes
+/// listings from them, as [`super::CatalogBuilder`] does for tools.
+///
+/// A server's item is wrapped when another server claims it, so the
+/// builder keeps who lists each URI, who lists each template text, and
+/// whose templates produce each listed URI. [`Self::update`] changes one
+/// server's claims and marks the parts whose claims it touched;
+/// [`Self::publish`] rebuilds those parts' segments (pointer copies: both
+/// forms of an item are kept) and composes the listing. The result equals
+/// [`build_resources`] of the same lists.
+#[derive(Debug, Default)]
+pub struct ResourceBuilder {
+    /// Config order.
+    parts: Vec<Part>,
+    /// Made again after a server is pushed.
+    servers: Option<Arc<[String]>>,
+    uri_servers: Claimants,
+    tpl_servers: Claimants,
+    /// Every URI someone lists → the parts whose templates produce it.
+    produced_by: Claimants,
+}
+
+fn join_claim(map: &mut Claimants, key: &str, at: usize) {
+    let v = map.entry(key.to_owned()).or_default();
+    if let Err(i) = v.binary_search(&at) {
+        v.insert(i, at);
+    }
+}
+
+fn leave_claim(map: &mut Claimants, key: &str, at: usize) {
+    if let Some(v) = map.get_mut(key) {
+        v.retain(|&i| i != at);
+        if v.is_empty() {
+            map.remove(key);
+        }
+    }
+}
+
+fn others(map: &Claimants, key: &str, me: usize) -> bool {
+    map.get(key).is_some_and(|v| v.iter().any(|&i| i != me))
+}
+
+impl ResourceBuilder {
+    /// Add a server after the others (config order is push order).
+    pub fn push_server(
+        &mut self,
+        server: &str,
+        resources: &[Resource],
+        templates: &[ResourceTemplate],
+    ) {
+        self.parts.push(Part {
+            server: server.to_owned(),
+            resources: Vec::new(),
+            templates: Vec::new(),
+            matchers: Vec::new(),
+            segment: None,
+        });
+        self.servers = None;
+        self.update(server, resources, templates);
+    }
+
+    /// Replace one server's resources and templates; the parts it shares a
+    /// claim with are marked for the next [`Self::publish`]. False when
+    /// `server` is not one of the servers.
+    pub fn update(
+        &mut self,
+        server: &str,
+        resources: &[Resource],
+        templates: &[ResourceTemplate],
+    ) -> bool {
+        let Some(at) = self.parts.iter().position(|p| p.server == server) else {
+            return false;
+        };
+        let mut touched_uris: HashSet<String> = HashSet::new();
+        let mut touched_tpls: HashSet<String> = HashSet::new();
+        let (old_uris, old_tpls) = match self.parts.get_mut(at) {
+            Some(part) => {
+                part.segment = None;
+                let uris: Vec<String> = part.resources.drain(..).map(|i| i.own).collect();
+                let tpls: Vec<String> = part.templates.drain(..).map(|i| i.own).collect();
+                part.matchers.clear();
+                (uris, tpls)
+            }
+            None => return false,
+        };
+        for u in &old_uris {
+            leave_claim(&mut self.uri_servers, u, at);
+        }
+        for t in &old_tpls {
+            leave_claim(&mut self.tpl_servers, t, at);
+        }
+        let OwnItems {
+            resources: new_resources,
+            templates: new_templates,
+            matchers: new_matchers,
+        } = own_items(server, resources, templates);
+        for r in &new_resources {
+            join_claim(&mut self.uri_servers, &r.own, at);
+        }
+        for t in &new_templates {
+            join_claim(&mut self.tpl_servers, &t.own, at);
+        }
+        let templates_changed = old_tpls.len() != new_templates.len()
+            || old_tpls
+                .iter()
+                .zip(&new_templates)
+                .any(|(o, n)| *o != n.own);
+        if templates_changed {
+            // Every listed URI this server's templates produced or now produce.
+            for (u, by) in self.produced_by.iter_mut() {
+                let was = by.contains(&at);
+                let now = new_matchers.iter().any(|m| m.matches(u));
+                if was != now {
+                    if now {
+                        if let Err(i) = by.binary_search(&at) {
+                            by.insert(i, at);
+                        }
+                    } else {
+                        by.retain(|&i| i != at);
+                    }
+                    touched_uris.insert(u.clone());
+                }
+            }
+        }
+        if let Some(part) = self.parts.get_mut(at) {
+            part.resources = new_resources;
+            part.templates = new_templates;
+            part.matchers = new_matchers;
+        }
+        for u in old_uris {
+            if !self.uri_servers.contains_key(&u) {
+                self.produced_by.remove(&u);
+            }
+            touched_uris.insert(u);
+        }
+        let new_uris: Vec<String> = self
+            .parts
+            .get(at)
+            .map(|p| p.resources.iter().map(|r| r.own.clone()).collect())
+            .unwrap_or_default();
+        for u in new_uris {
+            if !self.produced_by.contains_key(&u) {
+                let by: Vec<usize> = self
+                    .parts
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| p.matchers.iter().any(|m| m.matches(&u)))
+                    .map(|(i, _)| i)
+                    .collect();
+                self.produced_by.insert(u.clone(), by);
+            }
+            touched_uris.insert(u);
+        }
+        touched_tpls.extend(old_tpls);
+        if let Some(p) = self.parts.get(at) {
+            touched_tpls.extend(p.templates.iter().map(|t| t.own.clone()));
+        }
+        // Whoever shares a touched claim may be wrapped or kept now.
+        let mut dirty: HashSet<usize> = HashSet::new();
+        for u in &touched_uris {
+            dirty.extend(self.uri_servers.get(u).into_iter().flatten());
+        }
+        for t in &touched_tpls {
+            dirty.extend(self.tpl_servers.get(t).into_iter().flatten());
+        }
+        for i in dirty {
+            if let Some(p) = self.parts.get_mut(i) {
+                p.segment = None;
+            }
+        }
+        true
+    }
+
+    /// Why part `me`'s resource `uri` is wrapped; `None`: kept.
+    fn why_resource(&self, uri: &str, me: usize) -> Option<RenameReason> {
+        if is_reserved(uri) {
+            Some(RenameReason::ReservedScheme)
+        } else if others(&self.uri_servers, uri, me) {
+            Some(RenameReason::SameUri)
+        } else if others(&self.produced_by, uri, me) {
+            Some(RenameReason::TemplateMatch)
+        } else {
+            None
+        }
+    }
+
+    /// Why part `me`'s template text `t` is wrapped; `None`: kept.
+    fn why_template(&self, t: &str, me: usize) -> Option<RenameReason> {
+        if is_reserved(t) {
+            Some(RenameReason::ReservedScheme)
+        } else if others(&self.tpl_servers, t, me) {
+            Some(RenameReason::SameUri)
+        } else {
+            None
+        }
+    }
+
+    /// Part `at`'s segment under the current claims.
+    fn segment(&mut self, at: usize) -> Option<Segment> {
+        let part = self.parts.get(at)?;
+        let why_r: Vec<_> = part
+            .resources
+            .iter()
+            .map(|r| self.why_resource(&r.own, at))
+            .collect();
+        let why_t: Vec<_> = part
+            .templates
+            .iter()
+            .map(|t| self.why_template(&t.own, at))
+            .collect();
+        let part = self.parts.get_mut(at)?;
+        let mut seg = Segment {
+            resources: Vec::with_capacity(part.resources.len()),
+            templates: Vec::with_capacity(part.templates.len()),
+            matchers: Vec::with_capacity(part.templates.len()),
+            renamed: Vec::new(),
+        };
+        let server = part.server.as_str();
+        for (item, why) in part.resources.iter_mut().zip(why_r) {
+            let Some(entry) = shown(server, item, why, ResourceKind::Resource, &mut seg.renamed)
+            else {
+                continue;
+            };
+            seg.resources.push(entry);
+        }
+        for ((item, m), why) in part.templates.iter_mut().zip(&part.matchers).zip(why_t) {
+            let Some(entry) = shown(server, item, why, ResourceKind::Template, &mut seg.renamed)
+            else {
+                continue;
+            };
+            seg.templates.push(entry);
+            seg.matchers.push(m.clone());
+        }
+        Some(seg)
+    }
+
+    /// The listing of every server's current resources and templates.
+    pub fn publish(&mut self) -> ResourceCatalog {
+        for at in 0..self.parts.len() {
+            if self.parts.get(at).is_some_and(|p| p.segment.is_none()) {
+                let seg = self.segment(at);
+                if let Some(p) = self.parts.get_mut(at) {
+                    p.segment = seg;
+                }
+            }
+        }
+        let servers = self
+            .servers
+            .get_or_insert_with(|| self.parts.iter().map(|p| p.server.clone()).collect())
+            .clone();
+        let segments: Vec<&Segment> = self
+            .parts
+            .iter()
+            .filter_map(|p| p.segment.as_ref())
+            .collect();
+        compose(servers, &segments)
+    }
+}
+
+/// What [`own_items`] makes of one server's lists.
+struct OwnItems {
+    resources: Vec<Item<CatalogResource>>,
+    templates: Vec<Item<CatalogTemplate>>,
+    /// Parallel to `templates`.
+    matchers: Vec<Arc<UriTemplate>>,
+}
+
+/// A server's distinct resources and templates (first copy wins), each in
+/// its kept form, with the templates' matchers.
+fn own_items(server: &str, resources: &[Resource], templates: &[ResourceTemplate]) -> OwnItems {
+    let mut seen = HashSet::new();
+    let rs = resources
+        .iter()
+        .filter(|r| seen.insert(r.uri.as_str()))
+        .map(|r| Item {
+            own: r.uri.clone(),
+            kept: Arc::new(CatalogResource {
+                uri: r.uri.clone(),
+                server: server.to_owned(),
+                original: r.uri.clone(),
+                raw: r.raw.clone(),
+            }),
+            wrapped: None,
+        })
+        .collect();
+    let mut seen = HashSet::new();
+    let mut matchers = Vec::new();
+    let ts = templates
+        .iter()
+        .filter(|t| seen.insert(t.uri_template.as_str()))
+        .map(|t| {
+            matchers.push(Arc::new(UriTemplate::parse(&t.uri_template)));
+            Item {
+                own: t.uri_template.clone(),
+                kept: Arc::new(CatalogTemplate {
+                    uri_template: t.uri_template.clone(),
+                    server: server.to_owned(),
+                    original: t.uri_template.clone(),
+                    raw: t.raw.clone(),
+                }),
+                wrapped: None,
+            }
+        })
+        .collect();
+    OwnItems {
+        resources: rs,
+        templates: ts,
+        matchers,
+    }
+}
+
+/// An entry with its exposed text replaced.
+trait Exposable: Sized {
+    const FIELD: &'static str;
+    fn raw(&self) -> &RawValue;
+    fn with_exposed(&self, exposed: String, raw: Box<RawValue>) -> Self;
+}
+
+impl Exposable for CatalogResource {
+    const FIELD: &'static str = "uri";
+    fn raw(&self) -> &RawValue {
+        &self.raw
+    }
+    fn with_exposed(&self, uri: String, raw: Box<RawValue>) -> Self {
+        CatalogResource {
+            uri,
+            server: self.server.clone(),
+            original: self.original.clone(),
+            raw,
+        }
+    }
+}
+
+impl Exposable for CatalogTemplate {
+    const FIELD: &'static str = "uriTemplate";
+    fn raw(&self) -> &RawValue {
+        &self.raw
+    }
+    fn with_exposed(&self, uri_template: String, raw: Box<RawValue>) -> Self {
+        CatalogTemplate {
+            uri_template,
+            server: self.server.clone(),
+            original: self.original.clone(),
+            raw,
+        }
+    }
+}
+
+/// How one item is listed: kept, or wrapped (and recorded in `renamed`);
+/// `None` when its raw object cannot take the wrapped text.
+fn shown<E: Exposable>(
+    server: &str,
+    item: &mut Item<E>,
+    why: Option<RenameReason>,
+    kind: ResourceKind,
+    renamed: &mut Vec<Arc<Wrapped>>,
+) -> Option<Arc<E>> {
+    let Some(reason) = why else {
+        return Some(item.kept.clone());
+    };
+    let own = item.own.as_str();
+    let kept = &item.kept;
+    let wrapped = item
+        .wrapped
+        .get_or_insert_with(|| {
+            let exposed = wrap(server, own);
+            match to_raw(&exposed)
+                .and_then(|v| set_fields(Some(kept.raw()), [(E::FIELD.to_owned(), v)]))
+            {
+                Ok(raw) => Some(Arc::new(kept.with_exposed(exposed, raw))),
+                Err(err) => {
+                    tracing::warn!(server, uri = own, %err,
+                        "cannot set the exposed {}; entry left out", E::FIELD);
+                    None
+                }
+            }
+        })
+        .clone()?;
+    renamed.push(Arc::new(Wrapped {
+        kind,
+        server: server.to_owned(),
+        uri: own.to_owned(),
+        exposed: wrap(server, own),
+        reason,
+    }));
+    Some(wrapped)
+}
+
+/// The listing from every part's segment, in config order.
+fn compose(servers: Arc<[String]>, segments: &[&Segment]) -> ResourceCatalog {
+    let n_res = segments.iter().map(|s| s.resources.len()).sum();
+    let n_tpl = segments.iter().map(|s| s.templates.len()).sum();
     let mut cat = ResourceCatalog {
-        resources: Vec::new(),
-        templates: Vec::new(),
-        matchers: Vec::new(),
-        servers: servers.iter().map(|s| s.server.to_owned()).collect(),
-        by_uri: HashMap::new(),
-        by_original: HashMap::new(),
-        by_template: HashMap::new(),
+        resources: Vec::with_capacity(n_res),
+        templates: Vec::with_capacity(n_tpl),
+        matchers: Vec::with_capacity(n_tpl),
+        servers,
+        by_uri: HashMap::with_capacity(n_res),
+        by_original: HashMap::with_capacity(n_res),
+        by_template: HashMap::with_capacity(n_tpl),
         renamed: Vec::new(),
         resources_fp: 0,
         templates_fp: 0,
     };
-    for (server, rs, ts) in &own {
-        for r in rs {
-            let why = listed.why_resource(&r.uri, server);
-            let Some(entry) = expose_item(
-                server,
-                &r.uri,
-                &r.raw,
-                "uri",
-                why,
-                ResourceKind::Resource,
-                &mut cat.renamed,
-            ) else {
-                continue;
-            };
-            let (exposed, raw) = entry;
+    for s in segments {
+        for r in &s.resources {
             let i = cat.resources.len();
-            cat.by_uri.insert(exposed.clone(), i);
-            cat.by_original.entry(r.uri.clone()).or_default().push(i);
-            cat.resources.push(CatalogResource {
-                uri: exposed,
-                server: (*server).to_owned(),
-                original: r.uri.clone(),
-                raw,
-            });
+            cat.by_uri.insert(r.uri.clone(), i);
+            cat.by_original
+                .entry(r.original.clone())
+                .or_default()
+                .push(i);
+            cat.resources.push(r.clone());
         }
-        for (t, matcher) in ts {
-            let why = listed.why_template(&t.uri_template, server);
-            let Some((exposed, raw)) = expose_item(
-                server,
-                &t.uri_template,
-                &t.raw,
-                "uriTemplate",
-                why,
-                ResourceKind::Template,
-                &mut cat.renamed,
-            ) else {
-                continue;
-            };
-            cat.by_template.insert(exposed.clone(), cat.templates.len());
-            cat.templates.push(CatalogTemplate {
-                uri_template: exposed,
-                server: (*server).to_owned(),
-                original: t.uri_template.clone(),
-                raw,
-            });
-            cat.matchers.push(matcher.clone());
+        for t in &s.templates {
+            cat.by_template
+                .insert(t.uri_template.clone(), cat.templates.len());
+            cat.templates.push(t.clone());
         }
+        cat.matchers.extend(s.matchers.iter().cloned());
+        cat.renamed.extend(s.renamed.iter().cloned());
     }
     cat.resources_fp = fingerprint(
         "resources",
@@ -221,143 +639,13 @@ pub fn build_resources(servers: &[ServerResources<'_>]) -> ResourceCatalog {
     cat
 }
 
-/// One server's distinct URIs and templates (with their matchers).
-type Own<'a> = (
-    &'a str,
-    Vec<&'a Resource>,
-    Vec<(&'a ResourceTemplate, UriTemplate)>,
-);
-
-/// Each server's distinct URIs and templates, first copy wins.
-fn distinct_per_server<'a>(servers: &[ServerResources<'a>]) -> Vec<Own<'a>> {
-    let mut own: Vec<Own<'_>> = Vec::new();
-    for s in servers {
-        let mut seen = HashSet::new();
-        let rs = s
-            .resources
-            .iter()
-            .filter(|r| seen.insert(r.uri.as_str()))
-            .collect();
-        let mut seen = HashSet::new();
-        let ts = s
-            .templates
-            .iter()
-            .filter(|t| seen.insert(t.uri_template.as_str()))
-            .map(|t| (t, UriTemplate::parse(&t.uri_template)))
-            .collect();
-        own.push((s.server, rs, ts));
-    }
-    own
-}
-
-/// Who lists each URI and each template text, in config order: what
-/// decides whether a server's own URI can be kept.
-struct Listed<'o, 'a> {
-    own: &'o [Own<'a>],
-    uri_servers: HashMap<&'a str, Vec<&'a str>>,
-    tpl_servers: HashMap<&'a str, Vec<&'a str>>,
-}
-
-impl<'o, 'a> Listed<'o, 'a> {
-    fn new(own: &'o [Own<'a>]) -> Self {
-        let mut uri_servers: HashMap<&str, Vec<&str>> = HashMap::new();
-        let mut tpl_servers: HashMap<&str, Vec<&str>> = HashMap::new();
-        for (s, rs, ts) in own {
-            for r in rs {
-                uri_servers.entry(r.uri.as_str()).or_default().push(s);
-            }
-            for (t, _) in ts {
-                tpl_servers
-                    .entry(t.uri_template.as_str())
-                    .or_default()
-                    .push(s);
-            }
-        }
-        Listed {
-            own,
-            uri_servers,
-            tpl_servers,
-        }
-    }
-
-    fn others(map: &HashMap<&str, Vec<&str>>, key: &str, me: &str) -> Vec<String> {
-        map.get(key)
-            .into_iter()
-            .flatten()
-            .filter(|s| **s != me)
-            .map(|s| (*s).to_owned())
-            .collect()
-    }
-
-    /// Why `me`'s resource `uri` is wrapped, and by whom; `None`: kept.
-    fn why_resource(&self, uri: &str, me: &str) -> Option<(RenameReason, Vec<String>)> {
-        if is_reserved(uri) {
-            return Some((RenameReason::ReservedScheme, Vec::new()));
-        }
-        let same = Self::others(&self.uri_servers, uri, me);
-        if !same.is_empty() {
-            return Some((RenameReason::SameUri, same));
-        }
-        let by: Vec<String> = self
-            .own
-            .iter()
-            .filter(|(s, _, ts)| *s != me && ts.iter().any(|(_, m)| m.matches(uri)))
-            .map(|(s, _, _)| (*s).to_owned())
-            .collect();
-        (!by.is_empty()).then_some((RenameReason::TemplateMatch, by))
-    }
-
-    /// Why `me`'s template text `t` is wrapped, and by whom; `None`: kept.
-    fn why_template(&self, t: &str, me: &str) -> Option<(RenameReason, Vec<String>)> {
-        if is_reserved(t) {
-            return Some((RenameReason::ReservedScheme, Vec::new()));
-        }
-        let same = Self::others(&self.tpl_servers, t, me);
-        (!same.is_empty()).then_some((RenameReason::SameUri, same))
-    }
-}
-
-/// The exposed text and raw object of one item; `None` (left out, logged)
-/// when its raw object cannot take the new text, which only a hand-built
-/// item can cause.
-pub(super) fn expose_item(
-    server: &str,
-    own: &str,
-    raw: &RawValue,
-    field: &str,
-    why: Option<(RenameReason, Vec<String>)>,
-    kind: ResourceKind,
-    renamed: &mut Vec<ResourceRenamed>,
-) -> Option<(String, Box<RawValue>)> {
-    let Some((reason, with)) = why else {
-        return Some((own.to_owned(), raw.to_owned()));
-    };
-    let exposed = wrap(server, own);
-    let raw = match to_raw(&exposed).and_then(|v| set_fields(Some(raw), [(field.to_owned(), v)])) {
-        Ok(raw) => raw,
-        Err(err) => {
-            tracing::warn!(server, uri = own, %err, "cannot set the exposed {field}; entry left out");
-            return None;
-        }
-    };
-    renamed.push(ResourceRenamed {
-        kind,
-        server: server.to_owned(),
-        uri: own.to_owned(),
-        exposed: exposed.clone(),
-        reason,
-        with,
-    });
-    Some((exposed, raw))
-}
-
 impl ResourceCatalog {
     /// Every resource, in config then server order.
-    pub fn resources(&self) -> &[CatalogResource] {
+    pub fn resources(&self) -> &[Arc<CatalogResource>] {
         &self.resources
     }
 
-    pub fn templates(&self) -> &[CatalogTemplate] {
+    pub fn templates(&self) -> &[Arc<CatalogTemplate>] {
         &self.templates
     }
 
@@ -516,13 +804,61 @@ impl ResourceCatalog {
     }
 
     /// Every URI and template listed in the `mcphost://` form, and why.
-    pub fn renamed(&self) -> &[ResourceRenamed] {
-        &self.renamed
+    pub fn renamed(&self) -> Vec<ResourceRenamed> {
+        self.renamed.iter().map(|w| self.renamed_entry(w)).collect()
     }
 
     /// The renamed entries of one server (for `mcphost/servers/list`).
-    pub fn renamed_for<'s>(&'s self, server: &'s str) -> impl Iterator<Item = &'s ResourceRenamed> {
-        self.renamed.iter().filter(move |r| r.server == server)
+    pub fn renamed_for<'s>(
+        &'s self,
+        server: &'s str,
+    ) -> impl Iterator<Item = ResourceRenamed> + 's {
+        self.renamed
+            .iter()
+            .filter(move |r| r.server == server)
+            .map(|w| self.renamed_entry(w))
+    }
+
+    /// A wrapped item with the other servers that claim it, in config order.
+    fn renamed_entry(&self, w: &Wrapped) -> ResourceRenamed {
+        let me = w.server.as_str();
+        let claim: HashSet<&str> = match (w.reason, w.kind) {
+            (RenameReason::ReservedScheme, _) => HashSet::new(),
+            (RenameReason::SameUri, ResourceKind::Resource) => self
+                .by_original
+                .get(&w.uri)
+                .into_iter()
+                .flatten()
+                .filter_map(|&i| self.resources.get(i))
+                .map(|r| r.server.as_str())
+                .collect(),
+            (RenameReason::SameUri, ResourceKind::Template) => self
+                .templates
+                .iter()
+                .filter(|t| t.original == w.uri)
+                .map(|t| t.server.as_str())
+                .collect(),
+            (RenameReason::TemplateMatch, _) => self
+                .templates
+                .iter()
+                .zip(&self.matchers)
+                .filter(|(_, m)| m.matches(&w.uri))
+                .map(|(t, _)| t.server.as_str())
+                .collect(),
+        };
+        ResourceRenamed {
+            kind: w.kind,
+            server: w.server.clone(),
+            uri: w.uri.clone(),
+            exposed: w.exposed.clone(),
+            reason: w.reason,
+            with: self
+                .servers
+                .iter()
+                .filter(|s| s.as_str() != me && claim.contains(s.as_str()))
+                .cloned()
+                .collect(),
+        }
     }
 
     /// Resources listed for one server.
@@ -535,12 +871,18 @@ impl ResourceCatalog {
         self.templates.iter().filter(|t| t.server == server).count()
     }
 
+    /// The fingerprints of the resources and of the templates listing.
+    #[cfg(test)]
+    pub(super) fn fingerprints(&self) -> (u64, u64) {
+        (self.resources_fp, self.templates_fp)
+    }
+
     /// A `resources/list` page; same cursor rules as [`NamespacedCatalog::page`].
     pub fn page(
         &self,
         cursor: Option<&str>,
         page_size: usize,
-    ) -> Result<(Vec<&CatalogResource>, Option<String>), InvalidCursor> {
+    ) -> Result<(Vec<&Arc<CatalogResource>>, Option<String>), InvalidCursor> {
         paginate(&self.resources, self.resources_fp, cursor, page_size)
     }
 
@@ -549,7 +891,7 @@ impl ResourceCatalog {
         &self,
         cursor: Option<&str>,
         page_size: usize,
-    ) -> Result<(Vec<&CatalogTemplate>, Option<String>), InvalidCursor> {
+    ) -> Result<(Vec<&Arc<CatalogTemplate>>, Option<String>), InvalidCursor> {
         paginate(&self.templates, self.templates_fp, cursor, page_size)
     }
 

@@ -861,8 +861,8 @@ fn unique_uris_are_kept_and_shared_ones_wrapped_for_every_server() {
         Err(ResolveError::NotFound("file:///missing".into()))
     );
 
-    let renamed: Vec<_> = c
-        .renamed()
+    let all = c.renamed();
+    let renamed: Vec<_> = all
         .iter()
         .map(|r| (r.server.as_str(), r.reason, r.with.clone()))
         .collect();
@@ -1288,4 +1288,300 @@ fn sweep_invariants_hold() {
         y.sort();
         assert_eq!(x, y, "round {round}");
     }
+}
+
+/// A resource listing flattened for comparison: (exposed, server, own, raw)
+/// rows of resources and of templates, the renamed entries, fingerprints.
+type FlatResources = (
+    Vec<[String; 4]>,
+    Vec<[String; 4]>,
+    Vec<ResourceRenamed>,
+    (u64, u64),
+);
+
+fn flat_resources(c: &ResourceCatalog) -> FlatResources {
+    let r = c
+        .resources()
+        .iter()
+        .map(|r| {
+            [
+                r.uri.clone(),
+                r.server.clone(),
+                r.original.clone(),
+                r.raw.get().to_owned(),
+            ]
+        })
+        .collect();
+    let t = c
+        .templates()
+        .iter()
+        .map(|t| {
+            [
+                t.uri_template.clone(),
+                t.server.clone(),
+                t.original.clone(),
+                t.raw.get().to_owned(),
+            ]
+        })
+        .collect();
+    (r, t, c.renamed(), c.fingerprints())
+}
+
+/// One item of [`merged_whole`]: its row, and its renamed entry if wrapped.
+fn whole_row(
+    server: &str,
+    own: &str,
+    raw: &RawValue,
+    kind: ResourceKind,
+    why: Option<(RenameReason, Vec<String>)>,
+    renamed: &mut Vec<ResourceRenamed>,
+) -> [String; 4] {
+    let Some((reason, with)) = why else {
+        return [own.into(), server.into(), own.into(), raw.get().into()];
+    };
+    let field = match kind {
+        ResourceKind::Resource => "uri",
+        ResourceKind::Template => "uriTemplate",
+    };
+    let w = crate::uri::wrap(server, own);
+    let raw = set_fields(Some(raw), [(field.into(), to_raw(&w).unwrap())]).unwrap();
+    renamed.push(ResourceRenamed {
+        kind,
+        server: server.into(),
+        uri: own.into(),
+        exposed: w.clone(),
+        reason,
+        with,
+    });
+    [w, server.into(), own.into(), raw.get().into()]
+}
+
+/// The whole-merge algorithm the resource builder replaced, kept as its
+/// oracle: every server's items against every other server's, at once.
+fn merged_whole(servers: &[ServerResources<'_>]) -> FlatResources {
+    use crate::uri::{UriTemplate, is_reserved};
+    type Own<'a> = (
+        &'a str,
+        Vec<&'a Resource>,
+        Vec<(&'a ResourceTemplate, UriTemplate)>,
+    );
+    let own: Vec<Own<'_>> = servers
+        .iter()
+        .map(|s| {
+            let mut seen = HashSet::new();
+            let rs = s
+                .resources
+                .iter()
+                .filter(|r| seen.insert(r.uri.as_str()))
+                .collect();
+            let mut seen = HashSet::new();
+            let ts = s
+                .templates
+                .iter()
+                .filter(|t| seen.insert(t.uri_template.as_str()))
+                .map(|t| (t, UriTemplate::parse(&t.uri_template)))
+                .collect();
+            (s.server, rs, ts)
+        })
+        .collect();
+    let others = |me: &str, has: &dyn Fn(&Own<'_>) -> bool| -> Vec<String> {
+        own.iter()
+            .filter(|o| o.0 != me && has(o))
+            .map(|o| o.0.to_owned())
+            .collect()
+    };
+    let mut out: FlatResources = Default::default();
+    for (server, rs, ts) in &own {
+        for r in rs {
+            let u = r.uri.as_str();
+            let why = if is_reserved(u) {
+                Some((RenameReason::ReservedScheme, Vec::new()))
+            } else {
+                let same = others(server, &|o| o.1.iter().any(|x| x.uri == u));
+                let by = others(server, &|o| o.2.iter().any(|(_, m)| m.matches(u)));
+                if !same.is_empty() {
+                    Some((RenameReason::SameUri, same))
+                } else {
+                    (!by.is_empty()).then_some((RenameReason::TemplateMatch, by))
+                }
+            };
+            let row = whole_row(server, u, &r.raw, ResourceKind::Resource, why, &mut out.2);
+            out.0.push(row);
+        }
+        for (t, _) in ts {
+            let text = t.uri_template.as_str();
+            let same = others(server, &|o| o.2.iter().any(|(x, _)| x.uri_template == text));
+            let why = if is_reserved(text) {
+                Some((RenameReason::ReservedScheme, Vec::new()))
+            } else {
+                (!same.is_empty()).then_some((RenameReason::SameUri, same))
+            };
+            let row = whole_row(
+                server,
+                text,
+                &t.raw,
+                ResourceKind::Template,
+                why,
+                &mut out.2,
+            );
+            out.1.push(row);
+        }
+    }
+    // The old listing kept resources before templates in `renamed`, per
+    // server; the builder keeps the same order.
+    out.3 = (
+        fingerprint(
+            "resources",
+            out.0
+                .iter()
+                .map(|r| [r[0].as_str(), r[1].as_str(), r[2].as_str()]),
+        ),
+        fingerprint(
+            "resource_templates",
+            out.1
+                .iter()
+                .map(|r| [r[0].as_str(), r[1].as_str(), r[2].as_str()]),
+        ),
+    );
+    out
+}
+
+/// The incremental resource builder equals the whole merge, for random
+/// per-server changes of resources and templates that collide in every
+/// way (same URI, a template producing another's URI, the same template
+/// text, the reserved scheme, a server's own duplicates).
+#[test]
+fn incremental_resources_equal_the_whole_merge() {
+    const URIS: &[&str] = &[
+        "x://a",
+        "x://b",
+        "db://users/1",
+        "db://users/2",
+        "note://n",
+        "mcphost://s/x",
+        "file:///etc/x",
+    ];
+    const TEMPLATES: &[&str] = &[
+        "db://users/{id}",
+        "note://{id}",
+        "x://{k}",
+        "file:///{+path}",
+        "mcphost://{s}/x",
+        "bad{",
+    ];
+    let servers = ["s0", "s1", "s2", "s3", "s4"];
+    let mut rng = Lcg(5);
+    for round in 0..30 {
+        let mut rs: Vec<Vec<Resource>> = vec![Vec::new(); servers.len()];
+        let mut ts: Vec<Vec<ResourceTemplate>> = vec![Vec::new(); servers.len()];
+        let mut b = ResourceBuilder::default();
+        for s in servers {
+            b.push_server(s, &[], &[]);
+        }
+        for step in 0..30 {
+            let i = rng.next(servers.len());
+            rs[i] = (0..rng.next(4))
+                .map(|_| resource(URIS[rng.next(URIS.len())]))
+                .collect();
+            if rng.next(2) == 0 {
+                ts[i] = (0..rng.next(3))
+                    .map(|_| template(TEMPLATES[rng.next(TEMPLATES.len())]))
+                    .collect();
+            }
+            assert!(b.update(servers[i], &rs[i], &ts[i]));
+            let inc = b.publish();
+            let input: Vec<ServerResources<'_>> = servers
+                .iter()
+                .zip(rs.iter().zip(&ts))
+                .map(|(s, (r, t))| sr(s, r, t))
+                .collect();
+            let want = merged_whole(&input);
+            assert_eq!(flat_resources(&inc), want, "round {round} step {step}");
+            assert_eq!(
+                flat_resources(&build_resources(&input)),
+                want,
+                "round {round} step {step}"
+            );
+            for s in servers {
+                assert_eq!(
+                    inc.renamed_for(s).collect::<Vec<_>>(),
+                    want.2
+                        .iter()
+                        .filter(|r| r.server == s)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                );
+            }
+        }
+    }
+    assert!(!ResourceBuilder::default().update("nosuch", &[], &[]));
+}
+
+/// One server's change rebuilds only its part and those of servers it
+/// shares a claim with: everyone else's entries are the same objects.
+#[test]
+fn a_resource_change_touches_only_the_parts_that_share_a_claim() {
+    let a = [resource("a://1"), resource("shared://x")];
+    let b = [resource("b://1")];
+    let c = [resource("shared://x")];
+    let mut builder = ResourceBuilder::default();
+    builder.push_server("a", &a, &[template("a://{n}")]);
+    builder.push_server("b", &b, &[]);
+    builder.push_server("c", &[], &[]);
+    let first = builder.publish();
+    assert_eq!(
+        first
+            .resources()
+            .iter()
+            .map(|r| r.uri.as_str())
+            .collect::<Vec<_>>(),
+        ["a://1", "shared://x", "b://1"]
+    );
+
+    // c lists a's URI: a's copy and c's are wrapped; b is not touched.
+    assert!(builder.update("c", &c, &[]));
+    let clash = builder.publish();
+    assert_eq!(
+        clash
+            .resources()
+            .iter()
+            .map(|r| r.uri.as_str())
+            .collect::<Vec<_>>(),
+        [
+            "a://1",
+            "mcphost://a/shared://x",
+            "b://1",
+            "mcphost://c/shared://x"
+        ]
+    );
+    assert!(Arc::ptr_eq(&first.resources()[0], &clash.resources()[0]));
+    assert!(Arc::ptr_eq(&first.resources()[2], &clash.resources()[2]));
+    assert!(Arc::ptr_eq(&first.templates()[0], &clash.templates()[0]));
+    assert_eq!(clash.renamed()[0].with, ["c"]);
+    assert_eq!(
+        clash.resolve("shared://x", none).unwrap_err(),
+        ResolveError::Ambiguous {
+            uri: "shared://x".into(),
+            servers: vec!["a".into(), "c".into()]
+        }
+    );
+
+    // b lists a URI a's template produces: only b's copy is wrapped.
+    assert!(builder.update("b", &[resource("a://2")], &[]));
+    let produced = builder.publish();
+    assert_eq!(produced.resources()[2].uri, "mcphost://b/a://2");
+    assert_eq!(produced.renamed_for("b").next().unwrap().with, ["a"]);
+    assert!(Arc::ptr_eq(&clash.resources()[1], &produced.resources()[1]));
+    assert!(Arc::ptr_eq(&clash.resources()[3], &produced.resources()[3]));
+
+    // c and b relist nothing: every URI is a's own again, the first listing
+    // comes back (the same objects, the same cursors).
+    assert!(builder.update("c", &[], &[]));
+    assert!(builder.update("b", &b, &[]));
+    let undone = builder.publish();
+    assert_eq!(flat_resources(&undone), flat_resources(&first));
+    assert!(Arc::ptr_eq(&first.resources()[1], &undone.resources()[1]));
+    assert!(undone.renamed().is_empty());
+    let (_, next) = first.page(None, 1).unwrap();
+    assert_eq!(undone.page(next.as_deref(), 1).unwrap().0.len(), 1);
 }
