@@ -57,26 +57,31 @@ def test_async_client_with_a_sync_callback_runs_it_off_the_loop(opener: Opener) 
         loop_thread = threading.current_thread().name
         names: list[str] = []
 
+        # The callback blocks until the loop has run a task after the
+        # callback started: it can only if the callback is off the loop.
+        started = threading.Event()
+        loop_ran = threading.Event()
+
         def sample(req: dict[str, Any]) -> dict[str, Any]:
             names.append(threading.current_thread().name)
-            time.sleep(0.1)  # blocking here must not stall the loop
+            started.set()
+            if not loop_ran.wait(10):
+                raise AssertionError("the loop was blocked while the callback ran")
             return {"role": "assistant", "content": {"type": "text", "text": "ok"}, "model": "m"}
 
         c = await opener.aio(sampling=sample)
-        ticks = 0
 
-        async def ticker() -> None:
-            nonlocal ticks
-            while True:
-                await asyncio.sleep(0.01)
-                ticks += 1
+        async def watcher() -> None:
+            while not started.is_set():
+                await asyncio.sleep(0.001)
+            loop_ran.set()
 
-        t = asyncio.create_task(ticker())
+        t = asyncio.create_task(watcher())
         r = await c.call_tool("ts__sample", {"prompt": "x"})
         t.cancel()
         assert json.loads(text_of(r))["content"]["text"] == "ok"
         assert names and names[0] != loop_thread and names[0].startswith("mcphost-host")
-        assert ticks >= 5, "the loop was blocked while the callback ran"
+        assert loop_ran.is_set(), "the loop was blocked while the callback ran"
         await c.aclose()
 
     run(body())
