@@ -163,15 +163,37 @@ fn tool_names(r: &mut BufReader<UnixStream>, w: &mut UnixStream) -> BenchResult<
 }
 
 /// The daemon's child processes (every thread's `children`).
-fn children(pid: u32) -> usize {
+/// Direct children of `pid`.
+fn children_of(pid: u32) -> Vec<u32> {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
+        return Vec::new();
     };
     tasks
         .filter_map(|t| t.ok())
         .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
-        .map(|c| c.split_whitespace().count())
-        .sum()
+        .flat_map(|c| {
+            c.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+/// Server processes the daemon `pid` runs: its descendants that are not
+/// mcphost itself (the process supervisor, or a watchdog, is a fork of the
+/// daemon; the servers are its children).
+fn children(pid: u32) -> usize {
+    let exe = |p: u32| std::fs::read_link(format!("/proc/{p}/exe")).ok();
+    let own = exe(pid);
+    let mut todo = children_of(pid);
+    let mut servers = 0;
+    while let Some(p) = todo.pop() {
+        if exe(p) != own {
+            servers += 1;
+        }
+        todo.extend(children_of(p));
+    }
+    servers
 }
 
 fn stored(home: &Path) -> usize {
