@@ -23,7 +23,7 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{BenchResult, env_usize, median};
+use common::{BenchResult, children_of, env_usize, median};
 
 const TOOLS_LIST: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}"#;
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench-lazy","version":"0"}}}"#;
@@ -163,22 +163,6 @@ fn tool_names(r: &mut BufReader<UnixStream>, w: &mut UnixStream) -> BenchResult<
 }
 
 /// The daemon's child processes (every thread's `children`).
-/// Direct children of `pid`.
-fn children_of(pid: u32) -> Vec<u32> {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return Vec::new();
-    };
-    tasks
-        .filter_map(|t| t.ok())
-        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
-        .flat_map(|c| {
-            c.split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect::<Vec<u32>>()
-        })
-        .collect()
-}
-
 /// Server processes the daemon `pid` runs: its descendants that are not
 /// mcphost itself (the process supervisor, or a watchdog, is a fork of the
 /// daemon; the servers are its children).

@@ -31,6 +31,8 @@ use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
 
+#[cfg(target_os = "linux")]
+use common::children_of;
 use common::plot::{self, Series};
 use common::{BenchResult, env_usize, median, start_daemon};
 
@@ -79,26 +81,7 @@ fn rss_kib(pid: u32) -> BenchResult<u64> {
 /// what it starts is the server's too.
 #[cfg(target_os = "linux")]
 fn own_pss_kib(root: u32, server: &Path) -> BenchResult<(u64, usize)> {
-    use std::collections::HashMap;
     let server = std::fs::canonicalize(server)?;
-    let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
-    for entry in std::fs::read_dir("/proc")? {
-        let Ok(pid) = entry?.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        // A process may end between the listing and the read.
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse::<u32>().ok());
-        if let Some(ppid) = ppid {
-            children.entry(ppid).or_default().push(pid);
-        }
-    }
     let (mut total, mut procs) = (0u64, 0usize);
     let mut todo = vec![root];
     while let Some(pid) = todo.pop() {
@@ -110,7 +93,7 @@ fn own_pss_kib(root: u32, server: &Path) -> BenchResult<(u64, usize)> {
         {
             continue;
         }
-        todo.extend(children.get(&pid).into_iter().flatten());
+        todo.extend(children_of(pid));
         let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))?;
         let pss: u64 = rollup
             .lines()

@@ -7,6 +7,23 @@ use std::time::Duration;
 
 pub type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
+/// The direct children of process `pid` (Linux: every thread's
+/// `/proc/PID/task/TID/children`); none once it is gone.
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(|t| t.ok())
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
 /// A positive integer from the environment, or `default`.
 pub fn env_usize(name: &str, default: usize) -> BenchResult<usize> {
     match std::env::var(name) {
